@@ -1,0 +1,182 @@
+//! The command line. clap's types stop here: `Cli::into_invocation` turns what the user
+//! typed into the core's `Options` and a command config.
+
+use std::io::IsTerminal;
+
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+
+use crate::endpoint::{self, Endpoint};
+use crate::engine::{Path, Via};
+use crate::pipe::PipeConfig;
+use crate::report::StatsFormat;
+use crate::{Invocation, Options};
+
+const AFTER_HELP: &str = "\
+Endpoints: -  fd:N  file:PATH[,append][,excl][,mode=0600]  PATH  tcp:HOST:PORT
+           tcp-listen:[HOST:]PORT[,backlog=N]  unix:PATH  unix:@NAME  unix-listen:PATH[,mode=0600]
+A listener with no HOST binds 127.0.0.1. Paths: copy_file_range, sendfile, splice, tee,
+userspace (and reflink for copy). See `zerocat man` for the whole story.";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "zerocat",
+    version,
+    about = "A zero-copy netcat/tee: moves bytes with splice, tee, sendfile and copy_file_range, and says which path ran",
+    after_help = AFTER_HELP,
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Force a path: auto, copy_file_range, sendfile, splice, tee, userspace
+    /// (`-` and `_` are interchangeable). A forced path the fds cannot take is an error
+    /// before any byte moves; `--via userspace` copies through memory, trusting no offload.
+    #[arg(long, global = true, value_name = "PATH", default_value = "auto", value_parser = parse_via)]
+    pub via: Via,
+
+    /// No report line, no progress.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
+    /// Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+
+    /// Format of the end-of-run report on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = StatsArg::Text, value_name = "FORMAT")]
+    pub stats: StatsArg,
+
+    /// Show a progress bar on stderr (default: only when stderr is a terminal).
+    #[arg(long, global = true, overrides_with = "no_progress")]
+    pub progress: bool,
+
+    /// Never show a progress bar.
+    #[arg(long, global = true, overrides_with = "progress")]
+    pub no_progress: bool,
+
+    /// Print the plan and exit without moving data.
+    #[arg(long, global = true)]
+    pub explain: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StatsArg {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Move one stream from SRC to DST.
+    #[command(after_help = "\
+Examples:
+  zerocat pipe big.iso - | sha256sum            file to a pipe, via splice
+  zerocat pipe tcp-listen:9000 backup.tar       receive one connection into a file
+  tar c dir | zerocat pipe - tcp:host:9000      send a stream to a socket")]
+    Pipe(PipeArgs),
+    /// Print a shell completion script.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub struct PipeArgs {
+    /// Where the bytes come from (default: stdin).
+    #[arg(default_value = "-", value_parser = parse_endpoint)]
+    pub src: Endpoint,
+    /// Where the bytes go (default: stdout).
+    #[arg(default_value = "-", value_parser = parse_endpoint)]
+    pub dst: Endpoint,
+}
+
+fn parse_endpoint(arg: &str) -> Result<Endpoint, String> {
+    endpoint::parse(arg).map_err(|e| e.to_string())
+}
+
+fn parse_via(arg: &str) -> Result<Via, String> {
+    if arg.eq_ignore_ascii_case("auto") {
+        return Ok(Via::Auto);
+    }
+    Path::from_name(arg).map(Via::Forced).ok_or_else(|| {
+        let words: Vec<&str> = Path::ALL.iter().map(|p| p.name()).collect();
+        format!("unknown path '{arg}': expected auto, {}", words.join(", "))
+    })
+}
+
+impl Cli {
+    pub fn into_invocation(self) -> (Options, Invocation) {
+        let g = self.global;
+        let progress =
+            !g.quiet && !g.no_progress && (g.progress || std::io::stderr().is_terminal());
+        let options = Options {
+            via: g.via,
+            quiet: g.quiet,
+            verbose: g.verbose,
+            stats: match g.stats {
+                StatsArg::Text => StatsFormat::Text,
+                StatsArg::Json => StatsFormat::Json,
+            },
+            explain: g.explain,
+            progress,
+        };
+        let invocation = match self.command {
+            Command::Pipe(args) => Invocation::Pipe(PipeConfig {
+                src: args.src,
+                dst: args.dst,
+            }),
+            Command::Completions { shell } => Invocation::Print(completions(shell)),
+            Command::Man => Invocation::Print(man_page()),
+        };
+        (options, invocation)
+    }
+}
+
+/// The completion script for `shell`, generated from the clap definition.
+pub fn completions(shell: clap_complete::Shell) -> String {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "zerocat", &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The man page (roff), generated from the clap definition.
+pub fn man_page() -> String {
+    let mut out = Vec::new();
+    clap_mangen::Man::new(Cli::command())
+        .render(&mut out)
+        .expect("writing to a Vec cannot fail");
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn via_accepts_dashes_and_underscores() {
+        assert_eq!(
+            parse_via("copy-file-range"),
+            Ok(Via::Forced(Path::CopyFileRange))
+        );
+        assert_eq!(
+            parse_via("copy_file_range"),
+            Ok(Via::Forced(Path::CopyFileRange))
+        );
+        assert_eq!(parse_via("AUTO"), Ok(Via::Auto));
+        assert!(parse_via("carrier-pigeon").is_err());
+    }
+}

@@ -1,0 +1,368 @@
+//! The path engine: one chain of kernel paths per transfer, one place that walks it.
+//!
+//! Each path moves bytes from `src` to `dst` until EOF and returns an [`Outcome`]:
+//! it ended, the kernel refused it before any byte moved (fall back to the next path), or
+//! it failed. Offsets are left to the kernel (NULL), so whatever a path moved, the next one
+//! resumes exactly there. The walker records every path it ran and every fallback, so the
+//! report says what really happened (std's `kernel_copy` has the shape but keeps no record).
+
+pub mod copy_range;
+pub mod sendfile;
+pub mod splice;
+pub mod sys;
+pub mod tee;
+pub mod userspace;
+
+use std::fmt;
+use std::io;
+use std::os::fd::BorrowedFd;
+
+use nix::errno::Errno;
+
+use crate::fdkind::{FdInfo, FdKind};
+use crate::progress::Meter;
+
+/// A way of moving bytes. The names are the words of `--via` and of the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Path {
+    Reflink,
+    CopyFileRange,
+    Sendfile,
+    Splice,
+    Tee,
+    Userspace,
+}
+
+impl Path {
+    pub const ALL: [Path; 6] = [
+        Path::Reflink,
+        Path::CopyFileRange,
+        Path::Sendfile,
+        Path::Splice,
+        Path::Tee,
+        Path::Userspace,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Path::Reflink => "reflink",
+            Path::CopyFileRange => "copy_file_range",
+            Path::Sendfile => "sendfile",
+            Path::Splice => "splice",
+            Path::Tee => "tee",
+            Path::Userspace => "userspace",
+        }
+    }
+
+    /// Parses a path word; `-` and `_` are interchangeable.
+    pub fn from_name(word: &str) -> Option<Path> {
+        let word = word.to_ascii_lowercase().replace('-', "_");
+        Path::ALL.into_iter().find(|p| p.name() == word)
+    }
+}
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `--via`: let the engine choose, or force one path (no fallback).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Via {
+    #[default]
+    Auto,
+    Forced(Path),
+}
+
+/// Why a path handed over to the next one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    Errno(Errno),
+    /// copy_file_range said 0 on its first call: not trusted as EOF (procfs, sysfs, FUSE).
+    FirstCallReturnedZero,
+}
+
+impl Reason {
+    /// Short form for the report: the errno's name, or what happened.
+    pub fn short(&self) -> String {
+        match self {
+            Reason::Errno(e) => format!("{e:?}"),
+            Reason::FirstCallReturnedZero => "returned 0".to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Errno(e) => write!(f, "{e:?}: {}", e.desc()),
+            Reason::FirstCallReturnedZero => {
+                f.write_str("first call returned 0, not trusted as EOF")
+            }
+        }
+    }
+}
+
+/// Which endpoint a failure belongs to. One splice between two fds cannot say which side
+/// failed (coreutils#278); `Either` names both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Source,
+    Sink,
+    Either,
+}
+
+#[derive(Debug)]
+pub enum Failure {
+    Io(io::Error, Side),
+    /// SIGINT or SIGTERM: stopped after draining what was in flight.
+    Interrupted,
+}
+
+impl Failure {
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Failure::Io(e, _) => e.raw_os_error().map(Errno::from_raw),
+            Failure::Interrupted => None,
+        }
+    }
+}
+
+/// What one path did.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Reached the end of the source, having delivered this many bytes.
+    Ended(u64),
+    /// Refused before this path delivered a byte. The count is bytes that had already left
+    /// the source into zerocat's own pipe and were delivered with plain writes on the way
+    /// out (they belong to the userspace tally).
+    Fallback(u64, Reason),
+    /// Failed or was interrupted after delivering this many bytes.
+    Failed(u64, Failure),
+}
+
+/// Errnos that mean "this path cannot serve these fds" — but only while nothing has moved.
+/// EIO, ENOSPC, EDQUOT, EPIPE are never among them: falling back after EIO can copy stale
+/// pages (coreutils), and a full disk is full whatever the path.
+pub fn is_unsupported(errno: Errno) -> bool {
+    matches!(
+        errno,
+        Errno::ENOSYS
+            | Errno::EINVAL
+            | Errno::EXDEV
+            | Errno::EOPNOTSUPP
+            | Errno::EPERM
+            | Errno::EBADF
+            | Errno::ETXTBSY
+            | Errno::EACCES
+            | Errno::ENOTTY
+            | Errno::ESPIPE
+    )
+}
+
+/// The common end of every fast path's error arm: an unsupported errno before any byte
+/// moved falls back; anything else is a failure with the bytes delivered so far.
+pub fn refuse_or_fail(errno: Errno, moved: u64, side: Side) -> Outcome {
+    if moved == 0 && is_unsupported(errno) {
+        Outcome::Fallback(0, Reason::Errno(errno))
+    } else {
+        Outcome::Failed(moved, Failure::Io(io::Error::from(errno), side))
+    }
+}
+
+/// Can `path` serve this pair of fds at all? Used to build the chain and to reject a
+/// forced `--via` before any byte moves. The kernel still has the last word.
+pub fn can_take(path: Path, src: &FdInfo, dst: &FdInfo) -> Result<(), String> {
+    let bad = |why: &str| {
+        Err(format!(
+            "{path} cannot move {} -> {}: {why}",
+            src.kind, dst.kind
+        ))
+    };
+    if src.kind == FdKind::Directory || dst.kind == FdKind::Directory {
+        return bad("a directory holds no byte stream");
+    }
+    match path {
+        Path::CopyFileRange | Path::Reflink
+            if src.kind != FdKind::File || dst.kind != FdKind::File =>
+        {
+            bad("it needs regular files on both sides")
+        }
+        Path::Reflink => bad("reflink is only for `zerocat copy`"),
+        Path::Sendfile if src.kind != FdKind::File => bad("it needs a regular file as source"),
+        Path::Tee => bad("tee(2) is for one-to-many: `zerocat tee`"),
+        _ => Ok(()),
+    }
+}
+
+/// The paths to try, in order (DESIGN §3).
+pub fn chain(src: &FdInfo, dst: &FdInfo, via: Via) -> Result<Vec<Path>, String> {
+    use FdKind::*;
+    if let Via::Forced(path) = via {
+        can_take(path, src, dst)?;
+        return Ok(vec![path]);
+    }
+    can_take(Path::Userspace, src, dst)?;
+    let fast: &[Path] = match (src.kind, dst.kind) {
+        (File, File) => &[Path::CopyFileRange, Path::Splice],
+        (Pipe, _) | (_, Pipe) => &[Path::Splice],
+        (File, Socket | CharDevice) => &[Path::Sendfile, Path::Splice],
+        (Socket, Socket | File | CharDevice) => &[Path::Splice],
+        _ => &[],
+    };
+    Ok(fast.iter().copied().chain([Path::Userspace]).collect())
+}
+
+/// One fallback, as the report shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fallback {
+    pub from: Path,
+    pub to: Option<Path>,
+    pub reason: Reason,
+}
+
+/// What ran: every path tried with the bytes it delivered, in order, and every fallback.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Record {
+    pub paths: Vec<(Path, u64)>,
+    pub fallbacks: Vec<Fallback>,
+}
+
+impl Record {
+    pub fn bytes(&self) -> u64 {
+        self.paths.iter().map(|(_, n)| n).sum()
+    }
+
+    pub fn add(&mut self, path: Path, bytes: u64) {
+        match self.paths.iter_mut().find(|(p, _)| *p == path) {
+            Some((_, n)) => *n += bytes,
+            None => self.paths.push((path, bytes)),
+        }
+    }
+}
+
+/// The fds of one transfer and what is known about them.
+pub struct Ends<'a> {
+    pub src: BorrowedFd<'a>,
+    pub src_info: FdInfo,
+    pub dst: BorrowedFd<'a>,
+    pub dst_info: FdInfo,
+}
+
+/// Walks `chain` until a path ends or fails. Returns what ran, and the failure if any.
+pub fn transfer(
+    ends: &Ends<'_>,
+    chain: &[Path],
+    middle: Option<&splice::OwnPipe>,
+    meter: &Meter,
+) -> (Record, Option<Failure>) {
+    let mut record = Record::default();
+    let mut carried = 0; // bytes a refused path delivered by plain writes
+    for (i, &path) in chain.iter().enumerate() {
+        let outcome = run_path(path, ends, middle, meter);
+        match outcome {
+            Outcome::Ended(n) => {
+                record.add(path, n);
+                record_carried(&mut record, carried);
+                return (record, None);
+            }
+            Outcome::Failed(n, failure) => {
+                record.add(path, n);
+                record_carried(&mut record, carried);
+                return (record, Some(failure));
+            }
+            Outcome::Fallback(drained, reason) => {
+                record.add(path, 0);
+                carried += drained;
+                let next = chain.get(i + 1).copied();
+                record.fallbacks.push(Fallback {
+                    from: path,
+                    to: next,
+                    reason,
+                });
+                if next.is_none() {
+                    // A forced path the kernel refused: an error, not a silent switch.
+                    record_carried(&mut record, carried);
+                    let Reason::Errno(errno) = reason else {
+                        return (
+                            record,
+                            Some(Failure::Io(
+                                io::Error::other(reason.to_string()),
+                                Side::Either,
+                            )),
+                        );
+                    };
+                    return (
+                        record,
+                        Some(Failure::Io(io::Error::from(errno), Side::Either)),
+                    );
+                }
+            }
+        }
+    }
+    unreachable!("every chain ends in a path that ends or fails")
+}
+
+fn record_carried(record: &mut Record, carried: u64) {
+    if carried > 0 {
+        record.add(Path::Userspace, carried);
+    }
+}
+
+fn run_path(
+    path: Path,
+    ends: &Ends<'_>,
+    middle: Option<&splice::OwnPipe>,
+    meter: &Meter,
+) -> Outcome {
+    match path {
+        Path::CopyFileRange => copy_range::copy(ends.src, ends.dst, meter),
+        Path::Sendfile => sendfile::copy(ends.src, ends.dst, meter),
+        Path::Splice => splice::copy(ends, middle, meter),
+        Path::Userspace => userspace::copy(ends.src, ends.dst, meter),
+        Path::Reflink | Path::Tee => unreachable!("{path} is not a pipe-to-pipe path"),
+    }
+}
+
+/// The loop of the file-offset paths (copy_file_range, sendfile): call `step` until it
+/// says 0, counting what it moved. Short transfers and EINTR are normal; EAGAIN from a
+/// non-blocking sink waits for room.
+fn pump(
+    dst: BorrowedFd<'_>,
+    meter: &Meter,
+    distrust_first_zero: bool,
+    mut step: impl FnMut() -> Result<usize, Errno>,
+) -> Outcome {
+    let mut moved = 0u64;
+    loop {
+        if crate::process::interrupted() {
+            return Outcome::Failed(moved, Failure::Interrupted);
+        }
+        match step() {
+            Ok(0) if moved == 0 && distrust_first_zero => {
+                return Outcome::Fallback(0, Reason::FirstCallReturnedZero)
+            }
+            Ok(0) => return Outcome::Ended(moved),
+            Ok(n) => {
+                moved += n as u64;
+                meter.add(n as u64);
+            }
+            Err(Errno::EINTR) => {}
+            Err(Errno::EAGAIN) => {
+                if let Err(e) = sys::wait(dst, nix::poll::PollFlags::POLLOUT) {
+                    return Outcome::Failed(moved, Failure::Io(e.into(), Side::Sink));
+                }
+            }
+            Err(e) => return refuse_or_fail(e, moved, side_of(e)),
+        }
+    }
+}
+
+/// Best guess at which end an errno from a two-fd call belongs to.
+pub fn side_of(errno: Errno) -> Side {
+    match errno {
+        Errno::ENOSPC | Errno::EDQUOT | Errno::EPIPE | Errno::EFBIG => Side::Sink,
+        _ => Side::Either,
+    }
+}

@@ -1,0 +1,169 @@
+//! splice(2): directly when one side is a pipe, otherwise through a pipe of zerocat's own
+//! (socket -> socket, socket -> file, file -> file when copy_file_range said no).
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::OnceLock;
+
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::poll::PollFlags;
+
+use super::{refuse_or_fail, side_of, sys, Ends, Failure, Outcome, Reason, Side};
+use crate::fdkind::FdKind;
+use crate::progress::Meter;
+
+/// A pipe that belongs to zerocat, grown as far as the system allows.
+pub struct OwnPipe {
+    pub read: OwnedFd,
+    pub write: OwnedFd,
+    /// Capacity in bytes (what F_SETPIPE_SZ granted).
+    pub size: usize,
+}
+
+impl OwnPipe {
+    pub fn new() -> nix::Result<OwnPipe> {
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+        let size = grow_pipe(write.as_fd()).unwrap_or(64 * 1024);
+        Ok(OwnPipe { read, write, size })
+    }
+}
+
+/// `pipe-max-size`, read once: the most an unprivileged F_SETPIPE_SZ may ask for.
+fn pipe_max_size() -> usize {
+    static MAX: OnceLock<usize> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(1 << 20)
+    })
+}
+
+/// Grows a pipe toward `pipe-max-size`, best effort (EPERM past a user's soft limit,
+/// EBUSY below what is queued): halves the request until the kernel agrees, never
+/// shrinks. Returns the size the pipe has now.
+pub fn grow_pipe(fd: BorrowedFd<'_>) -> Option<usize> {
+    let current = fcntl(fd.as_raw_fd(), FcntlArg::F_GETPIPE_SZ).ok()? as usize;
+    let mut want = pipe_max_size();
+    while want > current {
+        if let Ok(granted) = fcntl(fd.as_raw_fd(), FcntlArg::F_SETPIPE_SZ(want as i32)) {
+            return Some(granted as usize);
+        }
+        want /= 2;
+    }
+    Some(current)
+}
+
+pub fn copy(ends: &Ends<'_>, middle: Option<&OwnPipe>, meter: &Meter) -> Outcome {
+    if ends.src_info.kind == FdKind::Pipe || ends.dst_info.kind == FdKind::Pipe {
+        return direct(ends.src, ends.dst, meter);
+    }
+    match middle {
+        Some(pipe) => through(ends.src, ends.dst, pipe, meter),
+        None => match OwnPipe::new() {
+            Ok(pipe) => through(ends.src, ends.dst, &pipe, meter),
+            Err(e) => Outcome::Fallback(0, Reason::Errno(e)),
+        },
+    }
+}
+
+/// One side is a pipe: splice straight across.
+fn direct(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
+    let mut moved = 0u64;
+    loop {
+        if crate::process::interrupted() {
+            return Outcome::Failed(moved, Failure::Interrupted);
+        }
+        match sys::splice(src, dst, sys::MAX_CHUNK) {
+            Ok(0) => return Outcome::Ended(moved),
+            Ok(n) => {
+                moved += n as u64;
+                meter.add(n as u64);
+            }
+            Err(Errno::EINTR) => {}
+            // Either the source is empty or the sink is full (HAZARDS: EAGAIN's two
+            // meanings): wait for data first, then for room.
+            Err(Errno::EAGAIN) => {
+                let waited = sys::wait(src, PollFlags::POLLIN)
+                    .and_then(|_| sys::wait(dst, PollFlags::POLLOUT));
+                if let Err(e) = waited {
+                    return Outcome::Failed(moved, Failure::Io(e.into(), Side::Either));
+                }
+            }
+            Err(e) => return refuse_or_fail(e, moved, side_of(e)),
+        }
+    }
+}
+
+/// Neither side is a pipe: source -> our pipe -> sink. The pipe is emptied into the sink
+/// before the next fill, and before any return, so no byte is ever left in it.
+fn through(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, pipe: &OwnPipe, meter: &Meter) -> Outcome {
+    let mut delivered = 0u64;
+    loop {
+        if crate::process::interrupted() {
+            return Outcome::Failed(delivered, Failure::Interrupted);
+        }
+        let filled = match sys::splice(src, pipe.write.as_fd(), pipe.size) {
+            Ok(0) => return Outcome::Ended(delivered),
+            Ok(n) => n,
+            Err(Errno::EINTR) => continue,
+            Err(Errno::EAGAIN) => match sys::wait(src, PollFlags::POLLIN) {
+                Ok(()) => continue,
+                Err(e) => return Outcome::Failed(delivered, Failure::Io(e.into(), Side::Source)),
+            },
+            Err(e) => return refuse_or_fail(e, delivered, Side::Source),
+        };
+        let mut in_pipe = filled;
+        while in_pipe > 0 {
+            match sys::splice(pipe.read.as_fd(), dst, in_pipe) {
+                Ok(n) => {
+                    in_pipe -= n;
+                    delivered += n as u64;
+                    meter.add(n as u64);
+                }
+                // Keep draining even when interrupted: these bytes left the source.
+                Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => {
+                    if let Err(e) = sys::wait(dst, PollFlags::POLLOUT) {
+                        return Outcome::Failed(delivered, Failure::Io(e.into(), Side::Sink));
+                    }
+                }
+                Err(e) if delivered == 0 && super::is_unsupported(e) => {
+                    // The sink takes no splice. What already left the source goes out
+                    // with plain writes, then the userspace path carries on.
+                    return match drain_with_writes(pipe, dst, in_pipe, meter) {
+                        Ok(()) => Outcome::Fallback(in_pipe as u64, Reason::Errno(e)),
+                        Err((done, err)) => {
+                            Outcome::Failed(done, Failure::Io(err.into(), Side::Sink))
+                        }
+                    };
+                }
+                Err(e) => return Outcome::Failed(delivered, Failure::Io(e.into(), Side::Sink)),
+            }
+        }
+    }
+}
+
+/// Moves `len` bytes out of our pipe into `dst` with read/write.
+pub fn drain_with_writes(
+    pipe: &OwnPipe,
+    dst: BorrowedFd<'_>,
+    mut len: usize,
+    meter: &Meter,
+) -> Result<(), (u64, Errno)> {
+    let mut buf = vec![0u8; len.min(pipe.size)];
+    let mut done = 0u64;
+    while len > 0 {
+        let want = len.min(buf.len());
+        let n = match sys::read(pipe.read.as_fd(), &mut buf[..want]) {
+            Ok(n) => n,
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err((done, e)),
+        };
+        sys::write_all(dst, &buf[..n]).map_err(|(w, e)| (done + w as u64, e))?;
+        meter.add(n as u64);
+        done += n as u64;
+        len -= n;
+    }
+    Ok(())
+}

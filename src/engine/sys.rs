@@ -1,0 +1,118 @@
+//! Thin wrappers over the raw syscalls the paths use: one place for the unsafe calls and
+//! for waiting on non-blocking fds.
+
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::ptr;
+
+use nix::errno::Errno;
+use nix::libc;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+/// Most bytes asked of one call: Rust and Go copy at most 1 GiB per call, glibc 2.41/2.42
+/// miscount above INT_MAX, and splice refuses SIZE_MAX.
+pub const MAX_CHUNK: usize = 1 << 30;
+
+fn cvt(ret: isize) -> Result<usize, Errno> {
+    if ret < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+pub fn copy_file_range(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    len: usize,
+) -> Result<usize, Errno> {
+    // SAFETY: valid fds, NULL offsets (the kernel uses and advances the file offsets).
+    cvt(unsafe {
+        libc::copy_file_range(
+            src.as_raw_fd(),
+            ptr::null_mut(),
+            dst.as_raw_fd(),
+            ptr::null_mut(),
+            len,
+            0,
+        )
+    })
+}
+
+pub fn sendfile(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, len: usize) -> Result<usize, Errno> {
+    // SAFETY: valid fds, NULL offset (the source's file offset is used and advanced).
+    cvt(unsafe { libc::sendfile(dst.as_raw_fd(), src.as_raw_fd(), ptr::null_mut(), len) })
+}
+
+pub fn splice(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, len: usize) -> Result<usize, Errno> {
+    // SAFETY: valid fds, NULL offsets. No SPLICE_F_NONBLOCK: it does not make a socket
+    // non-blocking anyway (HAZARDS), the fds' own O_NONBLOCK decides.
+    cvt(unsafe {
+        libc::splice(
+            src.as_raw_fd(),
+            ptr::null_mut(),
+            dst.as_raw_fd(),
+            ptr::null_mut(),
+            len,
+            libc::SPLICE_F_MOVE,
+        )
+    })
+}
+
+/// tee(2): duplicate up to `len` bytes from pipe `src` into pipe `dst` without consuming.
+pub fn tee(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    len: usize,
+    nonblock: bool,
+) -> Result<usize, Errno> {
+    let flags = if nonblock { libc::SPLICE_F_NONBLOCK } else { 0 };
+    // SAFETY: valid fds.
+    cvt(unsafe { libc::tee(src.as_raw_fd(), dst.as_raw_fd(), len, flags) })
+}
+
+pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<usize, Errno> {
+    // SAFETY: buf is valid for writes of buf.len() bytes.
+    cvt(unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) })
+}
+
+pub fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> Result<usize, Errno> {
+    // SAFETY: buf is valid for reads of buf.len() bytes.
+    cvt(unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) })
+}
+
+/// Writes all of `buf`, retrying EINTR and short writes and waiting out EAGAIN.
+/// On error, returns how many bytes did go out. Bytes already read are delivered even
+/// when a signal asks us to stop: they left the source and exist nowhere else.
+pub fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) -> Result<(), (usize, Errno)> {
+    let mut done = 0;
+    while !buf.is_empty() {
+        match write(fd, buf) {
+            Ok(n) => {
+                done += n;
+                buf = &buf[n..];
+            }
+            Err(Errno::EINTR) => {}
+            Err(Errno::EAGAIN) => wait(fd, PollFlags::POLLOUT).map_err(|e| (done, e))?,
+            Err(e) => return Err((done, e)),
+        }
+    }
+    Ok(())
+}
+
+/// Blocks until `fd` is ready for `events` (for fds someone handed us non-blocking).
+/// EINTR returns Ok so the caller's loop sees the signal flag.
+pub fn wait(fd: BorrowedFd<'_>, events: PollFlags) -> Result<(), Errno> {
+    let mut fds = [PollFd::new(fd, events)];
+    match poll(&mut fds, PollTimeout::NONE) {
+        Ok(_) | Err(Errno::EINTR) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Bytes queued in a pipe or socket (FIONREAD).
+pub fn queued(fd: BorrowedFd<'_>) -> Result<usize, Errno> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int.
+    let ret = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) };
+    Errno::result(ret).map(|_| n.max(0) as usize)
+}

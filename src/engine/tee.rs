@@ -1,0 +1,1 @@
+//! tee(2) fan-out: built by the tee issue.

@@ -1,0 +1,180 @@
+//! Classify a file descriptor: what it is decides which kernel paths can move its bytes.
+
+use std::fmt;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::sys::stat::{fstat, FileStat, SFlag};
+
+use crate::endpoint::{Endpoint, Role};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FdKind {
+    /// A regular file (or a block device: both have a page cache and a size).
+    File,
+    /// A pipe or a FIFO.
+    Pipe,
+    Socket,
+    /// A terminal.
+    Tty,
+    /// Any other character device: /dev/null, /dev/full, /dev/zero…
+    CharDevice,
+    Directory,
+    Other,
+}
+
+impl FdKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FdKind::File => "file",
+            FdKind::Pipe => "pipe",
+            FdKind::Socket => "socket",
+            FdKind::Tty => "tty",
+            FdKind::CharDevice => "chardev",
+            FdKind::Directory => "dir",
+            FdKind::Other => "other",
+        }
+    }
+
+    /// Kind of a file from its mode bits alone (terminals need an fd to tell apart).
+    pub fn from_mode(mode: u32) -> FdKind {
+        match SFlag::from_bits_truncate(mode & SFlag::S_IFMT.bits()) {
+            SFlag::S_IFREG | SFlag::S_IFBLK => FdKind::File,
+            SFlag::S_IFIFO => FdKind::Pipe,
+            SFlag::S_IFSOCK => FdKind::Socket,
+            SFlag::S_IFCHR => FdKind::CharDevice,
+            SFlag::S_IFDIR => FdKind::Directory,
+            _ => FdKind::Other,
+        }
+    }
+}
+
+impl fmt::Display for FdKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What zerocat knows about one open fd.
+#[derive(Debug, Clone, Copy)]
+pub struct FdInfo {
+    pub kind: FdKind,
+    /// Opened with O_APPEND: copy_file_range, splice and sendfile refuse such sinks.
+    pub append: bool,
+    pub nonblocking: bool,
+    /// Size of a regular file, where the kernel knows it.
+    pub size: Option<u64>,
+    /// (st_dev, st_ino): tells whether two fds name the same file.
+    pub identity: (u64, u64),
+}
+
+impl FdInfo {
+    pub fn of(fd: BorrowedFd<'_>) -> nix::Result<FdInfo> {
+        let st = fstat(fd.as_raw_fd())?;
+        let flags = OFlag::from_bits_truncate(fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL)?);
+        let mut kind = FdKind::from_mode(st.st_mode);
+        if kind == FdKind::CharDevice && nix::unistd::isatty(fd.as_raw_fd()).unwrap_or(false) {
+            kind = FdKind::Tty;
+        }
+        Ok(FdInfo {
+            kind,
+            append: flags.contains(OFlag::O_APPEND),
+            nonblocking: flags.contains(OFlag::O_NONBLOCK),
+            size: regular_size(&st, kind),
+            identity: (st.st_dev, st.st_ino),
+        })
+    }
+
+    /// True when both are the same regular file: reading and writing it at once
+    /// would eat its own output (cat: "input file is output file").
+    pub fn same_file(&self, other: &FdInfo) -> bool {
+        self.kind == FdKind::File && other.kind == FdKind::File && self.identity == other.identity
+    }
+}
+
+/// What an endpoint's fd will be, found without opening it (no file created, no
+/// connection made, no connection accepted): for `--explain`.
+pub fn predict(endpoint: &Endpoint, role: Role) -> std::io::Result<FdInfo> {
+    let socket = FdInfo {
+        kind: FdKind::Socket,
+        append: false,
+        nonblocking: false,
+        size: None,
+        identity: (0, 0),
+    };
+    match endpoint {
+        Endpoint::Stdio => {
+            let fd = if role == Role::Source { 0 } else { 1 };
+            // SAFETY: fds 0 and 1 are open for the whole run (reserved at start-up).
+            Ok(FdInfo::of(unsafe { BorrowedFd::borrow_raw(fd) })?)
+        }
+        Endpoint::Fd(fd) => {
+            nix::fcntl::fcntl(*fd, FcntlArg::F_GETFD)?;
+            // SAFETY: just checked that the fd is open; it is only fstat'ed.
+            Ok(FdInfo::of(unsafe { BorrowedFd::borrow_raw(*fd) })?)
+        }
+        Endpoint::File { path, opts } => match nix::sys::stat::stat(path.as_path()) {
+            Ok(st) => Ok(FdInfo {
+                kind: FdKind::from_mode(st.st_mode),
+                append: opts.append,
+                nonblocking: false,
+                size: regular_size(&st, FdKind::from_mode(st.st_mode)),
+                identity: (st.st_dev, st.st_ino),
+            }),
+            Err(nix::errno::Errno::ENOENT) if role == Role::Sink => Ok(FdInfo {
+                kind: FdKind::File,
+                append: opts.append,
+                nonblocking: false,
+                size: Some(0),
+                identity: (0, 0),
+            }),
+            Err(e) => Err(e.into()),
+        },
+        _ => Ok(socket),
+    }
+}
+
+fn regular_size(st: &FileStat, kind: FdKind) -> Option<u64> {
+    (kind == FdKind::File && (st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFREG.bits())
+        .then_some(st.st_size as u64)
+}
+
+/// Set or clear O_NONBLOCK, returning what it was so the caller can restore it.
+pub fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> nix::Result<bool> {
+    let flags = OFlag::from_bits_truncate(fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL)?);
+    let was = flags.contains(OFlag::O_NONBLOCK);
+    if was != on {
+        let mut new = flags;
+        new.set(OFlag::O_NONBLOCK, on);
+        fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(new))?;
+    }
+    Ok(was)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn classifies_pipe_file_socket_and_null() {
+        let (r, _w) = nix::unistd::pipe().unwrap();
+        assert_eq!(FdInfo::of(r.as_fd()).unwrap().kind, FdKind::Pipe);
+
+        let file = tempfile::tempfile().unwrap();
+        let info = FdInfo::of(file.as_fd()).unwrap();
+        assert_eq!(info.kind, FdKind::File);
+        assert_eq!(info.size, Some(0));
+
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert_eq!(FdInfo::of(a.as_fd()).unwrap().kind, FdKind::Socket);
+
+        let null = std::fs::OpenOptions::new()
+            .append(true)
+            .open("/dev/null")
+            .unwrap();
+        let info = FdInfo::of(null.as_fd()).unwrap();
+        assert_eq!(info.kind, FdKind::CharDevice);
+        assert!(info.append);
+    }
+}

@@ -1,0 +1,240 @@
+//! Shared helpers: test data, running the binary with a deadline, reading its report.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Every test's deadline for one zerocat run: nothing here should take long.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+pub fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("zerocat")
+}
+
+/// A `zerocat` command with a clean environment.
+pub fn zerocat() -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+/// Deterministic bytes that are not all alike (xorshift), so a shifted or duplicated
+/// block cannot compare equal by accident.
+pub fn data(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ len as u64;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Asserts two byte strings are equal without printing megabytes on failure.
+#[track_caller]
+pub fn assert_bytes_eq(got: &[u8], want: &[u8], what: &str) {
+    if got != want {
+        let first = got
+            .iter()
+            .zip(want)
+            .position(|(a, b)| a != b)
+            .unwrap_or(got.len().min(want.len()));
+        panic!(
+            "{what}: got {} bytes, want {} bytes, first difference at offset {first}",
+            got.len(),
+            want.len()
+        );
+    }
+}
+
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("zerocat-test")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
+}
+
+pub fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// Waits for a child with a deadline; kills it and panics when the deadline passes.
+pub fn wait_with_deadline(mut child: Child, deadline: Duration) -> Output {
+    let (tx, rx) = mpsc::channel();
+    let pid = child.id();
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let out_reader = thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(s) = stdout.as_mut() {
+            s.read_to_end(&mut buf).unwrap();
+        }
+        buf
+    });
+    let err_reader = thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(s) = stderr.as_mut() {
+            s.read_to_end(&mut buf).unwrap();
+        }
+        buf
+    });
+    thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = match rx.recv_timeout(deadline) {
+        Ok(status) => status.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            panic!("zerocat (pid {pid}) did not finish within {deadline:?}");
+        }
+    };
+    Output {
+        status,
+        stdout: out_reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
+/// Runs to completion with the deadline.
+pub fn run(mut cmd: Command) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    wait_with_deadline(cmd.spawn().expect("spawn zerocat"), DEADLINE)
+}
+
+pub fn stderr_text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The `--stats json` object on stderr.
+#[track_caller]
+pub fn json_report(stderr: &[u8]) -> Value {
+    let text = String::from_utf8_lossy(stderr);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON report on stderr: {text}"));
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON report ({e}): {line}"))
+}
+
+/// The paths of a report, in order, with their bytes.
+pub fn paths(report: &Value) -> Vec<(String, u64)> {
+    report["paths"]
+        .as_array()
+        .expect("paths array")
+        .iter()
+        .map(|p| {
+            (
+                p["path"].as_str().unwrap().to_string(),
+                p["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The path that carried the bytes: the last one run (every earlier one fell back).
+pub fn final_path(report: &Value) -> String {
+    paths(report).last().expect("at least one path").0.clone()
+}
+
+/// Reads zerocat's "listening on ADDR" line from its stderr, then hands the rest of
+/// stderr to a thread so the child never blocks on a full pipe.
+pub fn listening_addr(child: &mut Child) -> (String, thread::JoinHandle<Vec<u8>>) {
+    let stderr = child.stderr.take().expect("stderr piped");
+    let mut reader = BufReader::new(stderr);
+    let mut seen = Vec::new();
+    let started = Instant::now();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 || started.elapsed() > DEADLINE {
+            panic!(
+                "zerocat never said where it listens; stderr: {}",
+                String::from_utf8_lossy(&seen)
+            );
+        }
+        seen.extend_from_slice(line.as_bytes());
+        if let Some(addr) = line.trim_end().strip_prefix("zerocat: listening on ") {
+            let addr = addr.to_string();
+            let rest = thread::spawn(move || {
+                let mut buf = seen;
+                reader.read_to_end(&mut buf).unwrap();
+                buf
+            });
+            return (addr, rest);
+        }
+    }
+}
+
+/// A one-shot TCP server on 127.0.0.1 that sends `payload` to its first client and closes.
+pub fn tcp_source(payload: Vec<u8>) -> (String, thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let handle = thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.write_all(&payload).unwrap();
+    });
+    (addr, handle)
+}
+
+/// A one-shot TCP server on 127.0.0.1 that returns all bytes of its first client.
+pub fn tcp_sink() -> (String, thread::JoinHandle<Vec<u8>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let handle = thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(DEADLINE)).unwrap();
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).unwrap();
+        buf
+    });
+    (addr, handle)
+}
+
+pub fn unix_source(path: &Path, payload: Vec<u8>) -> thread::JoinHandle<()> {
+    let listener = UnixListener::bind(path).unwrap();
+    thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.write_all(&payload).unwrap();
+    })
+}
+
+pub fn unix_sink(path: &Path) -> thread::JoinHandle<Vec<u8>> {
+    let listener = UnixListener::bind(path).unwrap();
+    thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(DEADLINE)).unwrap();
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).unwrap();
+        buf
+    })
+}
+
+/// Connects to a zerocat listener (TCP "host:port" or a unix path) and sends `payload`.
+pub fn send_to(addr: &str, payload: &[u8]) {
+    if addr.starts_with('/') {
+        UnixStream::connect(addr)
+            .unwrap()
+            .write_all(payload)
+            .unwrap();
+    } else {
+        TcpStream::connect(addr)
+            .unwrap()
+            .write_all(payload)
+            .unwrap();
+    }
+}
