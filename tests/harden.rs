@@ -1,0 +1,1121 @@
+//! Hardening (issue 8): faults injected with strace, full disks, signals, closed standard
+//! fds, hostile input and a soak. The promise under test: no byte lost or duplicated, a
+//! clear error and the right exit code on every fault.
+//!
+//! Every family is a table of cases over (subcommand, shape), so that copy, tee and relay
+//! join by adding a `Sub` variant and rows; the drivers do not change.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+use crate::util::{assert_bytes_eq, bin, data, paths, tempdir, DEADLINE};
+
+// =============================================================================================
+// The rig: a subcommand, a source and a sink of some kind, zerocat (maybe under a wrapper)
+// =============================================================================================
+
+/// The subcommand under test. copy / tee / relay add a variant and their argument shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sub {
+    Pipe,
+}
+
+impl Sub {
+    fn name(self) -> &'static str {
+        match self {
+            Sub::Pipe => "pipe",
+        }
+    }
+
+    /// The command line moving one source to one sink.
+    fn args(self, src: &str, dst: &str) -> Vec<String> {
+        match self {
+            Sub::Pipe => vec!["pipe".into(), src.into(), dst.into()],
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Src {
+    /// A regular file in the test's directory.
+    File,
+    /// zerocat's stdin, a pipe the test feeds.
+    Pipe,
+    /// A TCP server on 127.0.0.1 that zerocat connects to; it sends the payload.
+    Socket,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dst {
+    /// A regular file (in the test's directory, or the rig's `sink_dir`).
+    File,
+    /// /dev/null: the bytes cannot be checked, only the report.
+    Null,
+    /// /dev/full: every write is ENOSPC.
+    Full,
+    /// zerocat's stdout, a pipe the test reads.
+    Pipe,
+    /// A TCP server on 127.0.0.1 that zerocat connects to; it keeps what arrives.
+    Socket,
+}
+
+type Shape = (Src, Dst);
+
+fn shape_name((src, dst): Shape) -> String {
+    let s = match src {
+        Src::File => "file",
+        Src::Pipe => "pipe",
+        Src::Socket => "socket",
+    };
+    let d = match dst {
+        Dst::File => "file",
+        Dst::Null => "/dev/null",
+        Dst::Full => "/dev/full",
+        Dst::Pipe => "pipe",
+        Dst::Socket => "socket",
+    };
+    format!("{s}->{d}")
+}
+
+/// How one run is set up.
+struct Setup<'a> {
+    sub: Sub,
+    shape: Shape,
+    payload: Arc<Vec<u8>>,
+    /// Program and arguments put before zerocat (strace ...).
+    wrap: Vec<String>,
+    /// Global options before the subcommand (`--stats json` is always given).
+    global: Vec<&'a str>,
+    /// A stream source (pipe, socket) sends `chunk` bytes, then sleeps this long.
+    pace: Option<Duration>,
+    chunk: usize,
+    /// Where a file sink lives (a small tmpfs for the full-disk cases).
+    sink_dir: Option<&'a Path>,
+}
+
+impl<'a> Setup<'a> {
+    fn new(sub: Sub, shape: Shape, payload: Arc<Vec<u8>>) -> Setup<'a> {
+        Setup {
+            sub,
+            shape,
+            payload,
+            wrap: Vec::new(),
+            global: Vec::new(),
+            pace: None,
+            chunk: 256 << 10,
+            sink_dir: None,
+        }
+    }
+}
+
+/// A zerocat run in progress, with the threads feeding and draining it.
+struct Running {
+    child: Child,
+    _dir: tempfile::TempDir,
+    stop: Arc<AtomicBool>,
+    /// Bytes the sink holds so far (pipe and socket sinks; file sinks are stat'ed).
+    received: Arc<AtomicU64>,
+    sink_file: Option<PathBuf>,
+    sink_bytes: Arc<Mutex<Vec<u8>>>,
+    sink_thread: Option<JoinHandle<()>>,
+    stderr_thread: Option<JoinHandle<Vec<u8>>>,
+    dst: Dst,
+    started: Instant,
+}
+
+/// What a finished run left behind.
+struct Finished {
+    status: ExitStatus,
+    stderr: String,
+    report: Option<Value>,
+    /// The bytes the sink holds; None for /dev/null and /dev/full.
+    sink: Option<Vec<u8>>,
+}
+
+impl Finished {
+    fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+
+    fn report(&self) -> &Value {
+        self.report
+            .as_ref()
+            .unwrap_or_else(|| panic!("no JSON report; stderr: {}", self.stderr))
+    }
+
+    fn report_bytes(&self) -> u64 {
+        self.report()["bytes"].as_u64().expect("bytes")
+    }
+}
+
+fn start(setup: &Setup<'_>) -> Running {
+    let dir = tempdir();
+    let stop = Arc::new(AtomicBool::new(false));
+    let received = Arc::new(AtomicU64::new(0));
+    let sink_bytes = Arc::new(Mutex::new(Vec::new()));
+    let (src, dst) = setup.shape;
+
+    let mut cmd = match setup.wrap.split_first() {
+        None => Command::new(bin()),
+        Some((program, rest)) => {
+            let mut c = Command::new(program);
+            c.args(rest).arg(bin());
+            c
+        }
+    };
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    cmd.args(["--stats", "json"]).args(&setup.global);
+
+    let src_arg = match src {
+        Src::File => {
+            let path = dir.path().join("src.bin");
+            std::fs::write(&path, &*setup.payload).unwrap();
+            path.display().to_string()
+        }
+        Src::Pipe => "-".to_string(),
+        Src::Socket => {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (payload, stop, chunk, pace) =
+                (setup.payload.clone(), stop.clone(), setup.chunk, setup.pace);
+            thread::spawn(move || {
+                if let Some(mut s) = accept_until(&listener, &stop) {
+                    feed(&mut s, &payload, chunk, pace, &stop);
+                }
+            });
+            format!("tcp:{addr}")
+        }
+    };
+    let mut sink_file = None;
+    let mut sink_thread = None;
+    let dst_arg = match dst {
+        Dst::File => {
+            let path = setup.sink_dir.unwrap_or(dir.path()).join("dst.bin");
+            sink_file = Some(path.clone());
+            path.display().to_string()
+        }
+        Dst::Null => "/dev/null".to_string(),
+        Dst::Full => "/dev/full".to_string(),
+        Dst::Pipe => "-".to_string(),
+        Dst::Socket => {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (stop, received, bytes) = (stop.clone(), received.clone(), sink_bytes.clone());
+            sink_thread = Some(thread::spawn(move || {
+                if let Some(s) = accept_until(&listener, &stop) {
+                    keep(s, &received, &bytes);
+                }
+            }));
+            format!("tcp:{addr}")
+        }
+    };
+    cmd.args(setup.sub.args(&src_arg, &dst_arg));
+    cmd.stdin(if src == Src::Pipe {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    cmd.stdout(if dst == Dst::Pipe {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    cmd.stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn zerocat");
+
+    if let Some(mut stdin) = child.stdin.take() {
+        let (payload, stop, chunk, pace) =
+            (setup.payload.clone(), stop.clone(), setup.chunk, setup.pace);
+        thread::spawn(move || feed(&mut stdin, &payload, chunk, pace, &stop));
+    }
+    if let Some(stdout) = child.stdout.take() {
+        let (received, bytes) = (received.clone(), sink_bytes.clone());
+        sink_thread = Some(thread::spawn(move || keep(stdout, &received, &bytes)));
+    }
+    let mut stderr = child.stderr.take().unwrap();
+    let stderr_thread = Some(thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stderr.read_to_end(&mut buf);
+        buf
+    }));
+    Running {
+        child,
+        _dir: dir,
+        stop,
+        received,
+        sink_file,
+        sink_bytes,
+        sink_thread,
+        stderr_thread,
+        dst,
+        started: Instant::now(),
+    }
+}
+
+impl Running {
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    /// Bytes the sink holds right now.
+    fn sink_len(&self) -> u64 {
+        match &self.sink_file {
+            Some(path) => std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+            None => self.received.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Waits until the sink holds at least `n` bytes (zerocat is mid-transfer then).
+    fn wait_for_sink(&mut self, n: u64) {
+        while self.sink_len() < n {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("zerocat ended ({status}) before the sink held {n} bytes");
+            }
+            assert!(
+                self.started.elapsed() < DEADLINE,
+                "the sink never held {n} bytes"
+            );
+            thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn finish(mut self) -> Finished {
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if self.started.elapsed() > DEADLINE {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                self.stop.store(true, Ordering::SeqCst);
+                panic!("zerocat did not finish within {DEADLINE:?}");
+            }
+            thread::sleep(Duration::from_millis(2));
+        };
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.sink_thread.take() {
+            t.join().unwrap();
+        }
+        let stderr = self.stderr_thread.take().unwrap().join().unwrap();
+        let stderr = String::from_utf8_lossy(&stderr).into_owned();
+        let report = stderr
+            .lines()
+            .find(|l| l.starts_with('{'))
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON ({e}): {l}")));
+        let sink = match self.dst {
+            Dst::File => Some(std::fs::read(self.sink_file.as_ref().unwrap()).unwrap_or_default()),
+            Dst::Null | Dst::Full => None,
+            Dst::Pipe | Dst::Socket => Some(std::mem::take(&mut *self.sink_bytes.lock().unwrap())),
+        };
+        Finished {
+            status,
+            stderr,
+            report,
+            sink,
+        }
+    }
+}
+
+fn run_setup(setup: &Setup<'_>) -> Finished {
+    start(setup).finish()
+}
+
+/// Accepts one connection, giving up when `stop` is set (zerocat ended without connecting).
+fn accept_until(listener: &TcpListener, stop: &AtomicBool) -> Option<TcpStream> {
+    listener.set_nonblocking(true).unwrap();
+    let started = Instant::now();
+    loop {
+        match listener.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false).unwrap();
+                return Some(s);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if stop.load(Ordering::SeqCst) || started.elapsed() > DEADLINE {
+                    return None;
+                }
+                thread::sleep(Duration::from_millis(1));
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Writes `payload` in chunks (pausing between them when paced) until done, stopped, or
+/// the reader went away (zerocat failed: that is what some cases test).
+fn feed(
+    out: &mut impl Write,
+    payload: &[u8],
+    chunk: usize,
+    pace: Option<Duration>,
+    stop: &AtomicBool,
+) {
+    for piece in payload.chunks(chunk) {
+        if stop.load(Ordering::SeqCst) || out.write_all(piece).is_err() {
+            return;
+        }
+        if let Some(pause) = pace {
+            thread::sleep(pause);
+        }
+    }
+}
+
+/// Reads until EOF or an error, keeping every byte and counting them.
+fn keep(mut input: impl Read, received: &AtomicU64, bytes: &Mutex<Vec<u8>>) {
+    let mut buf = vec![0u8; 256 << 10];
+    loop {
+        match input.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                bytes.lock().unwrap().extend_from_slice(&buf[..n]);
+                received.fetch_add(n as u64, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+/// The sink must hold exactly what the report says was delivered, and those bytes must be
+/// the start of the payload (nothing lost, duplicated or reordered before the stop).
+fn check_delivered(run: &Finished, payload: &[u8]) -> Result<(), String> {
+    let reported = run.report_bytes();
+    let Some(sink) = &run.sink else {
+        return Ok(());
+    };
+    if sink.len() as u64 != reported {
+        return Err(format!(
+            "the report says {reported} bytes, the sink holds {}",
+            sink.len()
+        ));
+    }
+    if payload.get(..sink.len()) != Some(&sink[..]) {
+        return Err("the sink's bytes are not the start of the payload".into());
+    }
+    Ok(())
+}
+
+fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+// =============================================================================================
+// Fault injection with strace
+// =============================================================================================
+
+/// Errnos a fast path treats as "not supported here" (DESIGN §3), with their numbers.
+const UNSUPPORTED: &[(&str, i32)] = &[
+    ("EXDEV", nix::libc::EXDEV),
+    ("EINVAL", nix::libc::EINVAL),
+    ("EOPNOTSUPP", nix::libc::EOPNOTSUPP),
+    ("ENOSYS", nix::libc::ENOSYS),
+    ("EPERM", nix::libc::EPERM),
+];
+/// Errnos that are errors whenever they come.
+const FATAL: &[(&str, i32)] = &[("EIO", nix::libc::EIO), ("ENOSPC", nix::libc::ENOSPC)];
+
+/// A place where a fast path runs: which syscall, the path the report names, the path it
+/// falls back to, and which call comes after bytes moved.
+struct Site {
+    sub: Sub,
+    shape: Shape,
+    syscall: &'static str,
+    path: &'static str,
+    then: &'static str,
+    /// A call that happens after bytes moved. copy_file_range and sendfile move a small
+    /// file in one call, so their second call (which would have said EOF) is the one;
+    /// splice moves at most a pipe's worth per call, so the third.
+    later: u32,
+}
+
+const SITES: &[Site] = &[
+    Site {
+        sub: Sub::Pipe,
+        shape: (Src::File, Dst::File),
+        syscall: "copy_file_range",
+        path: "copy_file_range",
+        then: "splice",
+        later: 2,
+    },
+    Site {
+        sub: Sub::Pipe,
+        shape: (Src::File, Dst::Socket),
+        syscall: "sendfile",
+        path: "sendfile",
+        then: "splice",
+        later: 2,
+    },
+    Site {
+        sub: Sub::Pipe,
+        shape: (Src::File, Dst::Null),
+        syscall: "sendfile",
+        path: "sendfile",
+        then: "splice",
+        later: 2,
+    },
+    Site {
+        sub: Sub::Pipe,
+        shape: (Src::File, Dst::Pipe),
+        syscall: "splice",
+        path: "splice",
+        then: "userspace",
+        later: 3,
+    },
+    Site {
+        sub: Sub::Pipe,
+        shape: (Src::Pipe, Dst::Pipe),
+        syscall: "splice",
+        path: "splice",
+        then: "userspace",
+        later: 3,
+    },
+    Site {
+        sub: Sub::Pipe,
+        shape: (Src::Pipe, Dst::File),
+        syscall: "splice",
+        path: "splice",
+        then: "userspace",
+        later: 3,
+    },
+    // socket -> our pipe -> file: call 1 fills our pipe, call 2 empties it, call 3 refills.
+    Site {
+        sub: Sub::Pipe,
+        shape: (Src::Socket, Dst::File),
+        syscall: "splice",
+        path: "splice",
+        then: "userspace",
+        later: 3,
+    },
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// Exit 0, bytes exact, the report names the fallback and the errno.
+    FellBack,
+    /// Exit 1, the message names an endpoint and the errno, no fallback, the sink holds
+    /// exactly the bytes the report says.
+    CleanError,
+}
+
+struct FaultCase<'a> {
+    site: &'a Site,
+    /// strace's inject action: `error=EXDEV`, `retval=0`.
+    action: String,
+    /// The errno's name and number (None for a faked return value).
+    errno: Option<(&'static str, i32)>,
+    when: u32,
+    expect: Expect,
+}
+
+/// Every site x (each unsupported errno on the first call and on a later one, EIO on the
+/// first call, EIO and ENOSPC on a later one), plus the special cases.
+fn fault_cases(syscall: &str) -> Vec<FaultCase<'static>> {
+    let mut cases = Vec::new();
+    for site in SITES.iter().filter(|s| s.syscall == syscall) {
+        let mut add = |errno: (&'static str, i32), when, expect| {
+            cases.push(FaultCase {
+                site,
+                action: format!("error={}", errno.0),
+                errno: Some(errno),
+                when,
+                expect,
+            })
+        };
+        for &e in UNSUPPORTED {
+            add(e, 1, Expect::FellBack);
+            add(e, site.later, Expect::CleanError);
+        }
+        add(FATAL[0], 1, Expect::CleanError);
+        for &e in FATAL {
+            add(e, site.later, Expect::CleanError);
+        }
+        if site.shape == (Src::Socket, Dst::File) {
+            // Call 2 empties our pipe into the file: refused before a byte reached the sink,
+            // the bytes already in our pipe go out with plain writes, then userspace goes on.
+            for &e in UNSUPPORTED {
+                add(e, 2, Expect::FellBack);
+            }
+            add(FATAL[1], 2, Expect::CleanError);
+        }
+        if site.syscall == "copy_file_range" {
+            // A first 0 is not trusted as EOF (procfs, FUSE): fall back.
+            cases.push(FaultCase {
+                site,
+                action: "retval=0".into(),
+                errno: None,
+                when: 1,
+                expect: Expect::FellBack,
+            });
+        }
+    }
+    cases
+}
+
+/// `strace -f -o LOG -e trace=SYSCALL -e inject=SYSCALL:ACTION:when=N`: the log shows
+/// the call was INJECTED, so a case cannot pass because the call never happened.
+fn strace_wrap(log: &Path, syscalls: &str, action: &str, when: &str) -> Vec<String> {
+    vec![
+        "strace".into(),
+        "-f".into(),
+        "-qq".into(),
+        "-o".into(),
+        log.display().to_string(),
+        "-e".into(),
+        format!("trace={syscalls}"),
+        "-e".into(),
+        format!("inject={syscalls}:{action}:when={when}"),
+    ]
+}
+
+/// Runs one case; Ok(the table row) or Err(what went wrong).
+fn run_fault(case: &FaultCase<'_>, payload: &Arc<Vec<u8>>) -> Result<String, String> {
+    let site = case.site;
+    let logdir = tempdir();
+    let log = logdir.path().join("strace.log");
+    let mut setup = Setup::new(site.sub, site.shape, payload.clone());
+    setup.wrap = strace_wrap(&log, site.syscall, &case.action, &case.when.to_string());
+    let run = run_setup(&setup);
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    let what = format!(
+        "{} {} {} {}@{}",
+        site.sub.name(),
+        shape_name(site.shape),
+        site.syscall,
+        case.action,
+        case.when
+    );
+    let fail = |why: String| -> Result<String, String> {
+        Err(format!("{what}: {why}\nstderr: {}", run.stderr))
+    };
+    if !log_text.contains("INJECTED") {
+        return fail(format!("strace never injected the fault; log:\n{log_text}"));
+    }
+    let report = run.report();
+    let fallbacks = report["fallbacks"].as_array().cloned().unwrap_or_default();
+    match case.expect {
+        Expect::FellBack => {
+            if run.code() != Some(0) {
+                return fail(format!("exit {:?}, want 0 after a fallback", run.code()));
+            }
+            if run.report_bytes() != payload.len() as u64 {
+                return fail(format!("report says {} bytes", run.report_bytes()));
+            }
+            if let Some(sink) = &run.sink {
+                if sink[..] != payload[..] {
+                    return fail(format!("sink holds {} wrong bytes", sink.len()));
+                }
+            }
+            let want_errno = case.errno.map_or("returned 0", |e| e.0);
+            let named = fallbacks.iter().any(|f| {
+                f["from"] == site.path && f["to"] == site.then && f["errno"] == want_errno
+            });
+            if !named {
+                return fail(format!(
+                    "fallbacks {fallbacks:?} do not name {} -> {} ({want_errno})",
+                    site.path, site.then
+                ));
+            }
+            let ran = paths(report);
+            if ran.first() != Some(&(site.path.to_string(), 0)) {
+                return fail(format!(
+                    "paths {ran:?} should start with {} at 0",
+                    site.path
+                ));
+            }
+            Ok(format!(
+                "{what} | fell back to {} | exact ({} B)",
+                site.then,
+                payload.len()
+            ))
+        }
+        Expect::CleanError => {
+            if run.code() != Some(1) {
+                return fail(format!("exit {:?}, want 1", run.code()));
+            }
+            if report["ended"] != "error" {
+                return fail(format!("report ended {}", report["ended"]));
+            }
+            if !fallbacks.is_empty() {
+                return fail(format!("no fallback allowed here, got {fallbacks:?}"));
+            }
+            let message = report["error"].as_str().unwrap_or_default();
+            let (src_uri, dst_uri) = (
+                report["src"]["uri"].as_str().unwrap(),
+                report["dst"]["uri"].as_str().unwrap(),
+            );
+            if !message.contains(src_uri) && !message.contains(dst_uri) {
+                return fail(format!("error {message:?} names no endpoint"));
+            }
+            if let Some((_, code)) = case.errno {
+                if !message.contains(&format!("(os error {code})")) {
+                    return fail(format!("error {message:?} does not carry the errno"));
+                }
+            }
+            if !run.stderr.lines().any(|l| l.starts_with("zerocat: cannot")) {
+                return fail("no error line on stderr".into());
+            }
+            if let Err(why) = check_delivered(&run, payload) {
+                return fail(why);
+            }
+            Ok(format!(
+                "{what} | clean error, exit 1 | {} B delivered = sink",
+                run.report_bytes()
+            ))
+        }
+    }
+}
+
+fn run_fault_table(syscall: &str) {
+    if !have("strace") {
+        eprintln!("SKIPPED: strace is not installed (.ci/run installs it from Debian)");
+        return;
+    }
+    let payload = Arc::new(data(4 << 20));
+    let mut problems = Vec::new();
+    for case in fault_cases(syscall) {
+        match run_fault(&case, &payload) {
+            Ok(row) => eprintln!("{row}"),
+            Err(problem) => problems.push(problem),
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+#[test]
+fn faults_in_copy_file_range() {
+    run_fault_table("copy_file_range");
+}
+
+#[test]
+fn faults_in_sendfile() {
+    run_fault_table("sendfile");
+}
+
+#[test]
+fn faults_in_splice() {
+    run_fault_table("splice");
+}
+
+/// EINTR on every other call of the data syscalls (strace injects it without running the
+/// call): each is retried, nothing is counted twice. read/write are left out: the dynamic
+/// loader and std's start-up read files too, and a fault there tests glibc, not zerocat.
+#[test]
+fn eintr_on_every_other_call_is_retried() {
+    if !have("strace") {
+        eprintln!("SKIPPED: strace is not installed (.ci/run installs it from Debian)");
+        return;
+    }
+    let payload = Arc::new(data(8 << 20));
+    let syscalls = "copy_file_range,sendfile,splice,poll";
+    for shape in [
+        (Src::File, Dst::File),
+        (Src::File, Dst::Socket),
+        (Src::File, Dst::Pipe),
+        (Src::Pipe, Dst::Pipe),
+        (Src::Socket, Dst::File),
+        (Src::Socket, Dst::Socket),
+    ] {
+        let logdir = tempdir();
+        let log = logdir.path().join("strace.log");
+        let mut setup = Setup::new(Sub::Pipe, shape, payload.clone());
+        setup.wrap = strace_wrap(&log, syscalls, "error=EINTR", "1+2");
+        let run = run_setup(&setup);
+        let name = shape_name(shape);
+        let log_text = std::fs::read_to_string(&log).unwrap();
+        assert!(log_text.contains("INJECTED"), "{name}: nothing injected");
+        assert_eq!(run.code(), Some(0), "{name}: {}", run.stderr);
+        assert_eq!(run.report_bytes(), payload.len() as u64, "{name}");
+        assert_eq!(run.report()["fallbacks"], serde_json::json!([]), "{name}");
+        if let Some(sink) = &run.sink {
+            assert_bytes_eq(sink, &payload, &name);
+        }
+        eprintln!("pipe {name} EINTR on every other call | retried | exact");
+    }
+}
+
+// =============================================================================================
+// Short returns under a 20 ms signal
+// =============================================================================================
+//
+// What can make a syscall of zerocat's return early? zerocat handles only SIGINT and SIGTERM
+// (which end the run, by design) and ignores SIGPIPE. Every other signal either kills the
+// process (SIGALRM, SIGUSR1: default action) or is discarded before it reaches the task
+// (SIGWINCH, SIGCONT, SIGCHLD: default ignore), so an interval timer cannot cause EINTR in
+// zerocat without changing zerocat. What does reach a running zerocat is job control: a
+// SIGSTOP/SIGCONT (Ctrl-Z, `fg`) makes copy_file_range, sendfile and splice return short
+// (they check signal_pending() between pages); measured on this machine: a 1 GiB
+// copy_file_range stopped every 20 ms came back in 139 calls instead of 1. So the honest
+// test stops and continues zerocat every 20 ms; EINTR itself is injected above.
+
+/// Stops and continues `pid` every 20 ms until `stop` is set; returns how many times.
+fn stop_and_continue(pid: Pid, stop: Arc<AtomicBool>) -> JoinHandle<u32> {
+    thread::spawn(move || {
+        let mut n = 0;
+        while !stop.load(Ordering::SeqCst) {
+            thread::sleep(Duration::from_millis(20));
+            if kill(pid, Signal::SIGSTOP).is_err() {
+                break;
+            }
+            let _ = kill(pid, Signal::SIGCONT);
+            n += 1;
+        }
+        n
+    })
+}
+
+fn short_returns(len: usize) {
+    let payload = Arc::new(data(len));
+    for (shape, via) in [
+        ((Src::File, Dst::File), "auto"),
+        ((Src::File, Dst::Socket), "auto"),
+        ((Src::File, Dst::Pipe), "auto"),
+        ((Src::Pipe, Dst::Pipe), "auto"),
+        ((Src::Socket, Dst::File), "auto"),
+        ((Src::File, Dst::File), "userspace"),
+    ] {
+        let mut setup = Setup::new(Sub::Pipe, shape, payload.clone());
+        setup.global = vec!["--via", via];
+        let running = start(&setup);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopper = stop_and_continue(running.pid(), stop.clone());
+        let run = running.finish();
+        stop.store(true, Ordering::SeqCst);
+        let stops = stopper.join().unwrap();
+        let name = format!("{} via {via}", shape_name(shape));
+        assert_eq!(run.code(), Some(0), "{name}: {}", run.stderr);
+        assert_eq!(run.report_bytes(), len as u64, "{name}");
+        if let Some(sink) = &run.sink {
+            assert_bytes_eq(sink, &payload, &name);
+        }
+        eprintln!("pipe {name} stopped/continued {stops} times | exact");
+    }
+}
+
+#[test]
+fn short_returns_under_stop_and_continue_every_20ms() {
+    short_returns(64 << 20);
+}
+
+#[test]
+#[ignore = "1 GiB per shape: run with --ignored"]
+fn short_returns_under_stop_and_continue_every_20ms_1gib() {
+    short_returns(1 << 30);
+}
+
+// =============================================================================================
+// Full disk: a 1 MiB tmpfs, and /dev/full
+// =============================================================================================
+
+/// A tmpfs of `size` mounted on a fresh directory, unmounted on drop.
+struct SmallFs {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFs {
+    /// None (and the reason printed) when the machine refuses the mount.
+    fn mount(size: &str) -> Option<SmallFs> {
+        let dir = tempdir();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(out) if out.status.success() => Some(SmallFs { dir }),
+            Ok(out) => {
+                eprintln!(
+                    "SKIPPED the tmpfs cases: mount -t tmpfs refused ({}): {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("SKIPPED the tmpfs cases: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// Exit 1, the message names the sink and ENOSPC, the report's count is what the sink holds.
+#[track_caller]
+fn assert_disk_full(run: &Finished, payload: &[u8], name: &str) {
+    assert_eq!(run.code(), Some(1), "{name}: {}", run.stderr);
+    let report = run.report();
+    let dst = report["dst"]["uri"].as_str().unwrap();
+    let line = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("zerocat: cannot"))
+        .unwrap_or_else(|| panic!("{name}: no error line in {}", run.stderr));
+    assert!(
+        line.contains(&format!("'{dst}'")) && line.contains("No space left on device"),
+        "{name}: {line}"
+    );
+    assert_eq!(report["ended"], "error", "{name}");
+    let refused_enospc = report["fallbacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["errno"] == "ENOSPC");
+    assert!(!refused_enospc, "{name}: ENOSPC must never fall back");
+    check_delivered(run, payload).unwrap_or_else(|e| panic!("{name}: {e}"));
+}
+
+#[test]
+fn full_disk_on_a_1mib_tmpfs() {
+    let Some(fs) = SmallFs::mount("1m") else {
+        return;
+    };
+    let payload = Arc::new(data(3 << 20));
+    for (shape, via) in [
+        ((Src::File, Dst::File), "auto"),
+        ((Src::File, Dst::File), "userspace"),
+        ((Src::Pipe, Dst::File), "auto"),
+        ((Src::Socket, Dst::File), "auto"),
+    ] {
+        let mut setup = Setup::new(Sub::Pipe, shape, payload.clone());
+        setup.global = vec!["--via", via];
+        setup.sink_dir = Some(fs.path());
+        let run = run_setup(&setup);
+        let name = format!("{} via {via} onto a 1 MiB tmpfs", shape_name(shape));
+        assert_disk_full(&run, &payload, &name);
+        let held = run.sink.as_ref().unwrap().len();
+        assert!(held > 0, "{name}: the tmpfs took no byte at all?");
+        eprintln!("pipe {name} | clean error ENOSPC, exit 1 | {held} B delivered = sink");
+        std::fs::remove_file(fs.path().join("dst.bin")).unwrap();
+    }
+}
+
+#[test]
+fn dev_full_is_enospc() {
+    let payload = Arc::new(data(1 << 20));
+    for (shape, via) in [
+        ((Src::File, Dst::Full), "auto"),
+        ((Src::File, Dst::Full), "userspace"),
+        ((Src::Pipe, Dst::Full), "auto"),
+        ((Src::Socket, Dst::Full), "auto"),
+    ] {
+        let mut setup = Setup::new(Sub::Pipe, shape, payload.clone());
+        setup.global = vec!["--via", via];
+        let run = run_setup(&setup);
+        let name = format!("{} via {via}", shape_name(shape));
+        assert_disk_full(&run, &payload, &name);
+        assert_eq!(run.report_bytes(), 0, "{name}: /dev/full takes nothing");
+        eprintln!("pipe {name} | clean error ENOSPC, exit 1 | 0 B delivered");
+    }
+}
+
+// =============================================================================================
+// Signals
+// =============================================================================================
+
+/// SIGINT / SIGTERM while bytes flow from a slow source: exit 130, the report printed, and
+/// the sink holds exactly what the report counts — bytes in zerocat's own pipe drained
+/// first (socket -> socket goes through it).
+#[test]
+fn sigint_and_sigterm_mid_transfer() {
+    let payload = Arc::new(data(64 << 20));
+    for (sub, shape) in [
+        (Sub::Pipe, (Src::Pipe, Dst::File)),
+        (Sub::Pipe, (Src::Pipe, Dst::Pipe)),
+        (Sub::Pipe, (Src::Socket, Dst::File)),
+        (Sub::Pipe, (Src::Socket, Dst::Socket)),
+        (Sub::Pipe, (Src::Socket, Dst::Pipe)),
+    ] {
+        for signal in [Signal::SIGINT, Signal::SIGTERM] {
+            for via in ["auto", "userspace"] {
+                let mut setup = Setup::new(sub, shape, payload.clone());
+                setup.global = vec!["--via", via];
+                setup.pace = Some(Duration::from_millis(2));
+                setup.chunk = 64 << 10;
+                let mut running = start(&setup);
+                running.wait_for_sink(512 << 10);
+                kill(running.pid(), signal).unwrap();
+                let run = running.finish();
+                let name = format!("{} {} via {via} {signal}", sub.name(), shape_name(shape));
+                assert_eq!(run.code(), Some(130), "{name}: {}", run.stderr);
+                assert_eq!(run.report()["ended"], "signal", "{name}");
+                check_delivered(&run, &payload).unwrap_or_else(|e| panic!("{name}: {e}"));
+                eprintln!(
+                    "{name} | exit 130, report printed | {} B delivered = sink",
+                    run.report_bytes()
+                );
+            }
+        }
+    }
+}
+
+/// `zerocat pipe big - | head -c 1`: the reader goes away; exit 141 at once, no message.
+#[test]
+fn sigpipe_from_a_closed_stdout_is_141_without_a_message() {
+    let payload = Arc::new(data(16 << 20));
+    for (shape, via) in [
+        ((Src::File, Dst::Pipe), "auto"),
+        ((Src::File, Dst::Pipe), "userspace"),
+        ((Src::Pipe, Dst::Pipe), "auto"),
+        ((Src::Socket, Dst::Pipe), "auto"),
+    ] {
+        let dir = tempdir();
+        let src = dir.path().join("big.bin");
+        std::fs::write(&src, &*payload).unwrap();
+        let name = format!("{} via {via}", shape_name(shape));
+        let mut cmd = crate::util::zerocat();
+        cmd.args(["--via", via]);
+        let mut feeder = None;
+        let mut source_arg = src.display().to_string();
+        match shape.0 {
+            Src::File => {}
+            Src::Pipe => {
+                cmd.stdin(Stdio::piped());
+                source_arg = "-".into();
+            }
+            Src::Socket => {
+                let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+                source_arg = format!("tcp:{}", listener.local_addr().unwrap());
+                let p = payload.clone();
+                thread::spawn(move || {
+                    let stop = AtomicBool::new(false);
+                    if let Some(mut s) = accept_until(&listener, &stop) {
+                        feed(&mut s, &p, 64 << 10, None, &stop);
+                    }
+                });
+            }
+        }
+        cmd.args(["pipe", &source_arg, "-"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        if let Some(mut stdin) = child.stdin.take() {
+            let p = payload.clone();
+            feeder = Some(thread::spawn(move || {
+                let stop = AtomicBool::new(false);
+                feed(&mut stdin, &p, 64 << 10, None, &stop);
+            }));
+        }
+        let mut stdout = child.stdout.take().unwrap();
+        let mut one = [0u8; 1];
+        stdout.read_exact(&mut one).unwrap();
+        assert_eq!(one[0], payload[0], "{name}");
+        drop(stdout); // head -c 1 exits
+        let out = crate::util::wait_with_deadline(child, DEADLINE);
+        if let Some(f) = feeder {
+            f.join().unwrap();
+        }
+        assert_eq!(
+            out.status.code(),
+            Some(141),
+            "{name}: {}",
+            crate::util::stderr_text(&out)
+        );
+        assert!(
+            out.stderr.is_empty(),
+            "{name}: {}",
+            crate::util::stderr_text(&out)
+        );
+        eprintln!("pipe {name} reader gone | exit 141, silent");
+    }
+}
+
+/// The strict form of "bytes in zerocat's own pipe are drained first": the source is a file
+/// zerocat shares with the test (`fd:3`, one open file description), the sink a socket read
+/// slowly, so the pipe is full when the signal comes. Afterwards the shared offset says how
+/// many bytes zerocat took from the source: every one of them must be in the sink.
+#[test]
+fn sigint_delivers_every_byte_taken_from_the_source() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let payload = data(64 << 20);
+    let dir = tempdir();
+    let src = crate::util::write_file(dir.path(), "src.bin", &payload);
+    for via in ["splice", "sendfile", "userspace"] {
+        for signal in [Signal::SIGINT, Signal::SIGTERM] {
+            let name = format!("pipe fd:3 (file) -> slow socket via {via} {signal}");
+            let file = std::fs::File::open(&src).unwrap();
+            let raw = file.as_raw_fd();
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let received = Arc::new(AtomicU64::new(0));
+            let kept = Arc::new(Mutex::new(Vec::new()));
+            let (r, k) = (received.clone(), kept.clone());
+            let sink = thread::spawn(move || {
+                let (mut s, _) = listener.accept().unwrap();
+                let mut buf = vec![0u8; 64 << 10];
+                while let Ok(n @ 1..) = s.read(&mut buf) {
+                    k.lock().unwrap().extend_from_slice(&buf[..n]);
+                    r.fetch_add(n as u64, Ordering::SeqCst);
+                    thread::sleep(Duration::from_millis(2));
+                }
+            });
+            let mut cmd = crate::util::zerocat();
+            cmd.args(["--stats", "json", "--via", via, "pipe", "fd:3"])
+                .arg(format!("tcp:{addr}"))
+                .stderr(Stdio::piped());
+            // SAFETY: only async-signal-safe calls between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let ret = if raw == 3 {
+                        nix::libc::fcntl(3, nix::libc::F_SETFD, 0)
+                    } else {
+                        nix::libc::dup2(raw, 3)
+                    };
+                    if ret < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            let child = cmd.spawn().unwrap();
+            let started = Instant::now();
+            while received.load(Ordering::SeqCst) < 2 << 20 {
+                assert!(started.elapsed() < DEADLINE, "{name}: no bytes arrive");
+                thread::sleep(Duration::from_millis(2));
+            }
+            kill(Pid::from_raw(child.id() as i32), signal).unwrap();
+            let out = crate::util::wait_with_deadline(child, DEADLINE);
+            sink.join().unwrap();
+            let stderr = crate::util::stderr_text(&out);
+            assert_eq!(out.status.code(), Some(130), "{name}: {stderr}");
+            let report = crate::util::json_report(&out.stderr);
+            let taken = nix::unistd::lseek(raw, 0, nix::unistd::Whence::SeekCur).unwrap() as u64;
+            let kept = kept.lock().unwrap();
+            assert_eq!(report["ended"], "signal", "{name}");
+            assert_eq!(report["bytes"].as_u64(), Some(kept.len() as u64), "{name}");
+            assert_eq!(
+                taken,
+                kept.len() as u64,
+                "{name}: taken from the source != delivered"
+            );
+            assert_bytes_eq(&kept, &payload[..kept.len()], &name);
+            assert!(
+                kept.len() < payload.len(),
+                "{name}: the signal came too late to test"
+            );
+            eprintln!("{name} | exit 130 | {taken} B taken from the source = delivered = reported");
+        }
+    }
+}
