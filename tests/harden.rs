@@ -1119,3 +1119,107 @@ fn sigint_delivers_every_byte_taken_from_the_source() {
         }
     }
 }
+
+// =============================================================================================
+// Hostile paths: directories, symlinks, sockets that are files, FIFOs without a peer
+// =============================================================================================
+
+#[test]
+fn directories_are_refused_on_either_side() {
+    let dir = tempdir();
+    let file = crate::util::write_file(dir.path(), "f", b"data");
+    let d = dir.path().display().to_string();
+    let f = file.display().to_string();
+    for (src, dst) in [(&d, &f), (&f, &d)] {
+        let mut cmd = crate::util::zerocat();
+        cmd.args(["pipe", src, dst]);
+        let out = crate::util::run(cmd);
+        let stderr = crate::util::stderr_text(&out);
+        assert_eq!(out.status.code(), Some(1), "{src} -> {dst}: {stderr}");
+        assert!(stderr.contains("is a directory"), "{stderr}");
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), b"data");
+}
+
+/// A file sink follows symlinks like the shell's `>` and cp (DESIGN: "create/truncate,
+/// like `>` and `cp`"); `excl` refuses anything that exists, a symlink included, even a dangling
+/// one. The same-file check sees through symlinks and hard links, before truncating.
+#[test]
+fn symlinks_in_output_paths() {
+    let payload = data(64 << 10);
+    let dir = tempdir();
+    let p = |name: &str| dir.path().join(name);
+    let f = crate::util::write_file(dir.path(), "f", &payload);
+    std::os::unix::fs::symlink(&f, p("link-to-f")).unwrap();
+    std::fs::hard_link(&f, p("hard-f")).unwrap();
+    std::os::unix::fs::symlink(p("link-to-f"), p("link-to-link")).unwrap();
+    for dst in ["link-to-f", "hard-f", "link-to-link"] {
+        let mut cmd = crate::util::zerocat();
+        cmd.arg("pipe").arg(&f).arg(p(dst));
+        let out = crate::util::run(cmd);
+        let stderr = crate::util::stderr_text(&out);
+        assert_eq!(out.status.code(), Some(1), "f -> {dst}: {stderr}");
+        assert!(stderr.contains("same file"), "{stderr}");
+        assert_bytes_eq(&std::fs::read(&f).unwrap(), &payload, dst);
+    }
+    // Through a symlink to another file: that file is written, the link stays a link.
+    let other = crate::util::write_file(dir.path(), "other", b"old contents, longer than new");
+    std::os::unix::fs::symlink(&other, p("link-to-other")).unwrap();
+    let mut cmd = crate::util::zerocat();
+    cmd.args(["--stats", "json", "pipe"])
+        .arg(&f)
+        .arg(p("link-to-other"));
+    let out = crate::util::run(cmd);
+    assert_eq!(out.status.code(), Some(0));
+    assert_bytes_eq(
+        &std::fs::read(&other).unwrap(),
+        &payload,
+        "through a symlink",
+    );
+    assert!(p("link-to-other").symlink_metadata().unwrap().is_symlink());
+    assert_eq!(
+        crate::util::json_report(&out.stderr)["bytes"].as_u64(),
+        Some(payload.len() as u64)
+    );
+    // excl: refuses the symlink (EEXIST), dangling or not, and creates nothing.
+    std::os::unix::fs::symlink(p("nowhere"), p("dangling")).unwrap();
+    for link in ["link-to-other", "dangling"] {
+        let mut cmd = crate::util::zerocat();
+        cmd.arg("pipe")
+            .arg(&f)
+            .arg(format!("file:{},excl", p(link).display()));
+        let out = crate::util::run(cmd);
+        let stderr = crate::util::stderr_text(&out);
+        assert_eq!(out.status.code(), Some(1), "excl {link}: {stderr}");
+        assert!(stderr.contains("os error 17"), "{stderr}");
+    }
+    assert!(
+        !p("nowhere").exists(),
+        "excl created the dangling link's target"
+    );
+    assert_bytes_eq(&std::fs::read(&other).unwrap(), &payload, "after excl");
+}
+
+/// A path where a unix socket is expected holds a regular file: unix-listen refuses to
+/// replace it, unix: cannot connect; the file is never unlinked nor changed.
+#[test]
+fn a_unix_socket_path_that_is_a_regular_file_is_never_unlinked() {
+    let dir = tempdir();
+    let file = crate::util::write_file(dir.path(), "not-a-socket", b"precious");
+    let src = crate::util::write_file(dir.path(), "src", b"data");
+    for (a, b) in [
+        (format!("unix-listen:{}", file.display()), "-".to_string()),
+        (
+            src.display().to_string(),
+            format!("unix:{}", file.display()),
+        ),
+    ] {
+        let mut cmd = crate::util::zerocat();
+        cmd.args(["pipe", &a, &b]);
+        let out = crate::util::run(cmd);
+        let stderr = crate::util::stderr_text(&out);
+        assert_eq!(out.status.code(), Some(1), "{a} {b}: {stderr}");
+        assert!(stderr.contains(&*file.display().to_string()), "{stderr}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"precious", "{a} {b}");
+    }
+}
