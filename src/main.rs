@@ -3,8 +3,13 @@ use clap::Parser;
 use zerocat::cli::Cli;
 use zerocat::exit::{ExitCode, UsageError};
 
+/// Closed standard fds are reserved before std's start-up replaces them with a read-write
+/// /dev/null (see `process::reserve_standard_fds`).
+#[used]
+#[link_section = ".init_array"]
+static RESERVE_STANDARD_FDS: zerocat::process::InitArrayFn = zerocat::process::RESERVE_BEFORE_STD;
+
 fn main() -> std::process::ExitCode {
-    zerocat::process::reserve_standard_fds();
     zerocat::process::install_signal_handlers();
     let (options, invocation) = Cli::parse().into_invocation();
     let code = match zerocat::run(&options, &invocation) {

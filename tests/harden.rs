@@ -1121,6 +1121,64 @@ fn sigint_delivers_every_byte_taken_from_the_source() {
 }
 
 // =============================================================================================
+// Started with a standard fd closed
+// =============================================================================================
+
+/// Runs zerocat from `sh -c 'exec zerocat ARGS REDIRECTIONS'`, so the fds are closed by the
+/// shell exactly as a user's `>&-` would.
+fn run_with_closed(redirections: &str, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new("sh");
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .arg("-c")
+        .arg(format!("exec \"$0\" \"$@\" {redirections}"))
+        .arg(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    crate::util::wait_with_deadline(cmd.spawn().unwrap(), DEADLINE)
+}
+
+/// With fds 0-2 closed, the first files zerocat opens would get those numbers: the source
+/// as fd 0, the sink as fd 2 — and the report would land in the sink. zerocat parks
+/// /dev/null on closed standard fds first; a sink it opens is never fd 0, 1 or 2.
+#[test]
+fn closed_standard_fds_never_receive_data() {
+    let payload = data(1 << 20);
+    let dir = tempdir();
+    let src = crate::util::write_file(dir.path(), "in.bin", &payload);
+    let out = dir.path().join("out.bin");
+    let (src_s, out_s) = (src.to_str().unwrap(), out.to_str().unwrap());
+    for redirections in ["<&-", ">&-", "2>&-", "<&- 2>&-", "<&- >&- 2>&-"] {
+        for via in ["auto", "userspace"] {
+            let name = format!("pipe in out {redirections} via {via}");
+            let run = run_with_closed(redirections, &["-v", "--via", via, "pipe", src_s, out_s]);
+            assert_eq!(run.status.code(), Some(0), "{name}");
+            assert_bytes_eq(&std::fs::read(&out).unwrap(), &payload, &name);
+            assert_bytes_eq(&std::fs::read(&src).unwrap(), &payload, &name);
+            std::fs::remove_file(&out).unwrap();
+        }
+    }
+    // stdout closed, yet asked to write there: an error on '-', no file touched.
+    let run = run_with_closed(">&-", &["pipe", src_s, "-"]);
+    let stderr = crate::util::stderr_text(&run);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("'-'") && stderr.contains("os error 9"),
+        "{stderr}"
+    );
+    assert_bytes_eq(&std::fs::read(&src).unwrap(), &payload, "source after >&-");
+    // stdin closed, asked to read it: an error on '-'; the sink is created but gets nothing.
+    let run = run_with_closed("<&-", &["pipe", "-", out_s]);
+    let stderr = crate::util::stderr_text(&run);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot read from '-'"), "{stderr}");
+    assert_eq!(std::fs::read(&out).unwrap().len(), 0);
+    eprintln!("pipe with 0/1/2 closed | exact, or EBADF on the closed one | nothing misdirected");
+}
+
+// =============================================================================================
 // Hostile paths: directories, symlinks, sockets that are files, FIFOs without a peer
 // =============================================================================================
 
