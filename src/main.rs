@@ -1,7 +1,7 @@
 use clap::Parser;
 
 use zerocat::cli::Cli;
-use zerocat::exit::{ExitCode, UsageError};
+use zerocat::exit::{ExitCode, Interrupted, UsageError};
 
 /// Closed standard fds are reserved before std's start-up replaces them with a read-write
 /// /dev/null (see `process::reserve_standard_fds`).
@@ -18,6 +18,8 @@ fn main() -> std::process::ExitCode {
             eprintln!("zerocat: {err:#}");
             if err.chain().any(|cause| cause.is::<UsageError>()) {
                 ExitCode::Usage
+            } else if err.chain().any(|cause| cause.is::<Interrupted>()) {
+                ExitCode::Interrupted
             } else {
                 ExitCode::Failure
             }

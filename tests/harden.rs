@@ -1281,3 +1281,49 @@ fn a_unix_socket_path_that_is_a_regular_file_is_never_unlinked() {
         assert_eq!(std::fs::read(&file).unwrap(), b"precious", "{a} {b}");
     }
 }
+/// What zerocat is blocked in, from /proc/PID/syscall (its first field is the number).
+fn blocked_in(pid: u32) -> Option<i64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/syscall")).ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// Blocking opens — a FIFO with no reader (as sink) or no writer (as source), a listener
+/// with no client — wait like the shell's `>` does (the kernel offers no O_NONBLOCK open
+/// for a FIFO's writer without a reader: ENXIO). They must end on SIGINT/SIGTERM: exit 130.
+#[test]
+fn blocking_opens_end_on_sigint_and_sigterm() {
+    let dir = tempdir();
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let src = crate::util::write_file(dir.path(), "src", b"data");
+    let fifo_s = fifo.display().to_string();
+    let src_s = src.display().to_string();
+    let cases: [(&str, &str, i64); 3] = [
+        (&src_s, &fifo_s, nix::libc::SYS_openat),
+        (&fifo_s, "-", nix::libc::SYS_openat),
+        ("tcp-listen:0", "-", nix::libc::SYS_accept4),
+    ];
+    for (a, b, syscall) in cases {
+        for signal in [Signal::SIGINT, Signal::SIGTERM] {
+            let name = format!("pipe {a} {b} {signal}");
+            let mut cmd = crate::util::zerocat();
+            cmd.args(["pipe", a, b])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let child = cmd.spawn().unwrap();
+            let started = Instant::now();
+            while blocked_in(child.id()) != Some(syscall) {
+                assert!(started.elapsed() < DEADLINE, "{name}: never blocked");
+                thread::sleep(Duration::from_millis(2));
+            }
+            kill(Pid::from_raw(child.id() as i32), signal).unwrap();
+            let out = crate::util::wait_with_deadline(child, Duration::from_secs(10));
+            let stderr = crate::util::stderr_text(&out);
+            assert_eq!(out.status.code(), Some(130), "{name}: {stderr}");
+            assert!(stderr.contains("interrupted"), "{name}: {stderr}");
+            assert!(out.stdout.is_empty());
+            eprintln!("{name} while blocked in open/accept | exit 130");
+        }
+    }
+    assert!(fifo.exists());
+}
