@@ -116,6 +116,13 @@ impl<'a> Setup<'a> {
             sink_dir: None,
         }
     }
+
+    /// The same with `--via VIA`: the tables below run each shape on several paths.
+    fn via(sub: Sub, shape: Shape, payload: Arc<Vec<u8>>, via: &'a str) -> Setup<'a> {
+        let mut setup = Setup::new(sub, shape, payload);
+        setup.global = vec!["--via", via];
+        setup
+    }
 }
 
 /// A zerocat run in progress, with the threads feeding and draining it.
@@ -404,6 +411,15 @@ fn check_delivered(run: &Finished, payload: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// True (and the reason printed) when strace cannot run here.
+fn strace_missing() -> bool {
+    let missing = !have("strace");
+    if missing {
+        eprintln!("SKIPPED: strace is not installed (.ci/run installs it from Debian)");
+    }
+    missing
+}
+
 fn have(program: &str) -> bool {
     Command::new(program)
         .arg("-V")
@@ -680,8 +696,7 @@ fn run_fault(case: &FaultCase<'_>, payload: &Arc<Vec<u8>>) -> Result<String, Str
 }
 
 fn run_fault_table(syscall: &str) {
-    if !have("strace") {
-        eprintln!("SKIPPED: strace is not installed (.ci/run installs it from Debian)");
+    if strace_missing() {
         return;
     }
     let payload = Arc::new(data(4 << 20));
@@ -715,8 +730,7 @@ fn faults_in_splice() {
 /// loader and std's start-up read files too, and a fault there tests glibc, not zerocat.
 #[test]
 fn eintr_on_every_other_call_is_retried() {
-    if !have("strace") {
-        eprintln!("SKIPPED: strace is not installed (.ci/run installs it from Debian)");
+    if strace_missing() {
         return;
     }
     let payload = Arc::new(data(8 << 20));
@@ -787,8 +801,7 @@ fn short_returns(len: usize) {
         ((Src::Socket, Dst::File), "auto"),
         ((Src::File, Dst::File), "userspace"),
     ] {
-        let mut setup = Setup::new(Sub::Pipe, shape, payload.clone());
-        setup.global = vec!["--via", via];
+        let setup = Setup::via(Sub::Pipe, shape, payload.clone(), via);
         let running = start(&setup);
         let stop = Arc::new(AtomicBool::new(false));
         let stopper = stop_and_continue(running.pid(), stop.clone());
@@ -886,47 +899,46 @@ fn assert_disk_full(run: &Finished, payload: &[u8], name: &str) {
     check_delivered(run, payload).unwrap_or_else(|e| panic!("{name}: {e}"));
 }
 
+/// Every way of writing into a full sink `dst`: file, pipe and socket sources, the fast
+/// path and userspace. Each run must end as [`assert_disk_full`] says.
+fn fill_up(dst: Dst, sink_dir: Option<&Path>, payload: &Arc<Vec<u8>>) -> Vec<(String, Finished)> {
+    let mut runs = Vec::new();
+    for (src, via) in [
+        (Src::File, "auto"),
+        (Src::File, "userspace"),
+        (Src::Pipe, "auto"),
+        (Src::Socket, "auto"),
+    ] {
+        let mut setup = Setup::via(Sub::Pipe, (src, dst), payload.clone(), via);
+        setup.sink_dir = sink_dir;
+        let run = run_setup(&setup);
+        let name = format!("pipe {} via {via}", shape_name((src, dst)));
+        assert_disk_full(&run, payload, &name);
+        if let Some(dir) = sink_dir {
+            std::fs::remove_file(dir.join("dst.bin")).unwrap();
+        }
+        runs.push((name, run));
+    }
+    runs
+}
+
 #[test]
 fn full_disk_on_a_1mib_tmpfs() {
     let Some(fs) = SmallFs::mount("1m") else {
         return;
     };
-    let payload = Arc::new(data(3 << 20));
-    for (shape, via) in [
-        ((Src::File, Dst::File), "auto"),
-        ((Src::File, Dst::File), "userspace"),
-        ((Src::Pipe, Dst::File), "auto"),
-        ((Src::Socket, Dst::File), "auto"),
-    ] {
-        let mut setup = Setup::new(Sub::Pipe, shape, payload.clone());
-        setup.global = vec!["--via", via];
-        setup.sink_dir = Some(fs.path());
-        let run = run_setup(&setup);
-        let name = format!("{} via {via} onto a 1 MiB tmpfs", shape_name(shape));
-        assert_disk_full(&run, &payload, &name);
+    for (name, run) in fill_up(Dst::File, Some(fs.path()), &Arc::new(data(3 << 20))) {
         let held = run.sink.as_ref().unwrap().len();
         assert!(held > 0, "{name}: the tmpfs took no byte at all?");
-        eprintln!("pipe {name} | clean error ENOSPC, exit 1 | {held} B delivered = sink");
-        std::fs::remove_file(fs.path().join("dst.bin")).unwrap();
+        eprintln!("{name} (1 MiB tmpfs) | clean error ENOSPC, exit 1 | {held} B delivered = sink");
     }
 }
 
 #[test]
 fn dev_full_is_enospc() {
-    let payload = Arc::new(data(1 << 20));
-    for (shape, via) in [
-        ((Src::File, Dst::Full), "auto"),
-        ((Src::File, Dst::Full), "userspace"),
-        ((Src::Pipe, Dst::Full), "auto"),
-        ((Src::Socket, Dst::Full), "auto"),
-    ] {
-        let mut setup = Setup::new(Sub::Pipe, shape, payload.clone());
-        setup.global = vec!["--via", via];
-        let run = run_setup(&setup);
-        let name = format!("{} via {via}", shape_name(shape));
-        assert_disk_full(&run, &payload, &name);
+    for (name, run) in fill_up(Dst::Full, None, &Arc::new(data(1 << 20))) {
         assert_eq!(run.report_bytes(), 0, "{name}: /dev/full takes nothing");
-        eprintln!("pipe {name} | clean error ENOSPC, exit 1 | 0 B delivered");
+        eprintln!("{name} | clean error ENOSPC, exit 1 | 0 B delivered");
     }
 }
 
@@ -949,8 +961,7 @@ fn sigint_and_sigterm_mid_transfer() {
     ] {
         for signal in [Signal::SIGINT, Signal::SIGTERM] {
             for via in ["auto", "userspace"] {
-                let mut setup = Setup::new(sub, shape, payload.clone());
-                setup.global = vec!["--via", via];
+                let mut setup = Setup::via(sub, shape, payload.clone(), via);
                 setup.pace = Some(Duration::from_millis(2));
                 setup.chunk = 64 << 10;
                 let mut running = start(&setup);
