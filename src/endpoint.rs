@@ -5,21 +5,24 @@
 //! (`file:x,append`) and each scheme accepts only its own.
 
 use std::fmt;
-use std::fs::OpenOptions;
 use std::io;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
 use nix::errno::Errno;
+use nix::fcntl::OFlag;
 use nix::sys::socket::{
     self, sockopt, AddressFamily, Backlog, SockFlag, SockType, SockaddrStorage,
     UnixAddr as NixUnixAddr,
 };
+use nix::sys::stat::Mode;
+
+use crate::exit::Interrupted;
 
 /// Options that may follow a comma (`file:x,append`). Each scheme accepts only its own.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -661,10 +664,25 @@ impl Endpoint {
             Endpoint::Tcp { .. } | Endpoint::Unix { .. } => self.connect().map(plain),
             Endpoint::TcpListen { .. } | Endpoint::UnixListen { .. } => {
                 let listener = self.listen()?;
-                let (fd, _peer) = listener.accept().with_context(|| {
-                    format!("cannot accept a connection on {}", listener.local_addr())
-                })?;
-                Ok(plain(fd))
+                loop {
+                    match listener.accept() {
+                        Ok((fd, _peer)) => return Ok(plain(fd)),
+                        Err(e) if e.raw_os_error() == Some(Errno::EINTR as i32) => {
+                            if crate::process::interrupted() {
+                                return Err(Interrupted(format!(
+                                    "interrupted while waiting for a connection on {}",
+                                    listener.local_addr()
+                                ))
+                                .into());
+                            }
+                        }
+                        Err(e) => {
+                            return Err(anyhow::Error::from(e)).with_context(|| {
+                                format!("cannot accept a connection on {}", listener.local_addr())
+                            })
+                        }
+                    }
+                }
             }
         }
     }
@@ -747,31 +765,42 @@ fn open_file(path: &Path, opts: &FileOpts, role: Role) -> anyhow::Result<Opened>
         Role::Source => "reading",
         Role::Sink => "writing",
     };
-    let mut options = OpenOptions::new();
+    let mut flags = OFlag::O_CLOEXEC;
+    let mut mode = Mode::empty();
     match role {
-        Role::Source => {
-            options.read(true);
-        }
+        Role::Source => flags |= OFlag::O_RDONLY,
         Role::Sink => {
             // No O_TRUNC: the caller truncates after checking the sink is not the source.
-            options
-                .write(true)
-                .append(opts.append)
-                .mode(opts.mode.unwrap_or(0o666));
-            if opts.excl {
-                options.create_new(true);
-            } else {
-                options.create(true);
+            flags |= OFlag::O_WRONLY | OFlag::O_CREAT;
+            if opts.append {
+                flags |= OFlag::O_APPEND;
             }
+            if opts.excl {
+                flags |= OFlag::O_EXCL;
+            }
+            mode = Mode::from_bits_truncate(opts.mode.unwrap_or(0o666));
         }
     }
     let is_a_directory = || anyhow!("cannot open '{shown}' for {direction}: is a directory");
-    let file = match options.open(path) {
-        Ok(file) => file,
-        Err(e) if e.raw_os_error() == Some(Errno::EISDIR as i32) => return Err(is_a_directory()),
-        Err(e) => {
-            return Err(anyhow::Error::from(e))
-                .with_context(|| format!("cannot open '{shown}' for {direction}"))
+    // Not std's OpenOptions: it retries EINTR forever, so a FIFO without a peer, whose
+    // open blocks, could not be ended by SIGINT/SIGTERM.
+    let file = loop {
+        match nix::fcntl::open(path, flags, mode) {
+            // SAFETY: open just returned this descriptor; nothing else owns it.
+            Ok(raw) => break std::fs::File::from(unsafe { OwnedFd::from_raw_fd(raw) }),
+            Err(Errno::EINTR) if crate::process::interrupted() => {
+                return Err(Interrupted(format!(
+                    "interrupted while opening '{shown}' for {direction} \
+                     (a FIFO's open waits for its other end)"
+                ))
+                .into())
+            }
+            Err(Errno::EINTR) => {}
+            Err(Errno::EISDIR) => return Err(is_a_directory()),
+            Err(e) => {
+                return Err(anyhow::Error::from(io::Error::from(e)))
+                    .with_context(|| format!("cannot open '{shown}' for {direction}"))
+            }
         }
     };
     let file_type = file

@@ -1,10 +1,15 @@
 use clap::Parser;
 
 use zerocat::cli::Cli;
-use zerocat::exit::{ExitCode, UsageError};
+use zerocat::exit::{ExitCode, Interrupted, UsageError};
+
+/// Closed standard fds are reserved before std's start-up replaces them with a read-write
+/// /dev/null (see `process::reserve_standard_fds`).
+#[used]
+#[link_section = ".init_array"]
+static RESERVE_STANDARD_FDS: zerocat::process::InitArrayFn = zerocat::process::RESERVE_BEFORE_STD;
 
 fn main() -> std::process::ExitCode {
-    zerocat::process::reserve_standard_fds();
     zerocat::process::install_signal_handlers();
     let (options, invocation) = Cli::parse().into_invocation();
     let code = match zerocat::run(&options, &invocation) {
@@ -13,6 +18,8 @@ fn main() -> std::process::ExitCode {
             eprintln!("zerocat: {err:#}");
             if err.chain().any(|cause| cause.is::<UsageError>()) {
                 ExitCode::Usage
+            } else if err.chain().any(|cause| cause.is::<Interrupted>()) {
+                ExitCode::Interrupted
             } else {
                 ExitCode::Failure
             }

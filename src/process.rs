@@ -38,7 +38,12 @@ pub fn interrupted() -> bool {
 /// Started with `>&-`, the next open() would return fd 1 and "stdout" would write into
 /// that file (HAZARDS). Park /dev/null on any closed standard fd, opened the wrong way
 /// round, so using it fails with EBADF instead of touching anything.
-pub fn reserve_standard_fds() {
+///
+/// Must run before std's runtime start-up: std itself opens /dev/null *read-write* on a
+/// closed fd 0-2 before `main`, after which `zerocat pipe f - >&-` would report success
+/// for bytes written to nowhere (`cat f >&-` says "Bad file descriptor"). The binary runs
+/// this from `.init_array` (see [`RESERVE_BEFORE_STD`]); only libc calls, no allocation.
+pub extern "C" fn reserve_standard_fds() {
     for fd in 0..=2 {
         if fcntl(fd, FcntlArg::F_GETFD).is_ok() {
             continue;
@@ -52,3 +57,11 @@ pub fn reserve_standard_fds() {
         let _ = open("/dev/null", flags, Mode::empty());
     }
 }
+
+/// The type of an `.init_array` entry: glibc runs these before `main`, and before std's
+/// runtime start-up looks at fds 0-2.
+pub type InitArrayFn = extern "C" fn();
+
+/// Put this in the binary as `#[used] #[link_section = ".init_array"] static` (a static in
+/// a library's object file may not be linked at all).
+pub const RESERVE_BEFORE_STD: InitArrayFn = reserve_standard_fds;

@@ -4,4 +4,5 @@
 mod util;
 
 mod cli;
+mod harden;
 mod pipe;
