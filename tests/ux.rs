@@ -21,11 +21,30 @@ fn last_line(stderr: &str) -> String {
         .to_string()
 }
 
+/// A bar for 2 MiB was drawn, then cleared, and the JSON report is the last line.
+#[track_caller]
+fn assert_bar_then_report(text: &str, path: &str) {
+    assert!(
+        text.contains("/ 2.00 MiB [") && text.contains("ETA"),
+        "no bar with a total: {text:?}"
+    );
+    let report: serde_json::Value = serde_json::from_str(&last_line(text))
+        .unwrap_or_else(|e| panic!("the report is not last ({e}): {text:?}"));
+    assert_eq!(final_path(&report), path);
+    assert_eq!(report["bytes"].as_u64(), Some(2 << 20));
+}
+
+/// A temp dir holding a file "src" of `len` test bytes.
+fn source(len: usize) -> (tempfile::TempDir, Vec<u8>, PathBuf) {
+    let dir = tempdir();
+    let payload = data(len);
+    let src = write_file(dir.path(), "src", &payload);
+    (dir, payload, src)
+}
+
 #[test]
 fn no_bar_when_stderr_is_not_a_terminal() {
-    let dir = tempdir();
-    let payload = data(3 << 20);
-    let src = write_file(dir.path(), "src", &payload);
+    let (dir, payload, src) = source(3 << 20);
     let dst = dir.path().join("dst");
     for stats in ["text", "json"] {
         let mut cmd = zerocat();
@@ -55,9 +74,7 @@ fn no_bar_when_stderr_is_not_a_terminal() {
 
 #[test]
 fn progress_flag_draws_a_bar_then_the_report() {
-    let dir = tempdir();
-    let payload = data(2 << 20);
-    let src = write_file(dir.path(), "src", &payload);
+    let (_dir, payload, src) = source(2 << 20);
     let mut cmd = zerocat();
     cmd.args(["--progress", "--limit", "4M", "--stats", "json", "pipe"])
         .arg(&src)
@@ -65,22 +82,12 @@ fn progress_flag_draws_a_bar_then_the_report() {
     let out = run(cmd);
     assert!(out.status.success(), "{}", stderr_text(&out));
     assert_bytes_eq(&out.stdout, &payload, "stdout");
-    let err = stderr_text(&out);
-    assert!(
-        err.contains("/ 2.00 MiB [") && err.contains("ETA"),
-        "no bar with a total on stderr: {err:?}"
-    );
-    let report: serde_json::Value = serde_json::from_str(&last_line(&err))
-        .unwrap_or_else(|e| panic!("the report is not last ({e}): {err:?}"));
-    assert_eq!(final_path(&report), "splice");
-    assert_eq!(report["bytes"].as_u64(), Some(2 << 20));
+    assert_bar_then_report(&stderr_text(&out), "splice");
 }
 
 #[test]
 fn quiet_and_no_progress_win_over_progress() {
-    let dir = tempdir();
-    let payload = data(1 << 20);
-    let src = write_file(dir.path(), "src", &payload);
+    let (_dir, payload, src) = source(1 << 20);
     let mut cmd = zerocat();
     cmd.args([
         "--progress",
@@ -113,9 +120,7 @@ fn a_pseudo_terminal_shows_a_bar_and_ends_with_the_report() {
         eprintln!("skipped: `script` (bsdutils) is not installed; .ci/run installs it");
         return;
     }
-    let dir = tempdir();
-    let payload = data(2 << 20);
-    let src = write_file(dir.path(), "src", &payload);
+    let (dir, payload, src) = source(2 << 20);
     let dst = dir.path().join("dst");
     let inner = format!(
         "stty cols 120 2>/dev/null; '{}' --limit 4M --stats json pipe '{}' '{}'",
@@ -141,21 +146,12 @@ fn a_pseudo_terminal_shows_a_bar_and_ends_with_the_report() {
     }
     assert!(out.status.success(), "{text}{}", stderr_text(&out));
     assert_bytes_eq(&std::fs::read(&dst).unwrap(), &payload, "dst");
-    assert!(
-        text.contains("/ 2.00 MiB [") && text.contains("ETA"),
-        "no bar on the terminal: {text:?}"
-    );
-    let report: serde_json::Value = serde_json::from_str(&last_line(&text))
-        .unwrap_or_else(|e| panic!("the report is not last ({e}): {text:?}"));
-    assert_eq!(final_path(&report), "copy_file_range");
-    assert_eq!(report["bytes"].as_u64(), Some(2 << 20));
+    assert_bar_then_report(&text, "copy_file_range");
 }
 
 #[test]
 fn limit_2m_on_6mib_takes_at_least_2_5_s_and_keeps_splice() {
-    let dir = tempdir();
-    let payload = data(6 << 20);
-    let src = write_file(dir.path(), "src", &payload);
+    let (_dir, payload, src) = source(6 << 20);
     let mut cmd = zerocat();
     cmd.args(["--limit", "2M", "--stats", "json", "pipe"])
         .arg(&src)
@@ -173,9 +169,7 @@ fn limit_2m_on_6mib_takes_at_least_2_5_s_and_keeps_splice() {
 
 #[test]
 fn sigusr1_prints_one_progress_line() {
-    let dir = tempdir();
-    let payload = data(2 << 20);
-    let src = write_file(dir.path(), "src", &payload);
+    let (dir, payload, src) = source(2 << 20);
     let dst = dir.path().join("dst");
     let mut cmd = zerocat();
     cmd.args(["--limit", "2M", "--stats", "json", "pipe"])
