@@ -173,7 +173,7 @@ At the end, one line on stderr (none under \fB\-q\fR):
 .nf
 .RS
 zerocat: 1.00 GiB in 412 ms (2.43 GiB/s) file \-> pipe via splice
-zerocat: 12.0 MiB in 21.3 ms file \-> file via copy_file_range \-> userspace (EXDEV)
+zerocat: 12.0 MiB in 21.3 ms (563 MiB/s) file \-> file via copy_file_range \-> userspace (EXDEV)
 .RE
 .fi
 .PP
