@@ -63,6 +63,17 @@ pub struct GlobalArgs {
     /// Print the plan and exit without moving data.
     #[arg(long, global = true)]
     pub explain: bool,
+
+    /// Hold each transfer (each direction of a relay) to RATE bytes per second:
+    /// 500k, 10M, 1.5G (binary units, pv's -L). The kernel path stays the same; only
+    /// the length of each call shrinks.
+    #[arg(long, global = true, value_name = "RATE", value_parser = crate::limit::parse_rate)]
+    pub limit: Option<u64>,
+
+    /// Expected size of a stream (binary units: 700M), so the progress bar shows a
+    /// percentage and ETA where the source has no size of its own.
+    #[arg(long, global = true, value_name = "N", value_parser = crate::limit::parse_bytes)]
+    pub size: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -76,16 +87,27 @@ pub enum Command {
     /// Move one stream from SRC to DST.
     #[command(after_help = "\
 Examples:
-  zerocat pipe big.iso - | sha256sum            file to a pipe, via splice
-  zerocat pipe tcp-listen:9000 backup.tar       receive one connection into a file
-  tar c dir | zerocat pipe - tcp:host:9000      send a stream to a socket")]
+  zerocat pipe big.iso - | sha256sum                 file to a pipe, via splice
+  zerocat pipe tcp-listen:9000 backup.tar            receive one connection into a file
+  tar c dir | zerocat pipe - tcp:host:9000           send a stream to a socket
+  zerocat --limit 10M pipe disk.img tcp:host:9000    at most 10 MiB/s, still sendfile")]
     Pipe(PipeArgs),
     /// Print a shell completion script.
+    #[command(after_help = "\
+Examples:
+  zerocat completions bash > /etc/bash_completion.d/zerocat
+  zerocat completions zsh > ~/.zfunc/_zerocat
+  zerocat completions fish > ~/.config/fish/completions/zerocat.fish")]
     Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
     /// Print the man page (roff).
+    #[command(after_help = "\
+Examples:
+  zerocat man | man -l -                              read it now
+  zerocat man > /usr/local/share/man/man1/zerocat.1   install it")]
     Man,
 }
 
@@ -128,6 +150,8 @@ impl Cli {
             },
             explain: g.explain,
             progress,
+            limit: g.limit,
+            size: g.size,
         };
         let invocation = match self.command {
             Command::Pipe(args) => Invocation::Pipe(PipeConfig {
@@ -148,13 +172,9 @@ pub fn completions(shell: clap_complete::Shell) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The man page (roff), generated from the clap definition.
+/// The man page (roff), generated from the clap definition plus hand-written sections.
 pub fn man_page() -> String {
-    let mut out = Vec::new();
-    clap_mangen::Man::new(Cli::command())
-        .render(&mut out)
-        .expect("writing to a Vec cannot fail");
-    String::from_utf8_lossy(&out).into_owned()
+    crate::man::page(Cli::command())
 }
 
 #[cfg(test)]

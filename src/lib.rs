@@ -6,6 +6,8 @@ pub mod endpoint;
 pub mod engine;
 pub mod exit;
 pub mod fdkind;
+pub mod limit;
+pub mod man;
 pub mod pipe;
 pub mod process;
 pub mod progress;
@@ -24,6 +26,10 @@ pub struct Options {
     pub explain: bool,
     /// Draw a progress bar: `--progress`, or stderr is a terminal (and no `-q`).
     pub progress: bool,
+    /// `--limit RATE`: bytes per second, per transfer (per direction for relay).
+    pub limit: Option<u64>,
+    /// `--size N`: the expected byte count, for progress and ETA on streams.
+    pub size: Option<u64>,
 }
 
 impl Options {

@@ -10,7 +10,7 @@ use crate::endpoint::{Endpoint, Opened, Role};
 use crate::engine::{self, splice, Ends, Failure, Path, Side, Via};
 use crate::exit::{ExitCode, UsageError};
 use crate::fdkind::{self, FdInfo, FdKind};
-use crate::progress::Meter;
+use crate::progress::{self, Watch};
 use crate::report::{Ending, Named, Report};
 use crate::Options;
 
@@ -42,15 +42,28 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         dst_info,
     };
     let middle = prepare_splice(&ends, &chain)?;
-    opts.print_plan(&plan_line(cfg, &ends, &chain, middle.as_ref()));
+    let mut plan = plan_line(cfg, &ends, &chain, middle.as_ref());
+    if let Some(rate) = opts.limit {
+        plan.push_str(&format!(
+            "; limited to {}/s",
+            crate::report::human_bytes(rate)
+        ));
+    }
+    opts.print_plan(&plan);
 
-    let meter = Meter::new();
+    let meter = progress::meter(opts);
+    let mut watch = Watch::new(&meter).total(opts.size.or_else(|| remaining(&ends)));
+    if dst_info.kind == FdKind::Pipe {
+        watch = watch.sink_pipe(ends.dst);
+    }
+    let progress = watch.start(opts);
     let started = Instant::now();
     let (record, failure) = engine::transfer(&ends, &chain, middle.as_ref(), &meter);
     if failure.is_none() && dst_info.kind == FdKind::Socket {
         finish_socket_sink(ends.dst);
     }
     let seconds = started.elapsed().as_secs_f64();
+    progress.finish();
 
     let mut report = Report {
         command: "pipe",
@@ -89,6 +102,14 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
             Err(anyhow!(message))
         }
     }
+}
+
+/// Bytes left in a regular-file source from its current offset (an inherited fd may have
+/// been read from already): the progress total.
+pub fn remaining(ends: &Ends<'_>) -> Option<u64> {
+    let size = ends.src_info.size?;
+    let offset = nix::unistd::lseek(ends.src.as_raw_fd(), 0, nix::unistd::Whence::SeekCur).ok()?;
+    Some(size.saturating_sub(offset.max(0) as u64))
 }
 
 /// `--explain`: the plan from what the endpoints are, opening nothing.

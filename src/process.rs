@@ -7,14 +7,20 @@ use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal
 use nix::sys::stat::Mode;
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+static PROGRESS_REQUESTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: nix::libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
+extern "C" fn on_usr1(_: nix::libc::c_int) {
+    PROGRESS_REQUESTED.store(true, Ordering::SeqCst);
+}
+
 /// SIGINT/SIGTERM set a flag the copy loops check; installed without SA_RESTART, so a
 /// blocked syscall returns EINTR and the loop notices. SIGPIPE is ignored whoever started
-/// us, so a vanished reader is an EPIPE handled per sink.
+/// us, so a vanished reader is an EPIPE handled per sink. SIGUSR1 asks for one progress
+/// line (dd's habit; the progress thread prints it); with SA_RESTART, it interrupts nothing.
 pub fn install_signal_handlers() {
     let action = SigAction::new(
         SigHandler::Handler(on_signal),
@@ -22,12 +28,23 @@ pub fn install_signal_handlers() {
         SigSet::empty(),
     );
     let ignore = SigAction::new(SigHandler::SigIgn, SaFlags::empty(), SigSet::empty());
-    // SAFETY: the handler only stores to an atomic.
+    let usr1 = SigAction::new(
+        SigHandler::Handler(on_usr1),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    // SAFETY: the handlers only store to an atomic.
     unsafe {
         let _ = sigaction(Signal::SIGINT, &action);
         let _ = sigaction(Signal::SIGTERM, &action);
         let _ = sigaction(Signal::SIGPIPE, &ignore);
+        let _ = sigaction(Signal::SIGUSR1, &usr1);
     }
+}
+
+/// True once per SIGUSR1: the caller prints one progress line.
+pub fn take_progress_request() -> bool {
+    PROGRESS_REQUESTED.swap(false, Ordering::Relaxed)
 }
 
 /// True once SIGINT or SIGTERM arrived.

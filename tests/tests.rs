@@ -6,3 +6,4 @@ mod util;
 mod cli;
 mod harden;
 mod pipe;
+mod ux;

@@ -9,7 +9,7 @@ use crate::progress::Meter;
 pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
     // A first 0 is not trusted as EOF: procfs/sysfs, overlayfs and CIFS have said 0 for
     // files with data (golang/go#44272, docker/for-linux#1015).
-    pump(dst, meter, true, || {
-        sys::copy_file_range(src, dst, sys::MAX_CHUNK)
+    pump(dst, meter, true, sys::MAX_CHUNK, |len| {
+        sys::copy_file_range(src, dst, len)
     })
 }

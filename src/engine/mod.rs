@@ -325,21 +325,24 @@ fn run_path(
     }
 }
 
-/// The loop of the file-offset paths (copy_file_range, sendfile): call `step` until it
-/// says 0, counting what it moved. Short transfers and EINTR are normal; EAGAIN from a
-/// non-blocking sink waits for room.
+/// The loop of the file-offset paths (copy_file_range, sendfile): call `step` with a
+/// length of at most `max` (less under `--limit`) until it says 0, counting what it
+/// moved. Short transfers and EINTR are normal; EAGAIN from a non-blocking sink waits
+/// for room.
 fn pump(
     dst: BorrowedFd<'_>,
     meter: &Meter,
     distrust_first_zero: bool,
-    mut step: impl FnMut() -> Result<usize, Errno>,
+    max: usize,
+    mut step: impl FnMut(usize) -> Result<usize, Errno>,
 ) -> Outcome {
     let mut moved = 0u64;
     loop {
+        let len = meter.chunk(max);
         if crate::process::interrupted() {
             return Outcome::Failed(moved, Failure::Interrupted);
         }
-        match step() {
+        match step(len) {
             Ok(0) if moved == 0 && distrust_first_zero => {
                 return Outcome::Fallback(0, Reason::FirstCallReturnedZero)
             }

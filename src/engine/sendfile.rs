@@ -9,7 +9,7 @@ use crate::progress::Meter;
 const SENDFILE_CHUNK: usize = 0x7fff_f000;
 
 pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
-    pump(dst, meter, false, || {
-        sys::sendfile(src, dst, SENDFILE_CHUNK)
+    pump(dst, meter, false, SENDFILE_CHUNK, |len| {
+        sys::sendfile(src, dst, len)
     })
 }

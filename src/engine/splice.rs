@@ -71,10 +71,11 @@ pub fn copy(ends: &Ends<'_>, middle: Option<&OwnPipe>, meter: &Meter) -> Outcome
 fn direct(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
     let mut moved = 0u64;
     loop {
+        let len = meter.chunk(sys::MAX_CHUNK);
         if crate::process::interrupted() {
             return Outcome::Failed(moved, Failure::Interrupted);
         }
-        match sys::splice(src, dst, sys::MAX_CHUNK) {
+        match sys::splice(src, dst, len) {
             Ok(0) => return Outcome::Ended(moved),
             Ok(n) => {
                 moved += n as u64;
@@ -100,10 +101,11 @@ fn direct(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
 fn through(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, pipe: &OwnPipe, meter: &Meter) -> Outcome {
     let mut delivered = 0u64;
     loop {
+        let len = meter.chunk(pipe.size);
         if crate::process::interrupted() {
             return Outcome::Failed(delivered, Failure::Interrupted);
         }
-        let filled = match sys::splice(src, pipe.write.as_fd(), pipe.size) {
+        let filled = match sys::splice(src, pipe.write.as_fd(), len) {
             Ok(0) => return Outcome::Ended(delivered),
             Ok(n) => n,
             Err(Errno::EINTR) => continue,

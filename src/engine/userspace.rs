@@ -16,10 +16,11 @@ pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome 
     let mut buf = vec![0u8; BUFFER_SIZE];
     let mut moved = 0u64;
     loop {
+        let len = meter.chunk(buf.len());
         if crate::process::interrupted() {
             return Outcome::Failed(moved, Failure::Interrupted);
         }
-        let n = match sys::read(src, &mut buf) {
+        let n = match sys::read(src, &mut buf[..len]) {
             Ok(0) => return Outcome::Ended(moved),
             Ok(n) => n,
             Err(Errno::EINTR) => continue,

@@ -1,0 +1,122 @@
+
+using namespace System.Management.Automation
+using namespace System.Management.Automation.Language
+
+Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+
+    $commandElements = $commandAst.CommandElements
+    $command = @(
+        'zerocat'
+        for ($i = 1; $i -lt $commandElements.Count; $i++) {
+            $element = $commandElements[$i]
+            if ($element -isnot [StringConstantExpressionAst] -or
+                $element.StringConstantType -ne [StringConstantType]::BareWord -or
+                $element.Value.StartsWith('-') -or
+                $element.Value -eq $wordToComplete) {
+                break
+        }
+        $element.Value
+    }) -join ';'
+
+    $completions = @(switch ($command) {
+        'zerocat' {
+            [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')
+            [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Format of the end-of-run report on stderr')
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks')
+            [CompletionResult]::new('--size', '--size', [CompletionResultType]::ParameterName, 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Show a progress bar on stderr (default: only when stderr is a terminal)')
+            [CompletionResult]::new('--no-progress', '--no-progress', [CompletionResultType]::ParameterName, 'Never show a progress bar')
+            [CompletionResult]::new('--explain', '--explain', [CompletionResultType]::ParameterName, 'Print the plan and exit without moving data')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('pipe', 'pipe', [CompletionResultType]::ParameterValue, 'Move one stream from SRC to DST')
+            [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
+            [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page (roff)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'zerocat;pipe' {
+            [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')
+            [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Format of the end-of-run report on stderr')
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks')
+            [CompletionResult]::new('--size', '--size', [CompletionResultType]::ParameterName, 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Show a progress bar on stderr (default: only when stderr is a terminal)')
+            [CompletionResult]::new('--no-progress', '--no-progress', [CompletionResultType]::ParameterName, 'Never show a progress bar')
+            [CompletionResult]::new('--explain', '--explain', [CompletionResultType]::ParameterName, 'Print the plan and exit without moving data')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'zerocat;completions' {
+            [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')
+            [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Format of the end-of-run report on stderr')
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks')
+            [CompletionResult]::new('--size', '--size', [CompletionResultType]::ParameterName, 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Show a progress bar on stderr (default: only when stderr is a terminal)')
+            [CompletionResult]::new('--no-progress', '--no-progress', [CompletionResultType]::ParameterName, 'Never show a progress bar')
+            [CompletionResult]::new('--explain', '--explain', [CompletionResultType]::ParameterName, 'Print the plan and exit without moving data')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'zerocat;man' {
+            [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')
+            [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Format of the end-of-run report on stderr')
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks')
+            [CompletionResult]::new('--size', '--size', [CompletionResultType]::ParameterName, 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Show a progress bar on stderr (default: only when stderr is a terminal)')
+            [CompletionResult]::new('--no-progress', '--no-progress', [CompletionResultType]::ParameterName, 'Never show a progress bar')
+            [CompletionResult]::new('--explain', '--explain', [CompletionResultType]::ParameterName, 'Print the plan and exit without moving data')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'zerocat;help' {
+            [CompletionResult]::new('pipe', 'pipe', [CompletionResultType]::ParameterValue, 'Move one stream from SRC to DST')
+            [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
+            [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page (roff)')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'zerocat;help;pipe' {
+            break
+        }
+        'zerocat;help;completions' {
+            break
+        }
+        'zerocat;help;man' {
+            break
+        }
+        'zerocat;help;help' {
+            break
+        }
+    })
+
+    $completions.Where{ $_.CompletionText -like "$wordToComplete*" } |
+        Sort-Object -Property ListItemText
+}

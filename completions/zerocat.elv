@@ -1,0 +1,108 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[zerocat] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'zerocat'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'zerocat'= {
+            cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
+            cand --stats 'Format of the end-of-run report on stderr'
+            cand --limit 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks'
+            cand --size 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own'
+            cand -q 'No report line, no progress'
+            cand --quiet 'No report line, no progress'
+            cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --verbose 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --progress 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+            cand --no-progress 'Never show a progress bar'
+            cand --explain 'Print the plan and exit without moving data'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand pipe 'Move one stream from SRC to DST'
+            cand completions 'Print a shell completion script'
+            cand man 'Print the man page (roff)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'zerocat;pipe'= {
+            cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
+            cand --stats 'Format of the end-of-run report on stderr'
+            cand --limit 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks'
+            cand --size 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own'
+            cand -q 'No report line, no progress'
+            cand --quiet 'No report line, no progress'
+            cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --verbose 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --progress 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+            cand --no-progress 'Never show a progress bar'
+            cand --explain 'Print the plan and exit without moving data'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'zerocat;completions'= {
+            cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
+            cand --stats 'Format of the end-of-run report on stderr'
+            cand --limit 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks'
+            cand --size 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own'
+            cand -q 'No report line, no progress'
+            cand --quiet 'No report line, no progress'
+            cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --verbose 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --progress 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+            cand --no-progress 'Never show a progress bar'
+            cand --explain 'Print the plan and exit without moving data'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'zerocat;man'= {
+            cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
+            cand --stats 'Format of the end-of-run report on stderr'
+            cand --limit 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks'
+            cand --size 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own'
+            cand -q 'No report line, no progress'
+            cand --quiet 'No report line, no progress'
+            cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --verbose 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --progress 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+            cand --no-progress 'Never show a progress bar'
+            cand --explain 'Print the plan and exit without moving data'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'zerocat;help'= {
+            cand pipe 'Move one stream from SRC to DST'
+            cand completions 'Print a shell completion script'
+            cand man 'Print the man page (roff)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'zerocat;help;pipe'= {
+        }
+        &'zerocat;help;completions'= {
+        }
+        &'zerocat;help;man'= {
+        }
+        &'zerocat;help;help'= {
+        }
+    ]
+    $completions[$command]
+}

@@ -1,0 +1,82 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_zerocat_global_optspecs
+    string join \n via= q/quiet v/verbose stats= progress no-progress explain limit= size= h/help V/version
+end
+
+function __fish_zerocat_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_zerocat_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_zerocat_using_subcommand
+    set -l cmd (__fish_zerocat_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c zerocat -n "__fish_zerocat_needs_command" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
+complete -c zerocat -n "__fish_zerocat_needs_command" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
+json\t''"
+complete -c zerocat -n "__fish_zerocat_needs_command" -l limit -d 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks' -r
+complete -c zerocat -n "__fish_zerocat_needs_command" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_needs_command" -s q -l quiet -d 'No report line, no progress'
+complete -c zerocat -n "__fish_zerocat_needs_command" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+complete -c zerocat -n "__fish_zerocat_needs_command" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+complete -c zerocat -n "__fish_zerocat_needs_command" -l no-progress -d 'Never show a progress bar'
+complete -c zerocat -n "__fish_zerocat_needs_command" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_needs_command" -s h -l help -d 'Print help'
+complete -c zerocat -n "__fish_zerocat_needs_command" -s V -l version -d 'Print version'
+complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "pipe" -d 'Move one stream from SRC to DST'
+complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "completions" -d 'Print a shell completion script'
+complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "man" -d 'Print the man page (roff)'
+complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
+json\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l limit -d 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s q -l quiet -d 'No report line, no progress'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l no-progress -d 'Never show a progress bar'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s h -l help -d 'Print help'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s V -l version -d 'Print version'
+complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
+json\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l limit -d 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s q -l quiet -d 'No report line, no progress'
+complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l no-progress -d 'Never show a progress bar'
+complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s V -l version -d 'Print version'
+complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
+json\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l limit -d 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s q -l quiet -d 'No report line, no progress'
+complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l no-progress -d 'Never show a progress bar'
+complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s h -l help -d 'Print help'
+complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s V -l version -d 'Print version'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe completions man help" -f -a "pipe" -d 'Move one stream from SRC to DST'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe completions man help" -f -a "completions" -d 'Print a shell completion script'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe completions man help" -f -a "man" -d 'Print the man page (roff)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -1,0 +1,143 @@
+//! `--limit RATE`: pace a transfer by the length each syscall is asked for, so splice,
+//! sendfile and copy_file_range stay the path (pv's `-L`, without falling back to
+//! read/write). Also the parser of sizes and rates (`10M`, `1.5G`, `500k`, binary units).
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How many slices a second is cut into: each syscall asks for at most rate/PACE_HZ bytes.
+const PACE_HZ: u64 = 8;
+
+/// Unused credit kept after a stall: a source that paused for a minute does not earn a
+/// minute of full speed.
+const MAX_CREDIT: Duration = Duration::from_secs(1);
+
+/// Longest single sleep, so SIGINT/SIGTERM are noticed quickly.
+const SLEEP_SLICE: Duration = Duration::from_millis(50);
+
+/// Holds a transfer to `rate` bytes per second.
+#[derive(Debug)]
+pub struct Pacer {
+    rate: u64,
+    /// When the bytes counted so far were "due from"; starts at the first request.
+    epoch: Mutex<Option<Instant>>,
+}
+
+impl Pacer {
+    pub fn new(rate: u64) -> Pacer {
+        Pacer {
+            rate: rate.max(1),
+            epoch: Mutex::new(None),
+        }
+    }
+
+    pub fn rate(&self) -> u64 {
+        self.rate
+    }
+
+    /// Called before each syscall with the bytes delivered so far: sleeps while the
+    /// transfer is ahead of the rate, then returns how many bytes the next call may ask
+    /// for (at most `len`, never 0). Returns early, unslept, once SIGINT/SIGTERM arrived.
+    pub fn next_chunk(&self, delivered: u64, len: usize) -> usize {
+        let due = Duration::from_secs_f64(delivered as f64 / self.rate as f64);
+        loop {
+            let now = Instant::now();
+            let wait = {
+                let mut epoch = self.epoch.lock().unwrap_or_else(|e| e.into_inner());
+                let start = epoch.get_or_insert(now);
+                let elapsed = now - *start;
+                if elapsed > due + MAX_CREDIT {
+                    // Stalled: forget the credit beyond MAX_CREDIT.
+                    *start = now - due - MAX_CREDIT;
+                }
+                due.checked_sub(elapsed).unwrap_or_default()
+            };
+            if wait.is_zero() || crate::process::interrupted() {
+                break;
+            }
+            std::thread::sleep(wait.min(SLEEP_SLICE));
+        }
+        let quantum = (self.rate / PACE_HZ).max(1);
+        len.min(usize::try_from(quantum).unwrap_or(usize::MAX))
+            .max(1)
+    }
+}
+
+/// Parses a byte count or rate: `4096`, `10M`, `1.5G`, `500k`, `2MiB`, `10M/s`.
+/// Units are binary whatever their spelling (pv's habit): k = 1024, M = 1024², …
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let bad = || {
+        format!("'{text}' is not a size: expected a number with an optional unit k, M, G or T (binary: 10M = 10 MiB)")
+    };
+    let s = text.trim();
+    let s = s.strip_suffix("/s").unwrap_or(s);
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    let unit = unit.trim();
+    let unit = unit
+        .strip_suffix('B')
+        .or_else(|| unit.strip_suffix('b'))
+        .unwrap_or(unit);
+    let unit = unit.strip_suffix('i').unwrap_or(unit);
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        _ => return Err(bad()),
+    };
+    let bytes = value * (1u64 << shift) as f64;
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(bytes.round() as u64)
+}
+
+/// `--limit`: a rate of at least one byte per second.
+pub fn parse_rate(text: &str) -> Result<u64, String> {
+    match parse_bytes(text)? {
+        0 => Err(format!("'{text}': a rate limit must be above 0")),
+        n => Ok(n),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_use_binary_units() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("500k"), Ok(500 * 1024));
+        assert_eq!(parse_bytes("10M"), Ok(10 << 20));
+        assert_eq!(parse_bytes("10MiB"), Ok(10 << 20));
+        assert_eq!(parse_bytes("10M/s"), Ok(10 << 20));
+        assert_eq!(parse_bytes("1.5G"), Ok(3 << 29));
+        assert_eq!(parse_bytes("2T"), Ok(2 << 40));
+        assert!(parse_bytes("ten").is_err());
+        assert!(parse_bytes("10X").is_err());
+        assert!(parse_bytes("").is_err());
+        assert!(parse_rate("0").is_err());
+    }
+
+    #[test]
+    fn chunks_are_an_eighth_of_the_rate_and_never_zero() {
+        let pacer = Pacer::new(8 << 20);
+        assert_eq!(pacer.next_chunk(0, 1 << 30), 1 << 20);
+        assert_eq!(pacer.next_chunk(0, 4096), 4096);
+        assert_eq!(Pacer::new(3).next_chunk(0, 100), 1);
+    }
+
+    #[test]
+    fn a_transfer_ahead_of_the_rate_waits() {
+        let pacer = Pacer::new(1 << 20);
+        let started = Instant::now();
+        pacer.next_chunk(0, 1);
+        pacer.next_chunk(256 << 10, 1); // a quarter second's worth already delivered
+        assert!(started.elapsed() >= Duration::from_millis(240));
+    }
+}

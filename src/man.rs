@@ -1,0 +1,296 @@
+//! The man page's own sections (roff), after the ones clap_mangen renders from the clap
+//! definition: the URI grammar, the path table, the report, signals, exit codes, examples.
+//! `cli::man_page` puts them together; `man/zerocat.1` is the committed result (a test
+//! fails when it is stale; `UPDATE_GENERATED=1 cargo test` rewrites it).
+//!
+//! Adding a subcommand: give it 2–4 examples in its `after_help` (cli.rs), add them to
+//! EXAMPLES below, and document any report field it adds under REPORT.
+
+use std::fmt::Write as _;
+
+/// The whole page: title, name, synopsis, description and options from clap_mangen;
+/// COMMANDS from each subcommand's arguments and examples; then [`SECTIONS`].
+pub fn page(cmd: clap::Command) -> String {
+    let commands = commands_section(&cmd);
+    let man = clap_mangen::Man::new(cmd).manual("zerocat manual");
+    let mut out = Vec::new();
+    let rendered = man
+        .render_title(&mut out)
+        .and_then(|_| man.render_name_section(&mut out))
+        .and_then(|_| man.render_synopsis_section(&mut out))
+        .and_then(|_| man.render_description_section(&mut out))
+        .and_then(|_| man.render_options_section(&mut out));
+    rendered.expect("writing to a Vec cannot fail");
+    out.extend_from_slice(commands.as_bytes());
+    out.extend_from_slice(SECTIONS.as_bytes());
+    man.render_version_section(&mut out)
+        .expect("writing to a Vec cannot fail");
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// One entry per subcommand: its usage, what it does, its arguments, its examples.
+fn commands_section(cmd: &clap::Command) -> String {
+    let mut s = String::from(".SH COMMANDS\n");
+    for sub in cmd.get_subcommands().filter(|c| !c.is_hide_set()) {
+        let mut usage = format!("\\fBzerocat {}\\fR", roff(sub.get_name()));
+        for arg in sub.get_positionals() {
+            let name = arg.get_value_names().map_or_else(
+                || arg.get_id().as_str().to_uppercase(),
+                |names| names.join(" "),
+            );
+            let name = format!("\\fI{}\\fR", roff(&name));
+            let _ = if arg.is_required_set() {
+                write!(usage, " {name}")
+            } else {
+                write!(usage, " [{name}]")
+            };
+            if matches!(arg.get_num_args(), Some(r) if r.max_values() > 1) {
+                usage.push_str("...");
+            }
+        }
+        let _ = writeln!(s, ".TP\n{usage}");
+        if let Some(about) = sub.get_long_about().or(sub.get_about()) {
+            let _ = writeln!(s, "{}", roff(&about.to_string()));
+        }
+        for arg in sub.get_arguments().filter(|a| !a.is_hide_set()) {
+            let name = match (arg.get_short(), arg.get_long()) {
+                (_, Some(long)) => format!("\\-\\-{}", roff(long)),
+                (Some(short), None) => format!("\\-{short}"),
+                (None, None) => arg.get_id().as_str().to_uppercase(),
+            };
+            if let Some(help) = arg.get_long_help().or(arg.get_help()) {
+                let _ = writeln!(
+                    s,
+                    ".RS\n.TP\n\\fI{name}\\fR\n{}\n.RE",
+                    roff(&help.to_string())
+                );
+            }
+        }
+        if let Some(after) = sub.get_after_long_help().or(sub.get_after_help()) {
+            let _ = writeln!(s, ".RS\n.PP\n.nf\n{}\n.fi\n.RE", roff(&after.to_string()));
+        }
+    }
+    s
+}
+
+/// Escapes text for roff: backslashes, hyphens, and a leading `.` or `'`.
+fn roff(text: &str) -> String {
+    text.lines()
+        .map(|line| {
+            let line = line.replace('\\', "\\e").replace('-', "\\-");
+            if line.starts_with('.') || line.starts_with('\'') {
+                format!("\\&{line}")
+            } else {
+                line
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Roff text: each section starts with `.SH`.
+pub const SECTIONS: &str = r#".SH ENDPOINTS
+Every SRC and DST is an endpoint.
+Scheme keywords are case\-insensitive (\fBTCP\-LISTEN:8080\fR works);
+options follow a comma, socat style.
+.TP
+\fB\-\fR
+stdin as a source, stdout as a sink.
+.TP
+\fBfd:\fIN\fR
+the inherited file descriptor \fIN\fR.
+.TP
+\fBfile:\fIPATH\fR, or a bare \fIPATH\fR
+a file: opened read\-only as a source; created or truncated as a sink (like \fB>\fR and
+\fBcp\fR). Options: \fBappend\fR, \fBexcl\fR (refuse an existing file),
+\fBmode=\fI0600\fR.
+.TP
+\fBtcp:\fIHOST\fB:\fIPORT\fR
+connect. IPv6 goes in brackets: \fBtcp:[::1]:8080\fR. \fIHOST\fR may be a name; it is
+resolved once.
+.TP
+\fBtcp\-listen:\fR[\fIHOST\fB:\fR]\fIPORT\fR (alias \fBtcp\-l:\fR)
+accept one connection (relay: every connection). Option: \fBbacklog=\fIN\fR.
+.TP
+\fBunix:\fIPATH\fR, \fBunix:@\fINAME\fR
+connect to a unix socket; \fB@\fR names an abstract socket.
+.TP
+\fBunix\-listen:\fIPATH\fR, \fBunix\-listen:@\fINAME\fR
+accept on a unix socket. Option: \fBmode=\fI0600\fR.
+.PP
+\fBA listener with no HOST binds 127.0.0.1.\fR
+Exposing a port is explicit: \fBtcp\-listen:0.0.0.0:8080\fR or
+\fBtcp\-listen:[::]:8080\fR.
+The bound address is printed on stderr as
+\fBzerocat: listening on 127.0.0.1:43211\fR (port 0 picks a free port), also under
+\fB\-q\fR, since scripts need it.
+.PP
+An argument that starts with \fIWORD\fB:\fR (a letter, then letters, digits,
+\fB+ . \-\fR) is a URI, and an unknown \fIWORD\fR is a usage error: a typo such as
+\fBtpc:host:80\fR never creates a file of that name.
+Anything else is a file path; \fB./tcp:odd\fR and \fBfile:tcp:odd\fR name the file
+\fBtcp:odd\fR.
+.SH PATHS
+Each fd is classified with \fBfstat\fR(2): regular file, pipe or FIFO, socket, terminal,
+other character device.
+The first path the pair allows is tried; the next one takes over only when the kernel
+refuses a path \fIbefore any byte moved\fR (ENOSYS, EINVAL, EXDEV, EOPNOTSUPP, EPERM,
+EBADF, ETXTBSY, EACCES, ENOTTY, ESPIPE); after that, an error is an error.
+EIO, ENOSPC and EDQUOT never cause a fallback.
+.TP
+file \(-> file
+\fBcopy_file_range\fR, then \fBsplice\fR through a pipe, then \fBuserspace\fR
+(\fBcopy\fR tries a \fBreflink\fR first).
+.TP
+file \(-> pipe
+\fBsplice\fR, then \fBuserspace\fR.
+.TP
+file \(-> socket
+\fBsendfile\fR, then \fBsplice\fR through a pipe, then \fBuserspace\fR.
+.TP
+pipe \(-> anything, anything \(-> pipe
+\fBsplice\fR, then \fBuserspace\fR.
+.TP
+socket \(-> socket or file
+\fBsplice\fR through zerocat's own pipe, then \fBuserspace\fR.
+.TP
+terminal, other, an O_APPEND sink the kernel refuses
+\fBuserspace\fR (read and write through one buffer).
+.TP
+one \(-> many (tee)
+\fBsplice\fR in, \fBtee\fR(2) to the sinks' pipes, \fBsplice\fR out; else a
+\fBuserspace\fR fan\-out.
+.PP
+\fB\-\-via\fR \fIPATH\fR forces one path, with no fallback: a path the fds cannot take
+is an error before any byte moves.
+Bytes already in an intermediate pipe are always delivered to the sink, also when the
+run ends on an error or a signal.
+A first \fBcopy_file_range\fR that returns 0 is not trusted as the end of the file
+(procfs, sysfs, FUSE): the next path takes over.
+.SH REPORT
+At the end, one line on stderr (none under \fB\-q\fR):
+.PP
+.nf
+.RS
+zerocat: 1.00 GiB in 412 ms (2.43 GiB/s) file \-> pipe via splice
+zerocat: 12.0 MiB in 21.3 ms (563 MiB/s) file \-> file via copy_file_range \-> userspace (EXDEV)
+.RE
+.fi
+.PP
+Sizes use binary units (KiB, MiB, GiB); the route lists the paths in the order they ran,
+each fallback's errno after the path that took over.
+\fB\-\-stats json\fR prints one JSON object instead, with exact integers.
+Its field names are stable:
+.TP
+\fBcommand\fR
+\fBpipe\fR, \fBtee\fR, \fBcopy\fR or \fBrelay\fR.
+.TP
+\fBbytes\fR
+bytes delivered to the sink (written, not read).
+.TP
+\fBseconds\fR
+wall time of the transfer, a decimal number.
+.TP
+\fBsrc\fR, \fBdst\fR
+objects: \fBuri\fR (the endpoint as given) and \fBkind\fR (\fBfile\fR, \fBpipe\fR,
+\fBsocket\fR, \fBtty\fR, \fBchardev\fR, \fBdir\fR, \fBother\fR).
+.TP
+\fBpaths\fR
+array, in the order the paths ran: \fBpath\fR (\fBreflink\fR, \fBcopy_file_range\fR,
+\fBsendfile\fR, \fBsplice\fR, \fBtee\fR, \fBuserspace\fR) and \fBbytes\fR (what that
+path delivered).
+.TP
+\fBfallbacks\fR
+array: \fBfrom\fR, \fBto\fR (null when a forced path was refused), \fBerrno\fR (its
+name, as \fBEXDEV\fR) and \fBreason\fR (its text).
+.TP
+\fBended\fR
+\fBeof\fR, \fBerror\fR or \fBsignal\fR.
+.TP
+\fBerror\fR
+the error message, or null.
+.PP
+\fBtee\fR reports one entry per sink and \fBrelay\fR one per connection and direction,
+each with the bytes it moved and the reason it ended.
+.SH PROGRESS AND RATE LIMIT
+A progress bar is drawn on stderr when stderr is a terminal (\fB\-\-progress\fR forces
+it, \fB\-q\fR and \fB\-\-no\-progress\fR hide it): bytes delivered, rate, elapsed time,
+and the percentage and ETA when the size is known (a file source, or \fB\-\-size\fR).
+Bytes count when the sink took them; for a pipe sink, what still sits in the pipe is not
+counted yet.
+The bar is cleared before the report line.
+.PP
+\fB\-\-limit\fR \fIRATE\fR holds each transfer to \fIRATE\fR bytes per second
+(\fB500k\fR, \fB10M\fR, \fB1.5G\fR; binary units as in \fBpv \-L\fR).
+It paces the length each kernel call is asked for, so splice, sendfile and
+copy_file_range stay the path.
+.SH SIGNALS
+.TP
+SIGINT, SIGTERM
+stop after delivering the bytes already in flight; the report is printed with the bytes
+delivered; exit status 130.
+.TP
+SIGUSR1
+print one progress line on stderr (dd's habit), bar or no bar:
+\fBzerocat: 512 MiB in 2.00 s (256 MiB/s), 50% of 1.00 GiB\fR.
+.TP
+SIGPIPE
+ignored: a reader that went away is an EPIPE, handled per sink.
+.SH EXIT STATUS
+.TP
+\fB0\fR
+every byte delivered.
+.TP
+\fB1\fR
+runtime error: I/O error, refused connection, disk full; the message names the endpoint
+and the errno.
+.TP
+\fB2\fR
+usage error: bad option or URI, or a \fB\-\-via\fR path the endpoints cannot take.
+.TP
+\fB130\fR
+interrupted by SIGINT or SIGTERM (the report is still printed).
+.TP
+\fB141\fR
+stdout's reader went away (the shell's code for SIGPIPE), without a message.
+.SH EXAMPLES
+.TP
+\fBzerocat pipe big.iso \- | sha256sum\fR
+a file into a pipe, via splice.
+.TP
+\fBtar c dir | zerocat pipe \- tcp:backup.lan:9000\fR
+a stream to a socket.
+.TP
+\fBzerocat pipe tcp\-listen:9000 backup.tar\fR
+receive one connection on 127.0.0.1:9000 into a file.
+.TP
+\fBzerocat \-\-limit 10M \-\-progress pipe disk.img tcp:host:9000\fR
+send a file at 10 MiB/s with a progress bar; sendfile stays the path.
+.TP
+\fBzcat dump.gz | zerocat \-\-size 4G pipe \- dump.sql\fR
+a stream of known size: the bar shows an ETA.
+.TP
+\fBzerocat \-\-stats json pipe a.bin b.bin\fR
+the report as JSON, for scripts.
+.TP
+\fBzerocat \-\-via userspace pipe a.bin b.bin\fR
+copy through memory, trusting no kernel offload.
+.TP
+\fBzerocat \-v \-\-explain pipe a.bin \-\fR
+print the plan (fd kinds, chosen paths) and move nothing.
+.TP
+\fBkill \-USR1 $(pidof zerocat)\fR
+ask a running transfer how far it got.
+.SH CAVEATS
+Splicing or sendfile\-ing a file hands the reader page\-cache pages, not a snapshot: a
+write to the file after zerocat returns can still show through in bytes the reader has
+not read yet (why Rust's std refuses file \(-> pipe splice; GNU cat 9.11 and pv do it).
+\fB\-\-via userspace\fR copies the bytes at once.
+.PP
+Only a checksum proves a copy: filesystems have shipped offload bugs (OpenZFS 2.2.0
+block cloning). \fB\-\-via userspace\fR is the escape hatch when a filesystem's offload
+is not trusted.
+.SH SEE ALSO
+\fBsplice\fR(2), \fBtee\fR(2), \fBsendfile\fR(2), \fBcopy_file_range\fR(2),
+\fBsocat\fR(1), \fBnc\fR(1), \fBpv\fR(1), \fBcat\fR(1), \fBcp\fR(1)
+"#;

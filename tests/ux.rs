@@ -1,0 +1,322 @@
+//! What pv, cp and socat users expect: progress, `--limit`, SIGUSR1, the man page and
+//! completions (and that the committed copies are fresh), help examples.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::CommandFactory;
+use zerocat::cli::{self, Cli};
+
+use crate::util::*;
+
+/// The stderr of a run with a bar: the bar's redraws are separated by `\r` and erased
+/// with escape sequences; what is left after the last one is the report.
+fn last_line(stderr: &str) -> String {
+    let mut text = stderr.replace("\x1b[2K", "").replace("\x1b[1A", "");
+    text = text.replace("\x1b[1B", "");
+    text.split(['\r', '\n'])
+        .rfind(|l| !l.trim().is_empty())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A bar for 2 MiB was drawn, then cleared, and the JSON report is the last line.
+#[track_caller]
+fn assert_bar_then_report(text: &str, path: &str) {
+    assert!(
+        text.contains("/ 2.00 MiB [") && text.contains("ETA"),
+        "no bar with a total: {text:?}"
+    );
+    let report: serde_json::Value = serde_json::from_str(&last_line(text))
+        .unwrap_or_else(|e| panic!("the report is not last ({e}): {text:?}"));
+    assert_eq!(final_path(&report), path);
+    assert_eq!(report["bytes"].as_u64(), Some(2 << 20));
+}
+
+/// A temp dir holding a file "src" of `len` test bytes.
+fn source(len: usize) -> (tempfile::TempDir, Vec<u8>, PathBuf) {
+    let dir = tempdir();
+    let payload = data(len);
+    let src = write_file(dir.path(), "src", &payload);
+    (dir, payload, src)
+}
+
+#[test]
+fn no_bar_when_stderr_is_not_a_terminal() {
+    let (dir, payload, src) = source(3 << 20);
+    let dst = dir.path().join("dst");
+    for stats in ["text", "json"] {
+        let mut cmd = zerocat();
+        cmd.args(["--limit", "8M", "--stats", stats, "pipe"])
+            .arg(&src)
+            .arg(&dst);
+        let out = run(cmd);
+        assert!(out.status.success(), "{}", stderr_text(&out));
+        assert_bytes_eq(&std::fs::read(&dst).unwrap(), &payload, "dst");
+        let err = stderr_text(&out);
+        // One report line, nothing drawn: the run lasts ~375 ms, past a bar's first tick.
+        assert_eq!(err.lines().count(), 1, "stderr: {err:?}");
+        assert!(!err.contains('\r') && !err.contains('\x1b'), "{err:?}");
+        if stats == "json" {
+            let report = json_report(&out.stderr);
+            assert_eq!(final_path(&report), "copy_file_range");
+            assert_eq!(report["bytes"].as_u64(), Some(3 << 20));
+        } else {
+            assert!(
+                err.starts_with("zerocat: 3.00 MiB in ")
+                    && (err.contains(" ms (") || err.contains(" s (")),
+                "human sizes and durations: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn progress_flag_draws_a_bar_then_the_report() {
+    let (_dir, payload, src) = source(2 << 20);
+    let mut cmd = zerocat();
+    cmd.args(["--progress", "--limit", "4M", "--stats", "json", "pipe"])
+        .arg(&src)
+        .arg("-");
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_bytes_eq(&out.stdout, &payload, "stdout");
+    assert_bar_then_report(&stderr_text(&out), "splice");
+}
+
+#[test]
+fn quiet_and_no_progress_win_over_progress() {
+    let (_dir, payload, src) = source(1 << 20);
+    let mut cmd = zerocat();
+    cmd.args([
+        "--progress",
+        "--no-progress",
+        "--limit",
+        "4M",
+        "--stats",
+        "json",
+    ])
+    .arg("pipe")
+    .arg(&src)
+    .arg("-");
+    let out = run(cmd);
+    assert_bytes_eq(&out.stdout, &payload, "stdout");
+    assert_eq!(stderr_text(&out).lines().count(), 1);
+    assert_eq!(final_path(&json_report(&out.stderr)), "splice");
+
+    let mut cmd = zerocat();
+    cmd.args(["-q", "--progress", "--limit", "4M", "pipe"])
+        .arg(&src)
+        .arg("-");
+    let out = run(cmd);
+    assert_bytes_eq(&out.stdout, &payload, "stdout");
+    assert_eq!(stderr_text(&out), "", "-q prints nothing");
+}
+
+#[test]
+fn a_pseudo_terminal_shows_a_bar_and_ends_with_the_report() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: `script` (bsdutils) is not installed; .ci/run installs it");
+        return;
+    }
+    let (dir, payload, src) = source(2 << 20);
+    let dst = dir.path().join("dst");
+    let inner = format!(
+        "stty cols 120 2>/dev/null; '{}' --limit 4M --stats json pipe '{}' '{}'",
+        bin().display(),
+        src.display(),
+        dst.display()
+    );
+    let mut cmd = Command::new("script");
+    cmd.args(["-qec", &inner, "/dev/null"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("SHELL", "/bin/sh")
+        .env("TERM", "xterm")
+        .stdin(Stdio::null());
+    let out = run(cmd);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() && text.trim().is_empty() {
+        eprintln!(
+            "skipped: `script` could not open a pseudo-terminal here: {}",
+            stderr_text(&out)
+        );
+        return;
+    }
+    assert!(out.status.success(), "{text}{}", stderr_text(&out));
+    assert_bytes_eq(&std::fs::read(&dst).unwrap(), &payload, "dst");
+    assert_bar_then_report(&text, "copy_file_range");
+}
+
+#[test]
+fn limit_2m_on_6mib_takes_at_least_2_5_s_and_keeps_splice() {
+    let (_dir, payload, src) = source(6 << 20);
+    let mut cmd = zerocat();
+    cmd.args(["--limit", "2M", "--stats", "json", "pipe"])
+        .arg(&src)
+        .arg("-");
+    let started = Instant::now();
+    let out = run(cmd);
+    let took = started.elapsed();
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_bytes_eq(&out.stdout, &payload, "stdout");
+    // A limit bounds the time from below only.
+    assert!(took >= Duration::from_millis(2500), "took {took:?}");
+    let report = json_report(&out.stderr);
+    assert_eq!(paths(&report), vec![("splice".to_string(), 6 << 20)]);
+}
+
+#[test]
+fn sigusr1_prints_one_progress_line() {
+    let (dir, payload, src) = source(2 << 20);
+    let dst = dir.path().join("dst");
+    let mut cmd = zerocat();
+    cmd.args(["--limit", "2M", "--stats", "json", "pipe"])
+        .arg(&src)
+        .arg(&dst)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    // Bytes in the sink mean the handlers are installed.
+    let started = Instant::now();
+    while std::fs::metadata(&dst).map_or(0, |m| m.len()) == 0 {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "zerocat never started writing"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let killed = Command::new("kill")
+        .args(["-USR1", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = wait_with_deadline(child, DEADLINE);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_bytes_eq(&std::fs::read(&dst).unwrap(), &payload, "dst");
+    let err = stderr_text(&out);
+    let progress: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("% of 2.00 MiB"))
+        .collect();
+    assert_eq!(progress.len(), 1, "one progress line: {err}");
+    assert!(progress[0].starts_with("zerocat: "), "{err}");
+    assert_eq!(final_path(&json_report(&out.stderr)), "copy_file_range");
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every generated file with what it should hold now.
+fn generated() -> Vec<(PathBuf, String)> {
+    use clap::ValueEnum;
+    use clap_complete::Generator;
+    let mut files = vec![(root().join("man/zerocat.1"), cli::man_page())];
+    for shell in clap_complete::Shell::value_variants() {
+        files.push((
+            root().join("completions").join(shell.file_name("zerocat")),
+            cli::completions(*shell),
+        ));
+    }
+    files
+}
+
+#[test]
+fn committed_man_page_and_completions_are_fresh() {
+    let update = std::env::var_os("UPDATE_GENERATED").is_some_and(|v| v == "1");
+    let mut stale = Vec::new();
+    for (path, want) in generated() {
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        if have == want {
+            continue;
+        }
+        if update {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, want).unwrap();
+            eprintln!("rewrote {}", path.display());
+        } else {
+            stale.push(path.display().to_string());
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "stale generated files (run `UPDATE_GENERATED=1 cargo test committed_man_page`): {stale:?}"
+    );
+}
+
+#[test]
+fn the_man_page_renders_and_documents_the_contract() {
+    let page = cli::man_page();
+    for section in [
+        "COMMANDS",
+        "ENDPOINTS",
+        "PATHS",
+        "REPORT",
+        "EXIT STATUS",
+        "EXAMPLES",
+        "SIGNALS",
+    ] {
+        assert!(page.contains(&format!(".SH {section}\n")), "no {section}");
+    }
+    if Command::new("man").arg("--version").output().is_err() {
+        eprintln!("skipped the render: `man` is not installed (man-db; .ci/run installs it)");
+        return;
+    }
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "\"$0\" man | man -l -"])
+        .arg(bin())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("MANPAGER", "cat")
+        .env("PAGER", "cat")
+        .env("MANWIDTH", "200");
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    // Words as a reader sees them, whatever the line breaks.
+    let text = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for words in [
+        "tcp-listen:[HOST:]PORT",
+        "A listener with no HOST binds 127.0.0.1.",
+        "copy_file_range",
+        "fallbacks",
+        "141",
+        "zerocat pipe big.iso - | sha256sum",
+    ] {
+        assert!(text.contains(words), "rendered page lacks {words:?}");
+    }
+    assert!(
+        !stderr_text(&out).contains("warning"),
+        "roff warnings: {}",
+        stderr_text(&out)
+    );
+}
+
+/// Each subcommand's --help ends with 2 to 4 examples (`Examples:` in `after_help`).
+#[test]
+fn every_subcommand_help_has_two_to_four_examples() {
+    let cmd = Cli::command();
+    for sub in cmd.get_subcommands() {
+        let after = sub
+            .get_after_help()
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        let examples = after
+            .split_once("Examples:")
+            .map(|(_, rest)| {
+                rest.lines()
+                    .filter(|l| l.starts_with("  ") && l.contains("zerocat "))
+                    .count()
+            })
+            .unwrap_or(0);
+        assert!(
+            (2..=4).contains(&examples),
+            "`zerocat {} --help` has {examples} examples; give it 2 to 4 under \"Examples:\" in its after_help (src/cli.rs)",
+            sub.get_name()
+        );
+    }
+}
