@@ -3,13 +3,18 @@
 
 use std::os::fd::BorrowedFd;
 
-use super::{pump, sys, Outcome};
+use super::{chunk, pump, sys, Outcome};
 use crate::progress::Meter;
 
 pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
+    copy_upto(src, dst, meter, u64::MAX)
+}
+
+/// [`copy`], stopping after `limit` bytes.
+pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
     // A first 0 is not trusted as EOF: procfs/sysfs, overlayfs and CIFS have said 0 for
     // files with data (golang/go#44272, docker/for-linux#1015).
-    pump(dst, meter, true, || {
-        sys::copy_file_range(src, dst, sys::MAX_CHUNK)
+    pump(dst, meter, true, limit, |left| {
+        sys::copy_file_range(src, dst, chunk(left, sys::MAX_CHUNK))
     })
 }

@@ -2,14 +2,19 @@
 
 use std::os::fd::BorrowedFd;
 
-use super::{pump, sys, Outcome};
+use super::{chunk, pump, sys, Outcome};
 use crate::progress::Meter;
 
 /// One sendfile call moves at most 2,147,479,552 bytes (HAZARDS).
 const SENDFILE_CHUNK: usize = 0x7fff_f000;
 
 pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
-    pump(dst, meter, false, || {
-        sys::sendfile(src, dst, SENDFILE_CHUNK)
+    copy_upto(src, dst, meter, u64::MAX)
+}
+
+/// [`copy`], stopping after `limit` bytes.
+pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
+    pump(dst, meter, false, limit, |left| {
+        sys::sendfile(src, dst, chunk(left, SENDFILE_CHUNK))
     })
 }

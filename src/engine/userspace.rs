@@ -6,20 +6,29 @@ use std::os::fd::BorrowedFd;
 use nix::errno::Errno;
 use nix::poll::PollFlags;
 
-use super::{sys, Failure, Outcome, Side};
+use super::{chunk, sys, Failure, Outcome, Side};
 use crate::progress::Meter;
 
 /// Large enough to take a grown pipe's whole content in one read.
 pub const BUFFER_SIZE: usize = 1 << 20;
 
 pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
-    let mut buf = vec![0u8; BUFFER_SIZE];
+    copy_upto(src, dst, meter, u64::MAX)
+}
+
+/// [`copy`], stopping after `limit` bytes.
+pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
+    let mut buf = vec![0u8; chunk(limit, BUFFER_SIZE)];
     let mut moved = 0u64;
     loop {
         if crate::process::interrupted() {
             return Outcome::Failed(moved, Failure::Interrupted);
         }
-        let n = match sys::read(src, &mut buf) {
+        if moved == limit {
+            return Outcome::Ended(moved);
+        }
+        let want = chunk(limit - moved, buf.len());
+        let n = match sys::read(src, &mut buf[..want]) {
             Ok(0) => return Outcome::Ended(moved),
             Ok(n) => n,
             Err(Errno::EINTR) => continue,
