@@ -442,7 +442,7 @@ impl<'a> Copier<'a> {
                 return Err("not writing through a dangling symlink".into());
             }
         }
-        let sink = open_sink(dst, sst.st_mode, self.cfg.force)
+        let sink = open_sink(dst, sst.st_mode, self.cfg.force, self.cfg.resume)
             .map_err(|err| format!("cannot open for writing: {err}"))?;
         let src_info = FdInfo::of(source.as_fd()).map_err(|err| format!("cannot stat: {err}"))?;
         let dst_info = FdInfo::of(sink.as_fd()).map_err(|err| format!("cannot stat: {err}"))?;
@@ -481,8 +481,12 @@ impl<'a> Copier<'a> {
             // A clone replaces the whole file: not for the rest of a resumed one. A source
             // whose size says 0 may be procfs/sysfs, where copy_file_range says 0 too.
             chain.retain(|&p| {
-                !(matches!(p, Path::Reflink | Path::CopyFileRange) && (start > 0 || src_size == 0))
-                    && !self.refused.contains(&(sst.st_dev, dst_info.identity.0, p))
+                let unfit = match p {
+                    Path::Reflink => start > 0 || src_size == 0,
+                    Path::CopyFileRange => src_size == 0,
+                    _ => false,
+                };
+                !unfit && !self.refused.contains(&(sst.st_dev, dst_info.identity.0, p))
             });
         }
         if chain.contains(&Path::Splice) && self.middle.is_none() {
@@ -848,10 +852,11 @@ fn umask() -> u32 {
 /// Opens the destination for writing without O_TRUNC (the same-file check comes first),
 /// created with the source's permission bits as cp does (the umask applies). `-f`: a
 /// destination that cannot be opened is removed and created anew.
-fn open_sink(dst: &FsPath, src_mode: u32, force: bool) -> io::Result<OwnedFd> {
+fn open_sink(dst: &FsPath, src_mode: u32, force: bool, resume: bool) -> io::Result<OwnedFd> {
     let open = |create_new: bool| {
         let mut o = OpenOptions::new();
-        o.write(true).mode(src_mode & 0o777);
+        // `--resume` reads the destination's prefix back.
+        o.write(true).read(resume).mode(src_mode & 0o777);
         if create_new {
             o.create_new(true);
         } else {

@@ -4,4 +4,5 @@
 mod util;
 
 mod cli;
+mod copy;
 mod pipe;
