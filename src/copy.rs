@@ -430,22 +430,34 @@ impl<'a> Copier<'a> {
     ) -> Result<bool, String> {
         let source = File::open(src).map_err(|err| format!("cannot open for reading: {err}"))?;
         let sst = fstat(source.as_fd()).map_err(|err| format!("cannot stat: {err}"))?;
-        if let Ok(m) = fs::symlink_metadata(dst) {
-            if self.cfg.no_clobber {
-                return Ok(false);
+        // The common case in a tree: the destination does not exist yet. O_EXCL creates it
+        // in one call (and refuses any symlink at that name); only when something is there
+        // do the checks run.
+        let sink = match create_new(dst, sst.st_mode, self.cfg.resume) {
+            Ok(fd) => fd,
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+                let m = fs::symlink_metadata(dst)
+                    .map_err(|err| format!("cannot stat the destination: {err}"))?;
+                if self.cfg.no_clobber {
+                    return Ok(false);
+                }
+                if m.is_dir() {
+                    return Err("cannot overwrite a directory with a file".into());
+                }
+                if m.file_type().is_symlink() && fs::metadata(dst).is_err() {
+                    // O_CREAT would create the link's target elsewhere (GNU cp refuses too).
+                    return Err("not writing through a dangling symlink".into());
+                }
+                open_existing(dst, self.cfg.force, sst.st_mode, self.cfg.resume)
+                    .map_err(|err| format!("cannot open for writing: {err}"))?
             }
-            if m.is_dir() {
-                return Err("cannot overwrite a directory with a file".into());
-            }
-            if m.file_type().is_symlink() && fs::metadata(dst).is_err() {
-                // O_CREAT would create the link's target somewhere else (GNU cp refuses too).
-                return Err("not writing through a dangling symlink".into());
-            }
-        }
-        let sink = open_sink(dst, sst.st_mode, self.cfg.force, self.cfg.resume)
-            .map_err(|err| format!("cannot open for writing: {err}"))?;
-        let src_info = FdInfo::of(source.as_fd()).map_err(|err| format!("cannot stat: {err}"))?;
-        let dst_info = FdInfo::of(sink.as_fd()).map_err(|err| format!("cannot stat: {err}"))?;
+            Err(err) => return Err(format!("cannot open for writing: {err}")),
+        };
+        let src_info = info_of(&sst);
+        let dst_info = match fstat(sink.as_fd()) {
+            Ok(st) => info_of(&st),
+            Err(err) => return Err(format!("cannot stat the destination: {err}")),
+        };
         if src_info.identity == dst_info.identity {
             return Err(format!(
                 "'{}' and '{}' are the same file: refusing (destination untouched)",
@@ -849,27 +861,48 @@ fn umask() -> u32 {
     old.bits()
 }
 
-/// Opens the destination for writing without O_TRUNC (the same-file check comes first),
-/// created with the source's permission bits as cp does (the umask applies). `-f`: a
-/// destination that cannot be opened is removed and created anew.
-fn open_sink(dst: &FsPath, src_mode: u32, force: bool, resume: bool) -> io::Result<OwnedFd> {
-    let open = |create_new: bool| {
-        let mut o = OpenOptions::new();
-        // `--resume` reads the destination's prefix back.
-        o.write(true).read(resume).mode(src_mode & 0o777);
-        if create_new {
-            o.create_new(true);
-        } else {
-            o.create(true);
-        }
-        o.open(dst).map(OwnedFd::from)
-    };
-    match open(false) {
-        Err(e) if force && fs::symlink_metadata(dst).is_ok() => {
+/// Creates the destination (O_EXCL) with the source's permission bits, as cp does (the
+/// umask applies). `--resume` reads the destination's prefix back, hence O_RDWR.
+fn create_new(dst: &FsPath, src_mode: u32, resume: bool) -> io::Result<OwnedFd> {
+    OpenOptions::new()
+        .write(true)
+        .read(resume)
+        .create_new(true)
+        .mode(src_mode & 0o777)
+        .open(dst)
+        .map(OwnedFd::from)
+}
+
+/// Opens an existing destination for writing *without* O_TRUNC: the same-file check comes
+/// first. `-f`: one that cannot be opened is removed and created anew.
+fn open_existing(dst: &FsPath, force: bool, src_mode: u32, resume: bool) -> io::Result<OwnedFd> {
+    let opened = OpenOptions::new()
+        .write(true)
+        .read(resume)
+        .create(true)
+        .mode(src_mode & 0o777)
+        .open(dst)
+        .map(OwnedFd::from);
+    match opened {
+        Err(e) if force => {
             fs::remove_file(dst).map_err(|_| e)?;
-            open(true)
+            create_new(dst, src_mode, resume)
         }
         other => other,
+    }
+}
+
+/// What the engine needs to know of a file zerocat opened itself (no O_APPEND, blocking):
+/// from the fstat already made, rather than a second fstat and an fcntl.
+fn info_of(st: &FileStat) -> FdInfo {
+    let kind = FdKind::from_mode(st.st_mode);
+    let regular = st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFREG.bits();
+    FdInfo {
+        kind,
+        append: false,
+        nonblocking: false,
+        size: regular.then_some(st.st_size as u64),
+        identity: (st.st_dev, st.st_ino),
     }
 }
 
