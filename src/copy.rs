@@ -110,28 +110,23 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
     }
 
     let mut copier = Copier::new(opts, cfg);
-    if opts.explain || opts.verbose {
-        let chain = engine::chain_for_copy(&file_info(), &file_info(), opts.via, cfg.reflink)
-            .map_err(|e| UsageError(format!("--via: {e}")))?;
-        opts.print_plan(&format!(
-            "plan: copy {} -> '{}'{}: per file via {}; sparse {:?}{}",
-            sources
-                .iter()
-                .map(|s| format!("'{}'", s.display()))
-                .collect::<Vec<_>>()
-                .join(" "),
-            dest.display(),
-            if cfg.recursive { " (recursive)" } else { "" },
-            words(&chain),
-            cfg.sparse,
-            if cfg.resume { ", resume" } else { "" },
-        ));
-        if opts.explain {
-            return Ok(ExitCode::Success);
-        }
-    } else {
-        engine::chain_for_copy(&file_info(), &file_info(), opts.via, cfg.reflink)
-            .map_err(|e| UsageError(format!("--via: {e}")))?;
+    let chain = engine::chain_for_copy(&file_info(), &file_info(), opts.via, cfg.reflink)
+        .map_err(|e| UsageError(format!("--via: {e}")))?;
+    opts.print_plan(&format!(
+        "plan: copy {} -> '{}'{}: per file via {}; sparse {:?}{}",
+        sources
+            .iter()
+            .map(|s| format!("'{}'", s.display()))
+            .collect::<Vec<_>>()
+            .join(" "),
+        dest.display(),
+        if cfg.recursive { " (recursive)" } else { "" },
+        pipe::chain_words(&chain),
+        format!("{:?}", cfg.sparse).to_lowercase(),
+        if cfg.resume { ", resume" } else { "" },
+    ));
+    if opts.explain {
+        return Ok(ExitCode::Success);
     }
 
     let started = Instant::now();
@@ -165,14 +160,6 @@ fn file_info() -> FdInfo {
         size: Some(1),
         identity: (0, 0),
     }
-}
-
-fn words(chain: &[Path]) -> String {
-    chain
-        .iter()
-        .map(|p| p.name())
-        .collect::<Vec<_>>()
-        .join(" -> ")
 }
 
 /// What happened to one entry of the copy.

@@ -28,14 +28,7 @@ fn shm_tempdir() -> tempfile::TempDir {
 
 /// Runs `zerocat --stats json copy ARGS...` and returns (exit code, report, stderr).
 fn copy(args: &[&Path]) -> (i32, Value, String) {
-    let mut cmd = zerocat();
-    cmd.args(["--stats", "json", "copy"]).args(args);
-    let out = run(cmd);
-    (
-        out.status.code().unwrap_or(-1),
-        json_report(&out.stderr),
-        stderr_text(&out),
-    )
+    copy_with(&[], args)
 }
 
 fn copy_with(flags: &[&str], args: &[&Path]) -> (i32, Value, String) {
