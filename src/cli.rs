@@ -5,7 +5,9 @@ use std::io::IsTerminal;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
+use crate::copy::{CopyConfig, SparseMode};
 use crate::endpoint::{self, Endpoint};
+use crate::engine::ReflinkMode;
 use crate::engine::{Path, Via};
 use crate::pipe::PipeConfig;
 use crate::report::StatsFormat;
@@ -92,6 +94,15 @@ Examples:
   tar c dir | zerocat pipe - tcp:host:9000           send a stream to a socket
   zerocat --limit 10M pipe disk.img tcp:host:9000    at most 10 MiB/s, still sendfile")]
     Pipe(PipeArgs),
+    /// Copy files and trees: reflink, then copy_file_range, splice, userspace.
+    #[command(after_help = "\
+Examples:
+  zerocat copy big.iso /mnt/backup/             into a directory, keeping the name
+  zerocat copy -r --preserve src/ dst           a tree: symlinks stay symlinks
+  zerocat copy --resume big.iso /mnt/big.iso    finish an interrupted copy
+  zerocat copy --reflink=always a b             clone or fail (XFS, btrfs)
+A SRC or DST that is not a plain file path (-, fd:N, tcp:...) makes it `pipe`.")]
+    Copy(CopyArgs),
     /// Print a shell completion script.
     #[command(after_help = "\
 Examples:
@@ -119,6 +130,55 @@ pub struct PipeArgs {
     /// Where the bytes go (default: stdout).
     #[arg(default_value = "-", value_parser = parse_endpoint)]
     pub dst: Endpoint,
+}
+
+#[derive(Debug, Args)]
+pub struct CopyArgs {
+    /// SRC DST, or SRC... DIR (a directory DST gets each source under its own name).
+    #[arg(required = true, num_args = 2.., value_name = "PATH", value_parser = parse_endpoint)]
+    pub paths: Vec<Endpoint>,
+    /// Copy directories and what they hold; symlinks are copied as symlinks.
+    #[arg(short, long)]
+    pub recursive: bool,
+    /// Never overwrite an existing destination (it is skipped and counted).
+    #[arg(short = 'n', long, conflicts_with = "force")]
+    pub no_clobber: bool,
+    /// A destination that cannot be opened is removed and created anew.
+    #[arg(short, long)]
+    pub force: bool,
+    /// Also keep exact mode bits, ownership (where permitted) and timestamps.
+    #[arg(short, long)]
+    pub preserve: bool,
+    /// Clone with FICLONE: auto (clone where the filesystem can, else copy), always (clone
+    /// or fail), never.
+    #[arg(long, value_enum, default_value_t = ReflinkArg::Auto, value_name = "WHEN")]
+    pub reflink: ReflinkArg,
+    /// Holes: auto (a sparse source's holes stay holes), always (also zero blocks become
+    /// holes), never (write every byte).
+    #[arg(long, value_enum, default_value_t = SparseArg::Auto, value_name = "WHEN")]
+    pub sparse: SparseArg,
+    /// Continue an interrupted copy: keep a destination that is a verified prefix of the
+    /// source (first and last MiB compared) and copy the rest; any other destination is
+    /// copied again from the start.
+    #[arg(long)]
+    pub resume: bool,
+    /// Recreate FIFOs and device nodes instead of refusing them.
+    #[arg(long)]
+    pub special: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ReflinkArg {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SparseArg {
+    Auto,
+    Always,
+    Never,
 }
 
 fn parse_endpoint(arg: &str) -> Result<Endpoint, String> {
@@ -158,6 +218,29 @@ impl Cli {
                 src: args.src,
                 dst: args.dst,
             }),
+            Command::Copy(mut args) => {
+                let dest = args.paths.pop().expect("clap requires two paths");
+                Invocation::Copy(CopyConfig {
+                    sources: args.paths,
+                    dest,
+                    recursive: args.recursive,
+                    no_clobber: args.no_clobber,
+                    force: args.force,
+                    preserve: args.preserve,
+                    reflink: match args.reflink {
+                        ReflinkArg::Auto => ReflinkMode::Auto,
+                        ReflinkArg::Always => ReflinkMode::Always,
+                        ReflinkArg::Never => ReflinkMode::Never,
+                    },
+                    sparse: match args.sparse {
+                        SparseArg::Auto => SparseMode::Auto,
+                        SparseArg::Always => SparseMode::Always,
+                        SparseArg::Never => SparseMode::Never,
+                    },
+                    resume: args.resume,
+                    special: args.special,
+                })
+            }
             Command::Completions { shell } => Invocation::Print(completions(shell)),
             Command::Man => Invocation::Print(man_page()),
         };

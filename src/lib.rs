@@ -2,6 +2,7 @@
 //! and say which path ran.
 
 pub mod cli;
+pub mod copy;
 pub mod endpoint;
 pub mod engine;
 pub mod exit;
@@ -52,6 +53,7 @@ impl Options {
 #[derive(Debug, Clone)]
 pub enum Invocation {
     Pipe(pipe::PipeConfig),
+    Copy(copy::CopyConfig),
     /// Generated text for stdout (man page, completions).
     Print(String),
 }
@@ -61,6 +63,7 @@ pub enum Invocation {
 pub fn run(options: &Options, invocation: &Invocation) -> anyhow::Result<exit::ExitCode> {
     match invocation {
         Invocation::Pipe(cfg) => pipe::run(options, cfg),
+        Invocation::Copy(cfg) => copy::run(options, cfg),
         Invocation::Print(text) => {
             use std::io::Write;
             match std::io::stdout().write_all(text.as_bytes()) {

@@ -194,7 +194,8 @@ fn plan_line(
     line
 }
 
-fn chain_words(chain: &[Path]) -> String {
+/// "copy_file_range -> splice -> userspace"
+pub fn chain_words(chain: &[Path]) -> String {
     chain
         .iter()
         .map(|p| p.name())

@@ -4,6 +4,7 @@
 mod util;
 
 mod cli;
+mod copy;
 mod harden;
 mod pipe;
 mod ux;

@@ -7,9 +7,14 @@ use super::{pump, sys, Outcome};
 use crate::progress::Meter;
 
 pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
+    copy_upto(src, dst, meter, u64::MAX)
+}
+
+/// [`copy`], stopping after `limit` bytes.
+pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
     // A first 0 is not trusted as EOF: procfs/sysfs, overlayfs and CIFS have said 0 for
     // files with data (golang/go#44272, docker/for-linux#1015).
-    pump(dst, meter, true, sys::MAX_CHUNK, |len| {
+    pump(dst, meter, true, sys::MAX_CHUNK, limit, |len| {
         sys::copy_file_range(src, dst, len)
     })
 }

@@ -7,6 +7,7 @@
 //! report says what really happened (std's `kernel_copy` has the shape but keeps no record).
 
 pub mod copy_range;
+pub mod reflink;
 pub mod sendfile;
 pub mod splice;
 pub mod sys;
@@ -196,6 +197,53 @@ pub fn can_take(path: Path, src: &FdInfo, dst: &FdInfo) -> Result<(), String> {
     }
 }
 
+/// `--reflink` of `zerocat copy`: whether FICLONE goes first in the chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReflinkMode {
+    /// Clone where the filesystem can, else copy.
+    #[default]
+    Auto,
+    /// Clone or fail.
+    Always,
+    /// Never clone.
+    Never,
+}
+
+/// The chain of `zerocat copy` for one file: [`chain`], with `Path::Reflink` in front when
+/// both ends are regular files and `reflink` allows it (`Always`: reflink alone, so a
+/// filesystem that cannot clone is an error). `--via reflink` is `--reflink=always`.
+pub fn chain_for_copy(
+    src: &FdInfo,
+    dst: &FdInfo,
+    via: Via,
+    reflink: ReflinkMode,
+) -> Result<Vec<Path>, String> {
+    let files = src.kind == FdKind::File && dst.kind == FdKind::File;
+    match (via, reflink) {
+        (Via::Forced(Path::Reflink), ReflinkMode::Never) => {
+            Err("--via reflink contradicts --reflink=never".to_string())
+        }
+        (Via::Forced(Path::Reflink), _) | (Via::Auto, ReflinkMode::Always) => {
+            if !files {
+                return Err(format!(
+                    "reflink cannot move {} -> {}: it needs regular files on both sides",
+                    src.kind, dst.kind
+                ));
+            }
+            Ok(vec![Path::Reflink])
+        }
+        (Via::Forced(path), ReflinkMode::Always) => {
+            Err(format!("--via {path} contradicts --reflink=always"))
+        }
+        (Via::Auto, ReflinkMode::Auto) if files => {
+            let mut paths = vec![Path::Reflink];
+            paths.extend(chain(src, dst, via)?);
+            Ok(paths)
+        }
+        _ => chain(src, dst, via),
+    }
+}
+
 /// The paths to try, in order (DESIGN §3).
 pub fn chain(src: &FdInfo, dst: &FdInfo, via: Via) -> Result<Vec<Path>, String> {
     use FdKind::*;
@@ -257,10 +305,23 @@ pub fn transfer(
     middle: Option<&splice::OwnPipe>,
     meter: &Meter,
 ) -> (Record, Option<Failure>) {
+    transfer_upto(ends, chain, middle, meter, u64::MAX)
+}
+
+/// [`transfer`], stopping after `limit` bytes (or at EOF, whichever comes first): one data
+/// extent of a sparse file. `Path::Reflink` clones the whole file whatever the limit, so a
+/// caller puts it only in the chain of a file's first extent.
+pub fn transfer_upto(
+    ends: &Ends<'_>,
+    chain: &[Path],
+    middle: Option<&splice::OwnPipe>,
+    meter: &Meter,
+    limit: u64,
+) -> (Record, Option<Failure>) {
     let mut record = Record::default();
     let mut carried = 0; // bytes a refused path delivered by plain writes
     for (i, &path) in chain.iter().enumerate() {
-        let outcome = run_path(path, ends, middle, meter);
+        let outcome = run_path(path, ends, middle, meter, limit - carried);
         match outcome {
             Outcome::Ended(n) => {
                 record.add(path, n);
@@ -315,30 +376,41 @@ fn run_path(
     ends: &Ends<'_>,
     middle: Option<&splice::OwnPipe>,
     meter: &Meter,
+    limit: u64,
 ) -> Outcome {
     match path {
-        Path::CopyFileRange => copy_range::copy(ends.src, ends.dst, meter),
-        Path::Sendfile => sendfile::copy(ends.src, ends.dst, meter),
-        Path::Splice => splice::copy(ends, middle, meter),
-        Path::Userspace => userspace::copy(ends.src, ends.dst, meter),
-        Path::Reflink | Path::Tee => unreachable!("{path} is not a pipe-to-pipe path"),
+        Path::Reflink => reflink::clone(ends, meter),
+        Path::CopyFileRange => copy_range::copy_upto(ends.src, ends.dst, meter, limit),
+        Path::Sendfile => sendfile::copy_upto(ends.src, ends.dst, meter, limit),
+        Path::Splice => splice::copy_upto(ends, middle, meter, limit),
+        Path::Userspace => userspace::copy_upto(ends.src, ends.dst, meter, limit),
+        Path::Tee => unreachable!("{path} is not a one-to-one path"),
     }
 }
 
+/// The part of `limit` one call may ask for.
+pub(crate) fn chunk(limit: u64, max: usize) -> usize {
+    limit.min(max as u64) as usize
+}
+
 /// The loop of the file-offset paths (copy_file_range, sendfile): call `step` with a
-/// length of at most `max` (less under `--limit`) until it says 0, counting what it
-/// moved. Short transfers and EINTR are normal; EAGAIN from a non-blocking sink waits
-/// for room.
+/// length of at most `max` (less under `--limit`, never past `limit` bytes in all) until
+/// it says 0, counting what it moved. Short transfers and EINTR are normal; EAGAIN from
+/// a non-blocking sink waits for room.
 fn pump(
     dst: BorrowedFd<'_>,
     meter: &Meter,
     distrust_first_zero: bool,
     max: usize,
+    limit: u64,
     mut step: impl FnMut(usize) -> Result<usize, Errno>,
 ) -> Outcome {
     let mut moved = 0u64;
     loop {
-        let len = meter.chunk(max);
+        if moved == limit {
+            return Outcome::Ended(moved);
+        }
+        let len = meter.chunk(chunk(limit - moved, max));
         if crate::process::interrupted() {
             return Outcome::Failed(moved, Failure::Interrupted);
         }

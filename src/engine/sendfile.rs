@@ -9,7 +9,12 @@ use crate::progress::Meter;
 const SENDFILE_CHUNK: usize = 0x7fff_f000;
 
 pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
-    pump(dst, meter, false, SENDFILE_CHUNK, |len| {
+    copy_upto(src, dst, meter, u64::MAX)
+}
+
+/// [`copy`], stopping after `limit` bytes.
+pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
+    pump(dst, meter, false, SENDFILE_CHUNK, limit, |len| {
         sys::sendfile(src, dst, len)
     })
 }

@@ -8,7 +8,7 @@ use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::poll::PollFlags;
 
-use super::{refuse_or_fail, side_of, sys, Ends, Failure, Outcome, Reason, Side};
+use super::{chunk, refuse_or_fail, side_of, sys, Ends, Failure, Outcome, Reason, Side};
 use crate::fdkind::FdKind;
 use crate::progress::Meter;
 
@@ -55,23 +55,31 @@ pub fn grow_pipe(fd: BorrowedFd<'_>) -> Option<usize> {
 }
 
 pub fn copy(ends: &Ends<'_>, middle: Option<&OwnPipe>, meter: &Meter) -> Outcome {
+    copy_upto(ends, middle, meter, u64::MAX)
+}
+
+/// [`copy`], stopping after `limit` bytes.
+pub fn copy_upto(ends: &Ends<'_>, middle: Option<&OwnPipe>, meter: &Meter, limit: u64) -> Outcome {
     if ends.src_info.kind == FdKind::Pipe || ends.dst_info.kind == FdKind::Pipe {
-        return direct(ends.src, ends.dst, meter);
+        return direct(ends.src, ends.dst, meter, limit);
     }
     match middle {
-        Some(pipe) => through(ends.src, ends.dst, pipe, meter),
+        Some(pipe) => through(ends.src, ends.dst, pipe, meter, limit),
         None => match OwnPipe::new() {
-            Ok(pipe) => through(ends.src, ends.dst, &pipe, meter),
+            Ok(pipe) => through(ends.src, ends.dst, &pipe, meter, limit),
             Err(e) => Outcome::Fallback(0, Reason::Errno(e)),
         },
     }
 }
 
 /// One side is a pipe: splice straight across.
-fn direct(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
+fn direct(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
     let mut moved = 0u64;
     loop {
-        let len = meter.chunk(sys::MAX_CHUNK);
+        if moved == limit {
+            return Outcome::Ended(moved);
+        }
+        let len = meter.chunk(chunk(limit - moved, sys::MAX_CHUNK));
         if crate::process::interrupted() {
             return Outcome::Failed(moved, Failure::Interrupted);
         }
@@ -98,10 +106,19 @@ fn direct(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
 
 /// Neither side is a pipe: source -> our pipe -> sink. The pipe is emptied into the sink
 /// before the next fill, and before any return, so no byte is ever left in it.
-fn through(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, pipe: &OwnPipe, meter: &Meter) -> Outcome {
+fn through(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    pipe: &OwnPipe,
+    meter: &Meter,
+    limit: u64,
+) -> Outcome {
     let mut delivered = 0u64;
     loop {
-        let len = meter.chunk(pipe.size);
+        if delivered == limit {
+            return Outcome::Ended(delivered);
+        }
+        let len = meter.chunk(chunk(limit - delivered, pipe.size));
         if crate::process::interrupted() {
             return Outcome::Failed(delivered, Failure::Interrupted);
         }

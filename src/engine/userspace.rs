@@ -6,17 +6,25 @@ use std::os::fd::BorrowedFd;
 use nix::errno::Errno;
 use nix::poll::PollFlags;
 
-use super::{sys, Failure, Outcome, Side};
+use super::{chunk, sys, Failure, Outcome, Side};
 use crate::progress::Meter;
 
 /// Large enough to take a grown pipe's whole content in one read.
 pub const BUFFER_SIZE: usize = 1 << 20;
 
 pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
-    let mut buf = vec![0u8; BUFFER_SIZE];
+    copy_upto(src, dst, meter, u64::MAX)
+}
+
+/// [`copy`], stopping after `limit` bytes.
+pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
+    let mut buf = vec![0u8; chunk(limit, BUFFER_SIZE)];
     let mut moved = 0u64;
     loop {
-        let len = meter.chunk(buf.len());
+        if moved == limit {
+            return Outcome::Ended(moved);
+        }
+        let len = meter.chunk(chunk(limit - moved, buf.len()));
         if crate::process::interrupted() {
             return Outcome::Failed(moved, Failure::Interrupted);
         }

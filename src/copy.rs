@@ -1,0 +1,1034 @@
+//! `zerocat copy SRC DST`, `copy SRC... DIR`, `copy -r TREE DST`: files and trees, the way
+//! `cp` users expect, along reflink -> copy_file_range -> splice -> userspace.
+//!
+//! Per file: open the source; open the destination *without* O_TRUNC; refuse when both are
+//! the same inode (same path, hard link, symlink, /proc/self/fd/N) with the destination
+//! untouched; only then truncate (or keep a verified prefix under `--resume`). Sparse sources
+//! are walked extent by extent (SEEK_DATA/SEEK_HOLE), each extent through the engine's one
+//! chain walker; holes are left by the final ftruncate. In a tree, one failed entry is
+//! reported and the rest continue; the run exits 1 with the count.
+//!
+//! Report: a total line always (unless -q), one line per entry with -v; `--stats json` has
+//! the totals, every path with its bytes, holes skipped, bytes resumed, and one object per
+//! entry in `entries` (always: scripts get what failed and why without -v).
+
+use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path as FsPath, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use nix::errno::Errno;
+use nix::sys::stat::{FileStat, Mode, SFlag};
+use nix::unistd::Whence;
+
+use crate::endpoint::{Endpoint, FileOpts};
+use crate::engine::{self, splice::OwnPipe, Ends, Failure, Path, Reason, Record, ReflinkMode};
+use crate::exit::{ExitCode, UsageError};
+use crate::fdkind::{FdInfo, FdKind};
+use crate::pipe::{self, PipeConfig};
+use crate::progress::Meter;
+use crate::report::{self, human_bytes, json_array, json_string, JsonObject, StatsFormat};
+use crate::Options;
+
+/// `--sparse`: where the copy has holes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SparseMode {
+    /// Holes of a sparse source (fewer blocks than its size) stay holes.
+    #[default]
+    Auto,
+    /// Also turn runs of zeros (whole 4 KiB blocks) into holes; the data is read in
+    /// userspace to find them.
+    Always,
+    /// Write every byte, holes as zeros.
+    Never,
+}
+
+#[derive(Debug, Clone)]
+pub struct CopyConfig {
+    pub sources: Vec<Endpoint>,
+    pub dest: Endpoint,
+    pub recursive: bool,
+    pub no_clobber: bool,
+    pub force: bool,
+    pub preserve: bool,
+    pub reflink: ReflinkMode,
+    pub sparse: SparseMode,
+    pub resume: bool,
+    /// Recreate FIFOs and device nodes (mknod) instead of refusing them.
+    pub special: bool,
+}
+
+/// The zero-detecting block of `--sparse=always`: whole filesystem blocks become holes.
+const ZERO_BLOCK: usize = 4096;
+/// How much of the destination's prefix `--resume` compares with the source, at its start
+/// and at its end (the end is what an interrupted copy wrote last).
+const RESUME_CHECK: usize = 1 << 20;
+
+pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
+    let operands: Vec<&Endpoint> = cfg.sources.iter().chain([&cfg.dest]).collect();
+    let plain = |e: &Endpoint| match e {
+        Endpoint::File { path, opts } if *opts == FileOpts::default() => Some(path.clone()),
+        _ => None,
+    };
+    if operands.iter().any(|e| plain(e).is_none()) {
+        // A stream or a file with options (`append`, `excl`, `mode=`): what `pipe` does.
+        if cfg.sources.len() == 1 {
+            let pipe_cfg = PipeConfig {
+                src: cfg.sources[0].clone(),
+                dst: cfg.dest.clone(),
+            };
+            return pipe::run(opts, &pipe_cfg);
+        }
+        return Err(UsageError(
+            "copy with several sources takes plain file paths only".to_string(),
+        )
+        .into());
+    }
+    let sources: Vec<PathBuf> = cfg.sources.iter().filter_map(plain).collect();
+    let dest = plain(&cfg.dest).expect("checked above");
+    if matches!(opts.via, engine::Via::Forced(Path::Tee | Path::Sendfile)) {
+        return Err(UsageError(format!(
+            "--via {}: copy moves files with reflink, copy_file_range, splice or userspace",
+            match opts.via {
+                engine::Via::Forced(p) => p.name(),
+                engine::Via::Auto => "auto",
+            }
+        ))
+        .into());
+    }
+    let dest_is_dir = fs::metadata(&dest).map(|m| m.is_dir()).unwrap_or(false);
+    if sources.len() > 1 && !dest_is_dir {
+        return Err(UsageError(format!(
+            "target '{}' is not a directory (copying several sources needs one)",
+            dest.display()
+        ))
+        .into());
+    }
+
+    let mut copier = Copier::new(opts, cfg);
+    let chain = engine::chain_for_copy(&file_info(), &file_info(), opts.via, cfg.reflink)
+        .map_err(|e| UsageError(format!("--via: {e}")))?;
+    opts.print_plan(&format!(
+        "plan: copy {} -> '{}'{}: per file via {}; sparse {:?}{}",
+        sources
+            .iter()
+            .map(|s| format!("'{}'", s.display()))
+            .collect::<Vec<_>>()
+            .join(" "),
+        dest.display(),
+        if cfg.recursive { " (recursive)" } else { "" },
+        pipe::chain_words(&chain),
+        format!("{:?}", cfg.sparse).to_lowercase(),
+        if cfg.resume { ", resume" } else { "" },
+    ));
+    if opts.explain {
+        return Ok(ExitCode::Success);
+    }
+
+    let started = Instant::now();
+    for src in &sources {
+        if crate::process::interrupted() {
+            break;
+        }
+        let target = if dest_is_dir {
+            match src.file_name() {
+                Some(name) => dest.join(name),
+                None => {
+                    copier.fail(src, &dest, "entry", "it has no name to give a copy".into());
+                    continue;
+                }
+            }
+        } else {
+            dest.clone()
+        };
+        copier.copy_top(src, &target);
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    copier.finish(&sources, &dest, seconds)
+}
+
+/// A stand-in for "a regular file" when checking `--via`/`--reflink` before anything opens.
+fn file_info() -> FdInfo {
+    FdInfo {
+        kind: FdKind::File,
+        append: false,
+        nonblocking: false,
+        size: Some(1),
+        identity: (0, 0),
+    }
+}
+
+/// What happened to one entry of the copy.
+#[derive(Debug, Default)]
+struct Entry {
+    src: PathBuf,
+    dst: PathBuf,
+    kind: &'static str,
+    record: Record,
+    holes: u64,
+    resumed: u64,
+    /// `-n` and the destination existed.
+    skipped: bool,
+    error: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Totals {
+    record: Record,
+    holes: u64,
+    resumed: u64,
+    files: u64,
+    dirs: u64,
+    symlinks: u64,
+    specials: u64,
+    skipped: u64,
+    failed: u64,
+}
+
+struct Copier<'a> {
+    opts: &'a Options,
+    cfg: &'a CopyConfig,
+    totals: Totals,
+    entries: Vec<Entry>,
+    /// (source st_dev, destination st_dev, path) the kernel refused with an errno that is
+    /// about the filesystems, not the file: not tried again this run (std probes once too).
+    refused: HashSet<(u64, u64, Path)>,
+    middle: Option<OwnPipe>,
+    meter: Meter,
+    interrupted: bool,
+}
+
+impl<'a> Copier<'a> {
+    fn new(opts: &'a Options, cfg: &'a CopyConfig) -> Copier<'a> {
+        Copier {
+            opts,
+            cfg,
+            totals: Totals::default(),
+            entries: Vec::new(),
+            refused: HashSet::new(),
+            middle: None,
+            meter: Meter::new(),
+            interrupted: false,
+        }
+    }
+
+    /// One operand: follows a symlink unless copying recursively (cp's -r implies -P).
+    fn copy_top(&mut self, src: &FsPath, dst: &FsPath) {
+        let meta = if self.cfg.recursive {
+            fs::symlink_metadata(src)
+        } else {
+            fs::metadata(src)
+        };
+        let meta = match meta {
+            Ok(m) => m,
+            Err(e) => return self.fail(src, dst, "entry", format!("cannot stat: {e}")),
+        };
+        if meta.is_dir() {
+            if !self.cfg.recursive {
+                return self.fail(src, dst, "dir", "is a directory (use -r)".into());
+            }
+            if let Some(why) = inside_itself(src, dst) {
+                return self.fail(src, dst, "dir", why);
+            }
+        }
+        self.copy_entry(src, dst, meta.file_type());
+    }
+
+    fn copy_entry(&mut self, src: &FsPath, dst: &FsPath, ft: fs::FileType) {
+        if crate::process::interrupted() {
+            self.interrupted = true;
+            return;
+        }
+        if ft.is_dir() {
+            self.copy_dir(src, dst);
+        } else if ft.is_symlink() {
+            self.copy_symlink(src, dst);
+        } else if ft.is_file() {
+            self.copy_file(src, dst);
+        } else {
+            self.copy_special(src, dst, ft);
+        }
+    }
+
+    fn copy_dir(&mut self, src: &FsPath, dst: &FsPath) {
+        let meta = match fs::symlink_metadata(src) {
+            Ok(m) => m,
+            Err(e) => return self.fail(src, dst, "dir", format!("cannot stat: {e}")),
+        };
+        match fs::symlink_metadata(dst) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return self.fail(
+                    src,
+                    dst,
+                    "dir",
+                    "cannot overwrite a non-directory with a directory".into(),
+                )
+            }
+            Err(_) => {
+                // Owner rwx while filling it; the source's mode is set when done.
+                if let Err(e) = fs::DirBuilder::new()
+                    .mode(meta.mode() & 0o777 | 0o700)
+                    .create(dst)
+                {
+                    return self.fail(src, dst, "dir", format!("cannot create directory: {e}"));
+                }
+            }
+        }
+        let listing = match fs::read_dir(src) {
+            Ok(l) => l,
+            Err(e) => return self.fail(src, dst, "dir", format!("cannot read directory: {e}")),
+        };
+        for item in listing {
+            if self.interrupted {
+                return;
+            }
+            let item = match item {
+                Ok(i) => i,
+                Err(e) => {
+                    self.fail(src, dst, "dir", format!("cannot read directory: {e}"));
+                    break;
+                }
+            };
+            let name = item.file_name();
+            let (from, to) = (src.join(&name), dst.join(&name));
+            match item.file_type() {
+                Ok(ft) => self.copy_entry(&from, &to, ft),
+                Err(e) => self.fail(&from, &to, "entry", format!("cannot stat: {e}")),
+            }
+        }
+        let mut entry = entry(src, dst, "dir");
+        let mode = if self.cfg.preserve {
+            meta.mode() & 0o7777
+        } else {
+            meta.mode() & 0o777 & !umask()
+        };
+        let mut result =
+            fs::set_permissions(dst, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .with_context(|| "cannot set the mode");
+        if self.cfg.preserve && result.is_ok() {
+            result = preserve_path(dst, &meta);
+        }
+        if let Err(e) = result {
+            entry.error = Some(format!("{e:#}"));
+        }
+        self.totals.dirs += 1;
+        self.done(entry);
+    }
+
+    fn copy_symlink(&mut self, src: &FsPath, dst: &FsPath) {
+        let target = match fs::read_link(src) {
+            Ok(t) => t,
+            Err(e) => return self.fail(src, dst, "symlink", format!("cannot read link: {e}")),
+        };
+        if fs::symlink_metadata(dst).is_ok() {
+            if self.cfg.no_clobber {
+                return self.skip(src, dst, "symlink");
+            }
+            if let Err(e) = fs::remove_file(dst) {
+                return self.fail(src, dst, "symlink", format!("cannot replace: {e}"));
+            }
+        }
+        if let Err(e) = std::os::unix::fs::symlink(&target, dst) {
+            return self.fail(src, dst, "symlink", format!("cannot create symlink: {e}"));
+        }
+        let mut entry = entry(src, dst, "symlink");
+        if self.cfg.preserve {
+            if let Ok(meta) = fs::symlink_metadata(src) {
+                if let Err(e) = preserve_path(dst, &meta) {
+                    entry.error = Some(format!("{e:#}"));
+                }
+            }
+        }
+        self.totals.symlinks += 1;
+        self.done(entry);
+    }
+
+    fn copy_special(&mut self, src: &FsPath, dst: &FsPath, ft: fs::FileType) {
+        let what = if ft.is_fifo() {
+            "fifo"
+        } else if ft.is_socket() {
+            "socket"
+        } else {
+            "device"
+        };
+        if !self.cfg.special || ft.is_socket() {
+            return self.fail(
+                src,
+                dst,
+                what,
+                format!("is a {what}: not copied (--special recreates FIFOs and device nodes)"),
+            );
+        }
+        if fs::symlink_metadata(dst).is_ok() {
+            if self.cfg.no_clobber {
+                return self.skip(src, dst, what);
+            }
+            let _ = fs::remove_file(dst);
+        }
+        let made = fs::symlink_metadata(src)
+            .map_err(anyhow::Error::from)
+            .and_then(|m| {
+                nix::sys::stat::mknod(
+                    dst,
+                    SFlag::from_bits_truncate(m.mode() & SFlag::S_IFMT.bits()),
+                    Mode::from_bits_truncate(m.mode() & 0o777),
+                    m.rdev(),
+                )?;
+                if self.cfg.preserve {
+                    preserve_path(dst, &m)?;
+                }
+                Ok(())
+            });
+        match made {
+            Ok(()) => {
+                self.totals.specials += 1;
+                self.done(entry(src, dst, what));
+            }
+            Err(e) => self.fail(src, dst, what, format!("cannot create: {e:#}")),
+        }
+    }
+
+    fn copy_file(&mut self, src: &FsPath, dst: &FsPath) {
+        let mut e = entry(src, dst, "file");
+        match self.copy_file_data(src, dst, &mut e) {
+            Ok(true) => {
+                self.totals.files += 1;
+                self.done(e);
+            }
+            Ok(false) => self.skip(src, dst, "file"),
+            Err(message) => {
+                e.error = Some(message);
+                self.done(e);
+            }
+        }
+    }
+
+    /// Ok(false): skipped under `-n`. Err: the message for this entry.
+    fn copy_file_data(
+        &mut self,
+        src: &FsPath,
+        dst: &FsPath,
+        e: &mut Entry,
+    ) -> Result<bool, String> {
+        let source = File::open(src).map_err(|err| format!("cannot open for reading: {err}"))?;
+        let sst = fstat(source.as_fd()).map_err(|err| format!("cannot stat: {err}"))?;
+        // The common case in a tree: the destination does not exist yet. O_EXCL creates it
+        // in one call (and refuses any symlink at that name); only when something is there
+        // do the checks run.
+        let sink = match create_new(dst, sst.st_mode, self.cfg.resume) {
+            Ok(fd) => fd,
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+                let m = fs::symlink_metadata(dst)
+                    .map_err(|err| format!("cannot stat the destination: {err}"))?;
+                if self.cfg.no_clobber {
+                    return Ok(false);
+                }
+                if m.is_dir() {
+                    return Err("cannot overwrite a directory with a file".into());
+                }
+                if m.file_type().is_symlink() && fs::metadata(dst).is_err() {
+                    // O_CREAT would create the link's target elsewhere (GNU cp refuses too).
+                    return Err("not writing through a dangling symlink".into());
+                }
+                open_existing(dst, self.cfg.force, sst.st_mode, self.cfg.resume)
+                    .map_err(|err| format!("cannot open for writing: {err}"))?
+            }
+            Err(err) => return Err(format!("cannot open for writing: {err}")),
+        };
+        let src_info = info_of(&sst);
+        let dst_info = match fstat(sink.as_fd()) {
+            Ok(st) => info_of(&st),
+            Err(err) => return Err(format!("cannot stat the destination: {err}")),
+        };
+        if src_info.identity == dst_info.identity {
+            return Err(format!(
+                "'{}' and '{}' are the same file: refusing (destination untouched)",
+                src.display(),
+                dst.display()
+            ));
+        }
+        let src_size = sst.st_size as u64;
+        let dst_is_file = dst_info.kind == FdKind::File;
+        let dst_size = dst_info.size.unwrap_or(0);
+
+        let mut start = 0;
+        if self.cfg.resume && dst_is_file && self.cfg.reflink != ReflinkMode::Always {
+            start = resume_point(source.as_fd(), sink.as_fd(), src_size, dst_size);
+        }
+        if start == 0 && dst_is_file && dst_size > 0 {
+            nix::unistd::ftruncate(sink.as_fd(), 0)
+                .map_err(|err| format!("cannot truncate: {err}"))?;
+        }
+        if start > 0 {
+            for fd in [source.as_fd(), sink.as_fd()] {
+                nix::unistd::lseek(fd.as_raw_fd(), start as i64, Whence::SeekSet)
+                    .map_err(|err| format!("cannot seek to {start}: {err}"))?;
+            }
+        }
+        e.resumed = start;
+
+        let mut chain =
+            engine::chain_for_copy(&src_info, &dst_info, self.opts.via, self.cfg.reflink)
+                .map_err(|err| format!("--via: {err}"))?;
+        let forced = chain.len() == 1;
+        if !forced {
+            // A clone replaces the whole file: not for the rest of a resumed one. A source
+            // whose size says 0 may be procfs/sysfs, where copy_file_range says 0 too.
+            chain.retain(|&p| {
+                let unfit = match p {
+                    Path::Reflink => start > 0 || src_size == 0,
+                    Path::CopyFileRange => src_size == 0,
+                    _ => false,
+                };
+                !unfit && !self.refused.contains(&(sst.st_dev, dst_info.identity.0, p))
+            });
+        }
+        if chain.contains(&Path::Splice) && self.middle.is_none() {
+            self.middle = OwnPipe::new().ok();
+        }
+        let ends = Ends {
+            src: source.as_fd(),
+            src_info,
+            dst: sink.as_fd(),
+            dst_info,
+        };
+
+        let walk = dst_is_file
+            && match self.cfg.sparse {
+                SparseMode::Never => false,
+                SparseMode::Auto => (sst.st_blocks as u64) * 512 < src_size,
+                SparseMode::Always => true,
+            };
+        let failure = if start == src_size && start > 0 {
+            None
+        } else if walk {
+            self.copy_extents(&ends, chain, start, e)
+        } else {
+            let (record, failure) =
+                engine::transfer(&ends, &chain, self.middle.as_ref(), &self.meter);
+            e.record = record;
+            failure
+        };
+        self.remember_refusals(sst.st_dev, dst_info.identity.0, &e.record);
+        if let Some(failure) = failure {
+            return Err(self.failure_text(failure, &e.record));
+        }
+        if walk {
+            // The holes at the end: the file is as long as its source.
+            let size = fstat(source.as_fd())
+                .map(|s| s.st_size)
+                .unwrap_or(sst.st_size);
+            nix::unistd::ftruncate(sink.as_fd(), size)
+                .map_err(|err| format!("cannot set the size: {err}"))?;
+        }
+        if self.cfg.preserve {
+            preserve_fd(sink.as_fd(), &sst).map_err(|err| format!("{err:#}"))?;
+        }
+        // close(2) may report what the writes did not (NFS, quotas).
+        nix::unistd::close(sink.into_raw_fd()).map_err(|err| format!("cannot close: {err}"))?;
+        Ok(true)
+    }
+
+    /// The data extents of the source from `start`, each through the engine; holes between
+    /// them are skipped (and counted), the caller sets the final size.
+    fn copy_extents(
+        &mut self,
+        ends: &Ends<'_>,
+        mut chain: Vec<Path>,
+        start: u64,
+        e: &mut Entry,
+    ) -> Option<Failure> {
+        let (src, dst) = (ends.src.as_raw_fd(), ends.dst.as_raw_fd());
+        let mut offset = start;
+        loop {
+            let data = match nix::unistd::lseek(src, offset as i64, Whence::SeekData) {
+                Ok(d) => d as u64,
+                Err(Errno::ENXIO) => {
+                    // Only a hole (or nothing) is left up to the end.
+                    let size = fstat(ends.src).map(|s| s.st_size as u64).unwrap_or(offset);
+                    e.holes += size.saturating_sub(offset);
+                    break;
+                }
+                Err(err) => return Some(Failure::Io(err.into(), engine::Side::Source)),
+            };
+            let hole = match nix::unistd::lseek(src, data as i64, Whence::SeekHole) {
+                Ok(h) => h as u64,
+                Err(err) => return Some(Failure::Io(err.into(), engine::Side::Source)),
+            };
+            e.holes += data - offset;
+            if let Err(err) = nix::unistd::lseek(src, data as i64, Whence::SeekSet)
+                .and_then(|_| nix::unistd::lseek(dst, data as i64, Whence::SeekSet))
+            {
+                return Some(Failure::Io(err.into(), engine::Side::Either));
+            }
+            let len = hole - data;
+            let (record, failure) = if self.cfg.sparse == SparseMode::Always && chain.len() > 1 {
+                zero_skipping_copy(ends, len, &self.meter, &mut e.holes)
+            } else {
+                engine::transfer_upto(ends, &chain, self.middle.as_ref(), &self.meter, len)
+            };
+            let moved = record.bytes();
+            let cloned = record
+                .paths
+                .iter()
+                .any(|&(p, n)| p == Path::Reflink && n > 0);
+            merge(&mut e.record, &record);
+            if failure.is_some() || cloned || moved < len {
+                // A clone took the whole file; fewer bytes than the extent: it shrank.
+                if cloned {
+                    e.holes = 0;
+                }
+                return failure;
+            }
+            // Paths refused on one extent are not asked again on the next.
+            if chain.len() > 1 {
+                chain.retain(|p| !record.fallbacks.iter().any(|f| f.from == *p));
+            }
+            offset = hole;
+        }
+        None
+    }
+
+    fn remember_refusals(&mut self, src_dev: u64, dst_dev: u64, record: &Record) {
+        for f in &record.fallbacks {
+            let about_filesystems = match f.reason {
+                Reason::Errno(errno) => matches!(
+                    errno,
+                    Errno::EXDEV | Errno::EOPNOTSUPP | Errno::ENOSYS | Errno::ENOTTY
+                ),
+                Reason::FirstCallReturnedZero => false,
+            };
+            if about_filesystems && f.to.is_some() {
+                self.refused.insert((src_dev, dst_dev, f.from));
+            }
+        }
+    }
+
+    fn failure_text(&mut self, failure: Failure, record: &Record) -> String {
+        match failure {
+            Failure::Interrupted => {
+                self.interrupted = true;
+                "interrupted".to_string()
+            }
+            Failure::Io(err, side) => {
+                if let Some(f) = record.fallbacks.iter().find(|f| f.to.is_none()) {
+                    return format!("the kernel refused {}: {err}", f.from);
+                }
+                match side {
+                    engine::Side::Source => format!("cannot read: {err}"),
+                    engine::Side::Sink => format!("cannot write: {err}"),
+                    engine::Side::Either => format!("cannot copy: {err}"),
+                }
+            }
+        }
+    }
+
+    fn skip(&mut self, src: &FsPath, dst: &FsPath, kind: &'static str) {
+        let mut e = entry(src, dst, kind);
+        e.skipped = true;
+        self.totals.skipped += 1;
+        self.done(e);
+    }
+
+    fn fail(&mut self, src: &FsPath, dst: &FsPath, kind: &'static str, message: String) {
+        let mut e = entry(src, dst, kind);
+        e.error = Some(message);
+        self.done(e);
+    }
+
+    /// Adds one entry to the totals; errors are printed at once (also under -q, as cp does).
+    fn done(&mut self, e: Entry) {
+        merge(&mut self.totals.record, &e.record);
+        self.totals.holes += e.holes;
+        self.totals.resumed += e.resumed;
+        if let Some(error) = &e.error {
+            self.totals.failed += 1;
+            if error != "interrupted" {
+                eprintln!(
+                    "zerocat: cannot copy '{}' to '{}': {error}",
+                    e.src.display(),
+                    e.dst.display()
+                );
+            }
+        } else if self.opts.verbose && !self.opts.quiet {
+            eprintln!("zerocat: {}", entry_line(&e));
+        }
+        self.entries.push(e);
+    }
+
+    fn finish(self, sources: &[PathBuf], dest: &FsPath, seconds: f64) -> anyhow::Result<ExitCode> {
+        let t = &self.totals;
+        let interrupted = self.interrupted || crate::process::interrupted();
+        if !self.opts.quiet {
+            let text = match self.opts.stats {
+                StatsFormat::Text => total_line(t, seconds, interrupted),
+                StatsFormat::Json => self.json(sources, dest, seconds, interrupted),
+            };
+            eprintln!("{text}");
+        }
+        if interrupted {
+            return Ok(ExitCode::Interrupted);
+        }
+        if t.failed > 0 {
+            if self.entries.len() > 1 {
+                eprintln!(
+                    "zerocat: {} of {} entries could not be copied",
+                    t.failed,
+                    self.entries.len()
+                );
+            }
+            return Ok(ExitCode::Failure);
+        }
+        Ok(ExitCode::Success)
+    }
+
+    fn json(&self, sources: &[PathBuf], dest: &FsPath, seconds: f64, interrupted: bool) -> String {
+        let t = &self.totals;
+        let named = |p: &FsPath| {
+            let mut o = JsonObject::new();
+            let kind = match fs::symlink_metadata(p) {
+                Ok(m) if m.is_dir() => "dir",
+                Ok(m) if m.file_type().is_symlink() => "symlink",
+                _ => "file",
+            };
+            o.str("uri", &p.to_string_lossy()).str("kind", kind);
+            o.finish()
+        };
+        let srcs: Vec<String> = sources.iter().map(|s| named(s)).collect();
+        let entries: Vec<String> = self.entries.iter().map(entry_json).collect();
+        let mut o = JsonObject::new();
+        o.str("command", "copy")
+            .num("bytes", t.record.bytes())
+            .float("seconds", seconds)
+            .num("files", t.files)
+            .num("dirs", t.dirs)
+            .num("symlinks", t.symlinks)
+            .num("specials", t.specials)
+            .num("skipped", t.skipped)
+            .num("failed", t.failed)
+            .num("holes", t.holes)
+            .num("resumed", t.resumed)
+            .raw("src", &json_array(&srcs))
+            .raw("dst", &named(dest));
+        report::record_json(&mut o, &t.record);
+        let ending = if interrupted {
+            report::Ending::Signal
+        } else if t.failed > 0 {
+            report::Ending::Error(format!("{} entries could not be copied", t.failed))
+        } else {
+            report::Ending::Eof
+        };
+        report::ending_json(&mut o, &ending);
+        o.raw("entries", &json_array(&entries));
+        o.finish()
+    }
+}
+
+fn entry(src: &FsPath, dst: &FsPath, kind: &'static str) -> Entry {
+    Entry {
+        src: src.to_path_buf(),
+        dst: dst.to_path_buf(),
+        kind,
+        ..Entry::default()
+    }
+}
+
+/// Adds `from` to `into`: bytes per path, and each distinct fallback once.
+fn merge(into: &mut Record, from: &Record) {
+    for &(path, bytes) in &from.paths {
+        into.add(path, bytes);
+    }
+    for f in &from.fallbacks {
+        if !into.fallbacks.contains(f) {
+            into.fallbacks.push(f.clone());
+        }
+    }
+}
+
+/// "copied 3 files, 1.00 GiB in 0.41 s (2.44 GiB/s) via copy_file_range; 1.00 GiB of holes
+/// skipped; 1 failed"
+fn total_line(t: &Totals, seconds: f64, interrupted: bool) -> String {
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let mut line = format!(
+        "zerocat: copied {}, {}",
+        plural(t.files, "file", "files"),
+        report::amount(t.record.bytes(), seconds)
+    );
+    if !t.record.paths.is_empty() {
+        line.push_str(&format!(" via {}", report::route(&t.record)));
+    }
+    let mut extras = Vec::new();
+    if t.dirs > 0 {
+        extras.push(plural(t.dirs, "directory", "directories"));
+    }
+    if t.symlinks > 0 {
+        extras.push(plural(t.symlinks, "symlink", "symlinks"));
+    }
+    if t.specials > 0 {
+        extras.push(plural(t.specials, "special file", "special files"));
+    }
+    if t.holes > 0 {
+        extras.push(format!("{} of holes skipped", human_bytes(t.holes)));
+    }
+    if t.resumed > 0 {
+        extras.push(format!("{} resumed", human_bytes(t.resumed)));
+    }
+    if t.skipped > 0 {
+        extras.push(format!("{} skipped (-n)", t.skipped));
+    }
+    if t.failed > 0 {
+        extras.push(format!("{} failed", t.failed));
+    }
+    if interrupted {
+        extras.push("interrupted".to_string());
+    }
+    if !extras.is_empty() {
+        line.push_str("; ");
+        line.push_str(&extras.join("; "));
+    }
+    line
+}
+
+/// The `-v` line of one entry.
+fn entry_line(e: &Entry) -> String {
+    let what = if e.skipped {
+        "skipped: exists (-n)".to_string()
+    } else if e.kind == "file" {
+        let mut s = format!(
+            "{} via {}",
+            human_bytes(e.record.bytes()),
+            report::route(&e.record)
+        );
+        if e.record.paths.is_empty() {
+            s = "already complete".to_string();
+        }
+        if e.holes > 0 {
+            s.push_str(&format!(", {} of holes skipped", human_bytes(e.holes)));
+        }
+        if e.resumed > 0 {
+            s.push_str(&format!(", {} resumed", human_bytes(e.resumed)));
+        }
+        s
+    } else {
+        e.kind.to_string()
+    };
+    format!("'{}' -> '{}': {what}", e.src.display(), e.dst.display())
+}
+
+fn entry_json(e: &Entry) -> String {
+    let mut o = JsonObject::new();
+    o.str("src", &e.src.to_string_lossy())
+        .str("dst", &e.dst.to_string_lossy())
+        .str("kind", e.kind)
+        .num("bytes", e.record.bytes())
+        .num("holes", e.holes)
+        .num("resumed", e.resumed)
+        .bool("skipped", e.skipped);
+    report::record_json(&mut o, &e.record);
+    match &e.error {
+        Some(text) => o.raw("error", &json_string(text)),
+        None => o.raw("error", "null"),
+    };
+    o.finish()
+}
+
+fn fstat(fd: BorrowedFd<'_>) -> nix::Result<FileStat> {
+    nix::sys::stat::fstat(fd.as_raw_fd())
+}
+
+fn umask() -> u32 {
+    // Read it by setting it back: there is no getter before Linux 4.7's /proc status field.
+    let old = nix::sys::stat::umask(Mode::from_bits_truncate(0o022));
+    nix::sys::stat::umask(old);
+    old.bits()
+}
+
+/// Creates the destination (O_EXCL) with the source's permission bits, as cp does (the
+/// umask applies). `--resume` reads the destination's prefix back, hence O_RDWR.
+fn create_new(dst: &FsPath, src_mode: u32, resume: bool) -> io::Result<OwnedFd> {
+    OpenOptions::new()
+        .write(true)
+        .read(resume)
+        .create_new(true)
+        .mode(src_mode & 0o777)
+        .open(dst)
+        .map(OwnedFd::from)
+}
+
+/// Opens an existing destination for writing *without* O_TRUNC: the same-file check comes
+/// first. `-f`: one that cannot be opened is removed and created anew.
+fn open_existing(dst: &FsPath, force: bool, src_mode: u32, resume: bool) -> io::Result<OwnedFd> {
+    let opened = OpenOptions::new()
+        .write(true)
+        .read(resume)
+        .create(true)
+        .mode(src_mode & 0o777)
+        .open(dst)
+        .map(OwnedFd::from);
+    match opened {
+        Err(e) if force => {
+            fs::remove_file(dst).map_err(|_| e)?;
+            create_new(dst, src_mode, resume)
+        }
+        other => other,
+    }
+}
+
+/// What the engine needs to know of a file zerocat opened itself (no O_APPEND, blocking):
+/// from the fstat already made, rather than a second fstat and an fcntl.
+fn info_of(st: &FileStat) -> FdInfo {
+    let kind = FdKind::from_mode(st.st_mode);
+    let regular = st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFREG.bits();
+    FdInfo {
+        kind,
+        append: false,
+        nonblocking: false,
+        size: regular.then_some(st.st_size as u64),
+        identity: (st.st_dev, st.st_ino),
+    }
+}
+
+/// `--resume`: how much of the destination to keep. Its whole length when it is no longer
+/// than the source and its first and last [`RESUME_CHECK`] bytes match the source's;
+/// otherwise 0 (the destination is not trusted and is copied again from the start).
+fn resume_point(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, src_size: u64, dst_size: u64) -> u64 {
+    if dst_size == 0 || dst_size > src_size {
+        return 0;
+    }
+    let check = |offset: u64, len: usize| -> bool {
+        let mut a = vec![0u8; len];
+        let mut b = vec![0u8; len];
+        read_exact_at(src, &mut a, offset) && read_exact_at(dst, &mut b, offset) && a == b
+    };
+    let len = (dst_size as usize).min(RESUME_CHECK);
+    if check(0, len) && check(dst_size - len as u64, len) {
+        dst_size
+    } else {
+        0
+    }
+}
+
+fn read_exact_at(fd: BorrowedFd<'_>, mut buf: &mut [u8], mut offset: u64) -> bool {
+    while !buf.is_empty() {
+        match nix::sys::uio::pread(fd, buf, offset as i64) {
+            Ok(0) => return false,
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(Errno::EINTR) => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// `--sparse=always` inside one data extent: read it, write what is not zero, seek over
+/// each all-zero block. Reported as the userspace path; the zeros count as holes.
+fn zero_skipping_copy(
+    ends: &Ends<'_>,
+    len: u64,
+    meter: &Meter,
+    holes: &mut u64,
+) -> (Record, Option<Failure>) {
+    let mut record = Record::default();
+    let mut buf = vec![0u8; engine::userspace::BUFFER_SIZE];
+    let mut left = len;
+    let mut written = 0u64;
+    let failure = loop {
+        if left == 0 {
+            break None;
+        }
+        if crate::process::interrupted() {
+            break Some(Failure::Interrupted);
+        }
+        let want = left.min(buf.len() as u64) as usize;
+        let n = match engine::sys::read(ends.src, &mut buf[..want]) {
+            Ok(0) => break None,
+            Ok(n) => n,
+            Err(Errno::EINTR) => continue,
+            Err(err) => break Some(Failure::Io(err.into(), engine::Side::Source)),
+        };
+        left -= n as u64;
+        let mut result = Ok(());
+        for block in buf[..n].chunks(ZERO_BLOCK) {
+            result = if block.len() == ZERO_BLOCK && block.iter().all(|&b| b == 0) {
+                *holes += ZERO_BLOCK as u64;
+                nix::unistd::lseek(ends.dst.as_raw_fd(), ZERO_BLOCK as i64, Whence::SeekCur)
+                    .map(|_| ())
+            } else {
+                engine::sys::write_all(ends.dst, block)
+                    .map(|()| {
+                        written += block.len() as u64;
+                        meter.add(block.len() as u64);
+                    })
+                    .map_err(|(_, err)| err)
+            };
+            if result.is_err() {
+                break;
+            }
+        }
+        if let Err(err) = result {
+            break Some(Failure::Io(err.into(), engine::Side::Sink));
+        }
+    };
+    record.add(Path::Userspace, written);
+    (record, failure)
+}
+
+/// Is `dst` inside the directory `src` (cp: "cannot copy a directory into itself")?
+fn inside_itself(src: &FsPath, dst: &FsPath) -> Option<String> {
+    let src = fs::canonicalize(src).ok()?;
+    let parent = dst
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(FsPath::new("."));
+    let dst = fs::canonicalize(parent).ok()?.join(dst.file_name()?);
+    dst.starts_with(&src)
+        .then(|| "cannot copy a directory into itself".to_string())
+}
+
+/// `-p` on an open file: exact mode (with setuid/setgid/sticky), owner where permitted,
+/// access and modification times.
+fn preserve_fd(fd: BorrowedFd<'_>, st: &FileStat) -> anyhow::Result<()> {
+    let raw = fd.as_raw_fd();
+    match nix::unistd::fchown(raw, Some(st.st_uid.into()), Some(st.st_gid.into())) {
+        Ok(()) | Err(Errno::EPERM) => {}
+        Err(e) => return Err(e).context("cannot set the owner"),
+    }
+    nix::sys::stat::fchmod(raw, Mode::from_bits_truncate(st.st_mode & 0o7777))
+        .context("cannot set the mode")?;
+    let atime = nix::sys::time::TimeSpec::new(st.st_atime, st.st_atime_nsec);
+    let mtime = nix::sys::time::TimeSpec::new(st.st_mtime, st.st_mtime_nsec);
+    nix::sys::stat::futimens(raw, &atime, &mtime).context("cannot set the times")
+}
+
+/// `-p` by path, not following a symlink: owner, then times (a symlink has no mode).
+fn preserve_path(dst: &FsPath, meta: &fs::Metadata) -> anyhow::Result<()> {
+    use nix::fcntl::AtFlags;
+    match nix::unistd::fchownat(
+        None,
+        dst,
+        Some(meta.uid().into()),
+        Some(meta.gid().into()),
+        AtFlags::AT_SYMLINK_NOFOLLOW,
+    ) {
+        Ok(()) | Err(Errno::EPERM) => {}
+        Err(e) => return Err(e).context("cannot set the owner"),
+    }
+    let atime = nix::sys::time::TimeSpec::new(meta.atime(), meta.atime_nsec());
+    let mtime = nix::sys::time::TimeSpec::new(meta.mtime(), meta.mtime_nsec());
+    nix::sys::stat::utimensat(
+        None,
+        dst,
+        &atime,
+        &mtime,
+        nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+    )
+    .context("cannot set the times")
+}

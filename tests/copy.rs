@@ -1,0 +1,615 @@
+//! `zerocat copy`: files and trees on ext4 (the target temp dir) and tmpfs (/dev/shm),
+//! reflink on a loop-mounted XFS, sparse files, resume, same-file refusal, tree failures.
+
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::{
+    assert_bytes_eq, data, final_path, json_report, paths, run, stderr_text, tempdir, write_file,
+    zerocat,
+};
+
+/// Sizes of the foundation issue, and one larger.
+const SIZES: [usize; 8] = [0, 1, 4095, 4096, 4097, 65537, (1 << 20) + 1, 64 << 20];
+
+fn shm_tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("zerocat-test")
+        .tempdir_in("/dev/shm")
+        .unwrap()
+}
+
+/// Runs `zerocat --stats json copy ARGS...` and returns (exit code, report, stderr).
+fn copy(args: &[&Path]) -> (i32, Value, String) {
+    copy_with(&[], args)
+}
+
+fn copy_with(flags: &[&str], args: &[&Path]) -> (i32, Value, String) {
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "copy"]).args(flags).args(args);
+    let out = run(cmd);
+    (
+        out.status.code().unwrap_or(-1),
+        json_report(&out.stderr),
+        stderr_text(&out),
+    )
+}
+
+fn fallback_errnos(report: &Value) -> Vec<(String, String)> {
+    report["fallbacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["from"].as_str().unwrap().to_string(),
+                f["errno"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn exact_copies_in(dir: &Path, extra: &[usize]) {
+    for &size in SIZES.iter().chain(extra) {
+        let bytes = data(size);
+        let src = write_file(dir, &format!("src-{size}"), &bytes);
+        let dst = dir.join(format!("dst-{size}"));
+        let (code, report, err) = copy(&[&src, &dst]);
+        assert_eq!(code, 0, "size {size}: {err}");
+        assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, &format!("size {size}"));
+        assert_eq!(report["bytes"].as_u64(), Some(size as u64), "{err}");
+        if size > 0 {
+            // An empty source may be procfs; it skips copy_file_range (see copy.rs).
+            assert_eq!(final_path(&report), "copy_file_range", "size {size}: {err}");
+        }
+        fs::remove_file(&src).unwrap();
+        fs::remove_file(&dst).unwrap();
+    }
+}
+
+#[test]
+fn copies_are_exact_on_ext4() {
+    exact_copies_in(tempdir().path(), &[256 << 20]);
+}
+
+#[test]
+fn copies_are_exact_on_tmpfs() {
+    exact_copies_in(shm_tempdir().path(), &[256 << 20]);
+}
+
+#[test]
+fn cross_filesystem_falls_back_and_says_why() {
+    let ext4 = tempdir();
+    let shm = shm_tempdir();
+    let bytes = data((4 << 20) + 3);
+    let src = write_file(ext4.path(), "src", &bytes);
+    let dst = shm.path().join("dst");
+    let (code, report, err) = copy(&[&src, &dst]);
+    assert_eq!(code, 0, "{err}");
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, "ext4 -> tmpfs");
+    let fallbacks = fallback_errnos(&report);
+    assert!(
+        fallbacks.contains(&("copy_file_range".into(), "EXDEV".into())),
+        "{fallbacks:?}"
+    );
+    assert_eq!(final_path(&report), "splice", "{err}");
+    assert_eq!(paths(&report).last().unwrap().1, bytes.len() as u64);
+}
+
+/// Unmounts and detaches the loop device when the test ends, however it ends.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn reflink_always_clones_on_xfs() {
+    if Command::new("mkfs.xfs").arg("-V").output().is_err() {
+        eprintln!("SKIPPED reflink_always_clones_on_xfs: mkfs.xfs is missing (apt-get install -y xfsprogs)");
+        return;
+    }
+    let dir = tempdir();
+    let image = dir.path().join("xfs.img");
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    fs::File::create(&image)
+        .unwrap()
+        .set_len(512 << 20)
+        .unwrap();
+    let mkfs = Command::new("mkfs.xfs")
+        .args(["-q", "-m", "reflink=1"])
+        .arg(&image)
+        .output()
+        .unwrap();
+    assert!(
+        mkfs.status.success(),
+        "mkfs.xfs: {}",
+        String::from_utf8_lossy(&mkfs.stderr)
+    );
+    let mount = Command::new("mount")
+        .args(["-o", "loop"])
+        .arg(&image)
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    if !mount.status.success() {
+        eprintln!(
+            "SKIPPED reflink_always_clones_on_xfs: mount refused: {}",
+            String::from_utf8_lossy(&mount.stderr).trim()
+        );
+        return;
+    }
+    let _guard = Mounted(mnt.clone());
+    let bytes = data(128 << 20);
+    let src = write_file(&mnt, "src", &bytes);
+    let dst = mnt.join("dst");
+    let (code, report, err) = copy_with(&["--reflink=always"], &[&src, &dst]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        paths(&report),
+        vec![("reflink".to_string(), bytes.len() as u64)]
+    );
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, "clone");
+    eprintln!(
+        "reflink of 128 MiB took {} s",
+        report["seconds"].as_f64().unwrap()
+    );
+
+    // The same on ext4 (no reflink) is refused clearly, the destination left empty.
+    let ext4 = tempdir();
+    let src = write_file(ext4.path(), "src", &bytes[..4096]);
+    let dst = ext4.path().join("dst");
+    let (code, report, err) = copy_with(&["--reflink=always"], &[&src, &dst]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("refused reflink"), "{err}");
+    assert_eq!(report["bytes"].as_u64(), Some(0));
+    assert_eq!(fs::metadata(&dst).unwrap().len(), 0);
+}
+
+fn sparse_file_keeps_holes_in(dir: &Path) {
+    let src = dir.join("sparse");
+    let file = fs::File::create(&src).unwrap();
+    file.set_len(1 << 30).unwrap();
+    let chunk = data(1 << 20);
+    std::os::unix::fs::FileExt::write_all_at(&file, &chunk, 300 << 20).unwrap();
+    drop(file);
+    let dst = dir.join("copy");
+    let (code, report, err) = copy(&[&src, &dst]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(report["bytes"].as_u64(), Some(1 << 20), "{err}");
+    assert_eq!(
+        report["holes"].as_u64(),
+        Some((1 << 30) - (1 << 20)),
+        "{err}"
+    );
+    assert_eq!(final_path(&report), "copy_file_range");
+    let meta = fs::metadata(&dst).unwrap();
+    assert_eq!(meta.len(), 1 << 30);
+    assert!(
+        meta.blocks() * 512 <= 2 << 20,
+        "copy uses {} bytes on disk",
+        meta.blocks() * 512
+    );
+    // Compare in chunks: the data where it was, zeros elsewhere.
+    let mut a = fs::File::open(&src).unwrap();
+    let mut b = fs::File::open(&dst).unwrap();
+    let (mut x, mut y) = (vec![0u8; 16 << 20], vec![0u8; 16 << 20]);
+    for _ in 0..64 {
+        a.read_exact(&mut x).unwrap();
+        b.read_exact(&mut y).unwrap();
+        assert!(x == y, "sparse copy differs");
+    }
+}
+
+#[test]
+fn sparse_file_keeps_its_holes_on_ext4() {
+    sparse_file_keeps_holes_in(tempdir().path());
+}
+
+#[test]
+fn sparse_file_keeps_its_holes_on_tmpfs() {
+    sparse_file_keeps_holes_in(shm_tempdir().path());
+}
+
+#[test]
+fn sparse_always_turns_zero_blocks_into_holes() {
+    let dir = tempdir();
+    let mut bytes = vec![0u8; 8 << 20];
+    bytes[(4 << 20)..(5 << 20)].copy_from_slice(&data(1 << 20));
+    let src = write_file(dir.path(), "zeros", &bytes);
+    let dst = dir.path().join("copy");
+    let (code, report, err) = copy_with(&["--sparse=always"], &[&src, &dst]);
+    assert_eq!(code, 0, "{err}");
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, "sparse=always");
+    assert_eq!(final_path(&report), "userspace");
+    assert_eq!(report["holes"].as_u64(), Some(7 << 20));
+    assert!(fs::metadata(&dst).unwrap().blocks() * 512 <= 2 << 20);
+}
+
+#[test]
+fn proc_files_copy_although_copy_file_range_says_zero() {
+    let dir = tempdir();
+    let status = dir.path().join("status");
+    let (code, report, err) = copy(&[Path::new("/proc/self/status"), &status]);
+    assert_eq!(code, 0, "{err}");
+    let text = fs::read_to_string(&status).unwrap();
+    assert!(text.starts_with("Name:\tzerocat"), "{text}");
+    assert_eq!(report["bytes"].as_u64(), Some(text.len() as u64));
+    assert!(final_path(&report) == "userspace" || final_path(&report) == "splice");
+
+    let cpuinfo = dir.path().join("cpuinfo");
+    let (code, report, err) = copy(&[Path::new("/proc/cpuinfo"), &cpuinfo]);
+    assert_eq!(code, 0, "{err}");
+    // "cpu MHz" moves between reads; everything else is stable.
+    let stable = |s: String| -> Vec<String> {
+        s.lines()
+            .filter(|l| !l.contains("MHz"))
+            .map(String::from)
+            .collect()
+    };
+    let got = fs::read_to_string(&cpuinfo).unwrap();
+    assert_eq!(report["bytes"].as_u64(), Some(got.len() as u64));
+    assert_eq!(
+        stable(got),
+        stable(fs::read_to_string("/proc/cpuinfo").unwrap())
+    );
+    assert!(final_path(&report) == "userspace" || final_path(&report) == "splice");
+}
+
+/// Refused with exit 1, nothing moved, the file as it was.
+#[track_caller]
+fn assert_refused(code: i32, report: &Value, err: &str, file: &Path, bytes: &[u8]) {
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("are the same file"), "{err}");
+    assert_eq!(report["failed"].as_u64(), Some(1));
+    assert!(paths(report).is_empty(), "{report}");
+    assert_bytes_eq(&fs::read(file).unwrap(), bytes, "untouched");
+}
+
+#[test]
+fn same_file_is_refused_in_all_four_forms() {
+    let dir = tempdir();
+    let bytes = data(100_000);
+    let src = write_file(dir.path(), "a", &bytes);
+
+    let (code, report, err) = copy(&[&src, &src]);
+    assert_refused(code, &report, &err, &src, &bytes);
+
+    let hard = dir.path().join("hard");
+    fs::hard_link(&src, &hard).unwrap();
+    let (code, report, err) = copy(&[&src, &hard]);
+    assert_refused(code, &report, &err, &src, &bytes);
+
+    let soft = dir.path().join("soft");
+    std::os::unix::fs::symlink(&src, &soft).unwrap();
+    let (code, report, err) = copy(&[&src, &soft]);
+    assert_refused(code, &report, &err, &src, &bytes);
+
+    // /proc/self/fd/3 inside zerocat is the file the shell opened on fd 3.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "exec '{}' --stats json copy '{}' /proc/self/fd/3 3<'{}'",
+            crate::util::bin().display(),
+            src.display(),
+            src.display()
+        ))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let report = json_report(&out.stderr);
+    assert_refused(
+        out.status.code().unwrap(),
+        &report,
+        &stderr_text(&out),
+        &src,
+        &bytes,
+    );
+}
+
+#[test]
+fn no_clobber_leaves_the_destination_and_counts_it() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", &data(5000));
+    let dst = write_file(dir.path(), "b", b"keep me");
+    let (code, report, err) = copy_with(&["-n"], &[&src, &dst]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fs::read(&dst).unwrap(), b"keep me");
+    assert_eq!(report["skipped"].as_u64(), Some(1));
+    assert!(paths(&report).is_empty());
+}
+
+#[test]
+fn a_directory_destination_gets_the_sources_name() {
+    let dir = tempdir();
+    let (a, b) = (data(7000), data(9000));
+    let src_a = write_file(dir.path(), "a", &a);
+    let src_b = write_file(dir.path(), "b", &b);
+    let into = dir.path().join("into");
+    fs::create_dir(&into).unwrap();
+    let (code, report, err) = copy(&[&src_a, &into]);
+    assert_eq!(code, 0, "{err}");
+    assert_bytes_eq(&fs::read(into.join("a")).unwrap(), &a, "into/a");
+    assert_eq!(final_path(&report), "copy_file_range");
+
+    let (code, report, err) = copy(&[&src_a, &src_b, &into]);
+    assert_eq!(code, 0, "{err}");
+    assert_bytes_eq(&fs::read(into.join("b")).unwrap(), &b, "into/b");
+    assert_eq!(report["files"].as_u64(), Some(2));
+    assert_eq!(report["bytes"].as_u64(), Some(16000));
+    assert_eq!(final_path(&report), "copy_file_range");
+}
+
+/// A tree with nested levels, empty directories, symlinks (relative, absolute, dangling)
+/// and odd modes.
+fn make_tree(root: &Path) {
+    fs::create_dir_all(root.join("a/b/c")).unwrap();
+    fs::create_dir_all(root.join("empty/also-empty")).unwrap();
+    write_file(root, "top", &data(10_000));
+    write_file(&root.join("a"), "one", &data(1));
+    write_file(&root.join("a/b"), "two", &data(200_000));
+    write_file(&root.join("a/b/c"), "zero", b"");
+    let exe = write_file(&root.join("a"), "script", b"#!/bin/sh\necho hi\n");
+    fs::set_permissions(&exe, fs::Permissions::from_mode(0o751)).unwrap();
+    fs::set_permissions(root.join("a/b"), fs::Permissions::from_mode(0o705)).unwrap();
+    std::os::unix::fs::symlink("b/two", root.join("a/rel")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/target", root.join("dangling")).unwrap();
+    std::os::unix::fs::symlink("../a", root.join("empty/up")).unwrap();
+}
+
+fn modes(root: &Path) -> Vec<(PathBuf, u32, bool)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            let m = fs::symlink_metadata(e.path()).unwrap();
+            out.push((
+                e.path().strip_prefix(root).unwrap().to_path_buf(),
+                m.mode(),
+                m.file_type().is_symlink(),
+            ));
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_tree_copies_with_symlinks_empty_dirs_and_modes() {
+    let dir = tempdir();
+    let src = dir.path().join("tree");
+    make_tree(&src);
+    let dst = dir.path().join("copy");
+    let (code, report, err) = copy_with(&["-r"], &[&src, &dst]);
+    assert_eq!(code, 0, "{err}");
+    let diff = Command::new("diff")
+        .arg("-r")
+        .arg("--no-dereference")
+        .arg(&src)
+        .arg(&dst)
+        .output()
+        .unwrap();
+    assert!(
+        diff.status.success(),
+        "diff -r: {}",
+        String::from_utf8_lossy(&diff.stdout)
+    );
+    assert_eq!(modes(&src), modes(&dst));
+    assert_eq!(report["files"].as_u64(), Some(5));
+    assert_eq!(report["symlinks"].as_u64(), Some(3));
+    assert_eq!(report["dirs"].as_u64(), Some(6));
+    assert_eq!(report["bytes"].as_u64(), Some(10_000 + 1 + 200_000 + 18));
+    assert!(paths(&report)
+        .iter()
+        .any(|(p, n)| p == "copy_file_range" && *n > 0));
+    assert_eq!(report["entries"].as_array().unwrap().len(), 14);
+
+    // Again into an existing directory: the tree lands under its own name.
+    let into = dir.path().join("into");
+    fs::create_dir(&into).unwrap();
+    let (code, _, err) = copy_with(&["-r"], &[&src, &into]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(modes(&src), modes(&into.join("tree")));
+
+    // Into itself: refused.
+    let (code, _, err) = copy_with(&["-r"], &[&src, &src.join("a/inside")]);
+    assert_eq!(code, 1);
+    assert!(err.contains("into itself"), "{err}");
+    assert!(!src.join("a/inside").exists());
+}
+
+#[test]
+fn preserve_keeps_times_and_exact_mode() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", &data(3000));
+    fs::set_permissions(&src, fs::Permissions::from_mode(0o4755)).unwrap();
+    let old = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    fs::File::options()
+        .write(true)
+        .open(&src)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let dst = dir.path().join("b");
+    let (code, report, err) = copy_with(&["-p"], &[&src, &dst]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(final_path(&report), "copy_file_range");
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &fs::read(&src).unwrap(), "-p");
+    let m = fs::metadata(&dst).unwrap();
+    assert_eq!(m.mode() & 0o7777, 0o4755);
+    assert_eq!(m.modified().unwrap(), old);
+}
+
+#[test]
+fn a_fifo_in_a_tree_is_refused_unless_special() {
+    let dir = tempdir();
+    let src = dir.path().join("tree");
+    fs::create_dir(&src).unwrap();
+    let bytes = data(5555);
+    write_file(&src, "file", &bytes);
+    nix::unistd::mkfifo(
+        &src.join("fifo"),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    let dst = dir.path().join("copy");
+    let (code, report, err) = copy_with(&["-r"], &[&src, &dst]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is a fifo"), "{err}");
+    assert_eq!(report["failed"].as_u64(), Some(1));
+    assert_bytes_eq(&fs::read(dst.join("file")).unwrap(), &bytes, "the rest");
+    assert_eq!(final_path(&report), "copy_file_range");
+
+    let dst = dir.path().join("copy2");
+    let (code, report, err) = copy_with(&["-r", "--special"], &[&src, &dst]);
+    assert_eq!(code, 0, "{err}");
+    assert!(fs::symlink_metadata(dst.join("fifo"))
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    assert_eq!(report["specials"].as_u64(), Some(1));
+    assert_bytes_eq(&fs::read(dst.join("file")).unwrap(), &bytes, "the rest");
+}
+
+#[test]
+fn permission_denied_on_one_file_fails_it_and_copies_the_rest() {
+    // Root reads anything: run zerocat as nobody.
+    if Command::new("setpriv").arg("--help").output().is_err() {
+        eprintln!("SKIPPED permission_denied test: setpriv is missing");
+        return;
+    }
+    let dir = tempdir();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let src = dir.path().join("tree");
+    make_tree(&src);
+    fs::set_permissions(src.join("a/b"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(src.join("a/script"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(src.join("a/one"), fs::Permissions::from_mode(0o600)).unwrap();
+    let dst = dir.path().join("copy");
+    let out = run({
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(crate::util::bin())
+            .args(["--stats", "json", "copy", "-r"])
+            .arg(&src)
+            .arg(&dst)
+            .stdin(Stdio::null());
+        cmd
+    });
+    let err = stderr_text(&out);
+    if err.contains("setpriv:") {
+        eprintln!("SKIPPED permission_denied test: {err}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("a/one") && err.contains("Permission denied"),
+        "{err}"
+    );
+    assert!(err.contains("1 of 14 entries could not be copied"), "{err}");
+    let report = json_report(&out.stderr);
+    assert_eq!(report["failed"].as_u64(), Some(1));
+    assert_eq!(report["files"].as_u64(), Some(4));
+    assert!(paths(&report).contains(&("copy_file_range".to_string(), 210_018)));
+    assert_bytes_eq(
+        &fs::read(dst.join("a/b/two")).unwrap(),
+        &fs::read(src.join("a/b/two")).unwrap(),
+        "the rest",
+    );
+    assert!(!dst.join("a/one").exists());
+}
+
+#[test]
+fn resume_finishes_a_killed_copy() {
+    let dir = tempdir();
+    let bytes = data(64 << 20);
+    let src = write_file(dir.path(), "src", &bytes);
+    let dst = dir.path().join("dst");
+    let mut cmd = zerocat();
+    cmd.args(["-q", "--via", "userspace", "copy"])
+        .arg(&src)
+        .arg(&dst)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let started = Instant::now();
+    while fs::metadata(&dst).map(|m| m.len()).unwrap_or(0) == 0
+        && started.elapsed() < Duration::from_secs(10)
+    {
+        thread::sleep(Duration::from_micros(200));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut kept = fs::metadata(&dst).unwrap().len();
+    if kept == bytes.len() as u64 {
+        // It finished before the kill landed: make the interruption by hand.
+        eprintln!("the copy finished before SIGKILL; truncating it to 12345678 bytes");
+        fs::File::options()
+            .write(true)
+            .open(&dst)
+            .unwrap()
+            .set_len(12_345_678)
+            .unwrap();
+        kept = 12_345_678;
+    }
+    let (code, report, err) = copy_with(&["--resume"], &[&src, &dst]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(report["resumed"].as_u64(), Some(kept), "{err}");
+    assert_eq!(report["bytes"].as_u64(), Some(bytes.len() as u64 - kept));
+    assert_eq!(final_path(&report), "copy_file_range");
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, "resumed");
+}
+
+#[test]
+fn resume_does_not_trust_a_different_prefix() {
+    let dir = tempdir();
+    let bytes = data(3 << 20);
+    let src = write_file(dir.path(), "src", &bytes);
+    let mut wrong = bytes[..(2 << 20)].to_vec();
+    let at = wrong.len() - 10;
+    wrong[at] ^= 0xff; // the last block differs
+    let dst = write_file(dir.path(), "dst", &wrong);
+    let (code, report, err) = copy_with(&["--resume"], &[&src, &dst]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(report["resumed"].as_u64(), Some(0));
+    assert_eq!(report["bytes"].as_u64(), Some(bytes.len() as u64));
+    assert_eq!(final_path(&report), "copy_file_range");
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, "recopied");
+
+    // Longer than the source: not a prefix either.
+    let long = [bytes.as_slice(), b"tail"].concat();
+    fs::write(&dst, &long).unwrap();
+    let (code, report, _) = copy_with(&["--resume"], &[&src, &dst]);
+    assert_eq!(code, 0);
+    assert_eq!(report["resumed"].as_u64(), Some(0));
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, "recopied");
+}
+
+#[test]
+fn a_stream_endpoint_makes_it_a_pipe() {
+    let dir = tempdir();
+    let bytes = data(100_000);
+    let src = write_file(dir.path(), "src", &bytes);
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "copy"]).arg(&src).arg("-");
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_bytes_eq(&out.stdout, &bytes, "copy file -");
+    let report = json_report(&out.stderr);
+    assert_eq!(report["command"], "pipe");
+    assert_eq!(final_path(&report), "splice");
+}
