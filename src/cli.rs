@@ -6,9 +6,11 @@ use std::io::IsTerminal;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::endpoint::{self, Endpoint};
+use crate::engine::tee::OnError;
 use crate::engine::{Path, Via};
 use crate::pipe::PipeConfig;
 use crate::report::StatsFormat;
+use crate::tee::TeeConfig;
 use crate::{Invocation, Options};
 
 const AFTER_HELP: &str = "\
@@ -80,6 +82,13 @@ Examples:
   zerocat pipe tcp-listen:9000 backup.tar       receive one connection into a file
   tar c dir | zerocat pipe - tcp:host:9000      send a stream to a socket")]
     Pipe(PipeArgs),
+    /// Send every byte of SRC to every DST (files, pipes, sockets, listeners).
+    #[command(after_help = "\
+Examples:
+  zerocat tee big.iso copy.iso - | sha256sum     a file to a file and a pipe, via tee(2)
+  make 2>&1 | zerocat tee - file:build.log,append -
+  zerocat tee tcp-listen:9000 a.tar tcp:backup:9000 --on-error=continue")]
+    Tee(TeeArgs),
     /// Print a shell completion script.
     Completions {
         #[arg(value_enum)]
@@ -97,6 +106,26 @@ pub struct PipeArgs {
     /// Where the bytes go (default: stdout).
     #[arg(default_value = "-", value_parser = parse_endpoint)]
     pub dst: Endpoint,
+}
+
+#[derive(Debug, Args)]
+pub struct TeeArgs {
+    /// Where the bytes come from.
+    #[arg(value_parser = parse_endpoint)]
+    pub src: Endpoint,
+    /// Where they all go; listeners each accept one connection before data flows.
+    #[arg(required = true, value_parser = parse_endpoint)]
+    pub dst: Vec<Endpoint>,
+    /// When a sink fails: stop everything (exit 1, naming it), or drop that sink and keep
+    /// feeding the others (still exit 1 at the end). Like GNU tee's --output-error.
+    #[arg(long, value_enum, default_value_t = OnErrorArg::Fail, value_name = "POLICY")]
+    pub on_error: OnErrorArg,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OnErrorArg {
+    Fail,
+    Continue,
 }
 
 fn parse_endpoint(arg: &str) -> Result<Endpoint, String> {
@@ -133,6 +162,14 @@ impl Cli {
             Command::Pipe(args) => Invocation::Pipe(PipeConfig {
                 src: args.src,
                 dst: args.dst,
+            }),
+            Command::Tee(args) => Invocation::Tee(TeeConfig {
+                src: args.src,
+                sinks: args.dst,
+                on_error: match args.on_error {
+                    OnErrorArg::Fail => OnError::Fail,
+                    OnErrorArg::Continue => OnError::Continue,
+                },
             }),
             Command::Completions { shell } => Invocation::Print(completions(shell)),
             Command::Man => Invocation::Print(man_page()),

@@ -10,6 +10,7 @@ pub mod pipe;
 pub mod process;
 pub mod progress;
 pub mod report;
+pub mod tee;
 
 use engine::Via;
 use report::StatsFormat;
@@ -46,6 +47,7 @@ impl Options {
 #[derive(Debug, Clone)]
 pub enum Invocation {
     Pipe(pipe::PipeConfig),
+    Tee(tee::TeeConfig),
     /// Generated text for stdout (man page, completions).
     Print(String),
 }
@@ -55,6 +57,7 @@ pub enum Invocation {
 pub fn run(options: &Options, invocation: &Invocation) -> anyhow::Result<exit::ExitCode> {
     match invocation {
         Invocation::Pipe(cfg) => pipe::run(options, cfg),
+        Invocation::Tee(cfg) => tee::run(options, cfg),
         Invocation::Print(text) => {
             use std::io::Write;
             match std::io::stdout().write_all(text.as_bytes()) {
