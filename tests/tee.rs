@@ -176,41 +176,42 @@ fn five_kinds() -> Vec<Kind> {
     ]
 }
 
-#[test]
-fn one_sink_gets_every_byte_for_every_size() {
-    for &size in &SIZES {
+/// From a file, for every size: `kinds` as sinks, `consumer` the one spliced out of the
+/// source pipe; `extra` are global options (`--via userspace`).
+fn file_to_sinks_for_sizes(
+    sizes: &[usize],
+    kinds: fn() -> Vec<Kind>,
+    consumer: usize,
+    extra: &[&str],
+) {
+    for &size in sizes {
         let dir = tempdir();
         let want = data(size);
         let src = write_file(dir.path(), "in", &want);
-        let sinks = plan(dir.path(), vec![Kind::Stdout]);
-        let out = run_tee(&[], src.to_str().unwrap(), &sinks, None);
-        check_sinks(&out, sinks, &want, false, 0);
+        let sinks = plan(dir.path(), kinds());
+        let out = run_tee(extra, src.to_str().unwrap(), &sinks, None);
+        let userspace = extra.contains(&"userspace");
+        if userspace {
+            assert_eq!(final_path(&json_report(&out.stderr)), "userspace");
+        }
+        check_sinks(&out, sinks, &want, userspace, consumer);
     }
+}
+
+#[test]
+fn one_sink_gets_every_byte_for_every_size() {
+    file_to_sinks_for_sizes(&SIZES, || vec![Kind::Stdout], 0, &[]);
 }
 
 #[test]
 fn two_sinks_get_every_byte_for_every_size() {
-    for &size in &SIZES {
-        let dir = tempdir();
-        let want = data(size);
-        let src = write_file(dir.path(), "in", &want);
-        let sinks = plan(dir.path(), vec![Kind::Stdout, Kind::Tcp]);
-        let out = run_tee(&[], src.to_str().unwrap(), &sinks, None);
-        // The socket is the consumer; stdout, a pipe, is teed into directly.
-        check_sinks(&out, sinks, &want, false, 1);
-    }
+    // The socket is the consumer; stdout, a pipe, is teed into directly.
+    file_to_sinks_for_sizes(&SIZES, || vec![Kind::Stdout, Kind::Tcp], 1, &[]);
 }
 
 #[test]
 fn five_sinks_of_every_kind_get_every_byte_for_every_size() {
-    for &size in &SIZES {
-        let dir = tempdir();
-        let want = data(size);
-        let src = write_file(dir.path(), "in", &want);
-        let sinks = plan(dir.path(), five_kinds());
-        let out = run_tee(&[], src.to_str().unwrap(), &sinks, None);
-        check_sinks(&out, sinks, &want, false, 4);
-    }
+    file_to_sinks_for_sizes(&SIZES, five_kinds, 4, &[]);
 }
 
 #[test]
@@ -237,16 +238,8 @@ fn a_pipe_source_fans_out_to_five_sinks() {
 
 #[test]
 fn userspace_fan_out_gives_the_same_bytes() {
-    for &size in &[0, 1, 4096, 65537, (1 << 20) + 1, 64 << 20] {
-        let dir = tempdir();
-        let want = data(size);
-        let src = write_file(dir.path(), "in", &want);
-        let sinks = plan(dir.path(), five_kinds());
-        let out = run_tee(&["--via", "userspace"], src.to_str().unwrap(), &sinks, None);
-        let report = json_report(&out.stderr);
-        assert_eq!(final_path(&report), "userspace");
-        check_sinks(&out, sinks, &want, true, usize::MAX);
-    }
+    let sizes = [0, 1, 4096, 65537, (1 << 20) + 1, 64 << 20];
+    file_to_sinks_for_sizes(&sizes, five_kinds, usize::MAX, &["--via", "userspace"]);
 }
 
 #[test]
