@@ -566,3 +566,47 @@ fn text_report_names_every_sink_and_its_path() {
     );
     assert!(err.contains("'-' pipe via tee"), "{err}");
 }
+
+#[test]
+fn sigint_stops_between_rounds_with_every_sink_level() {
+    let dir = tempdir();
+    let want = data(100_000);
+    let copy = dir.path().join("copy");
+    let mut child = zerocat()
+        .args(["--stats", "json", "tee", "-"])
+        .arg(&copy)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Keep the source open: zerocat blocks in tee(2) waiting for more.
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&want).unwrap();
+    let mut waited = 0;
+    while std::fs::metadata(&copy).map_or(0, |m| m.len()) < want.len() as u64 {
+        assert!(waited < 6000, "the file never got the bytes");
+        thread::sleep(Duration::from_millis(10));
+        waited += 10;
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = wait_with_deadline(child, DEADLINE);
+    drop(stdin);
+    assert_eq!(out.status.code(), Some(130), "{}", stderr_text(&out));
+    let report = json_report(&out.stderr);
+    assert_eq!(report["ended"], "signal");
+    assert_eq!(report["bytes"].as_u64(), Some(want.len() as u64));
+    assert_bytes_eq(&out.stdout, &want, "stdout");
+    assert_bytes_eq(&std::fs::read(&copy).unwrap(), &want, "file");
+    for i in 0..2 {
+        assert_eq!(sink(&report, i)["ended"], "signal");
+        assert_eq!(sink(&report, i)["bytes"].as_u64(), Some(want.len() as u64));
+    }
+    assert_eq!(sink_path(&report, 0), "splice");
+    assert_eq!(sink_path(&report, 1), "tee");
+}

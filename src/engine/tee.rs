@@ -319,8 +319,10 @@ impl<'a> Kernel<'a> {
         self.consumed > 0 || self.lanes.iter().any(|l| l.ahead > 0 || l.delivered() > 0)
     }
 
+    /// Nothing is in flight: our inbound pipe is empty and every lane has delivered all
+    /// it was given, so stopping here strands no byte in a pipe of ours.
     fn all_level(&self) -> bool {
-        self.lanes.iter().all(|l| l.ahead == 0 && l.pending == 0)
+        self.queued == 0 && self.lanes.iter().all(|l| l.ahead == 0 && l.pending == 0)
     }
 
     /// Runs to the end. `Err` means the kernel refused before any byte moved.
