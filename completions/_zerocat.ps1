@@ -37,12 +37,63 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('pipe', 'pipe', [CompletionResultType]::ParameterValue, 'Move one stream from SRC to DST')
+            [CompletionResult]::new('copy', 'copy', [CompletionResultType]::ParameterValue, 'Copy files and trees: reflink, then copy_file_range, splice, userspace')
+            [CompletionResult]::new('tee', 'tee', [CompletionResultType]::ParameterValue, 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page (roff)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
         'zerocat;pipe' {
+            [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')
+            [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Format of the end-of-run report on stderr')
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks')
+            [CompletionResult]::new('--size', '--size', [CompletionResultType]::ParameterName, 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Show a progress bar on stderr (default: only when stderr is a terminal)')
+            [CompletionResult]::new('--no-progress', '--no-progress', [CompletionResultType]::ParameterName, 'Never show a progress bar')
+            [CompletionResult]::new('--explain', '--explain', [CompletionResultType]::ParameterName, 'Print the plan and exit without moving data')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'zerocat;copy' {
+            [CompletionResult]::new('--reflink', '--reflink', [CompletionResultType]::ParameterName, 'Clone with FICLONE: auto (clone where the filesystem can, else copy), always (clone or fail), never')
+            [CompletionResult]::new('--sparse', '--sparse', [CompletionResultType]::ParameterName, 'Holes: auto (a sparse source''s holes stay holes), always (also zero blocks become holes), never (write every byte)')
+            [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')
+            [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Format of the end-of-run report on stderr')
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks')
+            [CompletionResult]::new('--size', '--size', [CompletionResultType]::ParameterName, 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own')
+            [CompletionResult]::new('-r', '-r', [CompletionResultType]::ParameterName, 'Copy directories and what they hold; symlinks are copied as symlinks')
+            [CompletionResult]::new('--recursive', '--recursive', [CompletionResultType]::ParameterName, 'Copy directories and what they hold; symlinks are copied as symlinks')
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Never overwrite an existing destination (it is skipped and counted)')
+            [CompletionResult]::new('--no-clobber', '--no-clobber', [CompletionResultType]::ParameterName, 'Never overwrite an existing destination (it is skipped and counted)')
+            [CompletionResult]::new('-f', '-f', [CompletionResultType]::ParameterName, 'A destination that cannot be opened is removed and created anew')
+            [CompletionResult]::new('--force', '--force', [CompletionResultType]::ParameterName, 'A destination that cannot be opened is removed and created anew')
+            [CompletionResult]::new('-p', '-p', [CompletionResultType]::ParameterName, 'Also keep exact mode bits, ownership (where permitted) and timestamps')
+            [CompletionResult]::new('--preserve', '--preserve', [CompletionResultType]::ParameterName, 'Also keep exact mode bits, ownership (where permitted) and timestamps')
+            [CompletionResult]::new('--resume', '--resume', [CompletionResultType]::ParameterName, 'Continue an interrupted copy: keep a destination that is a verified prefix of the source (first and last MiB compared) and copy the rest; any other destination is copied again from the start')
+            [CompletionResult]::new('--special', '--special', [CompletionResultType]::ParameterName, 'Recreate FIFOs and device nodes instead of refusing them')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Show a progress bar on stderr (default: only when stderr is a terminal)')
+            [CompletionResult]::new('--no-progress', '--no-progress', [CompletionResultType]::ParameterName, 'Never show a progress bar')
+            [CompletionResult]::new('--explain', '--explain', [CompletionResultType]::ParameterName, 'Print the plan and exit without moving data')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'zerocat;tee' {
+            [CompletionResult]::new('--on-error', '--on-error', [CompletionResultType]::ParameterName, 'When a sink fails: stop everything (exit 1, naming it), or drop that sink and keep feeding the others (still exit 1 at the end). Like GNU tee''s --output-error')
             [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')
             [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Format of the end-of-run report on stderr')
             [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks')
@@ -98,12 +149,20 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
         }
         'zerocat;help' {
             [CompletionResult]::new('pipe', 'pipe', [CompletionResultType]::ParameterValue, 'Move one stream from SRC to DST')
+            [CompletionResult]::new('copy', 'copy', [CompletionResultType]::ParameterValue, 'Copy files and trees: reflink, then copy_file_range, splice, userspace')
+            [CompletionResult]::new('tee', 'tee', [CompletionResultType]::ParameterValue, 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page (roff)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
         'zerocat;help;pipe' {
+            break
+        }
+        'zerocat;help;copy' {
+            break
+        }
+        'zerocat;help;tee' {
             break
         }
         'zerocat;help;completions' {

@@ -19,6 +19,9 @@ _zerocat() {
             zerocat,completions)
                 cmd="zerocat__subcmd__completions"
                 ;;
+            zerocat,copy)
+                cmd="zerocat__subcmd__copy"
+                ;;
             zerocat,help)
                 cmd="zerocat__subcmd__help"
                 ;;
@@ -28,8 +31,14 @@ _zerocat() {
             zerocat,pipe)
                 cmd="zerocat__subcmd__pipe"
                 ;;
+            zerocat,tee)
+                cmd="zerocat__subcmd__tee"
+                ;;
             zerocat__subcmd__help,completions)
                 cmd="zerocat__subcmd__help__subcmd__completions"
+                ;;
+            zerocat__subcmd__help,copy)
+                cmd="zerocat__subcmd__help__subcmd__copy"
                 ;;
             zerocat__subcmd__help,help)
                 cmd="zerocat__subcmd__help__subcmd__help"
@@ -40,6 +49,9 @@ _zerocat() {
             zerocat__subcmd__help,pipe)
                 cmd="zerocat__subcmd__help__subcmd__pipe"
                 ;;
+            zerocat__subcmd__help,tee)
+                cmd="zerocat__subcmd__help__subcmd__tee"
+                ;;
             *)
                 ;;
         esac
@@ -47,7 +59,7 @@ _zerocat() {
 
     case "${cmd}" in
         zerocat)
-            opts="-q -v -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version pipe completions man help"
+            opts="-q -v -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version pipe copy tee completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -106,8 +118,46 @@ _zerocat() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        zerocat__subcmd__copy)
+            opts="-r -n -f -p -q -v -h -V --recursive --no-clobber --force --preserve --reflink --sparse --resume --special --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --reflink)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --sparse)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --via)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stats)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         zerocat__subcmd__help)
-            opts="pipe completions man help"
+            opts="pipe copy tee completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -121,6 +171,20 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__help__subcmd__completions)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        zerocat__subcmd__help__subcmd__copy)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -176,6 +240,20 @@ _zerocat() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        zerocat__subcmd__help__subcmd__tee)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         zerocat__subcmd__man)
             opts="-q -v -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -213,6 +291,40 @@ _zerocat() {
                 return 0
             fi
             case "${prev}" in
+                --via)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stats)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        zerocat__subcmd__tee)
+            opts="-q -v -h -V --on-error --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --on-error)
+                    COMPREPLY=($(compgen -W "fail continue" -- "${cur}"))
+                    return 0
+                    ;;
                 --via)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -34,11 +34,60 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
             cand pipe 'Move one stream from SRC to DST'
+            cand copy 'Copy files and trees: reflink, then copy_file_range, splice, userspace'
+            cand tee 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)'
             cand completions 'Print a shell completion script'
             cand man 'Print the man page (roff)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'zerocat;pipe'= {
+            cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
+            cand --stats 'Format of the end-of-run report on stderr'
+            cand --limit 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks'
+            cand --size 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own'
+            cand -q 'No report line, no progress'
+            cand --quiet 'No report line, no progress'
+            cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --verbose 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --progress 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+            cand --no-progress 'Never show a progress bar'
+            cand --explain 'Print the plan and exit without moving data'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'zerocat;copy'= {
+            cand --reflink 'Clone with FICLONE: auto (clone where the filesystem can, else copy), always (clone or fail), never'
+            cand --sparse 'Holes: auto (a sparse source''s holes stay holes), always (also zero blocks become holes), never (write every byte)'
+            cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
+            cand --stats 'Format of the end-of-run report on stderr'
+            cand --limit 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks'
+            cand --size 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own'
+            cand -r 'Copy directories and what they hold; symlinks are copied as symlinks'
+            cand --recursive 'Copy directories and what they hold; symlinks are copied as symlinks'
+            cand -n 'Never overwrite an existing destination (it is skipped and counted)'
+            cand --no-clobber 'Never overwrite an existing destination (it is skipped and counted)'
+            cand -f 'A destination that cannot be opened is removed and created anew'
+            cand --force 'A destination that cannot be opened is removed and created anew'
+            cand -p 'Also keep exact mode bits, ownership (where permitted) and timestamps'
+            cand --preserve 'Also keep exact mode bits, ownership (where permitted) and timestamps'
+            cand --resume 'Continue an interrupted copy: keep a destination that is a verified prefix of the source (first and last MiB compared) and copy the rest; any other destination is copied again from the start'
+            cand --special 'Recreate FIFOs and device nodes instead of refusing them'
+            cand -q 'No report line, no progress'
+            cand --quiet 'No report line, no progress'
+            cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --verbose 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --progress 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+            cand --no-progress 'Never show a progress bar'
+            cand --explain 'Print the plan and exit without moving data'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'zerocat;tee'= {
+            cand --on-error 'When a sink fails: stop everything (exit 1, naming it), or drop that sink and keep feeding the others (still exit 1 at the end). Like GNU tee''s --output-error'
             cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
             cand --stats 'Format of the end-of-run report on stderr'
             cand --limit 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks'
@@ -91,11 +140,17 @@ set edit:completion:arg-completer[zerocat] = {|@words|
         }
         &'zerocat;help'= {
             cand pipe 'Move one stream from SRC to DST'
+            cand copy 'Copy files and trees: reflink, then copy_file_range, splice, userspace'
+            cand tee 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)'
             cand completions 'Print a shell completion script'
             cand man 'Print the man page (roff)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'zerocat;help;pipe'= {
+        }
+        &'zerocat;help;copy'= {
+        }
+        &'zerocat;help;tee'= {
         }
         &'zerocat;help;completions'= {
         }

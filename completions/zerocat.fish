@@ -37,6 +37,8 @@ complete -c zerocat -n "__fish_zerocat_needs_command" -l explain -d 'Print the p
 complete -c zerocat -n "__fish_zerocat_needs_command" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_needs_command" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "pipe" -d 'Move one stream from SRC to DST'
+complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "copy" -d 'Copy files and trees: reflink, then copy_file_range, splice, userspace'
+complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "tee" -d 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "man" -d 'Print the man page (roff)'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -52,6 +54,44 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l no-progress -d 
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l explain -d 'Print the plan and exit without moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s V -l version -d 'Print version'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l reflink -d 'Clone with FICLONE: auto (clone where the filesystem can, else copy), always (clone or fail), never' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l sparse -d 'Holes: auto (a sparse source\'s holes stay holes), always (also zero blocks become holes), never (write every byte)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
+json\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l limit -d 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s r -l recursive -d 'Copy directories and what they hold; symlinks are copied as symlinks'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s n -l no-clobber -d 'Never overwrite an existing destination (it is skipped and counted)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s f -l force -d 'A destination that cannot be opened is removed and created anew'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s p -l preserve -d 'Also keep exact mode bits, ownership (where permitted) and timestamps'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l resume -d 'Continue an interrupted copy: keep a destination that is a verified prefix of the source (first and last MiB compared) and copy the rest; any other destination is copied again from the start'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l special -d 'Recreate FIFOs and device nodes instead of refusing them'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s q -l quiet -d 'No report line, no progress'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l no-progress -d 'Never show a progress bar'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s h -l help -d 'Print help'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s V -l version -d 'Print version'
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l on-error -d 'When a sink fails: stop everything (exit 1, naming it), or drop that sink and keep feeding the others (still exit 1 at the end). Like GNU tee\'s --output-error' -r -f -a "fail\t''
+continue\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
+json\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l limit -d 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s q -l quiet -d 'No report line, no progress'
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l no-progress -d 'Never show a progress bar'
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s h -l help -d 'Print help'
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
@@ -76,7 +116,9 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l no-progress -d '
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l explain -d 'Print the plan and exit without moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s V -l version -d 'Print version'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe completions man help" -f -a "pipe" -d 'Move one stream from SRC to DST'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe completions man help" -f -a "completions" -d 'Print a shell completion script'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe completions man help" -f -a "man" -d 'Print the man page (roff)'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee completions man help" -f -a "pipe" -d 'Move one stream from SRC to DST'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee completions man help" -f -a "copy" -d 'Copy files and trees: reflink, then copy_file_range, splice, userspace'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee completions man help" -f -a "tee" -d 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee completions man help" -f -a "completions" -d 'Print a shell completion script'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee completions man help" -f -a "man" -d 'Print the man page (roff)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

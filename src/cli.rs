@@ -8,9 +8,11 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use crate::copy::{CopyConfig, SparseMode};
 use crate::endpoint::{self, Endpoint};
 use crate::engine::ReflinkMode;
+use crate::engine::tee::OnError;
 use crate::engine::{Path, Via};
 use crate::pipe::PipeConfig;
 use crate::report::StatsFormat;
+use crate::tee::TeeConfig;
 use crate::{Invocation, Options};
 
 const AFTER_HELP: &str = "\
@@ -103,6 +105,13 @@ Examples:
   zerocat copy --reflink=always a b             clone or fail (XFS, btrfs)
 A SRC or DST that is not a plain file path (-, fd:N, tcp:...) makes it `pipe`.")]
     Copy(CopyArgs),
+    /// Send every byte of SRC to every DST (files, pipes, sockets, listeners).
+    #[command(after_help = "\
+Examples:
+  zerocat tee big.iso copy.iso - | sha256sum     a file to a file and a pipe, via tee(2)
+  make 2>&1 | zerocat tee - file:build.log,append -
+  zerocat tee tcp-listen:9000 a.tar tcp:backup:9000 --on-error=continue")]
+    Tee(TeeArgs),
     /// Print a shell completion script.
     #[command(after_help = "\
 Examples:
@@ -181,6 +190,26 @@ pub enum SparseArg {
     Never,
 }
 
+#[derive(Debug, Args)]
+pub struct TeeArgs {
+    /// Where the bytes come from.
+    #[arg(value_parser = parse_endpoint)]
+    pub src: Endpoint,
+    /// Where they all go; listeners each accept one connection before data flows.
+    #[arg(required = true, value_parser = parse_endpoint)]
+    pub dst: Vec<Endpoint>,
+    /// When a sink fails: stop everything (exit 1, naming it), or drop that sink and keep
+    /// feeding the others (still exit 1 at the end). Like GNU tee's --output-error.
+    #[arg(long, value_enum, default_value_t = OnErrorArg::Fail, value_name = "POLICY")]
+    pub on_error: OnErrorArg,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OnErrorArg {
+    Fail,
+    Continue,
+}
+
 fn parse_endpoint(arg: &str) -> Result<Endpoint, String> {
     endpoint::parse(arg).map_err(|e| e.to_string())
 }
@@ -241,6 +270,14 @@ impl Cli {
                     special: args.special,
                 })
             }
+            Command::Tee(args) => Invocation::Tee(TeeConfig {
+                src: args.src,
+                sinks: args.dst,
+                on_error: match args.on_error {
+                    OnErrorArg::Fail => OnError::Fail,
+                    OnErrorArg::Continue => OnError::Continue,
+                },
+            }),
             Command::Completions { shell } => Invocation::Print(completions(shell)),
             Command::Man => Invocation::Print(man_page()),
         };

@@ -13,6 +13,7 @@ pub mod pipe;
 pub mod process;
 pub mod progress;
 pub mod report;
+pub mod tee;
 
 use engine::Via;
 use report::StatsFormat;
@@ -54,6 +55,7 @@ impl Options {
 pub enum Invocation {
     Pipe(pipe::PipeConfig),
     Copy(copy::CopyConfig),
+    Tee(tee::TeeConfig),
     /// Generated text for stdout (man page, completions).
     Print(String),
 }
@@ -64,6 +66,7 @@ pub fn run(options: &Options, invocation: &Invocation) -> anyhow::Result<exit::E
     match invocation {
         Invocation::Pipe(cfg) => pipe::run(options, cfg),
         Invocation::Copy(cfg) => copy::run(options, cfg),
+        Invocation::Tee(cfg) => tee::run(options, cfg),
         Invocation::Print(text) => {
             use std::io::Write;
             match std::io::stdout().write_all(text.as_bytes()) {

@@ -203,7 +203,7 @@ pub fn chain_words(chain: &[Path]) -> String {
         .join(" -> ")
 }
 
-fn describe(info: &FdInfo) -> String {
+pub fn describe(info: &FdInfo) -> String {
     let mut s = info.kind.name().to_string();
     if info.append {
         s.push_str(", append");

@@ -7,4 +7,5 @@ mod cli;
 mod copy;
 mod harden;
 mod pipe;
+mod tee;
 mod ux;

@@ -1,1 +1,717 @@
-//! tee(2) fan-out: built by the tee issue.
+//! One source, many sinks: the fan-out of `zerocat tee`.
+//!
+//! The kernel path: the source's bytes sit in one pipe `S` (the source itself when it is a
+//! pipe, else a pipe of ours filled by splice). tee(2) duplicates the head of `S` into one
+//! pipe per sink (the sink itself when it is a pipe, else a lane pipe of ours that is then
+//! spliced into the sink), and one sink, the *consumer*, is fed by splicing straight out of
+//! `S`, which is what consumes the bytes.
+//!
+//! tee(2) always copies from the head of `S` and does not consume. So a lane that already
+//! holds `ahead` bytes of that head must not be teed again until `S` has been consumed past
+//! them, or it would get them twice (HAZARDS: 12,288 bytes delivered for 8,192). The loop
+//! tees only into lanes with `ahead == 0`, and consumes exactly the least `ahead` of all
+//! lanes: what every sink has been given. Lane pipes are emptied into their sinks every
+//! round, so memory is the pipes and nothing else, and a slow sink slows everyone.
+//!
+//! The userspace fan-out reads once into one buffer and writes it to every sink.
+
+use std::os::fd::{AsFd, BorrowedFd};
+
+use nix::errno::Errno;
+use nix::poll::PollFlags;
+
+use super::splice::{grow_pipe, OwnPipe};
+use super::{is_unsupported, sys, Failure, Fallback, Path, Reason, Record, Side, Via};
+use crate::fdkind::{FdInfo, FdKind};
+use crate::progress::Meter;
+
+/// The most one userspace write round (or one pipe drain with writes) holds in memory.
+const SCRATCH: usize = super::userspace::BUFFER_SIZE;
+
+/// What to do when a sink fails (GNU tee's `--output-error`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// Stop the whole fan-out (after draining what is already in lane pipes).
+    #[default]
+    Fail,
+    /// Drop that sink and keep feeding the others; the run still fails at the end.
+    Continue,
+}
+
+/// One sink handed to the fan-out.
+pub struct Sink<'a> {
+    pub fd: BorrowedFd<'a>,
+    pub info: FdInfo,
+}
+
+/// What happened to one sink.
+#[derive(Debug, Default)]
+pub struct SinkOutcome {
+    /// How its bytes arrived: `tee`, `splice` (the consumer) or `userspace`, with counts.
+    pub record: Record,
+    /// Why it stopped early, if it did.
+    pub failure: Option<Failure>,
+}
+
+impl SinkOutcome {
+    pub fn bytes(&self) -> u64 {
+        self.record.bytes()
+    }
+}
+
+/// What the fan-out did.
+#[derive(Debug)]
+pub struct FanOut {
+    /// The fan-out path(s) and the bytes taken from the source on each.
+    pub record: Record,
+    /// One per sink, in the order given.
+    pub sinks: Vec<SinkOutcome>,
+    /// A failure of the source, a refused forced path, or an interruption.
+    pub failure: Option<Failure>,
+}
+
+/// Moves every byte of `src` to every sink. `via` may force `tee`/`splice` (the kernel
+/// fan-out, no fallback) or `userspace`.
+pub fn fan_out(
+    src: BorrowedFd<'_>,
+    src_info: &FdInfo,
+    sinks: &[Sink<'_>],
+    via: Via,
+    on_error: OnError,
+    meter: &Meter,
+) -> FanOut {
+    let kernel_path = if sinks.len() > 1 {
+        Path::Tee
+    } else {
+        Path::Splice
+    };
+    let forced = via != Via::Auto;
+    if via == Via::Forced(Path::Userspace) {
+        return userspace(src, sinks, on_error, meter);
+    }
+    let refused = match Pipes::new(src_info, sinks) {
+        Ok(pipes) => {
+            let mut kernel = Kernel::new(src, sinks, &pipes, kernel_path, forced);
+            match kernel.run(on_error, meter) {
+                Ok(()) => return kernel.finish(),
+                Err(reason) => reason,
+            }
+        }
+        Err(errno) => Reason::Errno(errno),
+    };
+    let fallback = Fallback {
+        from: kernel_path,
+        to: (!forced).then_some(Path::Userspace),
+        reason: refused,
+    };
+    if forced {
+        let Reason::Errno(errno) = refused else {
+            unreachable!("the kernel fan-out refuses only with an errno")
+        };
+        return FanOut {
+            record: Record {
+                paths: vec![(kernel_path, 0)],
+                fallbacks: vec![fallback],
+            },
+            sinks: sinks.iter().map(|_| SinkOutcome::default()).collect(),
+            failure: Some(Failure::Io(errno.into(), Side::Either)),
+        };
+    }
+    let mut out = userspace(src, sinks, on_error, meter);
+    out.record.paths.insert(0, (kernel_path, 0));
+    out.record.fallbacks.insert(0, fallback);
+    out
+}
+
+/// The pipes of the kernel fan-out, owned apart from the loop's state.
+struct Pipes {
+    /// Between a source that is not a pipe and `S`.
+    inbound: Option<OwnPipe>,
+    /// One per sink: a lane pipe for a sink that is neither a pipe nor the consumer.
+    lanes: Vec<Option<OwnPipe>>,
+    /// The sink fed straight out of `S`: the last one that is not a pipe (a pipe sink is
+    /// teed into directly and needs no lane pipe), else the last one.
+    consumer: usize,
+}
+
+impl Pipes {
+    fn new(src_info: &FdInfo, sinks: &[Sink<'_>]) -> Result<Pipes, Errno> {
+        let inbound = match src_info.kind {
+            FdKind::Pipe => None,
+            _ => Some(OwnPipe::new()?),
+        };
+        let kinds: Vec<FdKind> = sinks.iter().map(|s| s.info.kind).collect();
+        let consumer = consumer_of(&kinds);
+        let mut lanes = Vec::with_capacity(sinks.len());
+        for (i, sink) in sinks.iter().enumerate() {
+            let own = i != consumer && sink.info.kind != FdKind::Pipe;
+            lanes.push(if own { Some(OwnPipe::new()?) } else { None });
+        }
+        Ok(Pipes {
+            inbound,
+            lanes,
+            consumer,
+        })
+    }
+}
+
+/// Which sink the kernel fan-out feeds straight out of the source's pipe.
+pub fn consumer_of(sinks: &[FdKind]) -> usize {
+    sinks
+        .iter()
+        .rposition(|&kind| kind != FdKind::Pipe)
+        .unwrap_or(sinks.len().saturating_sub(1))
+}
+
+/// How the kernel fan-out plans to feed each sink, for `-v` and `--explain`.
+pub fn lane_words(sinks: &[FdKind]) -> Vec<&'static str> {
+    let consumer = consumer_of(sinks);
+    sinks
+        .iter()
+        .enumerate()
+        .map(|(i, &kind)| match kind {
+            _ if i == consumer => "splice from the source pipe",
+            FdKind::Pipe => "tee",
+            _ => "tee + splice",
+        })
+        .collect()
+}
+
+/// How a lane gets its copy of the bytes.
+enum Feed<'a> {
+    /// tee(2) straight into the sink, itself a pipe.
+    Direct,
+    /// tee(2) into a pipe of ours, then splice (or write) from it into the sink.
+    Lane(&'a OwnPipe),
+    /// Spliced (or read and written) straight out of `S`: this consumes the bytes.
+    Consumer,
+}
+
+struct Lane<'a> {
+    fd: BorrowedFd<'a>,
+    feed: Feed<'a>,
+    /// Bytes at the head of `S` this lane already holds (teed, not yet consumed from `S`).
+    ahead: usize,
+    /// Bytes in our lane pipe not yet delivered to the sink.
+    pending: usize,
+    /// The sink takes no splice from a pipe: deliver with read/write from the pipe's data.
+    writes: bool,
+    /// The path this lane's bytes take when the kernel takes them (tee or splice).
+    path: Path,
+    out: SinkOutcome,
+}
+
+impl Lane<'_> {
+    fn live(&self) -> bool {
+        self.out.failure.is_none()
+    }
+
+    fn delivered(&self) -> u64 {
+        self.out.record.bytes()
+    }
+
+    fn credit(&mut self, n: usize) {
+        let path = if self.writes {
+            Path::Userspace
+        } else {
+            self.path
+        };
+        self.out.record.add(path, n as u64);
+    }
+
+    /// A splice out of a pipe into this sink was refused: switch to writes, if nothing
+    /// was delivered to it yet and the path was not forced.
+    fn refuse(&mut self, errno: Errno, forced: bool) -> Result<(), Errno> {
+        if forced || self.writes || self.delivered() > 0 || !is_unsupported(errno) {
+            return Err(errno);
+        }
+        self.writes = true;
+        self.out.record.fallbacks.push(Fallback {
+            from: self.path,
+            to: Some(Path::Userspace),
+            reason: Reason::Errno(errno),
+        });
+        Ok(())
+    }
+
+    fn fail(&mut self, errno: Errno) {
+        self.out.failure = Some(Failure::Io(errno.into(), Side::Sink));
+        // Bytes meant for a dead sink stay in its lane pipe, never read again.
+        self.pending = 0;
+        self.ahead = 0;
+    }
+}
+
+struct Kernel<'a> {
+    src: BorrowedFd<'a>,
+    /// `S`: the pipe the bytes are teed and consumed from.
+    head: BorrowedFd<'a>,
+    /// True when `S` is our inbound pipe (then `queued` is known).
+    inbound: Option<&'a OwnPipe>,
+    lanes: Vec<Lane<'a>>,
+    /// Bytes in our inbound pipe.
+    queued: usize,
+    consumed: u64,
+    path: Path,
+    forced: bool,
+    /// Shared by every delivery with writes (and by discarding): constant memory.
+    scratch: Vec<u8>,
+    failure: Option<Failure>,
+}
+
+impl<'a> Kernel<'a> {
+    fn new(
+        src: BorrowedFd<'a>,
+        sinks: &[Sink<'a>],
+        pipes: &'a Pipes,
+        path: Path,
+        forced: bool,
+    ) -> Kernel<'a> {
+        let inbound = pipes.inbound.as_ref();
+        if inbound.is_none() {
+            grow_pipe(src);
+        }
+        let lanes = sinks
+            .iter()
+            .zip(&pipes.lanes)
+            .enumerate()
+            .map(|(i, (sink, own))| {
+                let feed = match own {
+                    _ if i == pipes.consumer => Feed::Consumer,
+                    Some(pipe) => Feed::Lane(pipe),
+                    None => Feed::Direct,
+                };
+                if sink.info.kind == FdKind::Pipe {
+                    grow_unless_shrunk(sink.fd);
+                }
+                let path = match feed {
+                    Feed::Consumer => Path::Splice,
+                    _ => Path::Tee,
+                };
+                let mut out = SinkOutcome::default();
+                out.record.add(path, 0);
+                Lane {
+                    fd: sink.fd,
+                    feed,
+                    ahead: 0,
+                    pending: 0,
+                    writes: false,
+                    path,
+                    out,
+                }
+            })
+            .collect();
+        Kernel {
+            src,
+            head: inbound.map_or(src, |p| p.read.as_fd()),
+            inbound,
+            lanes,
+            queued: 0,
+            consumed: 0,
+            path,
+            forced,
+            scratch: Vec::new(),
+            failure: None,
+        }
+    }
+
+    fn moved_anything(&self) -> bool {
+        self.consumed > 0 || self.lanes.iter().any(|l| l.ahead > 0 || l.delivered() > 0)
+    }
+
+    /// Nothing is in flight: our inbound pipe is empty and every lane has delivered all
+    /// it was given, so stopping here strands no byte in a pipe of ours.
+    fn all_level(&self) -> bool {
+        self.queued == 0 && self.lanes.iter().all(|l| l.ahead == 0 && l.pending == 0)
+    }
+
+    /// Runs to the end. `Err` means the kernel refused before any byte moved.
+    fn run(&mut self, on_error: OnError, meter: &Meter) -> Result<(), Reason> {
+        let head = self.head;
+        let mut stop = false;
+        while !stop {
+            if crate::process::interrupted() && self.all_level() {
+                self.failure = Some(Failure::Interrupted);
+                break;
+            }
+            if !self.lanes.iter().any(Lane::live) {
+                break;
+            }
+            // 1. Fill our inbound pipe once it is empty.
+            if self.inbound.is_some() && self.queued == 0 {
+                match self.fill() {
+                    Ok(0) => break,
+                    Ok(n) => self.queued = n,
+                    Err(Errno::EINTR) => continue,
+                    Err(e) if !self.forced && !self.moved_anything() && is_unsupported(e) => {
+                        return Err(Reason::Errno(e))
+                    }
+                    Err(e) => {
+                        self.failure = Some(Failure::Io(e.into(), Side::Source));
+                        break;
+                    }
+                }
+            }
+            // 2. tee the head of S into every lane that holds none of it.
+            let mut eof = false;
+            for i in 0..self.lanes.len() {
+                let lane = &self.lanes[i];
+                if !lane.live() || lane.ahead > 0 || matches!(lane.feed, Feed::Consumer) {
+                    continue;
+                }
+                let target = match &lane.feed {
+                    Feed::Lane(pipe) => pipe.write.as_fd(),
+                    _ => lane.fd,
+                };
+                match tee_once(head, target) {
+                    Ok(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        let lane = &mut self.lanes[i];
+                        lane.ahead = n;
+                        match lane.feed {
+                            Feed::Lane(_) => lane.pending = n,
+                            _ => lane.credit(n),
+                        }
+                    }
+                    // Back to the top: it decides whether to stop or go on.
+                    Err(Errno::EINTR) => break,
+                    Err(e) if !self.forced && !self.moved_anything() && is_unsupported(e) => {
+                        return Err(Reason::Errno(e))
+                    }
+                    Err(e) => {
+                        self.lanes[i].fail(e);
+                        stop |= on_error == OnError::Fail;
+                    }
+                }
+                if stop {
+                    break;
+                }
+            }
+            if eof {
+                break;
+            }
+            // 3. Consume from S what every lane has been given, feeding the consumer.
+            if !stop {
+                match self.consume() {
+                    Ok(Some(0)) => break, // an external source pipe at EOF
+                    Ok(Some(n)) => meter.add(n as u64),
+                    Ok(None) => {}
+                    Err(()) => stop |= on_error == OnError::Fail,
+                }
+            }
+            // 4. Empty every lane pipe into its sink, also when stopping.
+            for i in 0..self.lanes.len() {
+                if let Err(e) = self.drain_lane(i) {
+                    self.lanes[i].fail(e);
+                    stop |= on_error == OnError::Fail;
+                }
+            }
+        }
+        // After a stop, what is already in lane pipes still goes out.
+        for i in 0..self.lanes.len() {
+            if let Err(e) = self.drain_lane(i) {
+                self.lanes[i].fail(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// splice the source into our inbound pipe (blocking until data or EOF).
+    fn fill(&self) -> Result<usize, Errno> {
+        let pipe = self.inbound.expect("fill needs our inbound pipe");
+        loop {
+            match sys::splice(self.src, pipe.write.as_fd(), pipe.size) {
+                Err(Errno::EAGAIN) => sys::wait(self.src, PollFlags::POLLIN)?,
+                other => return other,
+            }
+        }
+    }
+
+    /// Consumes from S the bytes every live tee lane holds (or, with no tee lane, what
+    /// the consumer takes), delivering them to the consumer, or discarding them when the
+    /// consumer is gone. `Ok(Some(n))`: consumed n (0 = EOF of an external source);
+    /// `Ok(None)`: nothing to consume yet; `Err`: the consumer failed now.
+    fn consume(&mut self) -> Result<Option<usize>, ()> {
+        let head = self.head;
+        let bound = self
+            .lanes
+            .iter()
+            .filter(|l| l.live() && !matches!(l.feed, Feed::Consumer))
+            .map(|l| l.ahead)
+            .min();
+        let limit = match (bound, self.inbound.is_some()) {
+            (Some(n), _) => Some(n),
+            (None, true) => Some(self.queued),
+            (None, false) => None,
+        };
+        if limit == Some(0) {
+            return Ok(None);
+        }
+        let consumer = self
+            .lanes
+            .iter()
+            .position(|l| matches!(l.feed, Feed::Consumer))
+            .expect("one lane consumes");
+        let result = if self.lanes[consumer].live() {
+            feed_consumer(
+                head,
+                &mut self.lanes[consumer],
+                limit,
+                self.forced,
+                &mut self.scratch,
+            )
+        } else if let Some(limit) = limit {
+            discard(head, limit, &mut self.scratch).map_err(|e| (0, e))
+        } else {
+            return Ok(None);
+        };
+        let (taken, failed) = match result {
+            Ok(n) => (n, None),
+            Err((n, e)) => (n, Some(e)),
+        };
+        for lane in &mut self.lanes {
+            lane.ahead = lane.ahead.saturating_sub(taken);
+        }
+        self.queued = self.queued.saturating_sub(taken);
+        self.consumed += taken as u64;
+        match failed {
+            None => Ok(Some(taken)),
+            Some(e) => {
+                self.lanes[consumer].fail(e);
+                Err(())
+            }
+        }
+    }
+
+    /// Empties lane `i`'s own pipe into its sink.
+    fn drain_lane(&mut self, i: usize) -> Result<(), Errno> {
+        let forced = self.forced;
+        let lane = &mut self.lanes[i];
+        let Feed::Lane(pipe) = lane.feed else {
+            return Ok(());
+        };
+        let pipe_read = pipe.read.as_fd();
+        while lane.pending > 0 {
+            if lane.writes {
+                match read_write(pipe_read, lane.fd, lane.pending, &mut self.scratch) {
+                    Ok(n) => {
+                        lane.pending -= n;
+                        lane.credit(n);
+                    }
+                    Err((_, written, e)) => {
+                        lane.credit(written);
+                        return Err(e);
+                    }
+                }
+                continue;
+            }
+            match sys::splice(pipe_read, lane.fd, lane.pending) {
+                Ok(n) => {
+                    lane.pending -= n;
+                    lane.credit(n);
+                }
+                Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => sys::wait(lane.fd, PollFlags::POLLOUT)?,
+                Err(e) => lane.refuse(e, forced)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> FanOut {
+        let mut record = Record::default();
+        record.add(self.path, self.consumed);
+        FanOut {
+            record,
+            sinks: self.lanes.into_iter().map(|l| l.out).collect(),
+            failure: self.failure,
+        }
+    }
+}
+
+/// A sink pipe someone shrank on purpose stays as it is; a default-sized one is grown.
+fn grow_unless_shrunk(fd: BorrowedFd<'_>) {
+    use std::os::fd::AsRawFd;
+    let size = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_GETPIPE_SZ);
+    if size.is_ok_and(|s| s >= 64 * 1024) {
+        grow_pipe(fd);
+    }
+}
+
+/// One tee(2) of the whole head of `head` into `target`, waiting out EAGAIN (an empty
+/// non-blocking source, or a full non-blocking sink).
+fn tee_once(head: BorrowedFd<'_>, target: BorrowedFd<'_>) -> Result<usize, Errno> {
+    loop {
+        match sys::tee(head, target, sys::MAX_CHUNK, false) {
+            Err(Errno::EAGAIN) => {
+                sys::wait(head, PollFlags::POLLIN)?;
+                sys::wait(target, PollFlags::POLLOUT)?;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Feeds the consumer from `head`: exactly `limit` bytes, or with no limit one call's
+/// worth (0 at EOF). Returns what left `head`; on error, also what left it before.
+fn feed_consumer(
+    head: BorrowedFd<'_>,
+    lane: &mut Lane<'_>,
+    limit: Option<usize>,
+    forced: bool,
+    scratch: &mut Vec<u8>,
+) -> Result<usize, (usize, Errno)> {
+    let mut taken = 0;
+    loop {
+        let want = limit.map_or(sys::MAX_CHUNK, |l| l - taken);
+        if want == 0 {
+            return Ok(taken);
+        }
+        let step = if lane.writes {
+            read_write(head, lane.fd, want, scratch).map_err(|(read, written, e)| {
+                lane.credit(written);
+                (read, e)
+            })
+        } else {
+            match sys::splice(head, lane.fd, want) {
+                Ok(n) => Ok(n),
+                Err(Errno::EINTR) => continue,
+                Err(Errno::EAGAIN) => {
+                    // The head holds bytes when bounded; unbounded, it may be empty.
+                    let waited = if limit.is_none() {
+                        sys::wait(head, PollFlags::POLLIN)
+                    } else {
+                        Ok(())
+                    };
+                    waited
+                        .and_then(|_| sys::wait(lane.fd, PollFlags::POLLOUT))
+                        .map_err(|e| (taken, e))?;
+                    continue;
+                }
+                Err(e) => match lane.refuse(e, forced) {
+                    Ok(()) => continue,
+                    Err(e) => return Err((taken, e)),
+                },
+            }
+        };
+        match step {
+            Ok(n) => {
+                lane.credit(n);
+                taken += n;
+                if limit.is_none() {
+                    return Ok(n);
+                }
+            }
+            // A write that failed after its read: those bytes left the head too.
+            Err((done, e)) => return Err((taken + done, e)),
+        }
+    }
+}
+
+/// One read of up to `len` bytes from `src` (a pipe) and a write of all of them to `dst`.
+/// Returns the bytes read (0 at EOF); on error, the bytes read (all gone from `src`), the
+/// bytes written, and the errno.
+fn read_write(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    len: usize,
+    scratch: &mut Vec<u8>,
+) -> Result<usize, (usize, usize, Errno)> {
+    if scratch.is_empty() {
+        scratch.resize(SCRATCH, 0);
+    }
+    let want = len.min(scratch.len());
+    let n = loop {
+        match sys::read(src, &mut scratch[..want]) {
+            Ok(n) => break n,
+            Err(Errno::EINTR) => {}
+            Err(Errno::EAGAIN) => sys::wait(src, PollFlags::POLLIN).map_err(|e| (0, 0, e))?,
+            Err(e) => return Err((0, 0, e)),
+        }
+    };
+    sys::write_all(dst, &scratch[..n]).map_err(|(written, e)| (n, written, e))?;
+    Ok(n)
+}
+
+/// Throws away `len` bytes at the head of a pipe (the consumer is gone, others go on).
+fn discard(head: BorrowedFd<'_>, mut len: usize, scratch: &mut Vec<u8>) -> Result<usize, Errno> {
+    if scratch.is_empty() {
+        scratch.resize(SCRATCH, 0);
+    }
+    let total = len;
+    while len > 0 {
+        let want = len.min(scratch.len());
+        match sys::read(head, &mut scratch[..want]) {
+            Ok(0) => break,
+            Ok(n) => len -= n,
+            Err(Errno::EINTR) => {}
+            Err(Errno::EAGAIN) => sys::wait(head, PollFlags::POLLIN)?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(total - len)
+}
+
+/// The userspace fan-out: one read into one buffer, written to every live sink.
+fn userspace(src: BorrowedFd<'_>, sinks: &[Sink<'_>], on_error: OnError, meter: &Meter) -> FanOut {
+    let mut outs: Vec<SinkOutcome> = sinks
+        .iter()
+        .map(|_| {
+            let mut out = SinkOutcome::default();
+            out.record.add(Path::Userspace, 0);
+            out
+        })
+        .collect();
+    let mut buf = vec![0u8; SCRATCH];
+    let mut read_total = 0u64;
+    let mut failure = None;
+    'rounds: while outs.iter().any(|o| o.failure.is_none()) {
+        if crate::process::interrupted() {
+            failure = Some(Failure::Interrupted);
+            break;
+        }
+        let n = match sys::read(src, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(Errno::EINTR) => continue,
+            Err(Errno::EAGAIN) => match sys::wait(src, PollFlags::POLLIN) {
+                Ok(()) => continue,
+                Err(e) => {
+                    failure = Some(Failure::Io(e.into(), Side::Source));
+                    break;
+                }
+            },
+            Err(e) => {
+                failure = Some(Failure::Io(e.into(), Side::Source));
+                break;
+            }
+        };
+        read_total += n as u64;
+        meter.add(n as u64);
+        for (sink, out) in sinks.iter().zip(outs.iter_mut()) {
+            if out.failure.is_some() {
+                continue;
+            }
+            match sys::write_all(sink.fd, &buf[..n]) {
+                Ok(()) => out.record.add(Path::Userspace, n as u64),
+                Err((done, e)) => {
+                    out.record.add(Path::Userspace, done as u64);
+                    out.failure = Some(Failure::Io(e.into(), Side::Sink));
+                    if on_error == OnError::Fail {
+                        break 'rounds;
+                    }
+                }
+            }
+        }
+    }
+    let mut record = Record::default();
+    record.add(Path::Userspace, read_total);
+    FanOut {
+        record,
+        sinks: outs,
+        failure,
+    }
+}

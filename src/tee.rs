@@ -1,0 +1,360 @@
+//! `zerocat tee SRC DST [DST...]`: every sink receives every byte of SRC, in order, along
+//! the kernel fan-out (splice in, tee(2) out) or the userspace one.
+
+use std::os::fd::AsFd;
+use std::time::Instant;
+
+use anyhow::{anyhow, Context};
+
+use crate::endpoint::{Endpoint, Opened, Role};
+use crate::engine::tee::{self as fan, FanOut, OnError, Sink, SinkOutcome};
+use crate::engine::{Failure, Path, Record, Side, Via};
+use crate::exit::{ExitCode, UsageError};
+use crate::fdkind::{self, FdInfo, FdKind};
+use crate::pipe::{
+    describe, failure_message, finish_socket_sink, refuse_same_file, truncate_if_pending,
+    PipeConfig,
+};
+use crate::progress::Meter;
+use crate::report::{
+    amount, ending_json, json_array, named_json, record_json, route, Ending, JsonObject, Named,
+    StatsFormat,
+};
+use crate::Options;
+
+#[derive(Debug, Clone)]
+pub struct TeeConfig {
+    pub src: Endpoint,
+    /// At least one.
+    pub sinks: Vec<Endpoint>,
+    pub on_error: OnError,
+}
+
+impl TeeConfig {
+    /// The one-to-one view of source and sink `i`, for the shared error messages.
+    fn pair(&self, i: usize) -> PipeConfig {
+        PipeConfig {
+            src: self.src.clone(),
+            dst: self.sinks[i].clone(),
+        }
+    }
+}
+
+pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
+    check_via(opts.via)?;
+    if opts.explain {
+        return explain(opts, cfg);
+    }
+    // Bind every listening sink first, so each is announced before any accept blocks.
+    let listeners = cfg
+        .sinks
+        .iter()
+        .map(|s| s.is_listener().then(|| s.listen()).transpose())
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let src = cfg.src.open(Role::Source)?;
+    let src_info =
+        FdInfo::of(src.fd.as_fd()).with_context(|| format!("cannot inspect '{}'", cfg.src))?;
+    let mut opened = Vec::with_capacity(cfg.sinks.len());
+    for (sink, listener) in cfg.sinks.iter().zip(listeners) {
+        let sink_fd = match listener {
+            Some(listener) => {
+                let (fd, _peer) = listener.accept().with_context(|| {
+                    format!("cannot accept a connection on {}", listener.local_addr())
+                })?;
+                Opened {
+                    fd,
+                    truncate_pending: false,
+                }
+            }
+            None => sink.open(Role::Sink)?,
+        };
+        let info =
+            FdInfo::of(sink_fd.fd.as_fd()).with_context(|| format!("cannot inspect '{sink}'"))?;
+        refuse_same_file(&cfg.src, &src_info, sink, &info)?;
+        opened.push((sink_fd, info));
+    }
+    for ((sink_fd, _), sink) in opened.iter().zip(&cfg.sinks) {
+        truncate_if_pending(sink_fd, sink)?;
+    }
+    let sinks: Vec<Sink<'_>> = opened
+        .iter()
+        .map(|(o, info)| Sink {
+            fd: o.fd.as_fd(),
+            info: *info,
+        })
+        .collect();
+    let infos: Vec<FdInfo> = opened.iter().map(|(_, info)| *info).collect();
+    opts.print_plan(&plan_line(opts.via, cfg, &src_info, &infos));
+
+    let meter = Meter::new();
+    let started = Instant::now();
+    let out = fan::fan_out(
+        src.fd.as_fd(),
+        &src_info,
+        &sinks,
+        opts.via,
+        cfg.on_error,
+        &meter,
+    );
+    for (sink, result) in sinks.iter().zip(&out.sinks) {
+        if result.failure.is_none() && sink.info.kind == FdKind::Socket {
+            finish_socket_sink(sink.fd);
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    conclude(opts, cfg, &src_info, &infos, out, seconds)
+}
+
+/// tee moves bytes with tee(2) and splice, or in userspace; nothing else fans out.
+fn check_via(via: Via) -> anyhow::Result<()> {
+    match via {
+        Via::Auto | Via::Forced(Path::Tee | Path::Splice | Path::Userspace) => Ok(()),
+        Via::Forced(path) => Err(UsageError(format!(
+            "--via {path}: tee fans out with tee (or splice, the same kernel path) or userspace"
+        ))
+        .into()),
+    }
+}
+
+/// Turns what the fan-out did into the report and the exit code.
+fn conclude(
+    opts: &Options,
+    cfg: &TeeConfig,
+    src_info: &FdInfo,
+    infos: &[FdInfo],
+    out: FanOut,
+    seconds: f64,
+) -> anyhow::Result<ExitCode> {
+    let sink_errors: Vec<(usize, String)> = out
+        .sinks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| match &s.failure {
+            Some(Failure::Io(err, side)) => {
+                Some((i, failure_message(opts.via, &cfg.pair(i), err, *side)))
+            }
+            _ => None,
+        })
+        .collect();
+    let (ending, code) = match &out.failure {
+        None if sink_errors.is_empty() => (Ending::Eof, ExitCode::Success),
+        None => {
+            let messages: Vec<&str> = sink_errors.iter().map(|(_, m)| m.as_str()).collect();
+            let message = if cfg.on_error == OnError::Continue {
+                format!(
+                    "{} of {} sinks failed: {}",
+                    messages.len(),
+                    cfg.sinks.len(),
+                    messages.join("; ")
+                )
+            } else {
+                messages.join("; ")
+            };
+            (Ending::Error(message), ExitCode::Failure)
+        }
+        Some(Failure::Interrupted) => (Ending::Signal, ExitCode::Interrupted),
+        Some(Failure::Io(err, side)) => (
+            Ending::Error(failure_message(opts.via, &cfg.pair(0), err, *side)),
+            ExitCode::Failure,
+        ),
+    };
+    let survivors_whole = out.failure.is_none() && cfg.on_error == OnError::Continue;
+    let report = TeeReport {
+        src: Named {
+            uri: cfg.src.to_string(),
+            kind: src_info.kind,
+        },
+        sinks: cfg
+            .sinks
+            .iter()
+            .zip(infos)
+            .zip(&out.sinks)
+            .enumerate()
+            .map(|(i, ((uri, info), result))| SinkReport {
+                named: Named {
+                    uri: uri.to_string(),
+                    kind: info.kind,
+                },
+                ending: sink_ending(i, &sink_errors, &ending, survivors_whole),
+                record: result.record.clone(),
+            })
+            .collect(),
+        record: out.record,
+        seconds,
+        ending: ending.clone(),
+    };
+    opts.print_report(&report.render(opts.stats));
+    match ending {
+        Ending::Error(message) => {
+            // stdout's reader went away and stopped the run: the shell's quiet 141.
+            let stdout_gone = cfg.on_error == OnError::Fail
+                && out.failure.is_none()
+                && sink_errors.len() == 1
+                && writes_stdout(&cfg.sinks[sink_errors[0].0])
+                && is_epipe(&out.sinks[sink_errors[0].0]);
+            if stdout_gone {
+                return Ok(ExitCode::BrokenPipe);
+            }
+            Err(anyhow!(message))
+        }
+        _ => Ok(code),
+    }
+}
+
+/// How sink `i` ended: its own error, or how the run ended. Under `continue` with a
+/// healthy source, a surviving sink got every byte even though the run failed.
+fn sink_ending(
+    i: usize,
+    errors: &[(usize, String)],
+    run: &Ending,
+    survivors_whole: bool,
+) -> Ending {
+    if let Some((_, message)) = errors.iter().find(|(j, _)| *j == i) {
+        return Ending::Error(message.clone());
+    }
+    match run {
+        Ending::Error(_) if survivors_whole => Ending::Eof,
+        Ending::Error(message) => Ending::Error(format!("stopped: {message}")),
+        other => other.clone(),
+    }
+}
+
+fn is_epipe(result: &SinkOutcome) -> bool {
+    matches!(&result.failure, Some(Failure::Io(e, Side::Sink)) if e.raw_os_error() == Some(nix::libc::EPIPE))
+}
+
+fn writes_stdout(dst: &Endpoint) -> bool {
+    matches!(dst, Endpoint::Stdio | Endpoint::Fd(1))
+}
+
+/// `--explain`: the plan from what the endpoints are, opening nothing.
+fn explain(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
+    let src_info = fdkind::predict(&cfg.src, Role::Source)
+        .with_context(|| format!("cannot inspect '{}'", cfg.src))?;
+    let infos = cfg
+        .sinks
+        .iter()
+        .map(|s| fdkind::predict(s, Role::Sink).with_context(|| format!("cannot inspect '{s}'")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    opts.print_plan(&plan_line(opts.via, cfg, &src_info, &infos));
+    Ok(ExitCode::Success)
+}
+
+/// "plan: in.bin (file) -> 2 sinks: out (file) via tee + splice; - (pipe) via tee"
+fn plan_line(via: Via, cfg: &TeeConfig, src: &FdInfo, sinks: &[FdInfo]) -> String {
+    let kinds: Vec<FdKind> = sinks.iter().map(|i| i.kind).collect();
+    let words = match via {
+        Via::Forced(Path::Userspace) => vec!["userspace"; sinks.len()],
+        _ => fan::lane_words(&kinds),
+    };
+    let lanes: Vec<String> = cfg
+        .sinks
+        .iter()
+        .zip(sinks)
+        .zip(words)
+        .map(|((uri, info), word)| format!("{uri} ({}) via {word}", describe(info)))
+        .collect();
+    let fallback = match via {
+        Via::Auto => ", userspace fan-out if the kernel refuses",
+        _ => "",
+    };
+    format!(
+        "plan: {} ({}) -> {}{fallback}: {}",
+        cfg.src,
+        describe(src),
+        sinks_word(sinks.len()),
+        lanes.join("; ")
+    )
+}
+
+fn sinks_word(n: usize) -> String {
+    match n {
+        1 => "1 sink".to_string(),
+        n => format!("{n} sinks"),
+    }
+}
+
+struct SinkReport {
+    named: Named,
+    record: Record,
+    ending: Ending,
+}
+
+/// The report of a fan-out: the source, what left it, and one entry per sink.
+struct TeeReport {
+    src: Named,
+    sinks: Vec<SinkReport>,
+    /// The fan-out path(s) and the bytes taken from the source.
+    record: Record,
+    seconds: f64,
+    ending: Ending,
+}
+
+impl TeeReport {
+    fn render(&self, format: StatsFormat) -> String {
+        match format {
+            StatsFormat::Text => self.text(),
+            StatsFormat::Json => self.json(),
+        }
+    }
+
+    /// "zerocat: 1.00 GiB in 0.41 s (2.44 GiB/s) file -> 2 sinks via tee: 'out' file via
+    /// tee, '-' pipe via splice"
+    fn text(&self) -> String {
+        let total = self.record.bytes();
+        let sinks: Vec<String> = self
+            .sinks
+            .iter()
+            .map(|s| {
+                let mut line = format!(
+                    "'{}' {} via {}",
+                    s.named.uri,
+                    s.named.kind,
+                    route(&s.record)
+                );
+                if s.record.bytes() != total {
+                    line.push_str(&format!(" ({} bytes)", s.record.bytes()));
+                }
+                if let Ending::Error(message) = &s.ending {
+                    if !message.starts_with("stopped: ") {
+                        line.push_str(&format!(" [{message}]"));
+                    }
+                }
+                line
+            })
+            .collect();
+        format!(
+            "zerocat: {} {} -> {} via {}: {}",
+            amount(total, self.seconds),
+            self.src.kind,
+            sinks_word(self.sinks.len()),
+            route(&self.record),
+            sinks.join(", ")
+        )
+    }
+
+    fn json(&self) -> String {
+        let sinks: Vec<String> = self
+            .sinks
+            .iter()
+            .map(|s| {
+                let mut o = JsonObject::new();
+                o.str("uri", &s.named.uri)
+                    .str("kind", s.named.kind.name())
+                    .num("bytes", s.record.bytes());
+                record_json(&mut o, &s.record);
+                ending_json(&mut o, &s.ending);
+                o.finish()
+            })
+            .collect();
+        let mut o = JsonObject::new();
+        o.str("command", "tee")
+            .num("bytes", self.record.bytes())
+            .float("seconds", self.seconds)
+            .raw("src", &named_json(&self.src));
+        record_json(&mut o, &self.record);
+        ending_json(&mut o, &self.ending);
+        o.raw("sinks", &json_array(&sinks));
+        o.finish()
+    }
+}

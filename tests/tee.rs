@@ -1,0 +1,612 @@
+//! `zerocat tee`: every sink gets every byte, in order, once — and the report says which
+//! path carried each sink's bytes.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::*;
+
+const SIZES: [usize; 8] = [0, 1, 4095, 4096, 4097, 65537, (1 << 20) + 1, 64 << 20];
+
+/// One sink of a test run: the argument, how to collect its bytes, the path expected.
+enum Kind {
+    File,
+    AppendFile,
+    Stdout,
+    Tcp,
+    Unix,
+}
+
+struct Planned {
+    arg: String,
+    kind: Kind,
+    file: Option<PathBuf>,
+    reader: Option<JoinHandle<Vec<u8>>>,
+}
+
+/// Bytes an append sink holds before the run: they must stay in front.
+const PREFIX: &[u8] = b"kept before the run\n";
+
+fn plan(dir: &Path, kinds: Vec<Kind>) -> Vec<Planned> {
+    kinds
+        .into_iter()
+        .enumerate()
+        .map(|(i, kind)| {
+            let (arg, file, reader) = match kind {
+                Kind::File => {
+                    let p = dir.join(format!("out{i}"));
+                    (format!("file:{}", p.display()), Some(p), None)
+                }
+                Kind::AppendFile => {
+                    let p = write_file(dir, &format!("log{i}"), PREFIX);
+                    (format!("file:{},append", p.display()), Some(p), None)
+                }
+                Kind::Stdout => ("-".to_string(), None, None),
+                Kind::Tcp => {
+                    let (addr, handle) = tcp_sink();
+                    (format!("tcp:{addr}"), None, Some(handle))
+                }
+                Kind::Unix => {
+                    let p = dir.join(format!("s{i}.sock"));
+                    let handle = unix_sink(&p);
+                    (format!("unix:{}", p.display()), None, Some(handle))
+                }
+            };
+            Planned {
+                arg,
+                kind,
+                file,
+                reader,
+            }
+        })
+        .collect()
+}
+
+/// The paths of sink `i` in the JSON report.
+fn sink(report: &Value, i: usize) -> &Value {
+    &report["sinks"][i]
+}
+
+fn sink_path(report: &Value, i: usize) -> String {
+    final_path(sink(report, i))
+}
+
+/// Checks every sink's bytes and the path it reports. `consumer` is the sink the kernel
+/// fan-out splices straight out of the source pipe.
+#[track_caller]
+fn check_sinks(
+    out: &Output,
+    sinks: Vec<Planned>,
+    want: &[u8],
+    via_userspace: bool,
+    consumer: usize,
+) {
+    assert!(out.status.success(), "zerocat failed: {}", stderr_text(out));
+    let report = json_report(&out.stderr);
+    assert_eq!(report["command"], "tee");
+    assert_eq!(report["bytes"].as_u64(), Some(want.len() as u64));
+    assert_eq!(report["sinks"].as_array().unwrap().len(), sinks.len());
+    for (i, s) in sinks.into_iter().enumerate() {
+        let what = format!("sink {i} ({}) of {} bytes", s.arg, want.len());
+        let got = match (&s.kind, s.file, s.reader) {
+            (Kind::Stdout, _, _) => out.stdout.clone(),
+            (_, Some(path), _) => std::fs::read(path).unwrap(),
+            (_, None, Some(reader)) => reader.join().unwrap(),
+            _ => unreachable!(),
+        };
+        match s.kind {
+            Kind::AppendFile => {
+                assert_bytes_eq(&got[..PREFIX.len()], PREFIX, &what);
+                assert_bytes_eq(&got[PREFIX.len()..], want, &what);
+            }
+            _ => assert_bytes_eq(&got, want, &what),
+        }
+        assert_eq!(
+            sink(&report, i)["bytes"].as_u64(),
+            Some(want.len() as u64),
+            "{what}"
+        );
+        assert_eq!(sink(&report, i)["ended"], "eof", "{what}");
+        assert_eq!(
+            sink(&report, i)["uri"].as_str(),
+            Some(s.arg.as_str()),
+            "{what}"
+        );
+        let expected = match s.kind {
+            _ if via_userspace => "userspace",
+            // O_APPEND refuses splice: written from the lane pipe's data (once tried).
+            Kind::AppendFile if !want.is_empty() => "userspace",
+            _ if i == consumer => "splice",
+            _ => "tee",
+        };
+        assert_eq!(
+            sink_path(&report, i),
+            expected,
+            "{what}: {}",
+            sink(&report, i)
+        );
+    }
+}
+
+/// Runs `zerocat --stats json tee SRC <sinks>`, feeding `stdin_data` if given.
+fn run_tee(extra: &[&str], src: &str, sinks: &[Planned], stdin_data: Option<Vec<u8>>) -> Output {
+    let mut cmd = zerocat();
+    cmd.args(extra).args(["--stats", "json", "tee", src]);
+    cmd.args(sinks.iter().map(|s| s.arg.as_str()));
+    run_with_stdin(cmd, stdin_data)
+}
+
+fn run_with_stdin(mut cmd: Command, stdin_data: Option<Vec<u8>>) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    if stdin_data.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd.spawn().expect("spawn zerocat");
+    let feeder = feed(&mut child, stdin_data);
+    let out = wait_with_deadline(child, DEADLINE);
+    if let Some(f) = feeder {
+        f.join().unwrap();
+    }
+    out
+}
+
+fn feed(child: &mut Child, data: Option<Vec<u8>>) -> Option<JoinHandle<()>> {
+    let data = data?;
+    let mut stdin = child.stdin.take().unwrap();
+    Some(thread::spawn(move || {
+        let _ = stdin.write_all(&data);
+    }))
+}
+
+fn five_kinds() -> Vec<Kind> {
+    vec![
+        Kind::File,
+        Kind::AppendFile,
+        Kind::Stdout,
+        Kind::Tcp,
+        Kind::Unix,
+    ]
+}
+
+/// From a file, for every size: `kinds` as sinks, `consumer` the one spliced out of the
+/// source pipe; `extra` are global options (`--via userspace`).
+fn file_to_sinks_for_sizes(
+    sizes: &[usize],
+    kinds: fn() -> Vec<Kind>,
+    consumer: usize,
+    extra: &[&str],
+) {
+    for &size in sizes {
+        let dir = tempdir();
+        let want = data(size);
+        let src = write_file(dir.path(), "in", &want);
+        let sinks = plan(dir.path(), kinds());
+        let out = run_tee(extra, src.to_str().unwrap(), &sinks, None);
+        let userspace = extra.contains(&"userspace");
+        if userspace {
+            assert_eq!(final_path(&json_report(&out.stderr)), "userspace");
+        }
+        check_sinks(&out, sinks, &want, userspace, consumer);
+    }
+}
+
+#[test]
+fn one_sink_gets_every_byte_for_every_size() {
+    file_to_sinks_for_sizes(&SIZES, || vec![Kind::Stdout], 0, &[]);
+}
+
+#[test]
+fn two_sinks_get_every_byte_for_every_size() {
+    // The socket is the consumer; stdout, a pipe, is teed into directly.
+    file_to_sinks_for_sizes(&SIZES, || vec![Kind::Stdout, Kind::Tcp], 1, &[]);
+}
+
+#[test]
+fn five_sinks_of_every_kind_get_every_byte_for_every_size() {
+    file_to_sinks_for_sizes(&SIZES, five_kinds, 4, &[]);
+}
+
+#[test]
+fn a_pipe_source_fans_out_to_five_sinks() {
+    for &size in &[0, 1, 4097, (1 << 20) + 1, 64 << 20] {
+        let dir = tempdir();
+        let want = data(size);
+        let sinks = plan(
+            dir.path(),
+            vec![
+                Kind::Unix,
+                Kind::Stdout,
+                Kind::File,
+                Kind::AppendFile,
+                Kind::Tcp,
+            ],
+        );
+        let out = run_tee(&[], "-", &sinks, Some(want.clone()));
+        let report = json_report(&out.stderr);
+        assert_eq!(report["src"]["kind"], "pipe");
+        check_sinks(&out, sinks, &want, false, 4);
+    }
+}
+
+#[test]
+fn userspace_fan_out_gives_the_same_bytes() {
+    let sizes = [0, 1, 4096, 65537, (1 << 20) + 1, 64 << 20];
+    file_to_sinks_for_sizes(&sizes, five_kinds, usize::MAX, &["--via", "userspace"]);
+}
+
+#[test]
+fn forced_tee_runs_the_kernel_fan_out() {
+    let dir = tempdir();
+    let want = data(3 << 20);
+    let src = write_file(dir.path(), "in", &want);
+    let sinks = plan(dir.path(), vec![Kind::File, Kind::Stdout, Kind::Unix]);
+    let out = run_tee(&["--via", "tee"], src.to_str().unwrap(), &sinks, None);
+    let report = json_report(&out.stderr);
+    assert_eq!(paths(&report), vec![("tee".to_string(), want.len() as u64)]);
+    check_sinks(&out, sinks, &want, false, 2);
+}
+
+#[test]
+fn forced_tee_refuses_an_append_sink_instead_of_writing_it() {
+    let dir = tempdir();
+    let want = data(100_000);
+    let src = write_file(dir.path(), "in", &want);
+    let sinks = plan(dir.path(), vec![Kind::AppendFile, Kind::Stdout]);
+    let out = run_tee(&["--via", "tee"], src.to_str().unwrap(), &sinks, None);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_text(&out));
+    let report = json_report(&out.stderr);
+    assert_eq!(sink(&report, 0)["ended"], "error");
+    assert!(
+        stderr_text(&out).contains("--via tee"),
+        "{}",
+        stderr_text(&out)
+    );
+    // The refused sink got nothing; nothing was written behind the forced path's back.
+    assert_eq!(std::fs::read(dir.path().join("log0")).unwrap(), PREFIX);
+}
+
+#[test]
+fn other_paths_cannot_fan_out() {
+    let out = run({
+        let mut cmd = zerocat();
+        cmd.args(["--via", "sendfile", "tee", "/dev/null", "-"]);
+        cmd
+    });
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_text(&out));
+}
+
+/// A pipe of 4 KiB whose reader takes 4 KiB at a time with pauses.
+fn slow_pipe() -> (OwnedFd, JoinHandle<Vec<u8>>) {
+    let (read, write) = nix::unistd::pipe().unwrap();
+    nix::fcntl::fcntl(write.as_raw_fd(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(4096)).unwrap();
+    let reader = thread::spawn(move || {
+        let mut file = File::from(read);
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        for round in 0.. {
+            let n = file.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+            if round % 4 == 0 {
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
+        got
+    });
+    (write, reader)
+}
+
+/// A FIFO whose reader is quick.
+fn fifo(dir: &Path, name: &str) -> (PathBuf, JoinHandle<Vec<u8>>) {
+    let path = dir.join(name);
+    nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let p = path.clone();
+    let reader = thread::spawn(move || {
+        let mut got = Vec::new();
+        File::open(p).unwrap().read_to_end(&mut got).unwrap();
+        got
+    });
+    (path, reader)
+}
+
+/// Runs tee with the slow pipe as stdout; returns the report and every sink's bytes.
+fn tee_into_slow_stdout(
+    src: &str,
+    sinks: &[String],
+    stdin_data: Option<Vec<u8>>,
+) -> (Output, Vec<u8>) {
+    let (slow, slow_reader) = slow_pipe();
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "tee", src]).args(sinks);
+    cmd.stdout(Stdio::from(slow)).stderr(Stdio::piped());
+    if stdin_data.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd.spawn().unwrap();
+    drop(cmd); // our copy of the pipe's write end: the reader must see EOF
+    let feeder = feed(&mut child, stdin_data);
+    let out = wait_with_deadline(child, DEADLINE);
+    if let Some(f) = feeder {
+        f.join().unwrap();
+    }
+    (out, slow_reader.join().unwrap())
+}
+
+#[test]
+fn a_slow_reader_on_a_4k_pipe_is_teed_into_without_loss_or_duplication() {
+    let dir = tempdir();
+    let want = data((2 << 20) + 12345);
+    let (fifo_path, fifo_reader) = fifo(dir.path(), "fast");
+    let file = dir.path().join("copy");
+    let sinks = [
+        "-".to_string(),
+        fifo_path.display().to_string(),
+        file.display().to_string(),
+    ];
+    // From a pipe: tee(2) copies what the source pipe holds, short into the 4 KiB pipe.
+    let (out, slow) = tee_into_slow_stdout("-", &sinks, Some(want.clone()));
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_bytes_eq(&slow, &want, "slow stdout");
+    assert_bytes_eq(&fifo_reader.join().unwrap(), &want, "fifo");
+    assert_bytes_eq(&std::fs::read(&file).unwrap(), &want, "file");
+    let report = json_report(&out.stderr);
+    assert_eq!(sink_path(&report, 0), "tee");
+    assert_eq!(sink_path(&report, 1), "tee");
+    assert_eq!(sink_path(&report, 2), "splice");
+    for i in 0..3 {
+        assert_eq!(sink(&report, i)["bytes"].as_u64(), Some(want.len() as u64));
+    }
+}
+
+#[test]
+fn a_slow_reader_on_a_4k_pipe_as_the_consumer_loses_nothing() {
+    let dir = tempdir();
+    let want = data((2 << 20) + 777);
+    let src = write_file(dir.path(), "in", &want);
+    let (fifo_path, fifo_reader) = fifo(dir.path(), "fast");
+    // Both sinks are pipes: the last one, the slow stdout, is spliced out of the source's
+    // pipe, and the fast FIFO is teed ahead of it.
+    let sinks = [fifo_path.display().to_string(), "-".to_string()];
+    let (out, slow) = tee_into_slow_stdout(src.to_str().unwrap(), &sinks, None);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_bytes_eq(&slow, &want, "slow stdout");
+    assert_bytes_eq(&fifo_reader.join().unwrap(), &want, "fifo");
+    let report = json_report(&out.stderr);
+    assert_eq!(sink_path(&report, 0), "tee");
+    assert_eq!(sink_path(&report, 1), "splice");
+}
+
+/// A FIFO whose reader takes one byte and leaves.
+fn early_closing_fifo(dir: &Path, name: &str) -> (PathBuf, JoinHandle<()>) {
+    let path = dir.join(name);
+    nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let p = path.clone();
+    let reader = thread::spawn(move || {
+        let mut one = [0u8; 1];
+        File::open(p).unwrap().read_exact(&mut one).unwrap();
+    });
+    (path, reader)
+}
+
+/// A TCP peer that reads a little and closes.
+fn early_closing_tcp() -> (String, JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let reader = thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 1000];
+        s.read_exact(&mut buf).unwrap();
+    });
+    (format!("tcp:{addr}"), reader)
+}
+
+#[test]
+fn a_sink_that_closes_early_stops_the_run_and_is_named() {
+    for via in ["auto", "userspace"] {
+        let dir = tempdir();
+        let want = data(8 << 20);
+        let src = write_file(dir.path(), "in", &want);
+        let (quitter, reader) = early_closing_fifo(dir.path(), "quitter");
+        let copy = dir.path().join("copy");
+        let out = run({
+            let mut cmd = zerocat();
+            cmd.args(["--via", via, "--stats", "json", "tee"])
+                .arg(&src)
+                .arg(&quitter)
+                .arg(&copy);
+            cmd
+        });
+        reader.join().unwrap();
+        let err = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(1), "{via}: {err}");
+        let name = format!("cannot write to 'file:{}'", quitter.display());
+        assert!(
+            err.contains(&name) && err.contains("Broken pipe"),
+            "{via}: {err}"
+        );
+        let report = json_report(&out.stderr);
+        assert_eq!(sink(&report, 0)["ended"], "error");
+        let error = sink(&report, 0)["error"].as_str().unwrap();
+        assert!(error.contains("Broken pipe"), "{error}");
+        assert_eq!(sink(&report, 1)["ended"], "error"); // stopped because of sink 0
+        let expected = if via == "auto" { "tee" } else { "userspace" };
+        assert_eq!(sink_path(&report, 0), expected);
+        // What the file did get is a prefix of the source, counted right.
+        let got = std::fs::read(&copy).unwrap();
+        assert_eq!(sink(&report, 1)["bytes"].as_u64(), Some(got.len() as u64));
+        assert_bytes_eq(&got, &want[..got.len()], "copy prefix");
+    }
+}
+
+#[test]
+fn with_continue_the_other_sinks_get_every_byte() {
+    for via in ["auto", "userspace"] {
+        let dir = tempdir();
+        let want = data(8 << 20);
+        let src = write_file(dir.path(), "in", &want);
+        let (quitter, quitter_reader) = early_closing_fifo(dir.path(), "quitter");
+        let copy = dir.path().join("copy");
+        let (fast, fast_reader) = fifo(dir.path(), "fast");
+        // The TCP quitter is last: the consumer of the kernel fan-out.
+        let (tcp, tcp_reader) = early_closing_tcp();
+        let out = run({
+            let mut cmd = zerocat();
+            cmd.args([
+                "--via",
+                via,
+                "--stats",
+                "json",
+                "tee",
+                "--on-error=continue",
+            ])
+            .arg(&src)
+            .arg(&quitter)
+            .arg(&copy)
+            .arg("-")
+            .arg(&fast)
+            .arg(&tcp);
+            cmd
+        });
+        quitter_reader.join().unwrap();
+        tcp_reader.join().unwrap();
+        let err = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(1), "{via}: {err}");
+        assert!(err.contains("2 of 5 sinks failed"), "{via}: {err}");
+        assert!(err.contains(&quitter.display().to_string()), "{via}: {err}");
+        assert!(err.contains(&tcp), "{via}: {err}");
+        let report = json_report(&out.stderr);
+        assert_eq!(report["ended"], "error");
+        assert_eq!(report["bytes"].as_u64(), Some(want.len() as u64), "{via}");
+        assert_eq!(sink(&report, 0)["ended"], "error");
+        assert_eq!(sink(&report, 4)["ended"], "error");
+        assert_bytes_eq(&std::fs::read(&copy).unwrap(), &want, "copy");
+        assert_bytes_eq(&out.stdout, &want, "stdout");
+        assert_bytes_eq(&fast_reader.join().unwrap(), &want, "fast fifo");
+        for i in 1..=3 {
+            assert_eq!(sink(&report, i)["ended"], "eof", "{via} sink {i}");
+            assert_eq!(sink(&report, i)["bytes"].as_u64(), Some(want.len() as u64));
+            let expected = if via == "auto" { "tee" } else { "userspace" };
+            assert_eq!(sink_path(&report, i), expected, "{via} sink {i}");
+        }
+    }
+}
+
+#[test]
+fn listening_sinks_are_all_announced_then_each_accepts_one_connection() {
+    let dir = tempdir();
+    let want = data((1 << 20) + 3);
+    let src = write_file(dir.path(), "in", &want);
+    let sock = dir.path().join("l.sock");
+    let mut child = zerocat()
+        .args(["--stats", "json", "tee"])
+        .arg(&src)
+        .arg("tcp-listen:0")
+        .arg(format!("unix-listen:{}", sock.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tcp_addr, rest) = listening_addr(&mut child);
+    // The second listener is bound before the first accepts: connect to it first.
+    let unix_reader = {
+        let sock = sock.clone();
+        thread::spawn(move || {
+            for _ in 0..500 {
+                if let Ok(mut s) = std::os::unix::net::UnixStream::connect(&sock) {
+                    let mut got = Vec::new();
+                    s.read_to_end(&mut got).unwrap();
+                    return got;
+                }
+                thread::sleep(Duration::from_millis(10));
+            }
+            panic!("unix listener never came up");
+        })
+    };
+    let mut tcp = std::net::TcpStream::connect(&tcp_addr).unwrap();
+    let mut got_tcp = Vec::new();
+    tcp.read_to_end(&mut got_tcp).unwrap();
+    let out = wait_with_deadline(child, DEADLINE);
+    let stderr = rest.join().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&stderr));
+    assert_bytes_eq(&got_tcp, &want, "tcp-listen sink");
+    assert_bytes_eq(&unix_reader.join().unwrap(), &want, "unix-listen sink");
+    let report = json_report(&stderr);
+    assert_eq!(sink_path(&report, 0), "tee");
+    assert_eq!(sink_path(&report, 1), "splice");
+}
+
+#[test]
+fn text_report_names_every_sink_and_its_path() {
+    let dir = tempdir();
+    let want = data(70_000);
+    let src = write_file(dir.path(), "in", &want);
+    let copy = dir.path().join("copy");
+    let out = run({
+        let mut cmd = zerocat();
+        cmd.arg("tee").arg(&src).arg(&copy).arg("-");
+        cmd
+    });
+    assert!(out.status.success());
+    assert_bytes_eq(&out.stdout, &want, "stdout");
+    let err = stderr_text(&out);
+    assert!(err.contains("-> 2 sinks via tee"), "{err}");
+    assert!(
+        err.contains(&format!("'file:{}' file via splice", copy.display())),
+        "{err}"
+    );
+    assert!(err.contains("'-' pipe via tee"), "{err}");
+}
+
+#[test]
+fn sigint_stops_between_rounds_with_every_sink_level() {
+    let dir = tempdir();
+    let want = data(100_000);
+    let copy = dir.path().join("copy");
+    let mut child = zerocat()
+        .args(["--stats", "json", "tee", "-"])
+        .arg(&copy)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Keep the source open: zerocat blocks in tee(2) waiting for more.
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&want).unwrap();
+    let mut waited = 0;
+    while std::fs::metadata(&copy).map_or(0, |m| m.len()) < want.len() as u64 {
+        assert!(waited < 6000, "the file never got the bytes");
+        thread::sleep(Duration::from_millis(10));
+        waited += 10;
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = wait_with_deadline(child, DEADLINE);
+    drop(stdin);
+    assert_eq!(out.status.code(), Some(130), "{}", stderr_text(&out));
+    let report = json_report(&out.stderr);
+    assert_eq!(report["ended"], "signal");
+    assert_eq!(report["bytes"].as_u64(), Some(want.len() as u64));
+    assert_bytes_eq(&out.stdout, &want, "stdout");
+    assert_bytes_eq(&std::fs::read(&copy).unwrap(), &want, "file");
+    for i in 0..2 {
+        assert_eq!(sink(&report, i)["ended"], "signal");
+        assert_eq!(sink(&report, i)["bytes"].as_u64(), Some(want.len() as u64));
+    }
+    assert_eq!(sink_path(&report, 0), "splice");
+    assert_eq!(sink_path(&report, 1), "tee");
+}
