@@ -7,8 +7,8 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::copy::{CopyConfig, SparseMode};
 use crate::endpoint::{self, Endpoint};
-use crate::engine::ReflinkMode;
 use crate::engine::tee::OnError;
+use crate::engine::ReflinkMode;
 use crate::engine::{Path, Via};
 use crate::pipe::PipeConfig;
 use crate::report::StatsFormat;

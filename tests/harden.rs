@@ -513,14 +513,15 @@ const SITES: &[Site] = &[
         then: "userspace",
         later: 3,
     },
-    // socket -> our pipe -> file: call 1 fills our pipe, call 2 empties it, call 3 refills.
+    // socket -> our pipe -> file: call 1 asks the sink whether it takes splice (our empty
+    // pipe, non-blocking), call 2 fills our pipe, call 3 empties it, call 4 refills.
     Site {
         sub: Sub::Pipe,
         shape: (Src::Socket, Dst::File),
         syscall: "splice",
         path: "splice",
         then: "userspace",
-        later: 3,
+        later: 4,
     },
 ];
 
@@ -566,12 +567,12 @@ fn fault_cases(syscall: &str) -> Vec<FaultCase<'static>> {
             add(e, site.later, Expect::CleanError);
         }
         if site.shape == (Src::Socket, Dst::File) {
-            // Call 2 empties our pipe into the file: refused before a byte reached the sink,
+            // Call 3 empties our pipe into the file: refused before a byte reached the sink,
             // the bytes already in our pipe go out with plain writes, then userspace goes on.
             for &e in UNSUPPORTED {
-                add(e, 2, Expect::FellBack);
+                add(e, 3, Expect::FellBack);
             }
-            add(FATAL[1], 2, Expect::CleanError);
+            add(FATAL[1], 3, Expect::CleanError);
         }
         if site.syscall == "copy_file_range" {
             // A first 0 is not trusted as EOF (procfs, FUSE): fall back.

@@ -113,6 +113,11 @@ fn through(
     meter: &Meter,
     limit: u64,
 ) -> Outcome {
+    // Before taking a byte from the source: once bytes sit in our pipe they must go out,
+    // and a forced `--via splice` that the sink refuses must move nothing.
+    if let Err(e) = sys::sink_takes_splice(pipe.read.as_fd(), dst) {
+        return refuse_or_fail(e, 0, Side::Sink);
+    }
     let mut delivered = 0u64;
     loop {
         if delivered == limit {

@@ -58,6 +58,31 @@ pub fn splice(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, len: usize) -> Result<us
     })
 }
 
+/// Asks whether `dst` takes splice from pipe `empty` (which must hold no data and have a
+/// writer open): the kernel checks the sink (O_APPEND, no splice_write…) before it waits
+/// for pipe data, so a sink that would take it answers EAGAIN under SPLICE_F_NONBLOCK,
+/// one that would not answers with the refusal, and no byte moves either way.
+pub fn sink_takes_splice(empty: BorrowedFd<'_>, dst: BorrowedFd<'_>) -> Result<(), Errno> {
+    loop {
+        // SAFETY: valid fds, NULL offsets.
+        let ret = unsafe {
+            libc::splice(
+                empty.as_raw_fd(),
+                ptr::null_mut(),
+                dst.as_raw_fd(),
+                ptr::null_mut(),
+                1,
+                libc::SPLICE_F_NONBLOCK,
+            )
+        };
+        match cvt(ret) {
+            Ok(_) | Err(Errno::EAGAIN) => return Ok(()),
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// tee(2): duplicate up to `len` bytes from pipe `src` into pipe `dst` without consuming.
 pub fn tee(
     src: BorrowedFd<'_>,
