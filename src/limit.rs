@@ -63,6 +63,13 @@ impl Pacer {
     }
 }
 
+/// "; limited to 2.00 MiB/s" for a `-v` plan line, or nothing.
+pub fn plan_words(limit: Option<u64>) -> String {
+    limit.map_or_else(String::new, |rate| {
+        format!("; limited to {}/s", crate::report::human_bytes(rate))
+    })
+}
+
 /// Parses a byte count or rate: `4096`, `10M`, `1.5G`, `500k`, `2MiB`, `10M/s`.
 /// Units are binary whatever their spelling (pv's habit): k = 1024, M = 1024², …
 pub fn parse_bytes(text: &str) -> Result<u64, String> {

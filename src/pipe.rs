@@ -42,14 +42,8 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         dst_info,
     };
     let middle = prepare_splice(&ends, &chain)?;
-    let mut plan = plan_line(cfg, &ends, &chain, middle.as_ref());
-    if let Some(rate) = opts.limit {
-        plan.push_str(&format!(
-            "; limited to {}/s",
-            crate::report::human_bytes(rate)
-        ));
-    }
-    opts.print_plan(&plan);
+    let plan = plan_line(cfg, &ends, &chain, middle.as_ref());
+    opts.print_plan(&(plan + &crate::limit::plan_words(opts.limit)));
 
     let meter = progress::meter(opts);
     let mut watch = Watch::new(&meter).total(opts.size.or_else(|| remaining(&ends)));
@@ -107,8 +101,13 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
 /// Bytes left in a regular-file source from its current offset (an inherited fd may have
 /// been read from already): the progress total.
 pub fn remaining(ends: &Ends<'_>) -> Option<u64> {
-    let size = ends.src_info.size?;
-    let offset = nix::unistd::lseek(ends.src.as_raw_fd(), 0, nix::unistd::Whence::SeekCur).ok()?;
+    remaining_in(ends.src, &ends.src_info)
+}
+
+/// [`remaining`] of any source fd.
+pub fn remaining_in(src: BorrowedFd<'_>, info: &FdInfo) -> Option<u64> {
+    let size = info.size?;
+    let offset = nix::unistd::lseek(src.as_raw_fd(), 0, nix::unistd::Whence::SeekCur).ok()?;
     Some(size.saturating_sub(offset.max(0) as u64))
 }
 

@@ -15,7 +15,7 @@
 //! opts.print_report(...);
 //! ```
 
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -35,6 +35,8 @@ const TICK: Duration = Duration::from_millis(200);
 #[derive(Debug, Default)]
 pub struct Meter {
     delivered: AtomicU64,
+    /// Of those, bytes that moved no data (a reflink): shown, not paced.
+    unpaced: AtomicU64,
     pacer: Option<Pacer>,
 }
 
@@ -46,13 +48,20 @@ impl Meter {
     /// A meter that holds the transfer to `rate` bytes per second (none: unlimited).
     pub fn limited(rate: Option<u64>) -> Meter {
         Meter {
-            delivered: AtomicU64::new(0),
             pacer: rate.map(Pacer::new),
+            ..Meter::default()
         }
     }
 
     pub fn add(&self, n: u64) {
         self.delivered.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts bytes that cost no transfer (a reflink shares extents): they show in the
+    /// progress, and `--limit` does not make the next file wait for them.
+    pub fn add_unpaced(&self, n: u64) {
+        self.unpaced.fetch_add(n, Ordering::Relaxed);
+        self.add(n);
     }
 
     pub fn delivered(&self) -> u64 {
@@ -66,7 +75,12 @@ impl Meter {
     pub fn chunk(&self, len: usize) -> usize {
         match &self.pacer {
             None => len,
-            Some(pacer) => pacer.next_chunk(self.delivered(), len),
+            Some(pacer) => {
+                let paced = self
+                    .delivered()
+                    .saturating_sub(self.unpaced.load(Ordering::Relaxed));
+                pacer.next_chunk(paced, len)
+            }
         }
     }
 
@@ -131,7 +145,7 @@ impl Progress for NoProgress {
 }
 
 /// An indicatif bar on stderr: bytes, rate, elapsed, and size and ETA when the total is
-/// known; a counter otherwise.
+/// known; a counter otherwise (until the total becomes known).
 pub struct Bar {
     bar: ProgressBar,
 }
@@ -139,34 +153,46 @@ pub struct Bar {
 impl Bar {
     pub fn new(total: Option<u64>) -> Bar {
         // A TermLike target draws also when stderr is not a terminal (`--progress`
-        // forces it); indicatif's plain stderr target would hide itself there.
-        let target = ProgressDrawTarget::term_like_with_hz(Box::new(console::Term::stderr()), 10);
-        let (bar, template) = match total {
-            Some(total) => (
-                ProgressBar::with_draw_target(Some(total), target),
-                "zerocat: {bytes} / {total_bytes} [{bar:30}] {binary_bytes_per_sec} {elapsed} ETA {eta} {msg}",
-            ),
-            None => (
-                ProgressBar::with_draw_target(None, target),
-                "zerocat: {spinner} {bytes} {binary_bytes_per_sec} {elapsed} {msg}",
-            ),
+        // forces it); indicatif's plain stderr target would hide itself there. Each
+        // setter below may draw: a rate limit well above TICK's lets the last one (the
+        // whole new state) through.
+        let target = ProgressDrawTarget::term_like_with_hz(Box::new(console::Term::stderr()), 20);
+        let bar = Bar {
+            bar: ProgressBar::with_draw_target(total, target),
+        };
+        bar.restyle(total.is_some());
+        bar
+    }
+
+    /// The template for what is known: with a total, the bar and ETA.
+    fn restyle(&self, with_total: bool) {
+        let template = match with_total {
+            true => "zerocat: {bytes} / {total_bytes} [{bar:30}] {binary_bytes_per_sec} {elapsed} ETA {eta} {msg}",
+            false => "zerocat: {spinner} {bytes} {binary_bytes_per_sec} {elapsed} {msg}",
         };
         let style = ProgressStyle::with_template(template)
             .expect("the template is valid")
             .progress_chars("=> ");
-        bar.set_style(style);
-        Bar { bar }
+        self.bar.set_style(style);
     }
 }
 
 impl Progress for Bar {
     fn update(&mut self, now: &Snapshot) {
-        if let Some(status) = &now.status {
-            self.bar.set_message(status.clone());
+        match now.total {
+            Some(total) if self.bar.length() != Some(total) => {
+                // Known late (copy's walk of the tree) or changed.
+                self.restyle(true);
+                self.bar.set_length(total);
+            }
+            _ => {}
         }
         self.bar.set_position(now.bytes);
         if now.total.is_none() {
             self.bar.tick();
+        }
+        if let Some(status) = &now.status {
+            self.bar.set_message(status.clone());
         }
     }
     fn println(&mut self, line: &str) {
@@ -178,12 +204,13 @@ impl Progress for Bar {
 }
 
 type StatusFn = Box<dyn Fn() -> String + Send>;
+type TotalFn = Box<dyn Fn() -> Option<u64> + Send>;
 
 /// What the drawing thread watches; `start` launches it.
 pub struct Watch {
     meter: Arc<Meter>,
-    total: Option<u64>,
-    sink_pipe: Option<OwnedFd>,
+    total: Option<TotalFn>,
+    sink_pipes: Vec<OwnedFd>,
     status: Option<StatusFn>,
 }
 
@@ -192,22 +219,32 @@ impl Watch {
         Watch {
             meter: Arc::clone(meter),
             total: None,
-            sink_pipe: None,
+            sink_pipes: Vec::new(),
             status: None,
         }
     }
 
     /// The bytes the transfer will move, when known: ETA and percentage.
-    pub fn total(mut self, total: Option<u64>) -> Watch {
-        self.total = total;
+    pub fn total(self, total: Option<u64>) -> Watch {
+        self.total_from(move || total)
+    }
+
+    /// A total that may become known during the run (copy walks the tree meanwhile),
+    /// asked for at each tick.
+    pub fn total_from(mut self, total: impl Fn() -> Option<u64> + Send + 'static) -> Watch {
+        self.total = Some(Box::new(total));
         self
     }
 
     /// The sink is a pipe: what still sits in it (FIONREAD) is not delivered yet, and
     /// is subtracted. The fd is duplicated for the drawing thread and closed by
     /// `finish`, so finish before expecting the reader to see EOF.
+    ///
+    /// Called for several pipe sinks (tee, whose meter counts what the slowest sink got),
+    /// the fullest pipe is subtracted: never more than was delivered to every sink, and
+    /// short of it by at most one pipe's worth.
     pub fn sink_pipe(mut self, fd: BorrowedFd<'_>) -> Watch {
-        self.sink_pipe = fd.try_clone_to_owned().ok();
+        self.sink_pipes.extend(fd.try_clone_to_owned().ok());
         self
     }
 
@@ -221,7 +258,7 @@ impl Watch {
     /// watcher.
     pub fn start(self, opts: &Options) -> ProgressGuard {
         let display: Box<dyn Progress> = if opts.progress {
-            Box::new(Bar::new(self.total))
+            Box::new(Bar::new(self.total.as_ref().and_then(|f| f())))
         } else {
             Box::new(NoProgress)
         };
@@ -230,22 +267,33 @@ impl Watch {
 
     /// Starts the drawing thread with any display.
     pub fn start_with(self, mut display: Box<dyn Progress>) -> ProgressGuard {
-        let (stop, stopped) = mpsc::channel::<()>();
+        let (stop, stopped) = mpsc::channel::<String>();
         let started = Instant::now();
         crate::process::take_progress_request(); // a request from before we started is stale
         let thread = std::thread::Builder::new()
             .name("zerocat-progress".into())
-            .spawn(move || loop {
-                let done = !matches!(stopped.recv_timeout(TICK), Err(RecvTimeoutError::Timeout));
-                if done {
-                    display.finish();
-                    return;
+            .spawn(move || {
+                let mut tick = started + TICK;
+                loop {
+                    // Lines in between do not delay the tick.
+                    match stopped.recv_timeout(tick.saturating_duration_since(Instant::now())) {
+                        Ok(line) => {
+                            display.println(&line);
+                            continue;
+                        }
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Err(RecvTimeoutError::Disconnected) => {
+                            display.finish();
+                            return;
+                        }
+                    }
+                    tick = Instant::now() + TICK;
+                    let now = self.snapshot(started);
+                    if crate::process::take_progress_request() {
+                        display.println(&now.line());
+                    }
+                    display.update(&now);
                 }
-                let now = self.snapshot(started);
-                if crate::process::take_progress_request() {
-                    display.println(&now.line());
-                }
-                display.update(&now);
             })
             .ok();
         ProgressGuard {
@@ -255,16 +303,16 @@ impl Watch {
     }
 
     fn snapshot(&self, started: Instant) -> Snapshot {
-        let mut bytes = self.meter.delivered();
-        if let Some(fd) = &self.sink_pipe {
-            // SAFETY: the fd is ours (a dup) and open for as long as self lives.
-            let fd = unsafe { BorrowedFd::borrow_raw(fd.as_raw_fd()) };
-            let queued = crate::engine::sys::queued(fd).unwrap_or(0) as u64;
-            bytes = bytes.saturating_sub(queued);
-        }
+        let queued = self
+            .sink_pipes
+            .iter()
+            .map(|fd| crate::engine::sys::queued(fd.as_fd()).unwrap_or(0) as u64)
+            .max()
+            .unwrap_or(0);
+        let bytes = self.meter.delivered().saturating_sub(queued);
         Snapshot {
             bytes,
-            total: self.total,
+            total: self.total.as_ref().and_then(|f| f()),
             elapsed: started.elapsed(),
             status: self.status.as_ref().map(|f| f()),
         }
@@ -273,11 +321,25 @@ impl Watch {
 
 /// The running drawing thread. `finish` (or drop) stops it and clears the bar.
 pub struct ProgressGuard {
-    stop: Option<Sender<()>>,
+    /// Lines to print; dropping it stops the thread.
+    stop: Option<Sender<String>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl ProgressGuard {
+    /// Prints a line on stderr (a `-v` line, an error that does not stop the run) above
+    /// the bar instead of through it; in order with the lines before it, and before the
+    /// report, since `finish` prints what is queued before it returns.
+    pub fn println(&self, line: String) {
+        let unsent = match (&self.stop, &self.thread) {
+            (Some(sender), Some(_)) => sender.send(line).err().map(|e| e.0),
+            _ => Some(line),
+        };
+        if let Some(line) = unsent {
+            eprintln!("{line}");
+        }
+    }
+
     /// Stops drawing and clears the bar: call before printing the report.
     pub fn finish(mut self) {
         self.stop_thread();

@@ -12,10 +12,10 @@ use crate::engine::{Failure, Path, Record, Side, Via};
 use crate::exit::{ExitCode, UsageError};
 use crate::fdkind::{self, FdInfo, FdKind};
 use crate::pipe::{
-    describe, failure_message, finish_socket_sink, refuse_same_file, truncate_if_pending,
-    PipeConfig,
+    describe, failure_message, finish_socket_sink, refuse_same_file, remaining_in,
+    truncate_if_pending, PipeConfig,
 };
-use crate::progress::Meter;
+use crate::progress::{self, Watch};
 use crate::report::{
     amount, ending_json, json_array, named_json, record_json, route, Ending, JsonObject, Named,
     StatsFormat,
@@ -84,9 +84,20 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         })
         .collect();
     let infos: Vec<FdInfo> = opened.iter().map(|(_, info)| *info).collect();
-    opts.print_plan(&plan_line(opts.via, cfg, &src_info, &infos));
+    opts.print_plan(
+        &(plan_line(opts.via, cfg, &src_info, &infos) + &crate::limit::plan_words(opts.limit)),
+    );
 
-    let meter = Meter::new();
+    // Counts what every sink got (the slowest one), less what still sits in sink pipes.
+    let meter = progress::meter(opts);
+    let mut watch = Watch::new(&meter).total(
+        opts.size
+            .or_else(|| remaining_in(src.fd.as_fd(), &src_info)),
+    );
+    for sink in sinks.iter().filter(|s| s.info.kind == FdKind::Pipe) {
+        watch = watch.sink_pipe(sink.fd);
+    }
+    let progress = watch.start(opts);
     let started = Instant::now();
     let out = fan::fan_out(
         src.fd.as_fd(),
@@ -102,6 +113,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    progress.finish();
     conclude(opts, cfg, &src_info, &infos, out, seconds)
 }
 

@@ -38,7 +38,7 @@ pub fn clone(ends: &Ends<'_>, meter: &Meter) -> Outcome {
     match nix::sys::stat::fstat(ends.dst.as_raw_fd()) {
         Ok(st) => {
             let size = st.st_size as u64;
-            meter.add(size);
+            meter.add_unpaced(size);
             Outcome::Ended(size)
         }
         Err(e) => Outcome::Failed(0, Failure::Io(e.into(), Side::Sink)),

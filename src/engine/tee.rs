@@ -257,6 +257,8 @@ struct Kernel<'a> {
     /// Shared by every delivery with writes (and by discarding): constant memory.
     scratch: Vec<u8>,
     failure: Option<Failure>,
+    /// What the meter was told every live sink has got.
+    slowest: Slowest,
 }
 
 impl<'a> Kernel<'a> {
@@ -312,6 +314,7 @@ impl<'a> Kernel<'a> {
             forced,
             scratch: Vec::new(),
             failure: None,
+            slowest: Slowest::default(),
         }
     }
 
@@ -337,9 +340,11 @@ impl<'a> Kernel<'a> {
             if !self.lanes.iter().any(Lane::live) {
                 break;
             }
+            // `--limit`: how much this round may take in (it may sleep first).
+            let quota = meter.chunk(sys::MAX_CHUNK);
             // 1. Fill our inbound pipe once it is empty.
             if self.inbound.is_some() && self.queued == 0 {
-                match self.fill() {
+                match self.fill(quota) {
                     Ok(0) => break,
                     Ok(n) => self.queued = n,
                     Err(Errno::EINTR) => continue,
@@ -363,7 +368,7 @@ impl<'a> Kernel<'a> {
                     Feed::Lane(pipe) => pipe.write.as_fd(),
                     _ => lane.fd,
                 };
-                match tee_once(head, target) {
+                match tee_once(head, target, quota) {
                     Ok(0) => {
                         eof = true;
                         break;
@@ -395,10 +400,9 @@ impl<'a> Kernel<'a> {
             }
             // 3. Consume from S what every lane has been given, feeding the consumer.
             if !stop {
-                match self.consume() {
+                match self.consume(quota) {
                     Ok(Some(0)) => break, // an external source pipe at EOF
-                    Ok(Some(n)) => meter.add(n as u64),
-                    Ok(None) => {}
+                    Ok(_) => {}
                     Err(()) => stop |= on_error == OnError::Fail,
                 }
             }
@@ -409,6 +413,8 @@ impl<'a> Kernel<'a> {
                     stop |= on_error == OnError::Fail;
                 }
             }
+            self.slowest
+                .report(self.lanes.iter().map(|l| &l.out), meter);
         }
         // After a stop, what is already in lane pipes still goes out.
         for i in 0..self.lanes.len() {
@@ -416,14 +422,17 @@ impl<'a> Kernel<'a> {
                 self.lanes[i].fail(e);
             }
         }
+        self.slowest
+            .report(self.lanes.iter().map(|l| &l.out), meter);
         Ok(())
     }
 
-    /// splice the source into our inbound pipe (blocking until data or EOF).
-    fn fill(&self) -> Result<usize, Errno> {
+    /// splice up to `quota` bytes of the source into our inbound pipe (blocking until
+    /// data or EOF).
+    fn fill(&self, quota: usize) -> Result<usize, Errno> {
         let pipe = self.inbound.expect("fill needs our inbound pipe");
         loop {
-            match sys::splice(self.src, pipe.write.as_fd(), pipe.size) {
+            match sys::splice(self.src, pipe.write.as_fd(), pipe.size.min(quota)) {
                 Err(Errno::EAGAIN) => sys::wait(self.src, PollFlags::POLLIN)?,
                 other => return other,
             }
@@ -431,10 +440,11 @@ impl<'a> Kernel<'a> {
     }
 
     /// Consumes from S the bytes every live tee lane holds (or, with no tee lane, what
-    /// the consumer takes), delivering them to the consumer, or discarding them when the
-    /// consumer is gone. `Ok(Some(n))`: consumed n (0 = EOF of an external source);
-    /// `Ok(None)`: nothing to consume yet; `Err`: the consumer failed now.
-    fn consume(&mut self) -> Result<Option<usize>, ()> {
+    /// the consumer takes, at most `quota`), delivering them to the consumer, or
+    /// discarding them when the consumer is gone. `Ok(Some(n))`: consumed n (0 = EOF of
+    /// an external source); `Ok(None)`: nothing to consume yet; `Err`: the consumer
+    /// failed now.
+    fn consume(&mut self, quota: usize) -> Result<Option<usize>, ()> {
         let head = self.head;
         let bound = self
             .lanes
@@ -459,7 +469,7 @@ impl<'a> Kernel<'a> {
             feed_consumer(
                 head,
                 &mut self.lanes[consumer],
-                limit,
+                limit.ok_or(quota),
                 self.forced,
                 &mut self.scratch,
             )
@@ -532,6 +542,28 @@ impl<'a> Kernel<'a> {
     }
 }
 
+/// The progress count of a fan-out: bytes delivered to every sink still running, i.e. to
+/// the slowest one (a sink that failed no longer holds the others back).
+#[derive(Debug, Default)]
+struct Slowest {
+    told: u64,
+}
+
+impl Slowest {
+    /// Tells `meter` what the slowest live sink got since the last call.
+    fn report<'o>(&mut self, sinks: impl IntoIterator<Item = &'o SinkOutcome>, meter: &Meter) {
+        let least = sinks
+            .into_iter()
+            .filter(|s| s.failure.is_none())
+            .map(SinkOutcome::bytes)
+            .min();
+        if let Some(least) = least.filter(|&n| n > self.told) {
+            meter.add(least - self.told);
+            self.told = least;
+        }
+    }
+}
+
 /// A sink pipe someone shrank on purpose stays as it is; a default-sized one is grown.
 fn grow_unless_shrunk(fd: BorrowedFd<'_>) {
     use std::os::fd::AsRawFd;
@@ -541,11 +573,11 @@ fn grow_unless_shrunk(fd: BorrowedFd<'_>) {
     }
 }
 
-/// One tee(2) of the whole head of `head` into `target`, waiting out EAGAIN (an empty
-/// non-blocking source, or a full non-blocking sink).
-fn tee_once(head: BorrowedFd<'_>, target: BorrowedFd<'_>) -> Result<usize, Errno> {
+/// One tee(2) of the head of `head` (at most `quota` bytes) into `target`, waiting out
+/// EAGAIN (an empty non-blocking source, or a full non-blocking sink).
+fn tee_once(head: BorrowedFd<'_>, target: BorrowedFd<'_>, quota: usize) -> Result<usize, Errno> {
     loop {
-        match sys::tee(head, target, sys::MAX_CHUNK, false) {
+        match sys::tee(head, target, quota, false) {
             Err(Errno::EAGAIN) => {
                 sys::wait(head, PollFlags::POLLIN)?;
                 sys::wait(target, PollFlags::POLLOUT)?;
@@ -555,18 +587,22 @@ fn tee_once(head: BorrowedFd<'_>, target: BorrowedFd<'_>) -> Result<usize, Errno
     }
 }
 
-/// Feeds the consumer from `head`: exactly `limit` bytes, or with no limit one call's
-/// worth (0 at EOF). Returns what left `head`; on error, also what left it before.
+/// Feeds the consumer from `head`: exactly `Ok(limit)` bytes, or for `Err(quota)` one
+/// call's worth of at most `quota` (0 at EOF). Returns what left `head`; on error, also
+/// what left it before.
 fn feed_consumer(
     head: BorrowedFd<'_>,
     lane: &mut Lane<'_>,
-    limit: Option<usize>,
+    limit: Result<usize, usize>,
     forced: bool,
     scratch: &mut Vec<u8>,
 ) -> Result<usize, (usize, Errno)> {
     let mut taken = 0;
     loop {
-        let want = limit.map_or(sys::MAX_CHUNK, |l| l - taken);
+        let want = match limit {
+            Ok(l) => l - taken,
+            Err(quota) => quota,
+        };
         if want == 0 {
             return Ok(taken);
         }
@@ -581,7 +617,7 @@ fn feed_consumer(
                 Err(Errno::EINTR) => continue,
                 Err(Errno::EAGAIN) => {
                     // The head holds bytes when bounded; unbounded, it may be empty.
-                    let waited = if limit.is_none() {
+                    let waited = if limit.is_err() {
                         sys::wait(head, PollFlags::POLLIN)
                     } else {
                         Ok(())
@@ -601,7 +637,7 @@ fn feed_consumer(
             Ok(n) => {
                 lane.credit(n);
                 taken += n;
-                if limit.is_none() {
+                if limit.is_err() {
                     return Ok(n);
                 }
             }
@@ -668,12 +704,15 @@ fn userspace(src: BorrowedFd<'_>, sinks: &[Sink<'_>], on_error: OnError, meter: 
     let mut buf = vec![0u8; SCRATCH];
     let mut read_total = 0u64;
     let mut failure = None;
+    let mut slowest = Slowest::default();
     'rounds: while outs.iter().any(|o| o.failure.is_none()) {
+        slowest.report(&outs, meter);
+        let want = meter.chunk(buf.len());
         if crate::process::interrupted() {
             failure = Some(Failure::Interrupted);
             break;
         }
-        let n = match sys::read(src, &mut buf) {
+        let n = match sys::read(src, &mut buf[..want]) {
             Ok(0) => break,
             Ok(n) => n,
             Err(Errno::EINTR) => continue,
@@ -690,7 +729,6 @@ fn userspace(src: BorrowedFd<'_>, sinks: &[Sink<'_>], on_error: OnError, meter: 
             }
         };
         read_total += n as u64;
-        meter.add(n as u64);
         for (sink, out) in sinks.iter().zip(outs.iter_mut()) {
             if out.failure.is_some() {
                 continue;
@@ -707,6 +745,7 @@ fn userspace(src: BorrowedFd<'_>, sinks: &[Sink<'_>], on_error: OnError, meter: 
             }
         }
     }
+    slowest.report(&outs, meter);
     let mut record = Record::default();
     record.add(Path::Userspace, read_total);
     FanOut {
