@@ -205,6 +205,184 @@ fn sigusr1_prints_one_progress_line() {
     assert_eq!(final_path(&json_report(&out.stderr)), "copy_file_range");
 }
 
+/// A temp dir holding a tree "src" of `n` files of `len` test bytes each (all different),
+/// in two directories; returns each file's path under the tree and its bytes.
+fn tree(n: usize, len: usize) -> (tempfile::TempDir, PathBuf, Vec<(PathBuf, Vec<u8>)>) {
+    let dir = tempdir();
+    let root = dir.path().join("src");
+    let all = data(n * len);
+    let files = all
+        .chunks(len)
+        .enumerate()
+        .map(|(i, bytes)| {
+            let rel = PathBuf::from(format!("d{}", i % 2)).join(format!("f{i}"));
+            std::fs::create_dir_all(root.join(&rel).parent().unwrap()).unwrap();
+            std::fs::write(root.join(&rel), bytes).unwrap();
+            (rel, bytes.to_vec())
+        })
+        .collect();
+    (dir, root, files)
+}
+
+#[track_caller]
+fn assert_tree_copied(dst: &std::path::Path, files: &[(PathBuf, Vec<u8>)]) {
+    for (rel, bytes) in files {
+        let got = std::fs::read(dst.join(rel)).unwrap();
+        assert_bytes_eq(&got, bytes, &rel.display().to_string());
+    }
+}
+
+/// `zerocat --stats json copy -r --reflink=never SRC DST` with `flags` first.
+fn copy_tree(flags: &[&str], src: &std::path::Path, dst: &std::path::Path) -> Command {
+    let mut cmd = zerocat();
+    cmd.args(flags)
+        .args(["--stats", "json", "copy", "-r", "--reflink", "never"])
+        .arg(src)
+        .arg(dst);
+    cmd
+}
+
+#[test]
+fn copy_progress_counts_bytes_and_files_of_the_tree() {
+    let (dir, src, files) = tree(4, 512 << 10);
+    let dst = dir.path().join("dst");
+    let out = run(copy_tree(&["--progress", "--limit", "2M"], &src, &dst));
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_tree_copied(&dst, &files);
+    let text = stderr_text(&out);
+    // The totals come from a walk of the tree: bytes and files.
+    assert!(text.contains("/4 files"), "no files counter: {text:?}");
+    assert_bar_then_report(&text, "copy_file_range");
+    let report: serde_json::Value = serde_json::from_str(&last_line(&text)).unwrap();
+    assert_eq!(report["files"].as_u64(), Some(4));
+    assert_eq!(
+        paths(&report),
+        vec![("copy_file_range".to_string(), 2 << 20)]
+    );
+}
+
+#[test]
+fn copy_limit_2m_on_6mib_takes_at_least_2_5_s_and_keeps_copy_file_range() {
+    // Six files of 1 MiB: one pacer for the whole copy. A pacer per file would let each
+    // file's first slice through unpaced and finish in ~2.25 s.
+    let (dir, src, files) = tree(6, 1 << 20);
+    let dst = dir.path().join("dst");
+    let started = Instant::now();
+    let out = run(copy_tree(&["--limit", "2M"], &src, &dst));
+    let took = started.elapsed();
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_tree_copied(&dst, &files);
+    assert!(took >= Duration::from_millis(2500), "took {took:?}");
+    let report = json_report(&out.stderr);
+    assert_eq!(
+        paths(&report),
+        vec![("copy_file_range".to_string(), 6 << 20)]
+    );
+}
+
+#[test]
+fn sigusr1_prints_one_progress_line_for_copy() {
+    let (dir, src, files) = tree(4, 1 << 20);
+    let dst = dir.path().join("dst");
+    let mut cmd = copy_tree(&["--limit", "2M"], &src, &dst);
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bytes in a destination file mean the handlers are installed.
+    let started = Instant::now();
+    let copied = |d: &str| {
+        std::fs::read_dir(dst.join(d))
+            .map(|l| {
+                l.flatten()
+                    .map(|f| f.metadata().map_or(0, |m| m.len()))
+                    .sum()
+            })
+            .unwrap_or(0u64)
+    };
+    while copied("d0") + copied("d1") == 0 {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "zerocat never started writing"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let killed = Command::new("kill")
+        .args(["-USR1", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = wait_with_deadline(child, DEADLINE);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_tree_copied(&dst, &files);
+    let err = stderr_text(&out);
+    // No bar, so no walk for totals: bytes, rate and the files done so far.
+    let progress: Vec<&str> = err.lines().filter(|l| l.contains(" done")).collect();
+    assert_eq!(progress.len(), 1, "one progress line: {err}");
+    assert!(
+        progress[0].starts_with("zerocat: ") && progress[0].contains("/s), "),
+        "{err}"
+    );
+    assert_eq!(final_path(&json_report(&out.stderr)), "copy_file_range");
+}
+
+/// `zerocat --stats json tee SRC a b` with `flags` first: b is fed by splice out of the
+/// source's pipe, a by tee(2) into a pipe of its own.
+fn tee_two_files(flags: &[&str], src: &std::path::Path, dir: &std::path::Path) -> Command {
+    let mut cmd = zerocat();
+    cmd.args(flags)
+        .args(["--stats", "json", "tee"])
+        .arg(src)
+        .arg(dir.join("a"))
+        .arg(dir.join("b"));
+    cmd
+}
+
+#[test]
+fn tee_progress_draws_a_bar_then_the_report() {
+    let (dir, payload, src) = source(2 << 20);
+    let mut cmd = zerocat();
+    cmd.args(["--progress", "--limit", "4M", "--stats", "json", "tee"])
+        .arg(&src)
+        .arg(dir.path().join("a"))
+        .arg("-");
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_bytes_eq(&out.stdout, &payload, "stdout");
+    assert_bytes_eq(&std::fs::read(dir.path().join("a")).unwrap(), &payload, "a");
+    let text = stderr_text(&out);
+    assert_bar_then_report(&text, "tee");
+    let report: serde_json::Value = serde_json::from_str(&last_line(&text)).unwrap();
+    // The file is fed out of the source's pipe, stdout (a pipe) by tee(2) directly.
+    assert_eq!(final_path(&report["sinks"][0]), "splice");
+    assert_eq!(final_path(&report["sinks"][1]), "tee");
+}
+
+#[test]
+fn tee_limit_2m_on_6mib_takes_at_least_2_5_s_and_keeps_tee_and_splice() {
+    let (dir, payload, src) = source(6 << 20);
+    let started = Instant::now();
+    let out = run(tee_two_files(&["--limit", "2M"], &src, dir.path()));
+    let took = started.elapsed();
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    for sink in ["a", "b"] {
+        let got = std::fs::read(dir.path().join(sink)).unwrap();
+        assert_bytes_eq(&got, &payload, sink);
+    }
+    assert!(took >= Duration::from_millis(2500), "took {took:?}");
+    let report = json_report(&out.stderr);
+    assert_eq!(paths(&report), vec![("tee".to_string(), 6 << 20)]);
+    assert_eq!(
+        paths(&report["sinks"][0]),
+        vec![("tee".to_string(), 6 << 20)]
+    );
+    assert_eq!(
+        paths(&report["sinks"][1]),
+        vec![("splice".to_string(), 6 << 20)]
+    );
+}
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
