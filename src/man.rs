@@ -168,25 +168,37 @@ run ends on an error or a signal.
 A first \fBcopy_file_range\fR that returns 0 is not trusted as the end of the file
 (procfs, sysfs, FUSE): the next path takes over.
 .SH REPORT
-At the end, one line on stderr (none under \fB\-q\fR):
+At the end, one line on stderr (none under \fB\-q\fR). What each command prints:
 .PP
 .nf
 .RS
 zerocat: 1.00 GiB in 412 ms (2.43 GiB/s) file \-> pipe via splice
-zerocat: 12.0 MiB in 21.3 ms (563 MiB/s) file \-> file via copy_file_range \-> userspace (EXDEV)
+zerocat: 12.0 MiB in 21.3 ms (563 MiB/s) file \-> file via copy_file_range \-> splice (EXDEV)
+zerocat: copied 6 files, 6.00 MiB in 6.82 ms (880 MiB/s) via reflink \-> copy_file_range (EOPNOTSUPP); 3 directories
+zerocat: 6.00 MiB in 1.85 ms (3.18 GiB/s) file \-> 2 sinks via tee: 'file:copy.iso' file via splice, '\-' pipe via tee
 .RE
 .fi
 .PP
-Sizes use binary units (KiB, MiB, GiB); the route lists the paths in the order they ran,
-each fallback's errno after the path that took over.
+The first two are \fBpipe\fR (the second across filesystems: ext4 to tmpfs), then
+\fBcopy \-r\fR (on ext4, which cannot clone) and \fBtee big.iso copy.iso \-\fR.
+Sizes use binary units (KiB, MiB, GiB) and durations ms, s, min; the route lists the
+paths in the order they ran, each fallback's errno after the path that took over, and
+\fB(refused: \fIERRNO\fB)\fR when a forced path was refused.
+\fBcopy\fR adds what is not zero among directories, symlinks, special files, holes
+skipped, bytes resumed, entries skipped (\fB\-n\fR) and failed; with \fB\-v\fR it prints one
+line per entry first (\fB'tree/a/f1' \-> 'backup/a/f1': 1.00 MiB via reflink \->
+copy_file_range (EOPNOTSUPP)\fR).
+\fBtee\fR names each sink with its route, its byte count when it got fewer bytes than
+the others, and its error in brackets.
+.PP
 \fB\-\-stats json\fR prints one JSON object instead, with exact integers.
-Its field names are stable:
+Its field names are stable. Every command has:
 .TP
 \fBcommand\fR
 \fBpipe\fR, \fBtee\fR, \fBcopy\fR or \fBrelay\fR.
 .TP
 \fBbytes\fR
-bytes delivered to the sink (written, not read).
+bytes delivered (written, not read); for \fBtee\fR, the bytes taken from the source.
 .TP
 \fBseconds\fR
 wall time of the transfer, a decimal number.
@@ -194,15 +206,18 @@ wall time of the transfer, a decimal number.
 \fBsrc\fR, \fBdst\fR
 objects: \fBuri\fR (the endpoint as given) and \fBkind\fR (\fBfile\fR, \fBpipe\fR,
 \fBsocket\fR, \fBtty\fR, \fBchardev\fR, \fBdir\fR, \fBother\fR).
+\fBcopy\fR: \fBsrc\fR is an array of them, one per source, and \fBkind\fR is \fBfile\fR,
+\fBdir\fR or \fBsymlink\fR. \fBtee\fR has no \fBdst\fR: see \fBsinks\fR.
 .TP
 \fBpaths\fR
 array, in the order the paths ran: \fBpath\fR (\fBreflink\fR, \fBcopy_file_range\fR,
 \fBsendfile\fR, \fBsplice\fR, \fBtee\fR, \fBuserspace\fR) and \fBbytes\fR (what that
-path delivered).
+path delivered). A path refused before it moved a byte is listed with 0.
 .TP
 \fBfallbacks\fR
 array: \fBfrom\fR, \fBto\fR (null when a forced path was refused), \fBerrno\fR (its
-name, as \fBEXDEV\fR) and \fBreason\fR (its text).
+name, as \fBEXDEV\fR, or \fBreturned 0\fR for a first copy_file_range that returned 0)
+and \fBreason\fR (its text).
 .TP
 \fBended\fR
 \fBeof\fR, \fBerror\fR or \fBsignal\fR.
@@ -210,20 +225,63 @@ name, as \fBEXDEV\fR) and \fBreason\fR (its text).
 \fBerror\fR
 the error message, or null.
 .PP
-\fBtee\fR reports one entry per sink and \fBrelay\fR one per connection and direction,
-each with the bytes it moved and the reason it ended.
+\fBcopy\fR adds, for the whole run:
+.TP
+\fBfiles\fR, \fBdirs\fR, \fBsymlinks\fR, \fBspecials\fR
+entries copied of each kind (\fBspecials\fR: FIFOs and device nodes, with
+\fB\-\-special\fR).
+.TP
+\fBskipped\fR
+destinations left alone under \fB\-n\fR.
+.TP
+\fBfailed\fR
+entries that could not be copied (the run then ends with \fBerror\fR and exit status 1).
+.TP
+\fBholes\fR
+bytes of holes skipped rather than written (and with \fB\-\-sparse=always\fR, zero
+blocks).
+.TP
+\fBresumed\fR
+bytes of destinations kept by \fB\-\-resume\fR.
+.TP
+\fBentries\fR
+array, one object per entry in the order each was done (a directory after what it
+holds; always, also without \fB\-v\fR):
+\fBsrc\fR and \fBdst\fR (paths, as strings), \fBkind\fR (\fBfile\fR, \fBdir\fR,
+\fBsymlink\fR, \fBfifo\fR, \fBdevice\fR, \fBsocket\fR, or \fBentry\fR when it could not
+even be examined), \fBbytes\fR, \fBholes\fR, \fBresumed\fR, \fBskipped\fR (true or
+false), \fBpaths\fR, \fBfallbacks\fR and \fBerror\fR (the message, or null).
+.PP
+\fBtee\fR adds:
+.TP
+\fBsinks\fR
+array, one object per sink in the order given: \fBuri\fR, \fBkind\fR, \fBbytes\fR (what
+that sink got), \fBpaths\fR (\fBtee\fR, \fBsplice\fR for the sink fed straight out of
+the source's pipe, or \fBuserspace\fR), \fBfallbacks\fR, \fBended\fR and \fBerror\fR.
+A sink stopped by another one's failure ends with \fBerror\fR
+\fB"stopped: \fImessage\fB"\fR.
+.PP
+\fBrelay\fR reports one entry per connection and direction, each with the bytes it
+moved and the reason it ended.
 .SH PROGRESS AND RATE LIMIT
 A progress bar is drawn on stderr when stderr is a terminal (\fB\-\-progress\fR forces
 it, \fB\-q\fR and \fB\-\-no\-progress\fR hide it): bytes delivered, rate, elapsed time,
 and the percentage and ETA when the size is known (a file source, or \fB\-\-size\fR).
 Bytes count when the sink took them; for a pipe sink, what still sits in the pipe is not
 counted yet.
+\fBcopy\fR counts bytes and files, \fB12/40 files\fR: the totals come from a walk of
+the sources on a thread of its own, which the copy does not wait for (holes of sparse
+files are not counted).
+\fBtee\fR counts the bytes delivered to every sink, that is to the slowest one.
 The bar is cleared before the report line.
 .PP
 \fB\-\-limit\fR \fIRATE\fR holds each transfer to \fIRATE\fR bytes per second
 (\fB500k\fR, \fB10M\fR, \fB1.5G\fR; binary units as in \fBpv \-L\fR).
-It paces the length each kernel call is asked for, so splice, sendfile and
-copy_file_range stay the path.
+It paces the length each kernel call is asked for, so splice, sendfile, copy_file_range
+and tee stay the path.
+A \fBcopy\fR is one transfer: the rate is for all its files together (a reflink moves
+no data and is not held back).
+\fBtee\fR paces what it takes from the source, so every sink gets \fIRATE\fR.
 .SH SIGNALS
 .TP
 SIGINT, SIGTERM
@@ -232,7 +290,9 @@ delivered; exit status 130.
 .TP
 SIGUSR1
 print one progress line on stderr (dd's habit), bar or no bar:
-\fBzerocat: 512 MiB in 2.00 s (256 MiB/s), 50% of 1.00 GiB\fR.
+\fBzerocat: 512 MiB in 2.00 s (256 MiB/s), 50% of 1.00 GiB\fR;
+\fBcopy\fR adds the files, \fB, 12 files done\fR (\fB, 12/40 files\fR with the bar's
+totals).
 .TP
 SIGPIPE
 ignored: a reader that went away is an EPIPE, handled per sink.

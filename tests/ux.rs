@@ -474,6 +474,43 @@ fn the_man_page_renders_and_documents_the_contract() {
     );
 }
 
+/// Every key of every object, nested ones too.
+fn json_keys(value: &serde_json::Value, keys: &mut std::collections::BTreeSet<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, inner) in map {
+                keys.insert(key.clone());
+                json_keys(inner, keys);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| json_keys(v, keys)),
+        _ => {}
+    }
+}
+
+#[test]
+fn the_man_page_names_every_field_of_the_copy_and_tee_reports() {
+    let (dir, src, _files) = tree(2, 4096);
+    let out = run(copy_tree(&[], &src, &dir.path().join("dst")));
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    let copy = json_report(&out.stderr);
+    let out = run(tee_two_files(&[], &src.join("d0/f0"), dir.path()));
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    let tee = json_report(&out.stderr);
+    assert_eq!(final_path(&copy), "copy_file_range");
+    assert_eq!(final_path(&tee), "tee");
+    let mut keys = std::collections::BTreeSet::new();
+    json_keys(&copy, &mut keys);
+    json_keys(&tee, &mut keys);
+    let page = cli::man_page();
+    let report = &page[page.find(".SH REPORT").unwrap()..page.find(".SH PROGRESS").unwrap()];
+    let missing: Vec<&String> = keys
+        .iter()
+        .filter(|k| !report.contains(&format!("\\fB{k}\\fR")))
+        .collect();
+    assert!(missing.is_empty(), "REPORT (src/man.rs) lacks {missing:?}");
+}
+
 /// Each subcommand's --help ends with 2 to 4 examples (`Examples:` in `after_help`).
 #[test]
 fn every_subcommand_help_has_two_to_four_examples() {
