@@ -9,6 +9,7 @@ pub mod fdkind;
 pub mod pipe;
 pub mod process;
 pub mod progress;
+pub mod relay;
 pub mod report;
 
 use engine::Via;
@@ -46,6 +47,7 @@ impl Options {
 #[derive(Debug, Clone)]
 pub enum Invocation {
     Pipe(pipe::PipeConfig),
+    Relay(relay::RelayConfig),
     /// Generated text for stdout (man page, completions).
     Print(String),
 }
@@ -55,6 +57,7 @@ pub enum Invocation {
 pub fn run(options: &Options, invocation: &Invocation) -> anyhow::Result<exit::ExitCode> {
     match invocation {
         Invocation::Pipe(cfg) => pipe::run(options, cfg),
+        Invocation::Relay(cfg) => relay::run(options, cfg),
         Invocation::Print(text) => {
             use std::io::Write;
             match std::io::stdout().write_all(text.as_bytes()) {
