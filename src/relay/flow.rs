@@ -9,13 +9,17 @@
 //! refilled from the pipe before the source. Switching mode (adaptive, or a fallback)
 //! therefore never reorders, loses or duplicates a byte.
 //!
-//! Adaptive choice (`--via auto`): splice wins when a splice moves big runs of bytes, and
-//! loses to read/write when the peer sends small segments (each segment takes a pipe slot,
-//! while read() coalesces). Every [`WINDOW`] splices into the pipe are judged by their mean
-//! size; below [`SMALL_SPLICE`] the direction switches to userspace, and after a growing
-//! amount of userspace bytes it probes splice again.
+//! Adaptive choice (`--via auto`), per direction, two rules:
+//! - splice loses to read/write when the peer sends small segments (each takes a pipe slot,
+//!   while read() coalesces): every [`WINDOW`] splices into the pipe are judged by their
+//!   mean size, and below [`SMALL_SPLICE`] the direction goes to userspace;
+//! - on these machines' loopback, read/write through a 256 KiB buffer also often beats
+//!   splice at large writes (splice saves CPU, not always time). So a bulk stream runs a
+//!   trial: [`TRIAL_BYTES`] by splice, then as many by userspace, each timed, and keeps
+//!   the faster; the trial is repeated after a gap that doubles up to [`TRIAL_GAP_MAX`].
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::time::Instant;
 
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
@@ -37,9 +41,12 @@ const POOL_MAX: usize = 64;
 const WINDOW: u32 = 32;
 /// Below this mean size per splice into the pipe, userspace is faster.
 pub const SMALL_SPLICE: usize = 32 * 1024;
-/// Userspace bytes before splice is probed again; doubles after each failed probe.
-const PROBE_FIRST: u64 = 16 << 20;
-const PROBE_MAX: u64 = 1 << 30;
+/// Bytes each side of a trial moves (timed).
+pub const TRIAL_BYTES: u64 = 8 << 20;
+/// A direction runs its first trial once it has delivered this much (a bulk stream).
+const FIRST_TRIAL: u64 = 2 << 20;
+const TRIAL_GAP_FIRST: u64 = 64 << 20;
+pub const TRIAL_GAP_MAX: u64 = 1 << 30;
 /// Syscalls one direction may make before the loop turns to other connections.
 const OPS_PER_TURN: u32 = 64;
 
@@ -172,8 +179,11 @@ pub struct Flow {
     spliced: u64,
     window_calls: u32,
     window_bytes: u64,
-    userspace_since_switch: u64,
-    probe_gap: u64,
+    /// The trial under way: splicing phase or not, when it started, bytes delivered then.
+    trial: Option<(bool, Instant, u64)>,
+    splice_rate: f64,
+    next_trial: u64,
+    trial_gap: u64,
     /// Adaptive switches between splice and userspace.
     pub switches: u32,
 }
@@ -196,8 +206,10 @@ impl Flow {
             spliced: 0,
             window_calls: 0,
             window_bytes: 0,
-            userspace_since_switch: 0,
-            probe_gap: PROBE_FIRST,
+            trial: None,
+            splice_rate: 0.0,
+            next_trial: FIRST_TRIAL,
+            trial_gap: TRIAL_GAP_FIRST,
             switches: 0,
         }
     }
@@ -354,13 +366,6 @@ impl Flow {
             }
             Ok(n) => {
                 self.end = n;
-                self.userspace_since_switch += n as u64;
-                if self.policy == Policy::Auto
-                    && self.userspace_since_switch >= self.probe_gap
-                    && self.in_pipe == 0
-                {
-                    self.switch(true);
-                }
                 Ok(true)
             }
             Err(Errno::EINTR) => Ok(true),
@@ -436,7 +441,7 @@ impl Flow {
 
     /// Adaptive: judge a window of splices into the pipe by their mean size.
     fn judge(&mut self, n: usize) {
-        if self.policy != Policy::Auto {
+        if self.policy != Policy::Auto || self.trial.is_some() {
             return;
         }
         self.window_calls += 1;
@@ -449,9 +454,35 @@ impl Flow {
         self.window_bytes = 0;
         if mean < SMALL_SPLICE as u64 {
             self.switch(false);
-            self.probe_gap = (self.probe_gap * 2).min(PROBE_MAX);
-        } else {
-            self.probe_gap = PROBE_FIRST;
+        }
+    }
+
+    /// Adaptive: start, advance or conclude a timed trial of splice against userspace.
+    fn trial_step(&mut self) {
+        if self.policy != Policy::Auto {
+            return;
+        }
+        match self.trial {
+            None if self.delivered >= self.next_trial => {
+                self.switch(true);
+                self.trial = Some((true, Instant::now(), self.delivered));
+            }
+            Some((phase, started, base)) if self.delivered - base >= TRIAL_BYTES => {
+                let seconds = started.elapsed().as_secs_f64().max(1e-9);
+                let rate = (self.delivered - base) as f64 / seconds;
+                if phase {
+                    self.splice_rate = rate;
+                    self.switch(false);
+                    self.trial = Some((false, Instant::now(), self.delivered));
+                } else {
+                    // Ties go to splice: it spends less CPU.
+                    self.switch(self.splice_rate >= rate);
+                    self.trial = None;
+                    self.next_trial = self.delivered + self.trial_gap;
+                    self.trial_gap = (self.trial_gap * 2).min(TRIAL_GAP_MAX);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -459,7 +490,6 @@ impl Flow {
         if self.splicing != splicing {
             self.splicing = splicing;
             self.switches += 1;
-            self.userspace_since_switch = 0;
             self.window_calls = 0;
             self.window_bytes = 0;
         }
@@ -484,6 +514,9 @@ impl Flow {
     fn deliver(&mut self, path: Path, n: usize) {
         self.delivered += n as u64;
         self.record.add(path, n as u64);
+        if self.delivered >= self.next_trial {
+            self.trial_step();
+        }
     }
 
     /// At the end (abort, signal, timeout): try once more to deliver what is held, without
