@@ -134,10 +134,10 @@ pub struct RelayArgs {
     /// Give up a connection attempt after this long (each attempt of retry=N).
     #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_duration)]
     pub connect_timeout: Option<std::time::Duration>,
-    /// Keep every pipe at the kernel default size (64 KiB) instead of growing the pipes
-    /// of busy streams.
+    /// Grow the pipes of busy streams to pipe-max-size (saves about a third of the CPU,
+    /// but measured slower on loopback than the default 64 KiB pipes).
     #[arg(long, hide = true)]
-    pub no_grow: bool,
+    pub grow_pipes: bool,
 }
 
 fn parse_endpoint(arg: &str) -> Result<Endpoint, String> {
@@ -182,7 +182,7 @@ impl Cli {
                 max_conns: args.max_conns,
                 idle_timeout: args.idle_timeout,
                 connect_timeout: args.connect_timeout,
-                grow_pipes: !args.no_grow,
+                grow_pipes: args.grow_pipes,
             }),
             Command::Completions { shell } => Invocation::Print(completions(shell)),
             Command::Man => Invocation::Print(man_page()),

@@ -354,6 +354,25 @@ fn random_payload(seed: u64) -> Vec<u8> {
     (0..len).map(|_| next() as u8).collect()
 }
 
+/// Sends its own random payload while reading the echo; checks every byte. Returns the
+/// payload's length.
+fn echo_client(addr: &str, seed: u64) -> u64 {
+    let payload = random_payload(seed);
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let sent = payload.clone();
+    let sending = thread::spawn(move || {
+        w.write_all(&sent).unwrap();
+        w.shutdown(Shutdown::Write).unwrap();
+    });
+    let mut got = Vec::new();
+    (&s).read_to_end(&mut got).unwrap();
+    sending.join().unwrap();
+    assert_bytes_eq(&got, &payload, &format!("client {seed}"));
+    payload.len() as u64
+}
+
 #[test]
 fn two_hundred_concurrent_connections() {
     let backend = tcp_backend(Serve::Echo);
@@ -361,22 +380,7 @@ fn two_hundred_concurrent_connections() {
     let clients: Vec<_> = (0..200u64)
         .map(|i| {
             let addr = relay.addr.clone();
-            thread::spawn(move || {
-                let payload = random_payload(i + 1);
-                let s = TcpStream::connect(&addr).unwrap();
-                s.set_read_timeout(Some(DEADLINE)).unwrap();
-                let mut w = s.try_clone().unwrap();
-                let sent = payload.clone();
-                let sending = thread::spawn(move || {
-                    w.write_all(&sent).unwrap();
-                    w.shutdown(Shutdown::Write).unwrap();
-                });
-                let mut got = Vec::new();
-                (&s).read_to_end(&mut got).unwrap();
-                sending.join().unwrap();
-                assert_bytes_eq(&got, &payload, &format!("client {i}"));
-                payload.len() as u64
-            })
+            thread::spawn(move || echo_client(&addr, i + 1))
         })
         .collect();
     let total: u64 = clients.into_iter().map(|c| c.join().unwrap()).sum();
@@ -598,21 +602,7 @@ fn out_of_fds_the_relay_backs_off_and_serves_everyone() {
     let clients: Vec<_> = (0..100u64)
         .map(|i| {
             let addr = relay.addr.clone();
-            thread::spawn(move || {
-                let payload = random_payload(1000 + i);
-                let s = TcpStream::connect(&addr).unwrap();
-                s.set_read_timeout(Some(DEADLINE)).unwrap();
-                let mut w = s.try_clone().unwrap();
-                let sent = payload.clone();
-                let sending = thread::spawn(move || {
-                    w.write_all(&sent).unwrap();
-                    w.shutdown(Shutdown::Write).unwrap();
-                });
-                let mut got = Vec::new();
-                (&s).read_to_end(&mut got).unwrap();
-                sending.join().unwrap();
-                assert_bytes_eq(&got, &payload, &format!("client {i}"));
-            })
+            thread::spawn(move || echo_client(&addr, 1000 + i))
         })
         .collect();
     for c in clients {
