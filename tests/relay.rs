@@ -683,3 +683,50 @@ fn usage_errors_are_caught_before_anything_opens() {
         assert!(!stderr_text(&out).contains("listening"), "{args:?}");
     }
 }
+
+#[test]
+fn connect_timeout_gives_up_on_a_backend_that_never_answers() {
+    use nix::sys::socket::{
+        bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, SockaddrIn,
+    };
+    use std::os::fd::AsRawFd;
+    // A listener with a backlog of 0 that never accepts: once its queue is full, SYNs
+    // are dropped and a connect hangs.
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::empty(),
+        None,
+    )
+    .unwrap();
+    bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, 0)).unwrap();
+    listen(&fd, Backlog::new(0).unwrap()).unwrap();
+    let local: SockaddrIn = nix::sys::socket::getsockname(fd.as_raw_fd()).unwrap();
+    let backend = format!("127.0.0.1:{}", local.port());
+    let _queued: Vec<TcpStream> = (0..3)
+        .filter_map(|_| {
+            TcpStream::connect_timeout(&backend.parse().unwrap(), Duration::from_millis(200)).ok()
+        })
+        .collect();
+    let mut cmd = zerocat();
+    cmd.args([
+        "--stats",
+        "json",
+        "relay",
+        "--connect-timeout",
+        "300ms",
+        "-",
+        &format!("tcp:{backend}"),
+    ]);
+    let out = run(cmd);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_text(&out));
+    assert!(
+        stderr_text(&out).contains("timed out"),
+        "{}",
+        stderr_text(&out)
+    );
+    let report = json_report(&out.stderr);
+    let conn = &connections(&report)[0];
+    assert_eq!(conn["ended"], "connect-failed");
+    assert!(direction_paths(&conn["a_to_b"]).is_empty());
+}
