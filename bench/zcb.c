@@ -2,7 +2,8 @@
  *
  *   zcb src FILE CHUNK TARGET
  *     Sends FILE to TARGET: "-" (stdout), "tcp:HOST:PORT" or "unix:PATH" (connect, retried
- *     for 10 s while the listener comes up). CHUNK 0 moves the bytes without copying them
+ *     for 10 s while the listener comes up), or "tcp-listen:HOST:0" / "unix-listen:PATH"
+ *     (announced on stdout as for sink, then the first client gets the bytes). CHUNK 0 moves the bytes without copying them
  *     (splice into a pipe, sendfile otherwise); CHUNK > 0 write()s slices of that size from
  *     a pre-faulted mapping (the seed table's "sender writes chunks of N bytes"). On a
  *     socket it then shuts down its write side and waits for the peer's EOF.
@@ -67,8 +68,11 @@ static int tcp_addr(const char *hostport, struct sockaddr_in *sa) {
     return socket(AF_INET, SOCK_STREAM, 0);
 }
 
+static int open_source(const char *s);
+
 static int open_target(const char *t) {
     if (!strcmp(t, "-")) return 1;
+    if (strstr(t, "-listen:")) return open_source(t);
     for (int tries = 0; tries < 2000; tries++) {
         int fd, rc;
         if (!strncmp(t, "tcp:", 4)) {
