@@ -2,7 +2,7 @@
 //! completions (and that the committed copies are fresh), help examples.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::CommandFactory;
@@ -167,20 +167,17 @@ fn limit_2m_on_6mib_takes_at_least_2_5_s_and_keeps_splice() {
     assert_eq!(paths(&report), vec![("splice".to_string(), 6 << 20)]);
 }
 
-#[test]
-fn sigusr1_prints_one_progress_line() {
-    let (dir, payload, src) = source(2 << 20);
-    let dst = dir.path().join("dst");
-    let mut cmd = zerocat();
-    cmd.args(["--limit", "2M", "--stats", "json", "pipe"])
-        .arg(&src)
-        .arg(&dst)
+/// Runs `cmd`, sends it one SIGUSR1 once `writing()` says bytes reached the sink (the
+/// handlers are installed by then), and returns its output and the one progress line
+/// (the stderr line holding `mark`).
+fn usr1_once(mut cmd: Command, writing: impl Fn() -> bool, mark: &str) -> (Output, String) {
+    let child = cmd
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = cmd.spawn().unwrap();
-    // Bytes in the sink mean the handlers are installed.
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let started = Instant::now();
-    while std::fs::metadata(&dst).map_or(0, |m| m.len()) == 0 {
+    while !writing() {
         assert!(
             started.elapsed() < DEADLINE,
             "zerocat never started writing"
@@ -194,14 +191,25 @@ fn sigusr1_prints_one_progress_line() {
     assert!(killed.success());
     let out = wait_with_deadline(child, DEADLINE);
     assert!(out.status.success(), "{}", stderr_text(&out));
-    assert_bytes_eq(&std::fs::read(&dst).unwrap(), &payload, "dst");
     let err = stderr_text(&out);
-    let progress: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("% of 2.00 MiB"))
-        .collect();
+    let progress: Vec<&str> = err.lines().filter(|l| l.contains(mark)).collect();
     assert_eq!(progress.len(), 1, "one progress line: {err}");
     assert!(progress[0].starts_with("zerocat: "), "{err}");
+    let line = progress[0].to_string();
+    (out, line)
+}
+
+#[test]
+fn sigusr1_prints_one_progress_line() {
+    let (dir, payload, src) = source(2 << 20);
+    let dst = dir.path().join("dst");
+    let mut cmd = zerocat();
+    cmd.args(["--limit", "2M", "--stats", "json", "pipe"])
+        .arg(&src)
+        .arg(&dst);
+    let writing = || std::fs::metadata(&dst).map_or(0, |m| m.len()) > 0;
+    let (out, _) = usr1_once(cmd, writing, "% of 2.00 MiB");
+    assert_bytes_eq(&std::fs::read(&dst).unwrap(), &payload, "dst");
     assert_eq!(final_path(&json_report(&out.stderr)), "copy_file_range");
 }
 
@@ -284,46 +292,20 @@ fn copy_limit_2m_on_6mib_takes_at_least_2_5_s_and_keeps_copy_file_range() {
 fn sigusr1_prints_one_progress_line_for_copy() {
     let (dir, src, files) = tree(4, 1 << 20);
     let dst = dir.path().join("dst");
-    let mut cmd = copy_tree(&["--limit", "2M"], &src, &dst);
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Bytes in a destination file mean the handlers are installed.
-    let started = Instant::now();
-    let copied = |d: &str| {
-        std::fs::read_dir(dst.join(d))
-            .map(|l| {
-                l.flatten()
-                    .map(|f| f.metadata().map_or(0, |m| m.len()))
-                    .sum()
-            })
-            .unwrap_or(0u64)
+    let copied = |d: &str| -> u64 {
+        let listing = std::fs::read_dir(dst.join(d));
+        listing.map_or(0, |l| {
+            l.flatten()
+                .map(|f| f.metadata().map_or(0, |m| m.len()))
+                .sum()
+        })
     };
-    while copied("d0") + copied("d1") == 0 {
-        assert!(
-            started.elapsed() < DEADLINE,
-            "zerocat never started writing"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let killed = Command::new("kill")
-        .args(["-USR1", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let out = wait_with_deadline(child, DEADLINE);
-    assert!(out.status.success(), "{}", stderr_text(&out));
-    assert_tree_copied(&dst, &files);
-    let err = stderr_text(&out);
+    let writing = || copied("d0") + copied("d1") > 0;
+    let cmd = copy_tree(&["--limit", "2M"], &src, &dst);
     // No bar, so no walk for totals: bytes, rate and the files done so far.
-    let progress: Vec<&str> = err.lines().filter(|l| l.contains(" done")).collect();
-    assert_eq!(progress.len(), 1, "one progress line: {err}");
-    assert!(
-        progress[0].starts_with("zerocat: ") && progress[0].contains("/s), "),
-        "{err}"
-    );
+    let (out, line) = usr1_once(cmd, writing, " done");
+    assert!(line.contains("/s), "), "{line}");
+    assert_tree_copied(&dst, &files);
     assert_eq!(final_path(&json_report(&out.stderr)), "copy_file_range");
 }
 
