@@ -1644,3 +1644,6 @@ fn soak_harness_on_64mib() {
 fn soak() {
     run_soaks(None);
 }
+
+// The same families for `tee` and `copy`.
+mod fan_and_copy;

@@ -1,0 +1,525 @@
+//! Hardening of `tee` and `copy` (issue 8, phase 2): the same families as for `pipe` —
+//! faults injected with strace, full disks, signals, SIGPIPE — over the shapes these two
+//! commands have: several sinks, and files or whole trees.
+
+use super::*;
+
+// =============================================================================================
+// The tee rig: one source (a file, or stdin fed by the test), several sinks
+// =============================================================================================
+
+/// One sink of a tee run.
+#[allow(dead_code)] // until the full-disk tests
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Out {
+    /// A regular file in the test's directory.
+    File,
+    /// A file on the rig's small tmpfs (`small`).
+    Small,
+    /// zerocat's stdout, a pipe the test reads.
+    Stdout,
+    /// /dev/full.
+    Full,
+}
+
+struct TeeRig<'a> {
+    src: Src,
+    sinks: &'a [Out],
+    payload: Arc<Vec<u8>>,
+    wrap: Vec<String>,
+    /// Global options (`--stats json` is always given).
+    global: Vec<&'a str>,
+    /// Options of the subcommand (`--on-error=continue`).
+    tee_opts: Vec<&'a str>,
+    /// A stdin source sends `chunk` bytes, then sleeps this long.
+    pace: Option<Duration>,
+    chunk: usize,
+    /// Where `Out::Small` lives.
+    small: Option<&'a Path>,
+    /// Bytes the test reads from stdout per 2 ms (a slow reader); None reads at full speed.
+    slow_stdout: Option<usize>,
+}
+
+impl<'a> TeeRig<'a> {
+    fn new(src: Src, sinks: &'a [Out], payload: &Arc<Vec<u8>>) -> TeeRig<'a> {
+        TeeRig {
+            src,
+            sinks,
+            payload: payload.clone(),
+            wrap: Vec::new(),
+            global: Vec::new(),
+            tee_opts: Vec::new(),
+            pace: None,
+            chunk: 256 << 10,
+            small: None,
+            slow_stdout: None,
+        }
+    }
+}
+
+#[allow(dead_code)] // until the signal tests
+struct TeeRunning {
+    child: Child,
+    _dir: tempfile::TempDir,
+    stop: Arc<AtomicBool>,
+    files: Vec<Option<PathBuf>>,
+    sinks: Vec<Out>,
+    stdout_len: Arc<AtomicU64>,
+    stdout_bytes: Arc<Mutex<Vec<u8>>>,
+    stdout_thread: Option<JoinHandle<()>>,
+    stderr_thread: Option<JoinHandle<Vec<u8>>>,
+    started: Instant,
+}
+
+struct TeeFinished {
+    status: ExitStatus,
+    stderr: String,
+    report: Option<Value>,
+    /// What each sink holds (None for /dev/full).
+    held: Vec<Option<Vec<u8>>>,
+}
+
+impl TeeFinished {
+    fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+
+    fn report(&self) -> &Value {
+        self.report
+            .as_ref()
+            .unwrap_or_else(|| panic!("no JSON report; stderr: {}", self.stderr))
+    }
+
+    fn sink(&self, i: usize) -> &Value {
+        &self.report()["sinks"][i]
+    }
+}
+
+fn start_tee(rig: &TeeRig<'_>) -> TeeRunning {
+    let dir = tempdir();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut cmd = match rig.wrap.split_first() {
+        None => Command::new(bin()),
+        Some((program, rest)) => {
+            let mut c = Command::new(program);
+            c.args(rest).arg(bin());
+            c
+        }
+    };
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    cmd.args(["--stats", "json"])
+        .args(&rig.global)
+        .arg("tee")
+        .args(&rig.tee_opts);
+    match rig.src {
+        Src::File => {
+            let path = dir.path().join("src.bin");
+            std::fs::write(&path, &*rig.payload).unwrap();
+            cmd.arg(path).stdin(Stdio::null());
+        }
+        Src::Pipe => {
+            cmd.arg("-").stdin(Stdio::piped());
+        }
+        Src::Socket => unreachable!("the tee rig reads a file or stdin"),
+    }
+    let mut files = Vec::new();
+    for (i, out) in rig.sinks.iter().enumerate() {
+        let (arg, file) = match out {
+            Out::File => {
+                let p = dir.path().join(format!("out{i}"));
+                (p.display().to_string(), Some(p))
+            }
+            Out::Small => {
+                let p = rig.small.expect("a small tmpfs").join(format!("out{i}"));
+                (p.display().to_string(), Some(p))
+            }
+            Out::Stdout => ("-".to_string(), None),
+            Out::Full => ("/dev/full".to_string(), None),
+        };
+        cmd.arg(arg);
+        files.push(file);
+    }
+    let wants_stdout = rig.sinks.contains(&Out::Stdout);
+    cmd.stdout(if wants_stdout {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    cmd.stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn zerocat");
+    if let Some(mut stdin) = child.stdin.take() {
+        let (payload, stop, chunk, pace) = (rig.payload.clone(), stop.clone(), rig.chunk, rig.pace);
+        thread::spawn(move || feed(&mut stdin, &payload, chunk, pace, &stop));
+    }
+    let stdout_len = Arc::new(AtomicU64::new(0));
+    let stdout_bytes = Arc::new(Mutex::new(Vec::new()));
+    let stdout_thread = child.stdout.take().map(|stdout| {
+        let (len, bytes, slow) = (stdout_len.clone(), stdout_bytes.clone(), rig.slow_stdout);
+        thread::spawn(move || match slow {
+            None => keep(stdout, &len, &bytes),
+            Some(step) => keep_slowly(stdout, step, &len, &bytes),
+        })
+    });
+    let mut stderr = child.stderr.take().unwrap();
+    let stderr_thread = Some(thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stderr.read_to_end(&mut buf);
+        buf
+    }));
+    TeeRunning {
+        child,
+        _dir: dir,
+        stop,
+        files,
+        sinks: rig.sinks.to_vec(),
+        stdout_len,
+        stdout_bytes,
+        stdout_thread,
+        stderr_thread,
+        started: Instant::now(),
+    }
+}
+
+/// Reads `step` bytes every 2 ms until EOF: a reader slower than zerocat.
+fn keep_slowly(mut input: impl Read, step: usize, received: &AtomicU64, bytes: &Mutex<Vec<u8>>) {
+    let mut buf = vec![0u8; step];
+    while let Ok(n @ 1..) = input.read(&mut buf) {
+        bytes.lock().unwrap().extend_from_slice(&buf[..n]);
+        received.fetch_add(n as u64, Ordering::SeqCst);
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[allow(dead_code)] // until the signal tests
+impl TeeRunning {
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    /// Waits until stdout has received at least `n` bytes.
+    fn wait_for_stdout(&mut self, n: u64) {
+        while self.stdout_len.load(Ordering::SeqCst) < n {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("zerocat ended ({status}) before stdout held {n} bytes");
+            }
+            assert!(
+                self.started.elapsed() < DEADLINE,
+                "stdout never held {n} bytes"
+            );
+            thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn finish(mut self) -> TeeFinished {
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if self.started.elapsed() > DEADLINE {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                self.stop.store(true, Ordering::SeqCst);
+                panic!("zerocat did not finish within {DEADLINE:?}");
+            }
+            thread::sleep(Duration::from_millis(2));
+        };
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.stdout_thread.take() {
+            t.join().unwrap();
+        }
+        let stderr = self.stderr_thread.take().unwrap().join().unwrap();
+        let stderr = String::from_utf8_lossy(&stderr).into_owned();
+        let report = stderr
+            .lines()
+            .find(|l| l.starts_with('{'))
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON ({e}): {l}")));
+        let stdout = std::mem::take(&mut *self.stdout_bytes.lock().unwrap());
+        let held = self
+            .sinks
+            .iter()
+            .zip(&self.files)
+            .map(|(out, file)| match out {
+                Out::File | Out::Small => {
+                    Some(std::fs::read(file.as_ref().unwrap()).unwrap_or_default())
+                }
+                Out::Stdout => Some(stdout.clone()),
+                Out::Full => None,
+            })
+            .collect();
+        TeeFinished {
+            status,
+            stderr,
+            report,
+            held,
+        }
+    }
+}
+
+fn run_tee(rig: &TeeRig<'_>) -> TeeFinished {
+    start_tee(rig).finish()
+}
+
+/// Every sink holds exactly the bytes its report entry counts, and they are the start of
+/// the payload.
+fn check_each_sink(run: &TeeFinished, payload: &[u8]) -> Result<(), String> {
+    for (i, held) in run.held.iter().enumerate() {
+        let reported = run.sink(i)["bytes"].as_u64().ok_or("no bytes")?;
+        let Some(held) = held else { continue };
+        if held.len() as u64 != reported {
+            return Err(format!(
+                "sink {i}: the report says {reported} bytes, it holds {}",
+                held.len()
+            ));
+        }
+        if payload.get(..held.len()) != Some(&held[..]) {
+            return Err(format!(
+                "sink {i}: its bytes are not the start of the payload"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every sink holds the whole payload and its report entry says so.
+fn check_every_sink_exact(run: &TeeFinished, payload: &[u8]) -> Result<(), String> {
+    check_each_sink(run, payload)?;
+    for (i, held) in run.held.iter().enumerate() {
+        if held.as_ref().is_some_and(|h| h.len() != payload.len()) {
+            return Err(format!(
+                "sink {i} holds {} bytes",
+                held.as_ref().unwrap().len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn tee_shape(src: Src, sinks: &[Out]) -> String {
+    let s = match src {
+        Src::File => "file",
+        Src::Pipe => "pipe",
+        Src::Socket => "socket",
+    };
+    let d: Vec<&str> = sinks
+        .iter()
+        .map(|o| match o {
+            Out::File => "file",
+            Out::Small => "file on 1 MiB tmpfs",
+            Out::Stdout => "pipe",
+            Out::Full => "/dev/full",
+        })
+        .collect();
+    format!("{s}->[{}]", d.join(", "))
+}
+
+// =============================================================================================
+// Fault injection: tee
+// =============================================================================================
+
+/// Who an error message must name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Blame {
+    Src,
+    Sink(usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TeeExpect {
+    /// The kernel fan-out was refused before any byte moved: the whole run falls back to
+    /// the userspace fan-out; exit 0, every sink exact.
+    RunFellBack,
+    /// One sink's splice out of a pipe was refused before it got a byte: that sink is
+    /// written with plain writes (its report entry says so from which path); exit 0, every
+    /// sink exact.
+    SinkFellBack(usize, &'static str),
+    /// Exit 1 naming the endpoint and the errno, no fallback, each sink holds what its
+    /// report entry says.
+    Error(Blame),
+}
+
+struct TeeFault {
+    src: Src,
+    sinks: &'static [Out],
+    syscall: &'static str,
+    errno: (&'static str, i32),
+    when: u32,
+    expect: TeeExpect,
+}
+
+/// file -> [file, file]: sink 0 gets a lane pipe (tee, then splice out of it), sink 1 is
+/// the consumer spliced straight out of our inbound pipe. Each 1 MiB round is: splice
+/// (fill the inbound pipe), tee (into sink 0's lane), splice (consumer), splice (empty the
+/// lane into sink 0). So tee call 2 and splice calls 4-6 come after bytes moved.
+const FILE_TO_TWO_FILES: &[Out] = &[Out::File, Out::File];
+/// stdin (a pipe) -> [stdout (a pipe), file]: no pipe of ours; tee(2) straight from stdin
+/// into stdout, then splice stdin -> file consumes. Each round: tee, splice.
+const PIPE_TO_PIPE_AND_FILE: &[Out] = &[Out::Stdout, Out::File];
+
+fn tee_fault_cases() -> Vec<TeeFault> {
+    use TeeExpect::*;
+    let mut cases = Vec::new();
+    let mut add = |src, sinks, syscall, errnos: &[(&'static str, i32)], when, expect| {
+        for &errno in errnos {
+            cases.push(TeeFault {
+                src,
+                sinks,
+                syscall,
+                errno,
+                when,
+                expect,
+            });
+        }
+    };
+    let all: Vec<(&str, i32)> = UNSUPPORTED.iter().chain(FATAL).copied().collect();
+    let eio = &FATAL[..1];
+    let (f, a) = (Src::File, FILE_TO_TWO_FILES);
+    add(f, a, "tee", UNSUPPORTED, 1, RunFellBack);
+    add(f, a, "tee", eio, 1, Error(Blame::Sink(0)));
+    add(f, a, "tee", &all, 2, Error(Blame::Sink(0)));
+    add(f, a, "splice", UNSUPPORTED, 1, RunFellBack);
+    add(f, a, "splice", eio, 1, Error(Blame::Src));
+    add(f, a, "splice", UNSUPPORTED, 2, SinkFellBack(1, "splice"));
+    add(f, a, "splice", UNSUPPORTED, 3, SinkFellBack(0, "tee"));
+    add(f, a, "splice", &all[..], 4, Error(Blame::Src));
+    add(f, a, "splice", &all, 5, Error(Blame::Sink(1)));
+    add(f, a, "splice", &all, 6, Error(Blame::Sink(0)));
+    let (p, b) = (Src::Pipe, PIPE_TO_PIPE_AND_FILE);
+    add(p, b, "tee", UNSUPPORTED, 1, RunFellBack);
+    add(p, b, "tee", &all, 2, Error(Blame::Sink(0)));
+    add(p, b, "splice", UNSUPPORTED, 1, SinkFellBack(1, "splice"));
+    add(p, b, "splice", &all, 2, Error(Blame::Sink(1)));
+    cases
+}
+
+fn run_tee_fault(case: &TeeFault, payload: &Arc<Vec<u8>>) -> Result<String, String> {
+    let logdir = tempdir();
+    let log = logdir.path().join("strace.log");
+    let mut rig = TeeRig::new(case.src, case.sinks, payload);
+    let action = format!("error={}", case.errno.0);
+    rig.wrap = strace_wrap(&log, case.syscall, &action, &case.when.to_string());
+    let run = run_tee(&rig);
+    let what = format!(
+        "tee {} {} {action}@{}",
+        tee_shape(case.src, case.sinks),
+        case.syscall,
+        case.when
+    );
+    let fail = |why: String| -> Result<String, String> {
+        Err(format!("{what}: {why}\nstderr: {}", run.stderr))
+    };
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    if !log_text.contains("INJECTED") {
+        return fail(format!("strace never injected the fault; log:\n{log_text}"));
+    }
+    let report = run.report();
+    let fallbacks = report["fallbacks"].as_array().cloned().unwrap_or_default();
+    let errno = case.errno.0;
+    let names = |list: &Value, from: &str| {
+        list.as_array().is_some_and(|l| {
+            l.iter()
+                .any(|f| f["from"] == from && f["to"] == "userspace" && f["errno"] == errno)
+        })
+    };
+    match case.expect {
+        TeeExpect::RunFellBack | TeeExpect::SinkFellBack(..) => {
+            if run.code() != Some(0) {
+                return fail(format!("exit {:?}, want 0 after a fallback", run.code()));
+            }
+            if report["bytes"].as_u64() != Some(payload.len() as u64) {
+                return fail(format!("report says {} bytes", report["bytes"]));
+            }
+            if let Err(why) = check_every_sink_exact(&run, payload) {
+                return fail(why);
+            }
+            let (fell, row) = match case.expect {
+                TeeExpect::SinkFellBack(i, from) => (
+                    names(&run.sink(i)["fallbacks"], from) && fallbacks.is_empty(),
+                    format!("sink {i} fell back {from} -> userspace"),
+                ),
+                _ => {
+                    let kernel = if case.sinks.len() > 1 {
+                        "tee"
+                    } else {
+                        "splice"
+                    };
+                    let first = paths(report).first().cloned();
+                    (
+                        names(&report["fallbacks"], kernel) && first == Some((kernel.into(), 0)),
+                        format!("run fell back {kernel} -> userspace"),
+                    )
+                }
+            };
+            if !fell {
+                return fail(format!("the report does not say: {row}: {report}"));
+            }
+            Ok(format!(
+                "{what} | {row} | every sink exact ({} B)",
+                payload.len()
+            ))
+        }
+        TeeExpect::Error(blame) => {
+            if run.code() != Some(1) {
+                return fail(format!("exit {:?}, want 1", run.code()));
+            }
+            if report["ended"] != "error" {
+                return fail(format!("report ended {}", report["ended"]));
+            }
+            let any_fallback = !fallbacks.is_empty()
+                || (0..case.sinks.len()).any(|i| run.sink(i)["fallbacks"] != serde_json::json!([]));
+            if any_fallback {
+                return fail(format!("no fallback allowed here: {report}"));
+            }
+            let uri = match blame {
+                Blame::Src => report["src"]["uri"].as_str().unwrap().to_string(),
+                Blame::Sink(i) => {
+                    if run.sink(i)["ended"] != "error"
+                        || run.sink(i)["error"]
+                            .as_str()
+                            .unwrap()
+                            .starts_with("stopped")
+                    {
+                        return fail(format!("sink {i} is not the one that failed"));
+                    }
+                    run.sink(i)["uri"].as_str().unwrap().to_string()
+                }
+            };
+            let message = report["error"].as_str().unwrap_or_default();
+            let code = format!("(os error {})", case.errno.1);
+            if !message.contains(&format!("'{uri}'")) || !message.contains(&code) {
+                return fail(format!("error {message:?} should name '{uri}' and {code}"));
+            }
+            if !run.stderr.lines().any(|l| l.starts_with("zerocat: cannot")) {
+                return fail("no error line on stderr".into());
+            }
+            if let Err(why) = check_each_sink(&run, payload) {
+                return fail(why);
+            }
+            let held: Vec<String> = run
+                .held
+                .iter()
+                .map(|h| h.as_ref().map_or("-".into(), |h| h.len().to_string()))
+                .collect();
+            Ok(format!(
+                "{what} | clean error naming {uri}, exit 1 | sinks hold [{}] B = reported",
+                held.join(", ")
+            ))
+        }
+    }
+}
+
+#[test]
+fn faults_in_tee_and_splice_of_tee() {
+    if strace_missing() {
+        return;
+    }
+    let payload = Arc::new(data(4 << 20));
+    let mut problems = Vec::new();
+    for case in tee_fault_cases() {
+        match run_tee_fault(&case, &payload) {
+            Ok(row) => eprintln!("{row}"),
+            Err(problem) => problems.push(problem),
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
