@@ -523,3 +523,46 @@ fn faults_in_tee_and_splice_of_tee() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
+
+// =============================================================================================
+// SIGPIPE: `zerocat tee big [file] - | head -c 1`
+// =============================================================================================
+
+/// stdout's reader goes away: exit 141 at once and nothing on stderr (DESIGN §5), as for
+/// `pipe` and as GNU tee killed by SIGPIPE — also when another sink was being fed.
+#[test]
+fn tee_sigpipe_from_a_closed_stdout_is_141_without_a_message() {
+    let payload = data(16 << 20);
+    let dir = tempdir();
+    let src = crate::util::write_file(dir.path(), "big.bin", &payload);
+    let copy = dir.path().join("copy");
+    for via in ["auto", "userspace"] {
+        for with_file in [false, true] {
+            let mut cmd = crate::util::zerocat();
+            cmd.args(["--stats", "json", "--via", via, "tee"]).arg(&src);
+            if with_file {
+                cmd.arg(&copy);
+            }
+            cmd.arg("-").stdout(Stdio::piped()).stderr(Stdio::piped());
+            let name = format!(
+                "tee big {}- via {via}",
+                if with_file { "file " } else { "" }
+            );
+            let mut child = cmd.spawn().unwrap();
+            let mut stdout = child.stdout.take().unwrap();
+            let mut one = [0u8; 1];
+            stdout.read_exact(&mut one).unwrap();
+            assert_eq!(one[0], payload[0], "{name}");
+            drop(stdout);
+            let out = crate::util::wait_with_deadline(child, DEADLINE);
+            let stderr = crate::util::stderr_text(&out);
+            assert_eq!(out.status.code(), Some(141), "{name}: {stderr}");
+            assert!(out.stderr.is_empty(), "{name}: {stderr}");
+            if with_file {
+                let held = std::fs::read(&copy).unwrap();
+                assert_bytes_eq(&held, &payload[..held.len()], &name);
+            }
+            eprintln!("{name} | reader gone | exit 141, silent");
+        }
+    }
+}
