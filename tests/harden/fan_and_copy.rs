@@ -9,7 +9,6 @@ use super::*;
 // =============================================================================================
 
 /// One sink of a tee run.
-#[allow(dead_code)] // until the full-disk tests
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Out {
     /// A regular file in the test's directory.
@@ -57,7 +56,6 @@ impl<'a> TeeRig<'a> {
     }
 }
 
-#[allow(dead_code)] // until the signal tests
 struct TeeRunning {
     child: Child,
     _dir: tempfile::TempDir,
@@ -191,7 +189,6 @@ fn keep_slowly(mut input: impl Read, step: usize, received: &AtomicU64, bytes: &
     }
 }
 
-#[allow(dead_code)] // until the signal tests
 impl TeeRunning {
     fn pid(&self) -> Pid {
         Pid::from_raw(self.child.id() as i32)
@@ -563,6 +560,213 @@ fn tee_sigpipe_from_a_closed_stdout_is_141_without_a_message() {
                 assert_bytes_eq(&held, &payload[..held.len()], &name);
             }
             eprintln!("{name} | reader gone | exit 141, silent");
+        }
+    }
+}
+
+// =============================================================================================
+// Full disk: one sink on a 1 MiB tmpfs, or /dev/full
+// =============================================================================================
+
+/// Sink 0 is full; sinks 1 (a file) and 2 (stdout) are fine. `--on-error=fail`: exit 1
+/// naming sink 0 and ENOSPC, every sink holds what its entry says. `continue`: the others
+/// get every byte, exit 1 with "1 of 3 sinks failed".
+fn tee_into_a_full_sink(full: Out, small: Option<&Path>, payload: &Arc<Vec<u8>>) {
+    let sinks = [full, Out::File, Out::Stdout];
+    for via in ["auto", "userspace"] {
+        for on_error in ["fail", "continue"] {
+            let mut rig = TeeRig::new(Src::File, &sinks, payload);
+            rig.global = vec!["--via", via];
+            let opt = format!("--on-error={on_error}");
+            rig.tee_opts = vec![&opt];
+            rig.small = small;
+            let run = run_tee(&rig);
+            let name = format!(
+                "tee {} via {via} --on-error={on_error}",
+                tee_shape(Src::File, &sinks)
+            );
+            assert_eq!(run.code(), Some(1), "{name}: {}", run.stderr);
+            let report = run.report();
+            let uri = run.sink(0)["uri"].as_str().unwrap();
+            let line = run
+                .stderr
+                .lines()
+                .find(|l| l.starts_with("zerocat:") && l.contains("cannot write"))
+                .unwrap_or_else(|| panic!("{name}: no error line in {}", run.stderr));
+            assert!(
+                line.contains(&format!("'{uri}'")) && line.contains("No space left on device"),
+                "{name}: {line}"
+            );
+            assert_eq!(run.sink(0)["ended"], "error", "{name}");
+            let refused_enospc = (0..3).any(|i| {
+                run.sink(i)["fallbacks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|f| f["errno"] == "ENOSPC")
+            });
+            assert!(!refused_enospc, "{name}: ENOSPC must never fall back");
+            check_each_sink(&run, payload).unwrap_or_else(|e| panic!("{name}: {e}"));
+            if on_error == "continue" {
+                assert!(line.contains("1 of 3 sinks failed"), "{name}: {line}");
+                assert_eq!(
+                    report["bytes"].as_u64(),
+                    Some(payload.len() as u64),
+                    "{name}"
+                );
+                for i in 1..3 {
+                    assert_eq!(run.sink(i)["ended"], "eof", "{name} sink {i}");
+                    let held = run.held[i].as_ref().unwrap();
+                    assert_bytes_eq(held, payload, &format!("{name} sink {i}"));
+                }
+            }
+            let held: Vec<String> = run
+                .held
+                .iter()
+                .map(|h| h.as_ref().map_or("-".into(), |h| h.len().to_string()))
+                .collect();
+            eprintln!(
+                "{name} | clean error ENOSPC naming {uri}, exit 1 | sinks hold [{}] B = reported",
+                held.join(", ")
+            );
+            if let Some(dir) = small {
+                std::fs::remove_file(dir.join("out0")).unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn tee_full_disk_on_a_1mib_tmpfs() {
+    let Some(fs) = SmallFs::mount("1m") else {
+        return;
+    };
+    tee_into_a_full_sink(Out::Small, Some(fs.path()), &Arc::new(data(3 << 20)));
+}
+
+#[test]
+fn tee_dev_full_is_enospc() {
+    tee_into_a_full_sink(Out::Full, None, &Arc::new(data(3 << 20)));
+}
+
+// =============================================================================================
+// Signals: tee
+// =============================================================================================
+
+/// SIGINT / SIGTERM while a slow stdin feeds [file, stdout]: exit 130, the report printed,
+/// and — since tee stops only when every sink is level — every sink holds exactly the
+/// bytes the run reports.
+#[test]
+fn tee_sigint_and_sigterm_mid_transfer() {
+    let payload = Arc::new(data(64 << 20));
+    let sinks = [Out::File, Out::Stdout];
+    for signal in [Signal::SIGINT, Signal::SIGTERM] {
+        for via in ["auto", "userspace"] {
+            let mut rig = TeeRig::new(Src::Pipe, &sinks, &payload);
+            rig.global = vec!["--via", via];
+            rig.pace = Some(Duration::from_millis(2));
+            rig.chunk = 64 << 10;
+            let mut running = start_tee(&rig);
+            running.wait_for_stdout(512 << 10);
+            kill(running.pid(), signal).unwrap();
+            let run = running.finish();
+            let name = format!("tee {} via {via} {signal}", tee_shape(Src::Pipe, &sinks));
+            assert_eq!(run.code(), Some(130), "{name}: {}", run.stderr);
+            let report = run.report();
+            assert_eq!(report["ended"], "signal", "{name}");
+            check_each_sink(&run, &payload).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let total = report["bytes"].as_u64().unwrap();
+            for i in 0..sinks.len() {
+                assert_eq!(
+                    run.sink(i)["bytes"].as_u64(),
+                    Some(total),
+                    "{name} sink {i}"
+                );
+                assert_eq!(run.sink(i)["ended"], "signal", "{name} sink {i}");
+            }
+            assert!(
+                total < payload.len() as u64,
+                "{name}: the signal came too late"
+            );
+            eprintln!("{name} | exit 130, report printed | every sink holds {total} B = reported");
+        }
+    }
+}
+
+/// The strict form: the source is a file zerocat shares with the test (`fd:3`), so the
+/// shared offset afterwards says how many bytes tee took from it (into its own inbound
+/// pipe); stdout is read slowly, so pipes are full when the signal comes. Every byte taken
+/// must be in every sink: the inbound and lane pipes were drained before the exit.
+#[test]
+fn tee_sigint_delivers_every_byte_taken_from_the_source() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let payload = data(64 << 20);
+    let dir = tempdir();
+    let src = crate::util::write_file(dir.path(), "src.bin", &payload);
+    for via in ["auto", "userspace"] {
+        for signal in [Signal::SIGINT, Signal::SIGTERM] {
+            let name = format!("tee fd:3 (file) -> [file, slow stdout] via {via} {signal}");
+            let file = std::fs::File::open(&src).unwrap();
+            let raw = file.as_raw_fd();
+            let copy = dir.path().join("copy");
+            let mut cmd = crate::util::zerocat();
+            cmd.args(["--stats", "json", "--via", via, "tee", "fd:3"])
+                .arg(&copy)
+                .arg("-")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            // SAFETY: only async-signal-safe calls between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let ret = if raw == 3 {
+                        nix::libc::fcntl(3, nix::libc::F_SETFD, 0)
+                    } else {
+                        nix::libc::dup2(raw, 3)
+                    };
+                    if ret < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            let mut child = cmd.spawn().unwrap();
+            let received = Arc::new(AtomicU64::new(0));
+            let kept = Arc::new(Mutex::new(Vec::new()));
+            let stdout = child.stdout.take().unwrap();
+            let (r, k) = (received.clone(), kept.clone());
+            let reader = thread::spawn(move || keep_slowly(stdout, 64 << 10, &r, &k));
+            let started = Instant::now();
+            while received.load(Ordering::SeqCst) < 2 << 20 {
+                assert!(started.elapsed() < DEADLINE, "{name}: no bytes arrive");
+                thread::sleep(Duration::from_millis(2));
+            }
+            kill(Pid::from_raw(child.id() as i32), signal).unwrap();
+            let out = crate::util::wait_with_deadline(child, DEADLINE);
+            reader.join().unwrap();
+            let stderr = crate::util::stderr_text(&out);
+            assert_eq!(out.status.code(), Some(130), "{name}: {stderr}");
+            let report = crate::util::json_report(&out.stderr);
+            let taken = nix::unistd::lseek(raw, 0, nix::unistd::Whence::SeekCur).unwrap() as u64;
+            let kept = kept.lock().unwrap();
+            let in_file = std::fs::read(&copy).unwrap();
+            assert_eq!(report["ended"], "signal", "{name}");
+            assert_eq!(
+                report["bytes"].as_u64(),
+                Some(taken),
+                "{name}: reported != taken"
+            );
+            assert_eq!(kept.len() as u64, taken, "{name}: stdout != taken");
+            assert_eq!(in_file.len() as u64, taken, "{name}: file != taken");
+            for (i, held) in [&in_file[..], &kept[..]].into_iter().enumerate() {
+                assert_eq!(report["sinks"][i]["bytes"].as_u64(), Some(taken), "{name}");
+                assert_bytes_eq(held, &payload[..held.len()], &name);
+            }
+            assert!(
+                taken < payload.len() as u64,
+                "{name}: the signal came too late"
+            );
+            eprintln!("{name} | exit 130 | {taken} B taken = in each sink = reported");
         }
     }
 }
