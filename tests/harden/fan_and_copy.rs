@@ -2,6 +2,8 @@
 //! faults injected with strace, full disks, signals, SIGPIPE — over the shapes these two
 //! commands have: several sinks, and files or whole trees.
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 // =============================================================================================
@@ -768,5 +770,553 @@ fn tee_sigint_delivers_every_byte_taken_from_the_source() {
             );
             eprintln!("{name} | exit 130 | {taken} B taken = in each sink = reported");
         }
+    }
+}
+
+// =============================================================================================
+// The copy rig: one file, or a tree of three files, copied on the test's filesystem
+// =============================================================================================
+
+/// The tree's files: distinct sizes (and so distinct contents, `data` seeds on the size).
+const TREE: [(&str, usize); 3] = [
+    ("a", (1 << 20) + 1),
+    ("b", (2 << 20) + 3),
+    ("c", (3 << 20) + 5),
+];
+
+/// What a copy is asked to do: one file of `len` bytes, or `TREE` with `-r`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum What {
+    File(usize),
+    Tree,
+}
+
+struct CopyRig<'a> {
+    what: What,
+    wrap: Vec<String>,
+    global: Vec<&'a str>,
+    /// Where the destination goes (the test's directory when None).
+    dest_dir: Option<&'a Path>,
+    /// Or this destination exactly (/dev/full).
+    dest: Option<&'a str>,
+}
+
+impl<'a> CopyRig<'a> {
+    fn new(what: What) -> CopyRig<'a> {
+        CopyRig {
+            what,
+            wrap: Vec::new(),
+            global: Vec::new(),
+            dest_dir: None,
+            dest: None,
+        }
+    }
+}
+
+struct CopyRunning {
+    child: Child,
+    dir: tempfile::TempDir,
+    dst: PathBuf,
+}
+
+struct CopyFinished {
+    out: std::process::Output,
+    stderr: String,
+    report: Option<Value>,
+    /// Source contents by destination path.
+    want: BTreeMap<PathBuf, Vec<u8>>,
+    _dir: tempfile::TempDir,
+}
+
+impl CopyFinished {
+    fn code(&self) -> Option<i32> {
+        self.out.status.code()
+    }
+
+    fn report(&self) -> &Value {
+        self.report
+            .as_ref()
+            .unwrap_or_else(|| panic!("no JSON report; stderr: {}", self.stderr))
+    }
+
+    fn entries(&self) -> Vec<Value> {
+        self.report()["entries"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn failed(&self) -> Vec<Value> {
+        self.entries()
+            .into_iter()
+            .filter(|e| !e["error"].is_null())
+            .collect()
+    }
+}
+
+fn start_copy(rig: &CopyRig<'_>) -> CopyRunning {
+    let dir = tempdir();
+    let src = match rig.what {
+        What::File(len) => crate::util::write_file(dir.path(), "src.bin", &data(len)),
+        What::Tree => {
+            let root = dir.path().join("tree");
+            std::fs::create_dir(&root).unwrap();
+            for (name, len) in TREE {
+                crate::util::write_file(&root, name, &data(len));
+            }
+            root
+        }
+    };
+    let dst = match rig.dest {
+        Some(path) => PathBuf::from(path),
+        None => rig.dest_dir.unwrap_or(dir.path()).join("dst"),
+    };
+    let mut cmd = match rig.wrap.split_first() {
+        None => Command::new(bin()),
+        Some((program, rest)) => {
+            let mut c = Command::new(program);
+            c.args(rest).arg(bin());
+            c
+        }
+    };
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .args(["--stats", "json"])
+        .args(&rig.global)
+        .arg("copy");
+    if rig.what == What::Tree {
+        cmd.arg("-r");
+    }
+    cmd.arg(&src)
+        .arg(&dst)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    CopyRunning {
+        child: cmd.spawn().expect("spawn zerocat"),
+        dir,
+        dst,
+    }
+}
+
+#[allow(dead_code)] // until the signal tests
+impl CopyRunning {
+    /// Bytes the destination (file or tree) holds now.
+    fn dst_len(&self) -> u64 {
+        match std::fs::read_dir(&self.dst) {
+            Ok(list) => list
+                .filter_map(|e| e.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum(),
+            Err(_) => std::fs::metadata(&self.dst).map_or(0, |m| m.len()),
+        }
+    }
+
+    fn wait_for_dst(&mut self, n: u64) {
+        let started = Instant::now();
+        while self.dst_len() < n {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("zerocat ended ({status}) before the destination held {n} bytes");
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "the destination never held {n} bytes"
+            );
+            thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn finish(self, what: What) -> CopyFinished {
+        let out = crate::util::wait_with_deadline(self.child, DEADLINE);
+        let stderr = crate::util::stderr_text(&out);
+        let report = stderr
+            .lines()
+            .find(|l| l.starts_with('{'))
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON ({e}): {l}")));
+        let want = match what {
+            What::File(len) => BTreeMap::from([(self.dst.clone(), data(len))]),
+            What::Tree => TREE
+                .iter()
+                .map(|&(name, len)| (self.dst.join(name), data(len)))
+                .collect(),
+        };
+        CopyFinished {
+            out,
+            stderr,
+            report,
+            want,
+            _dir: self.dir,
+        }
+    }
+}
+
+fn run_copy(rig: &CopyRig<'_>) -> CopyFinished {
+    start_copy(rig).finish(rig.what)
+}
+
+/// Every file entry's destination holds exactly the bytes the entry counts, a prefix of
+/// its source (the whole source when the entry has no error); no destination file exists
+/// that the report does not account for.
+fn check_entries(run: &CopyFinished) -> Result<(), String> {
+    let mut seen = Vec::new();
+    for e in run.entries().iter().filter(|e| e["kind"] == "file") {
+        let dst = PathBuf::from(e["dst"].as_str().unwrap());
+        let want = run.want.get(&dst).ok_or(format!("unexpected entry {e}"))?;
+        // A device (/dev/full reads as endless zeros) holds nothing to compare.
+        let held = match dst.starts_with("/dev") {
+            true => Vec::new(),
+            false => std::fs::read(&dst).unwrap_or_default(),
+        };
+        let bytes = e["bytes"].as_u64().unwrap();
+        if held.len() as u64 != bytes {
+            return Err(format!(
+                "{}: the entry says {bytes} bytes, it holds {}",
+                dst.display(),
+                held.len()
+            ));
+        }
+        if want.get(..held.len()) != Some(&held[..]) {
+            return Err(format!("{}: not the start of its source", dst.display()));
+        }
+        if e["error"].is_null() && held.len() != want.len() {
+            return Err(format!(
+                "{}: no error, yet {} of {} bytes",
+                dst.display(),
+                held.len(),
+                want.len()
+            ));
+        }
+        seen.push(dst);
+    }
+    for path in run.want.keys() {
+        if !seen.contains(path) && path.exists() && !path.starts_with("/dev") {
+            return Err(format!(
+                "{} exists but no entry accounts for it",
+                path.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn what_name(what: What) -> &'static str {
+    match what {
+        What::File(_) => "copy file",
+        What::Tree => "copy -r tree(3 files)",
+    }
+}
+
+// =============================================================================================
+// Fault injection: copy
+// =============================================================================================
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CopyExpect {
+    /// Exit 0, every byte, the report names the fallback (from, to) with the errno.
+    FellBack(&'static str, &'static str),
+    /// Exit 1; one file fails with the errno, named with both paths; every destination
+    /// holds what its entry says.
+    Error,
+}
+
+struct CopyFault {
+    what: What,
+    /// strace injections (syscall, action, when); the last is the one under test.
+    injects: Vec<(&'static str, String, u32)>,
+    errno: Option<(&'static str, i32)>,
+    expect: CopyExpect,
+}
+
+/// The calls a single-file copy makes on ext4: ioctl 1 is std's isatty of stderr, ioctl 2
+/// FICLONE (EOPNOTSUPP here; the test checks the injected call *is* FICLONE, so a shifted
+/// count fails loudly). copy_file_range 1 moves the 4 MiB, 2 says EOF. With copy_file_range
+/// refused (EXDEV), splice goes through our pipe: 1 asks the sink (non-blocking, empty
+/// pipe), 2 fills our pipe, 3 empties it into the file, 4 refills.
+/// In the tree, each file's copy_file_range takes two calls: 3 is the second file's first,
+/// 4 its second (after bytes moved).
+fn copy_fault_cases() -> Vec<CopyFault> {
+    use CopyExpect::*;
+    let mut cases = Vec::new();
+    let file = What::File(4 << 20);
+    let mut add =
+        |what, injects: &[(&'static str, &str, u32)], errnos: &[(&'static str, i32)], expect| {
+            for &errno in errnos {
+                let mut list: Vec<(&'static str, String, u32)> = injects
+                    .iter()
+                    .map(|&(s, a, w)| (s, a.to_string(), w))
+                    .collect();
+                let last = list.last_mut().unwrap();
+                last.1 = format!("error={}", errno.0);
+                cases.push(CopyFault {
+                    what,
+                    injects: list,
+                    errno: Some(errno),
+                    expect,
+                });
+            }
+        };
+    let fatal = FATAL;
+    let eio = &FATAL[..1];
+    let all: Vec<(&str, i32)> = UNSUPPORTED.iter().chain(FATAL).copied().collect();
+    let cfr_no = ("copy_file_range", "error=EXDEV", 1);
+    add(
+        file,
+        &[("ioctl", "", 2)],
+        UNSUPPORTED,
+        FellBack("reflink", "copy_file_range"),
+    );
+    add(file, &[("ioctl", "", 2)], fatal, Error);
+    add(
+        file,
+        &[("copy_file_range", "", 1)],
+        UNSUPPORTED,
+        FellBack("copy_file_range", "splice"),
+    );
+    add(file, &[("copy_file_range", "", 1)], eio, Error);
+    add(file, &[("copy_file_range", "", 2)], &all, Error);
+    for when in 1..=3 {
+        add(
+            file,
+            &[cfr_no, ("splice", "", when)],
+            UNSUPPORTED,
+            FellBack("splice", "userspace"),
+        );
+    }
+    add(file, &[cfr_no, ("splice", "", 3)], fatal, Error);
+    add(file, &[cfr_no, ("splice", "", 4)], &all, Error);
+    add(
+        What::Tree,
+        &[("copy_file_range", "", 1)],
+        UNSUPPORTED,
+        FellBack("copy_file_range", "splice"),
+    );
+    add(What::Tree, &[("copy_file_range", "", 4)], &all, Error);
+    // Faked returns: a first copy_file_range of 0 is not trusted as EOF; a FICLONE that
+    // says success but copied nothing is not trusted either.
+    for (what, when) in [(file, 1), (What::Tree, 3)] {
+        cases.push(CopyFault {
+            what,
+            injects: vec![("copy_file_range", "retval=0".into(), when)],
+            errno: None,
+            expect: FellBack("copy_file_range", "splice"),
+        });
+    }
+    cases.push(CopyFault {
+        what: file,
+        injects: vec![("ioctl", "retval=0".into(), 2)],
+        errno: None,
+        expect: Error,
+    });
+    cases
+}
+
+fn run_copy_fault(case: &CopyFault) -> Result<String, String> {
+    let logdir = tempdir();
+    let log = logdir.path().join("strace.log");
+    let syscalls: Vec<&str> = case.injects.iter().map(|i| i.0).collect();
+    let mut wrap: Vec<String> = vec![
+        "strace".into(),
+        "-f".into(),
+        "-qq".into(),
+        "-o".into(),
+        log.display().to_string(),
+        "-e".into(),
+        format!("trace={}", syscalls.join(",")),
+    ];
+    for (syscall, action, when) in &case.injects {
+        wrap.push("-e".into());
+        wrap.push(format!("inject={syscall}:{action}:when={when}"));
+    }
+    let mut rig = CopyRig::new(case.what);
+    rig.wrap = wrap;
+    let run = run_copy(&rig);
+    let (syscall, action, when) = case.injects.last().unwrap();
+    let what = format!("{} {syscall} {action}@{when}", what_name(case.what));
+    let what = match case.injects.len() {
+        1 => what,
+        _ => format!("{what} (copy_file_range refused: EXDEV@1)"),
+    };
+    let fail = |why: String| -> Result<String, String> {
+        Err(format!("{what}: {why}\nstderr: {}", run.stderr))
+    };
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    let injected = log_text.lines().any(|l| {
+        l.contains("INJECTED")
+            && l.contains(&format!("{syscall}("))
+            && (*syscall != "ioctl" || l.contains("FICLONE"))
+    });
+    if !injected {
+        return fail(format!(
+            "strace never injected into {syscall} (FICLONE for ioctl); log:\n{log_text}"
+        ));
+    }
+    let report = run.report();
+    let fallbacks = report["fallbacks"].as_array().cloned().unwrap_or_default();
+    let errno = case.errno.map_or("returned 0", |e| e.0);
+    match case.expect {
+        CopyExpect::FellBack(from, to) => {
+            if run.code() != Some(0) {
+                return fail(format!("exit {:?}, want 0 after a fallback", run.code()));
+            }
+            let total: usize = run.want.values().map(Vec::len).sum();
+            if report["bytes"].as_u64() != Some(total as u64) {
+                return fail(format!(
+                    "report says {} bytes, want {total}",
+                    report["bytes"]
+                ));
+            }
+            if let Err(why) = check_entries(&run) {
+                return fail(why);
+            }
+            if !fallbacks
+                .iter()
+                .any(|f| f["from"] == from && f["to"] == to && f["errno"] == errno)
+            {
+                return fail(format!(
+                    "fallbacks {fallbacks:?} do not name {from} -> {to} ({errno})"
+                ));
+            }
+            Ok(format!(
+                "{what} | fell back {from} -> {to} | exact ({total} B)"
+            ))
+        }
+        CopyExpect::Error => {
+            if run.code() != Some(1) {
+                return fail(format!("exit {:?}, want 1", run.code()));
+            }
+            if report["ended"] != "error" {
+                return fail(format!("report ended {}", report["ended"]));
+            }
+            let failed = run.failed();
+            if failed.len() != 1 {
+                return fail(format!("want exactly one failed entry, got {failed:?}"));
+            }
+            let (src, dst) = (
+                failed[0]["src"].as_str().unwrap(),
+                failed[0]["dst"].as_str().unwrap(),
+            );
+            let line = format!("zerocat: cannot copy '{src}' to '{dst}': ");
+            let Some(message) = run.stderr.lines().find(|l| l.starts_with(&line)) else {
+                return fail(format!("no line {line:?}"));
+            };
+            if let Some((_, code)) = case.errno {
+                if !message.contains(&format!("(os error {code})")) {
+                    return fail(format!("{message:?} does not carry the errno"));
+                }
+            }
+            // (Other paths may have fallen back before: reflink on ext4, an injected EXDEV.)
+            let path = match *syscall {
+                "ioctl" => "reflink",
+                other => other,
+            };
+            if fallbacks
+                .iter()
+                .any(|f| f["from"] == path && f["errno"] == errno)
+            {
+                return fail(format!("{path} must not fall back here, got {fallbacks:?}"));
+            }
+            if case.what == What::Tree && !run.stderr.contains("1 of 4 entries could not be copied")
+            {
+                return fail("no '1 of 4 entries' line".into());
+            }
+            if let Err(why) = check_entries(&run) {
+                return fail(why);
+            }
+            Ok(format!(
+                "{what} | clean error naming both paths, exit 1 | {} B delivered = entry; others exact",
+                failed[0]["bytes"]
+            ))
+        }
+    }
+}
+
+#[test]
+fn faults_in_copy() {
+    if strace_missing() {
+        return;
+    }
+    let mut problems = Vec::new();
+    for case in copy_fault_cases() {
+        match run_copy_fault(&case) {
+            Ok(row) => eprintln!("{row}"),
+            Err(problem) => problems.push(problem),
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+// =============================================================================================
+// Full disk: copy
+// =============================================================================================
+
+/// A file (3 MiB) or the tree (6 MiB) into a 1 MiB tmpfs, or a file to /dev/full: exit 1,
+/// each failed file named with ENOSPC, every destination holds what its entry says.
+#[track_caller]
+fn assert_copy_disk_full(run: &CopyFinished, name: &str) {
+    assert_eq!(run.code(), Some(1), "{name}: {}", run.stderr);
+    let failed = run.failed();
+    assert!(!failed.is_empty(), "{name}: no entry failed");
+    for e in &failed {
+        let (src, dst) = (e["src"].as_str().unwrap(), e["dst"].as_str().unwrap());
+        let line = format!("zerocat: cannot copy '{src}' to '{dst}': ");
+        let message = run
+            .stderr
+            .lines()
+            .find(|l| l.starts_with(&line))
+            .unwrap_or_else(|| panic!("{name}: no line {line:?} in {}", run.stderr));
+        assert!(
+            message.contains("No space left on device"),
+            "{name}: {message}"
+        );
+    }
+    let refused_enospc = run.report()["fallbacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["errno"] == "ENOSPC");
+    assert!(!refused_enospc, "{name}: ENOSPC must never fall back");
+    check_entries(run).unwrap_or_else(|e| panic!("{name}: {e}"));
+}
+
+#[test]
+fn copy_full_disk_on_a_1mib_tmpfs() {
+    let Some(fs) = SmallFs::mount("1m") else {
+        return;
+    };
+    for what in [What::File(3 << 20), What::Tree] {
+        for via in ["auto", "userspace"] {
+            let mut rig = CopyRig::new(what);
+            rig.global = vec!["--via", via];
+            rig.dest_dir = Some(fs.path());
+            let run = run_copy(&rig);
+            let name = format!("{} via {via} (1 MiB tmpfs)", what_name(what));
+            assert_copy_disk_full(&run, &name);
+            let held: u64 = run
+                .entries()
+                .iter()
+                .filter_map(|e| e["bytes"].as_u64())
+                .sum();
+            assert!(held > 0, "{name}: the tmpfs took no byte at all?");
+            eprintln!(
+                "{name} | clean error ENOSPC naming {} file(s), exit 1 | {held} B delivered = held",
+                run.failed().len()
+            );
+            let dst = fs.path().join("dst");
+            let _ = std::fs::remove_dir_all(&dst).or_else(|_| std::fs::remove_file(&dst));
+        }
+    }
+}
+
+#[test]
+fn copy_to_dev_full_is_enospc() {
+    for via in ["auto", "userspace"] {
+        let mut rig = CopyRig::new(What::File(1 << 20));
+        rig.global = vec!["--via", via];
+        rig.dest = Some("/dev/full");
+        let run = run_copy(&rig);
+        let name = format!("copy file /dev/full via {via}");
+        assert_copy_disk_full(&run, &name);
+        assert_eq!(run.report()["bytes"].as_u64(), Some(0), "{name}");
+        eprintln!("{name} | clean error ENOSPC, exit 1 | 0 B delivered");
     }
 }
