@@ -211,7 +211,7 @@ impl<'a> Copier<'a> {
             entries: Vec::new(),
             refused: HashSet::new(),
             middle: None,
-            meter: Meter::new(),
+            meter: Meter::limited(opts.limit),
             interrupted: false,
         }
     }
