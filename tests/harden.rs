@@ -28,12 +28,15 @@ use crate::util::{assert_bytes_eq, bin, data, paths, tempdir, DEADLINE};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sub {
     Pipe,
+    /// `tee SRC DST /dev/null`: the sink under test and a second one, so tee(2) runs.
+    Tee,
 }
 
 impl Sub {
     fn name(self) -> &'static str {
         match self {
             Sub::Pipe => "pipe",
+            Sub::Tee => "tee",
         }
     }
 
@@ -41,6 +44,7 @@ impl Sub {
     fn args(self, src: &str, dst: &str) -> Vec<String> {
         match self {
             Sub::Pipe => vec!["pipe".into(), src.into(), dst.into()],
+            Sub::Tee => vec!["tee".into(), src.into(), dst.into(), "/dev/null".into()],
         }
     }
 }
@@ -1487,9 +1491,10 @@ mod uri_properties {
 // Soak: `cargo test -- --ignored soak`
 // =============================================================================================
 
-/// One soak row. The relay row (10 GiB over 50 concurrent connections) and the tee row
-/// (10 GiB to several sinks) are added here when those subcommands land; `stream_soak`
-/// drives one source to one sink, and each new row needs only its own wiring in `Sub`.
+/// One soak row. The relay row (10 GiB over 50 concurrent connections) is added here when
+/// relay lands; `stream_soak` drives one source to one sink (tee: that sink and /dev/null),
+/// and each new row needs only its own wiring in `Sub`. `ZEROCAT_SOAK=tee` runs only the
+/// rows of that subcommand.
 struct Soak {
     sub: Sub,
     via: &'static str,
@@ -1505,6 +1510,11 @@ const SOAKS: &[Soak] = &[
     Soak {
         sub: Sub::Pipe,
         via: "userspace",
+        bytes: 10 << 30,
+    },
+    Soak {
+        sub: Sub::Tee,
+        via: "auto",
         bytes: 10 << 30,
     },
 ];
@@ -1608,6 +1618,9 @@ fn stream_soak(soak: &Soak, bytes: u64) -> SoakFigures {
     assert_eq!(got_hash, sent_hash, "hash of the bytes received");
     let report = crate::util::json_report(&stderr);
     assert_eq!(report["bytes"].as_u64(), Some(received));
+    for sink in report["sinks"].as_array().into_iter().flatten() {
+        assert_eq!(sink["bytes"].as_u64(), Some(received), "{sink}");
+    }
     SoakFigures {
         bytes: received,
         seconds,
@@ -1617,7 +1630,11 @@ fn stream_soak(soak: &Soak, bytes: u64) -> SoakFigures {
 }
 
 fn run_soaks(bytes: Option<u64>) {
-    for soak in SOAKS {
+    let only = std::env::var("ZEROCAT_SOAK").ok();
+    for soak in SOAKS
+        .iter()
+        .filter(|s| only.as_deref().map_or(true, |o| o == s.sub.name()))
+    {
         let figures = stream_soak(soak, bytes.unwrap_or(soak.bytes));
         eprintln!(
             "soak {} pipe->pipe via {}: {} B in {:.1} s ({:.2} GiB/s), hash equal, \
@@ -1630,6 +1647,12 @@ fn run_soaks(bytes: Option<u64>) {
             figures.max_rss_kib,
             figures.report["paths"]
         );
+        for sink in figures.report["sinks"].as_array().into_iter().flatten() {
+            eprintln!(
+                "  sink {}: {} B, paths {}",
+                sink["uri"], sink["bytes"], sink["paths"]
+            );
+        }
     }
 }
 
