@@ -98,16 +98,7 @@ impl TeeFinished {
 fn start_tee(rig: &TeeRig<'_>) -> TeeRunning {
     let dir = tempdir();
     let stop = Arc::new(AtomicBool::new(false));
-    let mut cmd = match rig.wrap.split_first() {
-        None => Command::new(bin()),
-        Some((program, rest)) => {
-            let mut c = Command::new(program);
-            c.args(rest).arg(bin());
-            c
-        }
-    };
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    let mut cmd = zerocat_under(&rig.wrap);
     cmd.args(["--stats", "json"])
         .args(&rig.global)
         .arg("tee")
@@ -198,41 +189,20 @@ impl TeeRunning {
 
     /// Waits until stdout has received at least `n` bytes.
     fn wait_for_stdout(&mut self, n: u64) {
-        while self.stdout_len.load(Ordering::SeqCst) < n {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("zerocat ended ({status}) before stdout held {n} bytes");
-            }
-            assert!(
-                self.started.elapsed() < DEADLINE,
-                "stdout never held {n} bytes"
-            );
-            thread::sleep(Duration::from_millis(2));
-        }
+        let len = self.stdout_len.clone();
+        wait_until_held(&mut self.child, self.started, "stdout", n, || {
+            len.load(Ordering::SeqCst)
+        });
     }
 
     fn finish(mut self) -> TeeFinished {
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if self.started.elapsed() > DEADLINE {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                self.stop.store(true, Ordering::SeqCst);
-                panic!("zerocat did not finish within {DEADLINE:?}");
-            }
-            thread::sleep(Duration::from_millis(2));
-        };
-        self.stop.store(true, Ordering::SeqCst);
+        let status = wait_or_kill(&mut self.child, self.started, &self.stop);
         if let Some(t) = self.stdout_thread.take() {
             t.join().unwrap();
         }
         let stderr = self.stderr_thread.take().unwrap().join().unwrap();
         let stderr = String::from_utf8_lossy(&stderr).into_owned();
-        let report = stderr
-            .lines()
-            .find(|l| l.starts_with('{'))
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON ({e}): {l}")));
+        let report = json_line(&stderr);
         let stdout = std::mem::take(&mut *self.stdout_bytes.lock().unwrap());
         let held = self
             .sinks
@@ -513,14 +483,7 @@ fn faults_in_tee_and_splice_of_tee() {
         return;
     }
     let payload = Arc::new(data(4 << 20));
-    let mut problems = Vec::new();
-    for case in tee_fault_cases() {
-        match run_tee_fault(&case, &payload) {
-            Ok(row) => eprintln!("{row}"),
-            Err(problem) => problems.push(problem),
-        }
-    }
-    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+    run_cases(tee_fault_cases(), |case| run_tee_fault(case, &payload));
 }
 
 // =============================================================================================
@@ -702,7 +665,6 @@ fn tee_sigint_and_sigterm_mid_transfer() {
 #[test]
 fn tee_sigint_delivers_every_byte_taken_from_the_source() {
     use std::os::fd::AsRawFd;
-    use std::os::unix::process::CommandExt;
     let payload = data(64 << 20);
     let dir = tempdir();
     let src = crate::util::write_file(dir.path(), "src.bin", &payload);
@@ -718,20 +680,7 @@ fn tee_sigint_delivers_every_byte_taken_from_the_source() {
                 .arg("-")
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
-            // SAFETY: only async-signal-safe calls between fork and exec.
-            unsafe {
-                cmd.pre_exec(move || {
-                    let ret = if raw == 3 {
-                        nix::libc::fcntl(3, nix::libc::F_SETFD, 0)
-                    } else {
-                        nix::libc::dup2(raw, 3)
-                    };
-                    if ret < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
+            share_as_fd3(&mut cmd, raw);
             let mut child = cmd.spawn().unwrap();
             let received = Arc::new(AtomicU64::new(0));
             let kept = Arc::new(Mutex::new(Vec::new()));
@@ -871,19 +820,8 @@ fn start_copy(rig: &CopyRig<'_>) -> CopyRunning {
         Some(path) => PathBuf::from(path),
         None => rig.dest_dir.unwrap_or(dir.path()).join("dst"),
     };
-    let mut cmd = match rig.wrap.split_first() {
-        None => Command::new(bin()),
-        Some((program, rest)) => {
-            let mut c = Command::new(program);
-            c.args(rest).arg(bin());
-            c
-        }
-    };
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .args(["--stats", "json"])
-        .args(&rig.global)
-        .arg("copy");
+    let mut cmd = zerocat_under(&rig.wrap);
+    cmd.args(["--stats", "json"]).args(&rig.global).arg("copy");
     if rig.what == What::Tree {
         cmd.arg("-r");
     }
@@ -900,38 +838,18 @@ fn start_copy(rig: &CopyRig<'_>) -> CopyRunning {
 }
 
 impl CopyRunning {
-    /// Bytes the destination (file or tree) holds now.
-    fn dst_len(&self) -> u64 {
-        match std::fs::read_dir(&self.dst) {
-            Ok(list) => list
-                .filter_map(|e| e.ok()?.metadata().ok())
-                .map(|m| m.len())
-                .sum(),
-            Err(_) => std::fs::metadata(&self.dst).map_or(0, |m| m.len()),
-        }
-    }
-
     fn wait_for_dst(&mut self, n: u64) {
+        let dst = self.dst.clone();
         let started = Instant::now();
-        while self.dst_len() < n {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("zerocat ended ({status}) before the destination held {n} bytes");
-            }
-            assert!(
-                started.elapsed() < DEADLINE,
-                "the destination never held {n} bytes"
-            );
-            thread::sleep(Duration::from_millis(2));
-        }
+        wait_until_held(&mut self.child, started, "the destination", n, || {
+            bytes_under(&dst)
+        });
     }
 
     fn finish(self, what: What) -> CopyFinished {
         let out = crate::util::wait_with_deadline(self.child, DEADLINE);
         let stderr = crate::util::stderr_text(&out);
-        let report = stderr
-            .lines()
-            .find(|l| l.starts_with('{'))
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON ({e}): {l}")));
+        let report = json_line(&stderr);
         let want = match what {
             What::File(len) => BTreeMap::from([(self.dst.clone(), data(len))]),
             What::Tree => TREE
@@ -946,6 +864,17 @@ impl CopyRunning {
             want,
             _dir: self.dir,
         }
+    }
+}
+
+/// Bytes a destination (a file, or a directory's files) holds now.
+fn bytes_under(dst: &Path) -> u64 {
+    match std::fs::read_dir(dst) {
+        Ok(list) => list
+            .filter_map(|e| e.ok()?.metadata().ok())
+            .map(|m| m.len())
+            .sum(),
+        Err(_) => std::fs::metadata(dst).map_or(0, |m| m.len()),
     }
 }
 
@@ -1234,14 +1163,7 @@ fn faults_in_copy() {
     if strace_missing() {
         return;
     }
-    let mut problems = Vec::new();
-    for case in copy_fault_cases() {
-        match run_copy_fault(&case) {
-            Ok(row) => eprintln!("{row}"),
-            Err(problem) => problems.push(problem),
-        }
-    }
-    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+    run_cases(copy_fault_cases(), run_copy_fault);
 }
 
 // =============================================================================================
