@@ -31,6 +31,9 @@ _zerocat() {
             zerocat,pipe)
                 cmd="zerocat__subcmd__pipe"
                 ;;
+            zerocat,relay)
+                cmd="zerocat__subcmd__relay"
+                ;;
             zerocat,tee)
                 cmd="zerocat__subcmd__tee"
                 ;;
@@ -49,6 +52,9 @@ _zerocat() {
             zerocat__subcmd__help,pipe)
                 cmd="zerocat__subcmd__help__subcmd__pipe"
                 ;;
+            zerocat__subcmd__help,relay)
+                cmd="zerocat__subcmd__help__subcmd__relay"
+                ;;
             zerocat__subcmd__help,tee)
                 cmd="zerocat__subcmd__help__subcmd__tee"
                 ;;
@@ -59,7 +65,7 @@ _zerocat() {
 
     case "${cmd}" in
         zerocat)
-            opts="-q -v -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version pipe copy tee completions man help"
+            opts="-q -v -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version pipe copy tee relay completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -157,7 +163,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__help)
-            opts="pipe copy tee completions man help"
+            opts="pipe copy tee relay completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -240,6 +246,20 @@ _zerocat() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        zerocat__subcmd__help__subcmd__relay)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         zerocat__subcmd__help__subcmd__tee)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -291,6 +311,48 @@ _zerocat() {
                 return 0
             fi
             case "${prev}" in
+                --via)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stats)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        zerocat__subcmd__relay)
+            opts="-q -v -h -V --once --max-conns --idle-timeout --connect-timeout --grow-pipes --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --max-conns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --idle-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --connect-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --via)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

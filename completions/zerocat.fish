@@ -39,6 +39,7 @@ complete -c zerocat -n "__fish_zerocat_needs_command" -s V -l version -d 'Print 
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "pipe" -d 'Move one stream from SRC to DST'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "copy" -d 'Copy files and trees: reflink, then copy_file_range, splice, userspace'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "tee" -d 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)'
+complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "relay" -d 'Relay bytes both ways between A and B; a listener serves every connection'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "man" -d 'Print the man page (roff)'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -92,6 +93,23 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l no-progress -d '
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l explain -d 'Print the plan and exit without moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s V -l version -d 'Print version'
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l max-conns -d 'Connections served at once; more wait in the listen backlog' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l idle-timeout -d 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m)' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l connect-timeout -d 'Give up a connection attempt after this long (each attempt of retry=N)' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
+json\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l limit -d 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l once -d 'Serve one connection, then exit'
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l grow-pipes -d 'Grow the pipes of busy streams to pipe-max-size (saves about a third of the CPU, but measured slower on loopback than the default 64 KiB pipes)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s q -l quiet -d 'No report line, no progress'
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l no-progress -d 'Never show a progress bar'
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s h -l help -d 'Print help'
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
@@ -116,9 +134,10 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l no-progress -d '
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l explain -d 'Print the plan and exit without moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s V -l version -d 'Print version'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee completions man help" -f -a "pipe" -d 'Move one stream from SRC to DST'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee completions man help" -f -a "copy" -d 'Copy files and trees: reflink, then copy_file_range, splice, userspace'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee completions man help" -f -a "tee" -d 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee completions man help" -f -a "completions" -d 'Print a shell completion script'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee completions man help" -f -a "man" -d 'Print the man page (roff)'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay completions man help" -f -a "pipe" -d 'Move one stream from SRC to DST'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay completions man help" -f -a "copy" -d 'Copy files and trees: reflink, then copy_file_range, splice, userspace'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay completions man help" -f -a "tee" -d 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay completions man help" -f -a "relay" -d 'Relay bytes both ways between A and B; a listener serves every connection'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay completions man help" -f -a "completions" -d 'Print a shell completion script'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay completions man help" -f -a "man" -d 'Print the man page (roff)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -6,18 +6,18 @@
 
 use std::fmt;
 use std::io;
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::socket::{
-    self, sockopt, AddressFamily, Backlog, SockFlag, SockType, SockaddrStorage,
+    self, sockopt, AddressFamily, Backlog, SockFlag, SockType, SockaddrLike, SockaddrStorage,
     UnixAddr as NixUnixAddr,
 };
 use nix::sys::stat::Mode;
@@ -31,6 +31,26 @@ pub struct FileOpts {
     pub excl: bool,
     pub mode: Option<u32>,
 }
+
+/// Options of a connector (`tcp:`, `unix:`): reconnect attempts for a peer that is not up
+/// yet (`tcp:db:5432,retry=10,interval=500ms`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnectOpts {
+    /// Further attempts after the first one fails (0: try once).
+    pub retry: u32,
+    /// Pause between attempts; [`DEFAULT_RETRY_INTERVAL`] when not given.
+    pub interval: Option<Duration>,
+}
+
+impl ConnectOpts {
+    /// The pause between two attempts.
+    pub fn pause(&self) -> Duration {
+        self.interval.unwrap_or(DEFAULT_RETRY_INTERVAL)
+    }
+}
+
+/// The pause between connect attempts when `retry=N` comes without `interval=`.
+pub const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UnixAddr {
@@ -52,6 +72,7 @@ pub enum Endpoint {
     Tcp {
         host: String,
         port: u16,
+        connect: ConnectOpts,
     },
     /// `host` is None when the URI named none; it binds 127.0.0.1 then.
     TcpListen {
@@ -61,6 +82,7 @@ pub enum Endpoint {
     },
     Unix {
         addr: UnixAddr,
+        connect: ConnectOpts,
     },
     UnixListen {
         addr: UnixAddr,
@@ -154,7 +176,8 @@ impl Scheme {
             Scheme::File => "append, excl, mode=OCTAL",
             Scheme::TcpListen => "backlog=N",
             Scheme::UnixListen => "mode=OCTAL, backlog=N",
-            Scheme::Fd | Scheme::Tcp | Scheme::Unix => "",
+            Scheme::Tcp | Scheme::Unix => "retry=N, interval=DURATION",
+            Scheme::Fd => "",
         }
     }
 
@@ -164,6 +187,7 @@ impl Scheme {
             (Scheme::File, "append" | "excl" | "mode")
                 | (Scheme::TcpListen, "backlog")
                 | (Scheme::UnixListen, "mode" | "backlog")
+                | (Scheme::Tcp | Scheme::Unix, "retry" | "interval")
         )
     }
 }
@@ -175,6 +199,7 @@ struct RawOpts {
     excl: bool,
     mode: Option<u32>,
     backlog: Option<i32>,
+    connect: ConnectOpts,
 }
 
 /// Parse one endpoint argument. Pure: opens nothing.
@@ -232,7 +257,11 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
                     "port 0 is not a port to connect to; {expected} with PORT 1-65535"
                 ));
             }
-            Ok(Endpoint::Tcp { host, port })
+            Ok(Endpoint::Tcp {
+                host,
+                port,
+                connect: opts.connect,
+            })
         }
         Scheme::TcpListen => {
             let expected = "expected tcp-listen:[HOST:]PORT";
@@ -246,6 +275,7 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
         }
         Scheme::Unix => Ok(Endpoint::Unix {
             addr: parse_unix_addr(address, "unix")?,
+            connect: opts.connect,
         }),
         Scheme::UnixListen => {
             let addr = parse_unix_addr(address, "unix-listen")?;
@@ -341,7 +371,8 @@ fn parse_options<'a>(
             return Err(format!("empty option after ','; {}", takes()));
         }
         if !scheme.takes_option(&name) {
-            let known = ["append", "excl", "mode", "backlog"].contains(&name.as_str());
+            let known =
+                ["append", "excl", "mode", "backlog", "retry", "interval"].contains(&name.as_str());
             let what = if known {
                 "does not apply to"
             } else {
@@ -368,6 +399,15 @@ fn parse_options<'a>(
             ("excl", None) => opts.excl = true,
             ("mode", value) => opts.mode = Some(parse_mode(value)?),
             ("backlog", value) => opts.backlog = Some(parse_backlog(value)?),
+            ("retry", value) => opts.connect.retry = parse_retry(value)?,
+            ("interval", value) => {
+                let value = value.filter(|v| !v.is_empty()).ok_or_else(|| {
+                    "option 'interval' needs a value; expected interval=DURATION, e.g. 500ms"
+                        .to_string()
+                })?;
+                opts.connect.interval =
+                    Some(parse_duration(value).map_err(|e| format!("interval: {e}"))?);
+            }
             _ => unreachable!("takes_option admitted an option with no parser"),
         }
     }
@@ -399,6 +439,40 @@ fn parse_backlog(value: Option<&str>) -> Result<i32, String> {
         Ok(n) if n > 0 && value.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
         _ => Err(format!("backlog '{value}' is not valid; {expected}")),
     }
+}
+
+fn parse_retry(value: Option<&str>) -> Result<u32, String> {
+    let expected = "expected retry=N with N the number of further attempts (0 or more)";
+    let value = value.filter(|v| !v.is_empty());
+    let Some(value) = value else {
+        return Err(format!("option 'retry' needs a value; {expected}"));
+    };
+    match value.parse::<u32>() {
+        Ok(n) if value.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
+        _ => Err(format!("retry '{value}' is not valid; {expected}")),
+    }
+}
+
+/// A duration as written on the command line: a number with a unit `ms`, `s`, `m` or `h`
+/// (`500ms`, `2s`, `1.5s`, `5m`); a bare number is seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let expected = "expected a duration such as 500ms, 2s, 1.5s, 5m or 1h";
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale = match unit {
+        "ms" => 0.001,
+        "" | "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(format!("unknown unit in '{text}'; {expected}")),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration; {expected}"))?;
+    Duration::try_from_secs_f64(value * scale)
+        .map_err(|_| format!("'{text}' is out of range; {expected}"))
 }
 
 fn parse_fd(address: &str) -> Result<i32, String> {
@@ -562,7 +636,14 @@ impl fmt::Display for Endpoint {
                 }
                 Ok(())
             }
-            Endpoint::Tcp { host, port } => write!(f, "tcp:{}:{port}", uri_host(host)),
+            Endpoint::Tcp {
+                host,
+                port,
+                connect,
+            } => {
+                write!(f, "tcp:{}:{port}", uri_host(host))?;
+                write_connect_opts(f, connect)
+            }
             Endpoint::TcpListen {
                 host,
                 port,
@@ -578,7 +659,10 @@ impl fmt::Display for Endpoint {
                 }
                 Ok(())
             }
-            Endpoint::Unix { addr } => write!(f, "unix:{addr}"),
+            Endpoint::Unix { addr, connect } => {
+                write!(f, "unix:{addr}")?;
+                write_connect_opts(f, connect)
+            }
             Endpoint::UnixListen {
                 addr,
                 mode,
@@ -595,6 +679,16 @@ impl fmt::Display for Endpoint {
             }
         }
     }
+}
+
+fn write_connect_opts(f: &mut fmt::Formatter<'_>, opts: &ConnectOpts) -> fmt::Result {
+    if opts.retry > 0 {
+        write!(f, ",retry={}", opts.retry)?;
+    }
+    if let Some(interval) = opts.interval {
+        write!(f, ",interval={}ms", interval.as_millis())?;
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -687,32 +781,60 @@ impl Endpoint {
         }
     }
 
-    /// Connectors only (Tcp, Unix): connect and return the (blocking, CLOEXEC) fd.
+    /// Connectors only (Tcp, Unix): connect and return the (blocking, CLOEXEC) fd. The
+    /// host is resolved once; `retry=N` makes N further attempts `interval` apart while the
+    /// peer is not up yet (refused, no socket file, unreachable).
     pub fn connect(&self) -> anyhow::Result<OwnedFd> {
+        let (addrs, opts) = self.connect_addrs()?;
+        let mut attempt = 0;
+        loop {
+            match connect_once(&addrs) {
+                Ok(fd) => return Ok(fd),
+                Err(errno) if attempt < opts.retry && is_retryable_connect(errno) => {
+                    attempt += 1;
+                    std::thread::sleep(opts.pause());
+                }
+                Err(errno) => {
+                    return Err(io::Error::from(errno))
+                        .with_context(|| format!("cannot connect to {self}"))
+                }
+            }
+        }
+    }
+
+    /// Connectors only (Tcp, Unix): the addresses to try, in order (a host is resolved
+    /// now, once), and the connector's options. For callers that connect on their own
+    /// terms (the relay connects non-blocking from its event loop).
+    pub fn connect_addrs(&self) -> anyhow::Result<(Vec<SockaddrStorage>, ConnectOpts)> {
         match self {
-            Endpoint::Tcp { host, port } => {
-                let addrs: Vec<SocketAddr> = (host.as_str(), *port)
+            Endpoint::Tcp {
+                host,
+                port,
+                connect,
+            } => {
+                let addrs: Vec<SockaddrStorage> = (host.as_str(), *port)
                     .to_socket_addrs()
                     .with_context(|| format!("cannot resolve {self}"))?
+                    .map(SockaddrStorage::from)
                     .collect();
                 if addrs.is_empty() {
                     bail!("cannot resolve {self}: no addresses");
                 }
-                // Resolved once; std tries each address in order and keeps the last error.
-                let stream = TcpStream::connect(&addrs[..])
-                    .with_context(|| format!("cannot connect to {self}"))?;
-                Ok(OwnedFd::from(stream))
+                Ok((addrs, *connect))
             }
-            Endpoint::Unix { addr } => {
-                let stream = match addr {
-                    UnixAddr::Path(path) => UnixStream::connect(path),
-                    UnixAddr::Abstract(name) => {
-                        std::os::unix::net::SocketAddr::from_abstract_name(name)
-                            .and_then(|a| UnixStream::connect_addr(&a))
-                    }
+            Endpoint::Unix { addr, connect } => {
+                let sockaddr = match addr {
+                    UnixAddr::Path(path) => NixUnixAddr::new(path.as_path()),
+                    UnixAddr::Abstract(name) => NixUnixAddr::new_abstract(name),
                 }
+                .map_err(io::Error::from)
                 .with_context(|| format!("cannot connect to {self}"))?;
-                Ok(OwnedFd::from(stream))
+                // SAFETY: a sockaddr_un of the length nix computed.
+                let storage = unsafe {
+                    SockaddrStorage::from_raw(sockaddr.as_ptr().cast(), Some(sockaddr.len()))
+                }
+                .ok_or_else(|| anyhow!("cannot connect to {self}: bad socket address"))?;
+                Ok((vec![storage], *connect))
             }
             _ => Err(anyhow!(
                 "cannot connect to {self}: only tcp: and unix: endpoints connect"
@@ -926,6 +1048,35 @@ fn bind_unix_path(fd: &OwnedFd, path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Connects a blocking socket to each address in turn; the last error if none answers.
+fn connect_once(addrs: &[SockaddrStorage]) -> Result<OwnedFd, Errno> {
+    let mut last = Errno::EADDRNOTAVAIL;
+    for addr in addrs {
+        let family = addr.family().unwrap_or(AddressFamily::Unix);
+        let fd = socket::socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC, None)?;
+        match socket::connect(fd.as_raw_fd(), addr) {
+            Ok(()) => return Ok(fd),
+            Err(errno) => last = errno,
+        }
+    }
+    Err(last)
+}
+
+/// Errors that mean "the peer is not up yet": worth another attempt under `retry=N`.
+pub fn is_retryable_connect(errno: Errno) -> bool {
+    matches!(
+        errno,
+        Errno::ECONNREFUSED
+            | Errno::ENOENT
+            | Errno::ETIMEDOUT
+            | Errno::ECONNRESET
+            | Errno::EHOSTUNREACH
+            | Errno::ENETUNREACH
+            | Errno::EAGAIN
+            | Errno::ECONNABORTED
+    )
+}
+
 /// `127.0.0.1:80`, `[::1]:80`, a socket path, `@name`; None for an unnamed unix peer.
 fn format_sockaddr(addr: &SockaddrStorage) -> Option<String> {
     if let Some(v4) = addr.as_sockaddr_in() {
@@ -993,6 +1144,7 @@ impl Drop for Listener {
 mod tests {
     use super::*;
     use std::io::{Read, Write};
+    use std::net::TcpStream;
     use std::os::unix::net::UnixListener as StdUnixListener;
 
     fn ok(arg: &str) -> Endpoint {
@@ -1103,14 +1255,16 @@ mod tests {
             ok("Tcp:[::1]:80"),
             Endpoint::Tcp {
                 host: "::1".into(),
-                port: 80
+                port: 80,
+                connect: ConnectOpts::default(),
             }
         );
         assert_eq!(
             ok("tcp:example.com:443"),
             Endpoint::Tcp {
                 host: "example.com".into(),
-                port: 443
+                port: 443,
+                connect: ConnectOpts::default(),
             }
         );
         assert_eq!(ok("TCP-LISTEN:8080"), tcp_listen(None, 8080));
@@ -1132,13 +1286,15 @@ mod tests {
         assert_eq!(
             ok("unix:/run/x.sock"),
             Endpoint::Unix {
-                addr: UnixAddr::Path("/run/x.sock".into())
+                addr: UnixAddr::Path("/run/x.sock".into()),
+                connect: ConnectOpts::default(),
             }
         );
         assert_eq!(
             ok("unix:@name"),
             Endpoint::Unix {
-                addr: UnixAddr::Abstract(b"name".to_vec())
+                addr: UnixAddr::Abstract(b"name".to_vec()),
+                connect: ConnectOpts::default(),
             }
         );
         assert_eq!(
@@ -1250,8 +1406,14 @@ mod tests {
             "file:x,backlog=3",
             &["'backlog'", "file:", "append, excl, mode=OCTAL"],
         );
-        err("tcp:h:1,append", &["'append'", "tcp:", "takes no options"]);
-        err("unix:s,mode=0600", &["'mode'", "unix:", "takes no options"]);
+        err(
+            "tcp:h:1,append",
+            &["'append'", "tcp:", "retry=N, interval=DURATION"],
+        );
+        err(
+            "unix:s,mode=0600",
+            &["'mode'", "unix:", "retry=N, interval=DURATION"],
+        );
         err("fd:1,append", &["'append'", "fd:", "takes no options"]);
         err("tcp-listen:1,mode=0600", &["'mode'", "backlog=N"]);
         err("file:x,mode=9", &["not octal", "mode=OCTAL"]);
@@ -1265,6 +1427,85 @@ mod tests {
         err("tcp-l:1,backlog=0", &["positive"]);
         err("tcp-l:1,backlog=-3", &["positive"]);
         err("unix-l:s,backlog=x", &["positive"]);
+    }
+
+    #[test]
+    fn connectors_take_retry_and_interval() {
+        assert_eq!(
+            ok("tcp:h:1,retry=5,interval=250ms"),
+            Endpoint::Tcp {
+                host: "h".into(),
+                port: 1,
+                connect: ConnectOpts {
+                    retry: 5,
+                    interval: Some(Duration::from_millis(250)),
+                },
+            }
+        );
+        assert_eq!(
+            ok("unix:@x,RETRY=0"),
+            Endpoint::Unix {
+                addr: UnixAddr::Abstract(b"x".to_vec()),
+                connect: ConnectOpts::default(),
+            }
+        );
+        let only_interval = ok("unix:/s,interval=2");
+        let Endpoint::Unix { connect, .. } = &only_interval else {
+            panic!("{only_interval:?}")
+        };
+        assert_eq!(connect.pause(), Duration::from_secs(2));
+        assert_eq!(ok("tcp:h:1").to_string(), "tcp:h:1");
+        assert_eq!(
+            ok("tcp:h:1,interval=1.5s,retry=3").to_string(),
+            "tcp:h:1,retry=3,interval=1500ms"
+        );
+        err("tcp:h:1,retry", &["needs a value"]);
+        err("tcp:h:1,retry=-1", &["retry '-1'"]);
+        err("tcp:h:1,retry=x", &["not valid"]);
+        err("tcp:h:1,retry=1,retry=2", &["twice"]);
+        err("tcp:h:1,interval=", &["needs a value"]);
+        err("tcp:h:1,interval=5 parsecs", &["unknown unit"]);
+        err("unix:s,interval=ms", &["not a duration"]);
+        err(
+            "tcp-listen:1,retry=3",
+            &["'retry'", "does not apply to tcp-listen"],
+        );
+        err(
+            "file:x,interval=1s",
+            &["'interval'", "does not apply to file"],
+        );
+    }
+
+    #[test]
+    fn durations_take_units() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("1e400s").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn connect_retries_until_the_peer_is_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("late.sock");
+        let late = path.clone();
+        let server = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            let l = StdUnixListener::bind(&late).unwrap();
+            l.accept().unwrap();
+        });
+        let uri = format!("unix:{},retry=50,interval=50ms", path.display());
+        ok(&uri).connect().expect("connects once the server is up");
+        server.join().unwrap();
+        let without = format!("unix:{}", dir.path().join("never.sock").display());
+        assert!(ok(&without).connect().is_err());
     }
 
     #[test]

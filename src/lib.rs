@@ -12,6 +12,7 @@ pub mod man;
 pub mod pipe;
 pub mod process;
 pub mod progress;
+pub mod relay;
 pub mod report;
 pub mod tee;
 
@@ -56,6 +57,7 @@ pub enum Invocation {
     Pipe(pipe::PipeConfig),
     Copy(copy::CopyConfig),
     Tee(tee::TeeConfig),
+    Relay(relay::RelayConfig),
     /// Generated text for stdout (man page, completions).
     Print(String),
 }
@@ -67,6 +69,7 @@ pub fn run(options: &Options, invocation: &Invocation) -> anyhow::Result<exit::E
         Invocation::Pipe(cfg) => pipe::run(options, cfg),
         Invocation::Copy(cfg) => copy::run(options, cfg),
         Invocation::Tee(cfg) => tee::run(options, cfg),
+        Invocation::Relay(cfg) => relay::run(options, cfg),
         Invocation::Print(text) => {
             use std::io::Write;
             match std::io::stdout().write_all(text.as_bytes()) {

@@ -1397,7 +1397,7 @@ mod uri_properties {
     use std::path::PathBuf;
 
     use proptest::prelude::*;
-    use zerocat::endpoint::{parse, Endpoint, FileOpts, UnixAddr};
+    use zerocat::endpoint::{parse, ConnectOpts, Endpoint, FileOpts, UnixAddr};
 
     /// If `arg` parses, its display is canonical: it parses back to the same endpoint and
     /// displays the same again.
@@ -1452,6 +1452,14 @@ mod uri_properties {
         "[^,@\u{0}][^,\u{0}]{0,40}".prop_map(PathBuf::from)
     }
 
+    /// Connector options (`retry=N`, `interval=DUR`) as the relay added them.
+    fn connect_opts() -> impl Strategy<Value = ConnectOpts> {
+        (0u32..20, proptest::option::of(1u64..100_000)).prop_map(|(retry, ms)| ConnectOpts {
+            retry,
+            interval: ms.map(std::time::Duration::from_millis),
+        })
+    }
+
     /// Endpoints built directly, every variant and option: their display must parse back.
     fn endpoint() -> impl Strategy<Value = Endpoint> {
         let mode = proptest::option::of(0u32..=0o7777);
@@ -1473,7 +1481,11 @@ mod uri_properties {
                 path: PathBuf::from(p),
                 opts: FileOpts::default(),
             }),
-            (host(), 1u16..).prop_map(|(host, port)| Endpoint::Tcp { host, port }),
+            (host(), 1u16.., connect_opts()).prop_map(|(host, port, connect)| Endpoint::Tcp {
+                host,
+                port,
+                connect
+            }),
             (proptest::option::of(host()), any::<u16>(), backlog.clone()).prop_map(
                 |(host, port, backlog)| Endpoint::TcpListen {
                     host,
@@ -1481,7 +1493,8 @@ mod uri_properties {
                     backlog
                 }
             ),
-            unix_addr.clone().prop_map(|addr| Endpoint::Unix { addr }),
+            (unix_addr.clone(), connect_opts())
+                .prop_map(|(addr, connect)| Endpoint::Unix { addr, connect }),
             (unix_addr, mode, backlog).prop_map(|(addr, mode, backlog)| {
                 let mode = mode.filter(|_| matches!(addr, UnixAddr::Path(_)));
                 Endpoint::UnixListen {

@@ -7,5 +7,6 @@ mod cli;
 mod copy;
 mod harden;
 mod pipe;
+mod relay;
 mod tee;
 mod ux;

@@ -3,6 +3,8 @@
 
 use std::os::fd::BorrowedFd;
 
+use nix::poll::PollFlags;
+
 use super::{pump, sys, Outcome};
 use crate::progress::Meter;
 
@@ -14,7 +16,8 @@ pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome 
 pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
     // A first 0 is not trusted as EOF: procfs/sysfs, overlayfs and CIFS have said 0 for
     // files with data (golang/go#44272, docker/for-linux#1015).
-    pump(dst, meter, true, sys::MAX_CHUNK, limit, |len| {
+    let room = || sys::wait(dst, PollFlags::POLLOUT);
+    pump(meter, true, sys::MAX_CHUNK, limit, room, |len| {
         sys::copy_file_range(src, dst, len)
     })
 }

@@ -393,27 +393,42 @@ pub(crate) fn chunk(limit: u64, max: usize) -> usize {
     limit.min(max as u64) as usize
 }
 
-/// The loop of the file-offset paths (copy_file_range, sendfile): call `step` with a
-/// length of at most `max` (less under `--limit`, never past `limit` bytes in all) until
-/// it says 0, counting what it moved. Short transfers and EINTR are normal; EAGAIN from
-/// a non-blocking sink waits for room.
-fn pump(
-    dst: BorrowedFd<'_>,
+/// The top of every path's loop: stop once `limit` bytes moved, pace under `--limit`
+/// (which may sleep), stop on SIGINT/SIGTERM. Returns the length the next call may ask.
+pub(crate) fn next_len(
+    moved: u64,
+    limit: u64,
+    max: usize,
+    meter: &Meter,
+) -> Result<usize, Outcome> {
+    if moved == limit {
+        return Err(Outcome::Ended(moved));
+    }
+    let len = meter.chunk(chunk(limit - moved, max));
+    if crate::process::interrupted() {
+        return Err(Outcome::Failed(moved, Failure::Interrupted));
+    }
+    Ok(len)
+}
+
+/// The loop of the single-call paths (copy_file_range, sendfile, splice with a pipe on
+/// one side): call `step` with a length of at most `max` until it says 0, counting what
+/// it moved. Short transfers and EINTR are normal; EAGAIN (non-blocking fds someone
+/// handed us) calls `wait` and tries again.
+pub(crate) fn pump(
     meter: &Meter,
     distrust_first_zero: bool,
     max: usize,
     limit: u64,
+    wait: impl Fn() -> Result<(), Errno>,
     mut step: impl FnMut(usize) -> Result<usize, Errno>,
 ) -> Outcome {
     let mut moved = 0u64;
     loop {
-        if moved == limit {
-            return Outcome::Ended(moved);
-        }
-        let len = meter.chunk(chunk(limit - moved, max));
-        if crate::process::interrupted() {
-            return Outcome::Failed(moved, Failure::Interrupted);
-        }
+        let len = match next_len(moved, limit, max, meter) {
+            Ok(len) => len,
+            Err(done) => return done,
+        };
         match step(len) {
             Ok(0) if moved == 0 && distrust_first_zero => {
                 return Outcome::Fallback(0, Reason::FirstCallReturnedZero)
@@ -425,8 +440,8 @@ fn pump(
             }
             Err(Errno::EINTR) => {}
             Err(Errno::EAGAIN) => {
-                if let Err(e) = sys::wait(dst, nix::poll::PollFlags::POLLOUT) {
-                    return Outcome::Failed(moved, Failure::Io(e.into(), Side::Sink));
+                if let Err(e) = wait() {
+                    return Outcome::Failed(moved, Failure::Io(e.into(), Side::Either));
                 }
             }
             Err(e) => return refuse_or_fail(e, moved, side_of(e)),

@@ -2,6 +2,8 @@
 
 use std::os::fd::BorrowedFd;
 
+use nix::poll::PollFlags;
+
 use super::{pump, sys, Outcome};
 use crate::progress::Meter;
 
@@ -14,7 +16,8 @@ pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome 
 
 /// [`copy`], stopping after `limit` bytes.
 pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
-    pump(dst, meter, false, SENDFILE_CHUNK, limit, |len| {
+    let room = || sys::wait(dst, PollFlags::POLLOUT);
+    pump(meter, false, SENDFILE_CHUNK, limit, room, |len| {
         sys::sendfile(src, dst, len)
     })
 }

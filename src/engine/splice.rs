@@ -8,7 +8,7 @@ use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::poll::PollFlags;
 
-use super::{chunk, refuse_or_fail, side_of, sys, Ends, Failure, Outcome, Reason, Side};
+use super::{next_len, pump, refuse_or_fail, sys, Ends, Failure, Outcome, Reason, Side};
 use crate::fdkind::FdKind;
 use crate::progress::Meter;
 
@@ -74,34 +74,13 @@ pub fn copy_upto(ends: &Ends<'_>, middle: Option<&OwnPipe>, meter: &Meter, limit
 
 /// One side is a pipe: splice straight across.
 fn direct(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
-    let mut moved = 0u64;
-    loop {
-        if moved == limit {
-            return Outcome::Ended(moved);
-        }
-        let len = meter.chunk(chunk(limit - moved, sys::MAX_CHUNK));
-        if crate::process::interrupted() {
-            return Outcome::Failed(moved, Failure::Interrupted);
-        }
-        match sys::splice(src, dst, len) {
-            Ok(0) => return Outcome::Ended(moved),
-            Ok(n) => {
-                moved += n as u64;
-                meter.add(n as u64);
-            }
-            Err(Errno::EINTR) => {}
-            // Either the source is empty or the sink is full (HAZARDS: EAGAIN's two
-            // meanings): wait for data first, then for room.
-            Err(Errno::EAGAIN) => {
-                let waited = sys::wait(src, PollFlags::POLLIN)
-                    .and_then(|_| sys::wait(dst, PollFlags::POLLOUT));
-                if let Err(e) = waited {
-                    return Outcome::Failed(moved, Failure::Io(e.into(), Side::Either));
-                }
-            }
-            Err(e) => return refuse_or_fail(e, moved, side_of(e)),
-        }
-    }
+    // EAGAIN means the source is empty or the sink is full (HAZARDS: its two meanings):
+    // wait for data first, then for room.
+    let ready =
+        || sys::wait(src, PollFlags::POLLIN).and_then(|_| sys::wait(dst, PollFlags::POLLOUT));
+    pump(meter, false, sys::MAX_CHUNK, limit, ready, |len| {
+        sys::splice(src, dst, len)
+    })
 }
 
 /// Neither side is a pipe: source -> our pipe -> sink. The pipe is emptied into the sink
@@ -120,13 +99,10 @@ fn through(
     }
     let mut delivered = 0u64;
     loop {
-        if delivered == limit {
-            return Outcome::Ended(delivered);
-        }
-        let len = meter.chunk(chunk(limit - delivered, pipe.size));
-        if crate::process::interrupted() {
-            return Outcome::Failed(delivered, Failure::Interrupted);
-        }
+        let len = match next_len(delivered, limit, pipe.size, meter) {
+            Ok(len) => len,
+            Err(done) => return done,
+        };
         let filled = match sys::splice(src, pipe.write.as_fd(), len) {
             Ok(0) => return Outcome::Ended(delivered),
             Ok(n) => n,

@@ -6,7 +6,7 @@ use std::os::fd::BorrowedFd;
 use nix::errno::Errno;
 use nix::poll::PollFlags;
 
-use super::{chunk, sys, Failure, Outcome, Side};
+use super::{chunk, next_len, sys, Failure, Outcome, Side};
 use crate::progress::Meter;
 
 /// Large enough to take a grown pipe's whole content in one read.
@@ -21,13 +21,10 @@ pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit:
     let mut buf = vec![0u8; chunk(limit, BUFFER_SIZE)];
     let mut moved = 0u64;
     loop {
-        if moved == limit {
-            return Outcome::Ended(moved);
-        }
-        let len = meter.chunk(chunk(limit - moved, buf.len()));
-        if crate::process::interrupted() {
-            return Outcome::Failed(moved, Failure::Interrupted);
-        }
+        let len = match next_len(moved, limit, buf.len(), meter) {
+            Ok(len) => len,
+            Err(done) => return done,
+        };
         let n = match sys::read(src, &mut buf[..len]) {
             Ok(0) => return Outcome::Ended(moved),
             Ok(n) => n,

@@ -1,0 +1,598 @@
+//! One direction of a relayed connection: bytes from a source fd to a sink fd, through a
+//! pipe of zerocat's own (splice in, splice out) or a userspace buffer (read, write).
+//!
+//! Everything here is non-blocking and driven by readiness flags that the event loop
+//! keeps (edge-triggered epoll: a flag is set by an event and cleared by EAGAIN).
+//!
+//! Order of bytes: the buffer holds the oldest bytes, then the pipe, then the source. So
+//! output always takes the buffer first, then the pipe; in userspace mode the buffer is
+//! refilled from the pipe before the source. Switching mode (adaptive, or a fallback)
+//! therefore never reorders, loses or duplicates a byte.
+//!
+//! Adaptive choice (`--via auto`), per direction, two rules:
+//! - splice loses to read/write when the peer sends small segments (each takes a pipe slot,
+//!   while read() coalesces): every [`WINDOW`] splices into the pipe are judged by their
+//!   mean size, and below [`SMALL_SPLICE`] the direction goes to userspace;
+//! - on these machines' loopback, read/write through a 256 KiB buffer also often beats
+//!   splice at large writes (splice saves CPU, not always time). So a bulk stream runs a
+//!   trial: [`TRIAL_BYTES`] by splice, then as many by userspace, each timed, and keeps
+//!   the faster; the trial is repeated after a gap that doubles up to [`TRIAL_GAP_MAX`].
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::time::Instant;
+
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::libc;
+
+use crate::engine::splice::{grow_pipe, OwnPipe};
+use crate::engine::{is_unsupported, sys, Fallback, Path, Reason, Record};
+
+/// Size of a userspace buffer (one per busy direction, pooled).
+pub const BUFFER_SIZE: usize = 256 * 1024;
+/// The capacity of a fresh pipe (the kernel default).
+const PIPE_DEFAULT: usize = 64 * 1024;
+/// Total capacity of all pipes zerocat holds (in use and pooled): 1,000 busy connections
+/// stay within `pipe-user-pages-soft` (64 MiB per user), leaving half of it to others.
+pub const PIPE_BUDGET: usize = 32 << 20;
+/// Pipes and buffers kept for reuse once a direction goes idle.
+const POOL_MAX: usize = 64;
+/// Splices into the pipe judged at once.
+const WINDOW: u32 = 32;
+/// Below this mean size per splice into the pipe, userspace is faster.
+pub const SMALL_SPLICE: usize = 32 * 1024;
+/// Bytes each side of a trial moves (timed).
+pub const TRIAL_BYTES: u64 = 8 << 20;
+/// A direction runs its first trial once it has delivered this much (a bulk stream).
+const FIRST_TRIAL: u64 = 2 << 20;
+const TRIAL_GAP_FIRST: u64 = 64 << 20;
+pub const TRIAL_GAP_MAX: u64 = 1 << 30;
+/// Syscalls one direction may make before the loop turns to other connections.
+const OPS_PER_TURN: u32 = 64;
+
+/// How a direction may move bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    Auto,
+    Splice,
+    Userspace,
+}
+
+/// Pipes and buffers shared by every direction of the loop.
+pub struct Pools {
+    pipes: Vec<OwnPipe>,
+    buffers: Vec<Box<[u8]>>,
+    /// Capacity of every pipe alive (held or pooled).
+    pipe_bytes: usize,
+    budget: usize,
+    /// Grow busy pipes to `pipe-max-size` (within the budget).
+    pub grow: bool,
+}
+
+impl Pools {
+    pub fn new(budget: usize, grow: bool) -> Pools {
+        Pools {
+            pipes: Vec::new(),
+            buffers: Vec::new(),
+            pipe_bytes: 0,
+            budget,
+            grow,
+        }
+    }
+
+    fn take_pipe(&mut self) -> Result<OwnPipe, Errno> {
+        if let Some(pipe) = self.pipes.pop() {
+            return Ok(pipe);
+        }
+        if self.pipe_bytes + PIPE_DEFAULT > self.budget {
+            return Err(Errno::ENOBUFS);
+        }
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
+        let size = fcntl(write.as_raw_fd(), FcntlArg::F_GETPIPE_SZ)
+            .map(|n| n as usize)
+            .unwrap_or(PIPE_DEFAULT);
+        self.pipe_bytes += size;
+        Ok(OwnPipe { read, write, size })
+    }
+
+    fn give_pipe(&mut self, pipe: OwnPipe) {
+        if self.pipes.len() < POOL_MAX {
+            self.pipes.push(pipe);
+        } else {
+            self.pipe_bytes -= pipe.size;
+        }
+    }
+
+    /// A pipe that keeps filling up grows, if the budget has room for it.
+    fn grow(&mut self, pipe: &mut OwnPipe) {
+        if !self.grow || self.pipe_bytes + (1 << 20) > self.budget {
+            return;
+        }
+        if let Some(size) = grow_pipe(pipe.write.as_fd()) {
+            self.pipe_bytes = self.pipe_bytes + size - pipe.size;
+            pipe.size = size;
+        }
+    }
+
+    fn take_buffer(&mut self) -> Box<[u8]> {
+        self.buffers
+            .pop()
+            .unwrap_or_else(|| vec![0u8; BUFFER_SIZE].into_boxed_slice())
+    }
+
+    fn give_buffer(&mut self, buf: Box<[u8]>) {
+        if self.buffers.len() < POOL_MAX {
+            self.buffers.push(buf);
+        }
+    }
+}
+
+/// One end of a flow as the loop sees it: the fd and its readiness flag.
+pub struct End<'a> {
+    pub fd: BorrowedFd<'a>,
+    /// Readable (source) or writable (sink), as far as we know.
+    pub ready: &'a mut bool,
+    pub socket: bool,
+}
+
+/// Which end an error came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blame {
+    Source,
+    Sink,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowError {
+    pub errno: Errno,
+    pub blame: Blame,
+}
+
+/// What a turn of [`Flow::pump`] left behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    /// Waiting for readiness.
+    Idle,
+    /// Used its share of the loop and may have more to do now.
+    Busy,
+    /// Source at EOF, every byte delivered, sink shut for writing.
+    Done,
+}
+
+pub struct Flow {
+    policy: Policy,
+    splicing: bool,
+    pipe: Option<OwnPipe>,
+    in_pipe: usize,
+    /// A splice into the pipe said EAGAIN while the pipe held bytes: it may be out of
+    /// slots (HAZARDS: EAGAIN's two meanings). Cleared when the pipe drains.
+    pipe_maybe_full: bool,
+    buf: Option<Box<[u8]>>,
+    start: usize,
+    end: usize,
+    pub eof: bool,
+    pub shut: bool,
+    pub record: Record,
+    /// Bytes delivered into the sink.
+    pub delivered: u64,
+    /// Bytes splice has delivered (an unsupported errno counts as "refused" only at 0).
+    spliced: u64,
+    window_calls: u32,
+    window_bytes: u64,
+    /// The trial under way: splicing phase or not, when it started, bytes delivered then.
+    trial: Option<(bool, Instant, u64)>,
+    splice_rate: f64,
+    next_trial: u64,
+    trial_gap: u64,
+    /// Adaptive switches between splice and userspace.
+    pub switches: u32,
+}
+
+impl Flow {
+    pub fn new(policy: Policy) -> Flow {
+        Flow {
+            policy,
+            splicing: policy != Policy::Userspace,
+            pipe: None,
+            in_pipe: 0,
+            pipe_maybe_full: false,
+            buf: None,
+            start: 0,
+            end: 0,
+            eof: false,
+            shut: false,
+            record: Record::default(),
+            delivered: 0,
+            spliced: 0,
+            window_calls: 0,
+            window_bytes: 0,
+            trial: None,
+            splice_rate: 0.0,
+            next_trial: FIRST_TRIAL,
+            trial_gap: TRIAL_GAP_FIRST,
+            switches: 0,
+        }
+    }
+
+    /// Bytes that left the source and are not delivered yet.
+    pub fn held(&self) -> usize {
+        self.end - self.start + self.in_pipe
+    }
+
+    /// Moves what it can. Returns the turn's state, or the error that ends the flow.
+    /// `moved` grows by the bytes delivered (for idle accounting).
+    pub fn pump(
+        &mut self,
+        mut src: End<'_>,
+        mut dst: End<'_>,
+        pools: &mut Pools,
+        moved: &mut u64,
+    ) -> Result<Turn, FlowError> {
+        let mut ops = 0;
+        loop {
+            if self.shut {
+                return Ok(Turn::Done);
+            }
+            if ops >= OPS_PER_TURN {
+                return Ok(Turn::Busy);
+            }
+            ops += 1;
+            let before = self.delivered;
+            let out = self.output(&mut dst)?;
+            *moved += self.delivered - before;
+            let into = self.input(&mut src, pools)?;
+            if !(out || into) {
+                break;
+            }
+        }
+        if self.eof && self.held() == 0 {
+            if dst.socket {
+                // Half-close: the peer sees EOF and may still answer (HAZARDS §2).
+                match nix::sys::socket::shutdown(
+                    dst.fd.as_raw_fd(),
+                    nix::sys::socket::Shutdown::Write,
+                ) {
+                    Ok(()) | Err(Errno::ENOTCONN) => {}
+                    Err(errno) => {
+                        return Err(FlowError {
+                            errno,
+                            blame: Blame::Sink,
+                        })
+                    }
+                }
+            }
+            self.shut = true;
+            self.release(pools);
+            return Ok(Turn::Done);
+        }
+        if !*src.ready && self.held() == 0 {
+            self.release(pools);
+        }
+        Ok(Turn::Idle)
+    }
+
+    /// Gives the pipe and buffer back while nothing is in them.
+    pub fn release(&mut self, pools: &mut Pools) {
+        if self.in_pipe == 0 {
+            if let Some(pipe) = self.pipe.take() {
+                pools.give_pipe(pipe);
+            }
+        }
+        if self.start == self.end {
+            if let Some(buf) = self.buf.take() {
+                pools.give_buffer(buf);
+            }
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Delivers the oldest bytes: the buffer, then (splicing) the pipe. True on progress.
+    fn output(&mut self, dst: &mut End<'_>) -> Result<bool, FlowError> {
+        let sink_error = |errno| FlowError {
+            errno,
+            blame: Blame::Sink,
+        };
+        if self.start < self.end {
+            if !*dst.ready {
+                return Ok(false);
+            }
+            let buf = self.buf.as_ref().expect("bytes in a buffer");
+            return match sys::write(dst.fd, &buf[self.start..self.end]) {
+                Ok(n) => {
+                    self.start += n;
+                    if self.start == self.end {
+                        self.start = 0;
+                        self.end = 0;
+                    }
+                    self.deliver(Path::Userspace, n);
+                    Ok(n > 0)
+                }
+                Err(Errno::EINTR) => Ok(true),
+                Err(Errno::EAGAIN) => {
+                    *dst.ready = false;
+                    Ok(false)
+                }
+                Err(errno) => Err(sink_error(errno)),
+            };
+        }
+        if self.in_pipe == 0 || !self.splicing || !*dst.ready {
+            return Ok(false);
+        }
+        let pipe = self.pipe.as_ref().expect("bytes in a pipe");
+        match sys::splice(pipe.read.as_fd(), dst.fd, self.in_pipe) {
+            Ok(n) => {
+                self.in_pipe -= n;
+                self.pipe_maybe_full = false;
+                self.spliced += n as u64;
+                self.deliver(Path::Splice, n);
+                Ok(n > 0)
+            }
+            Err(Errno::EINTR) => Ok(true),
+            Err(Errno::EAGAIN) => {
+                *dst.ready = false;
+                Ok(false)
+            }
+            Err(errno) if self.may_fall_back(errno) => {
+                // The sink takes no splice: what is in the pipe goes out through the
+                // buffer (input() refills it from the pipe first), and so does the rest.
+                self.fall_back(errno);
+                Ok(true)
+            }
+            Err(errno) => Err(sink_error(errno)),
+        }
+    }
+
+    /// Takes bytes in: the pipe into the buffer (userspace), or the source into the pipe
+    /// (splice) or the buffer (userspace). True on progress.
+    fn input(&mut self, src: &mut End<'_>, pools: &mut Pools) -> Result<bool, FlowError> {
+        if self.splicing {
+            return self.splice_in(src, pools);
+        }
+        if self.start < self.end {
+            return Ok(false); // fill only an empty buffer
+        }
+        if self.in_pipe == 0 && (self.eof || !*src.ready) {
+            return Ok(false);
+        }
+        if self.in_pipe > 0 {
+            return self.pipe_to_buffer(pools);
+        }
+        let buf = self.buf.get_or_insert_with(|| pools.take_buffer());
+        match sys::read(src.fd, buf) {
+            Ok(0) => {
+                self.eof = true;
+                Ok(true)
+            }
+            Ok(n) => {
+                self.end = n;
+                Ok(true)
+            }
+            Err(Errno::EINTR) => Ok(true),
+            Err(Errno::EAGAIN) => {
+                *src.ready = false;
+                Ok(false)
+            }
+            Err(errno) => Err(FlowError {
+                errno,
+                blame: Blame::Source,
+            }),
+        }
+    }
+
+    fn splice_in(&mut self, src: &mut End<'_>, pools: &mut Pools) -> Result<bool, FlowError> {
+        if self.eof || !*src.ready || self.pipe_maybe_full {
+            return Ok(false);
+        }
+        if self.pipe.is_none() {
+            match pools.take_pipe() {
+                Ok(pipe) => self.pipe = Some(pipe),
+                Err(errno) => {
+                    // No pipe to be had (budget spent, or out of fds): this turn goes
+                    // through the buffer; splice is tried again at the next probe.
+                    if self.policy == Policy::Splice {
+                        return Err(FlowError {
+                            errno,
+                            blame: Blame::Source,
+                        });
+                    }
+                    self.switch(false);
+                    return Ok(true);
+                }
+            }
+        }
+        let pipe = self.pipe.as_mut().expect("just taken");
+        let room = pipe.size.saturating_sub(self.in_pipe);
+        if room == 0 {
+            return Ok(false);
+        }
+        match sys::splice(src.fd, pipe.write.as_fd(), room) {
+            Ok(0) => {
+                self.eof = true;
+                Ok(true)
+            }
+            Ok(n) => {
+                self.in_pipe += n;
+                if n == pipe.size && pipe.size < (1 << 20) {
+                    pools.grow(pipe);
+                }
+                self.judge(n);
+                Ok(true)
+            }
+            Err(Errno::EINTR) => Ok(true),
+            Err(Errno::EAGAIN) => {
+                if self.in_pipe == 0 {
+                    *src.ready = false;
+                } else {
+                    self.pipe_maybe_full = true;
+                }
+                Ok(false)
+            }
+            Err(errno) if self.may_fall_back(errno) => {
+                self.fall_back(errno);
+                Ok(true)
+            }
+            Err(errno) => Err(FlowError {
+                errno,
+                blame: Blame::Source,
+            }),
+        }
+    }
+
+    /// Adaptive: judge a window of splices into the pipe by their mean size.
+    fn judge(&mut self, n: usize) {
+        if self.policy != Policy::Auto || self.trial.is_some() {
+            return;
+        }
+        self.window_calls += 1;
+        self.window_bytes += n as u64;
+        if self.window_calls < WINDOW {
+            return;
+        }
+        let mean = self.window_bytes / u64::from(self.window_calls);
+        self.window_calls = 0;
+        self.window_bytes = 0;
+        if mean < SMALL_SPLICE as u64 {
+            self.switch(false);
+        }
+    }
+
+    /// Adaptive: start, advance or conclude a timed trial of splice against userspace.
+    fn trial_step(&mut self) {
+        if self.policy != Policy::Auto {
+            return;
+        }
+        match self.trial {
+            None if self.delivered >= self.next_trial => {
+                self.switch(true);
+                self.trial = Some((true, Instant::now(), self.delivered));
+            }
+            Some((phase, started, base)) if self.delivered - base >= TRIAL_BYTES => {
+                let seconds = started.elapsed().as_secs_f64().max(1e-9);
+                let rate = (self.delivered - base) as f64 / seconds;
+                if phase {
+                    self.splice_rate = rate;
+                    self.switch(false);
+                    self.trial = Some((false, Instant::now(), self.delivered));
+                } else {
+                    // Ties go to splice: it spends less CPU.
+                    self.switch(self.splice_rate >= rate);
+                    self.trial = None;
+                    self.next_trial = self.delivered + self.trial_gap;
+                    self.trial_gap = (self.trial_gap * 2).min(TRIAL_GAP_MAX);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn switch(&mut self, splicing: bool) {
+        if self.splicing != splicing {
+            self.splicing = splicing;
+            self.switches += 1;
+            self.window_calls = 0;
+            self.window_bytes = 0;
+        }
+    }
+
+    /// An unsupported errno before splice delivered a byte, under `--via auto`.
+    fn may_fall_back(&self, errno: Errno) -> bool {
+        self.policy == Policy::Auto && self.spliced == 0 && is_unsupported(errno)
+    }
+
+    fn fall_back(&mut self, errno: Errno) {
+        self.record.add(Path::Splice, 0);
+        self.record.fallbacks.push(Fallback {
+            from: Path::Splice,
+            to: Some(Path::Userspace),
+            reason: Reason::Errno(errno),
+        });
+        self.policy = Policy::Userspace;
+        self.splicing = false;
+    }
+
+    fn deliver(&mut self, path: Path, n: usize) {
+        self.delivered += n as u64;
+        self.record.add(path, n as u64);
+        if self.delivered >= self.next_trial {
+            self.trial_step();
+        }
+    }
+
+    /// At the end (abort, signal, timeout): try once more to deliver what is held, without
+    /// waiting. Returns the bytes that could not be delivered.
+    pub fn flush_now(&mut self, dst: BorrowedFd<'_>, pools: &mut Pools) -> usize {
+        let mut ready = true;
+        let mut end = End {
+            fd: dst,
+            ready: &mut ready,
+            socket: false,
+        };
+        for _ in 0..OPS_PER_TURN {
+            if self.held() == 0 {
+                break;
+            }
+            let progressed = matches!(self.output(&mut end), Ok(true));
+            let refilled = !self.splicing && matches!(self.pipe_to_buffer(pools), Ok(true));
+            if !(progressed || refilled) {
+                break;
+            }
+        }
+        let left = self.held();
+        self.release(pools);
+        left
+    }
+
+    /// Userspace mode with bytes still in the pipe (after a switch or a fallback): they
+    /// are older than anything in the source, so they go first.
+    fn pipe_to_buffer(&mut self, pools: &mut Pools) -> Result<bool, FlowError> {
+        if self.start < self.end || self.in_pipe == 0 {
+            return Ok(false);
+        }
+        let buf = self.buf.get_or_insert_with(|| pools.take_buffer());
+        let pipe = self.pipe.as_ref().expect("bytes in a pipe");
+        let want = self.in_pipe.min(buf.len());
+        match sys::read(pipe.read.as_fd(), &mut buf[..want]) {
+            Ok(n) => {
+                self.in_pipe -= n;
+                self.start = 0;
+                self.end = n;
+                Ok(n > 0)
+            }
+            Err(Errno::EINTR) => Ok(true),
+            Err(errno) => Err(FlowError {
+                errno,
+                blame: Blame::Source,
+            }),
+        }
+    }
+}
+
+/// Sets O_NONBLOCK on `fd`; returns the flags it had (to restore on a shared stdio fd).
+pub fn set_nonblocking(fd: RawFd) -> Result<OFlag, Errno> {
+    let flags = OFlag::from_bits_retain(fcntl(fd, FcntlArg::F_GETFL)?);
+    if !flags.contains(OFlag::O_NONBLOCK) {
+        fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+    }
+    Ok(flags)
+}
+
+/// Closes a socket with SO_LINGER {1, 0}: the peer gets RST, not FIN — an abort is
+/// never mistaken for a clean end.
+pub fn abort_socket(fd: OwnedFd) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid fd and a linger struct of the right size.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    drop(fd);
+}

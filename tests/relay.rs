@@ -1,0 +1,732 @@
+//! `zerocat relay`: echo and answer servers written here, real loopback sockets, every byte
+//! compared, and the path of each direction checked in `--stats json`.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::*;
+
+/// A stream to a relay or from a backend, TCP or unix.
+trait Stream: Read + Write + Send {
+    fn shut_write(&self);
+    fn set_timeout(&self, t: Option<Duration>);
+}
+
+impl Stream for TcpStream {
+    fn shut_write(&self) {
+        let _ = self.shutdown(Shutdown::Write);
+    }
+    fn set_timeout(&self, t: Option<Duration>) {
+        self.set_read_timeout(t).unwrap();
+    }
+}
+
+impl Stream for UnixStream {
+    fn shut_write(&self) {
+        let _ = self.shutdown(Shutdown::Write);
+    }
+    fn set_timeout(&self, t: Option<Duration>) {
+        self.set_read_timeout(t).unwrap();
+    }
+}
+
+fn connect(addr: &str) -> Box<dyn Stream> {
+    let stream: Box<dyn Stream> = if addr.starts_with('/') {
+        Box::new(UnixStream::connect(addr).unwrap())
+    } else {
+        Box::new(TcpStream::connect(addr).unwrap())
+    };
+    stream.set_timeout(Some(DEADLINE));
+    stream
+}
+
+/// What a backend does with each connection (each in its own thread).
+#[derive(Clone, Copy)]
+enum Serve {
+    /// Sends back everything, as it arrives; shuts its write side at EOF.
+    Echo,
+    /// Reads to EOF, waits, then answers with the bytes reversed (so the answer proves
+    /// that every byte arrived, in order).
+    Answer(Duration),
+    /// Reads one byte, then resets the connection.
+    Reset,
+}
+
+fn handle(mut s: Box<dyn Stream>, serve: Serve) {
+    s.set_timeout(Some(DEADLINE));
+    match serve {
+        Serve::Echo => {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if s.write_all(&buf[..n]).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+            s.shut_write();
+        }
+        Serve::Answer(delay) => {
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).unwrap();
+            thread::sleep(delay);
+            got.reverse();
+            s.write_all(&got).unwrap();
+        }
+        Serve::Reset => {
+            let mut one = [0u8; 1];
+            let _ = s.read(&mut one);
+        }
+    }
+}
+
+/// A TCP backend on 127.0.0.1 serving every connection; returns "host:port".
+fn tcp_backend(serve: Serve) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(s) = s else { continue };
+            if let Serve::Reset = serve {
+                let mut s = s;
+                let mut one = [0u8; 1];
+                let _ = s.read(&mut one);
+                reset(s);
+                continue;
+            }
+            thread::spawn(move || handle(Box::new(s), serve));
+        }
+    });
+    addr
+}
+
+fn unix_backend(path: &Path, serve: Serve) {
+    let listener = UnixListener::bind(path).unwrap();
+    thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(s) = s else { continue };
+            thread::spawn(move || handle(Box::new(s), serve));
+        }
+    });
+}
+
+/// Closes with SO_LINGER {1, 0}: the peer gets RST.
+fn reset(s: TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = nix::libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket and a linger struct of the right size.
+    unsafe {
+        nix::libc::setsockopt(
+            s.as_raw_fd(),
+            nix::libc::SOL_SOCKET,
+            nix::libc::SO_LINGER,
+            (&linger as *const nix::libc::linger).cast(),
+            std::mem::size_of::<nix::libc::linger>() as nix::libc::socklen_t,
+        );
+    }
+}
+
+/// A running `zerocat --stats json relay ...` with a listener.
+struct Relay {
+    child: Child,
+    addr: String,
+    stderr: thread::JoinHandle<Vec<u8>>,
+}
+
+impl Relay {
+    fn start(args: &[&str]) -> Relay {
+        Relay::start_with(zerocat(), args)
+    }
+
+    fn start_with(mut cmd: Command, args: &[&str]) -> Relay {
+        cmd.args(["--stats", "json", "relay"]).args(args);
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn zerocat");
+        let (addr, stderr) = listening_addr(&mut child);
+        Relay {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    /// SIGINT, then the exit status and the JSON report.
+    fn stop(self) -> (ExitStatus, Value, String) {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        self.wait()
+    }
+
+    fn wait(mut self) -> (ExitStatus, Value, String) {
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > DEADLINE {
+                let _ = self.child.kill();
+                panic!("relay did not exit");
+            }
+            thread::sleep(Duration::from_millis(10));
+        };
+        let stderr = self.stderr.join().unwrap();
+        let text = String::from_utf8_lossy(&stderr).into_owned();
+        (status, json_report(&stderr), text)
+    }
+}
+
+fn connections(report: &Value) -> &Vec<Value> {
+    report["connections"].as_array().expect("connections array")
+}
+
+/// The paths of one direction of a connection, and that their bytes add up.
+#[track_caller]
+fn direction_paths(dir: &Value) -> Vec<String> {
+    let paths: Vec<(String, u64)> = dir["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["path"].as_str().unwrap().to_string(),
+                p["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let sum: u64 = paths.iter().map(|p| p.1).sum();
+    assert_eq!(sum, dir["bytes"].as_u64().unwrap(), "{dir}");
+    paths.into_iter().map(|p| p.0).collect()
+}
+
+/// Sends `payload`, half-closes, reads the whole answer.
+fn exchange(addr: &str, payload: &[u8]) -> Vec<u8> {
+    let mut s = connect(addr);
+    s.write_all(payload).unwrap();
+    s.shut_write();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).unwrap();
+    got
+}
+
+fn reversed(v: &[u8]) -> Vec<u8> {
+    v.iter().rev().copied().collect()
+}
+
+const SIZES: [usize; 6] = [0, 1, 4096, 65_537, 1 << 20, 8 << 20];
+
+fn every_size(listen: &str, backend: &str) {
+    let relay = Relay::start(&[listen, backend]);
+    for size in SIZES {
+        let payload = data(size);
+        let got = exchange(&relay.addr, &payload);
+        assert_bytes_eq(&got, &reversed(&payload), &format!("{size} bytes"));
+    }
+    let (status, report, _) = relay.stop();
+    assert_eq!(status.code(), Some(130));
+    let conns = connections(&report);
+    assert_eq!(conns.len(), SIZES.len());
+    for (conn, size) in conns.iter().zip(SIZES) {
+        assert_eq!(conn["ended"], "eof", "{conn}");
+        for key in ["a_to_b", "b_to_a"] {
+            assert_eq!(conn[key]["bytes"].as_u64(), Some(size as u64));
+            let paths = direction_paths(&conn[key]);
+            if size > 0 {
+                assert!(
+                    paths.iter().all(|p| p == "splice" || p == "userspace") && !paths.is_empty(),
+                    "{paths:?}"
+                );
+            }
+        }
+    }
+    assert_eq!(
+        report["bytes"].as_u64(),
+        Some(2 * SIZES.iter().sum::<usize>() as u64)
+    );
+}
+
+#[test]
+fn every_size_both_ways_tcp_to_tcp() {
+    let backend = tcp_backend(Serve::Answer(Duration::ZERO));
+    every_size("tcp-listen:0", &format!("tcp:{backend}"));
+}
+
+#[test]
+fn every_size_both_ways_unix_to_tcp() {
+    let dir = tempdir();
+    let sock = dir.path().join("front.sock");
+    let backend = tcp_backend(Serve::Answer(Duration::ZERO));
+    every_size(
+        &format!("unix-listen:{}", sock.display()),
+        &format!("tcp:{backend}"),
+    );
+    assert!(!sock.exists(), "the relay removes its socket file");
+}
+
+#[test]
+fn every_size_both_ways_tcp_to_unix() {
+    let dir = tempdir();
+    let sock = dir.path().join("back.sock");
+    unix_backend(&sock, Serve::Answer(Duration::ZERO));
+    every_size("tcp-listen:0", &format!("unix:{}", sock.display()));
+}
+
+#[test]
+fn sixty_four_mib_both_ways_at_once() {
+    let backend = tcp_backend(Serve::Echo);
+    let relay = Relay::start(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
+    let payload = data(64 << 20);
+    let s = TcpStream::connect(&relay.addr).unwrap();
+    let mut writer = s.try_clone().unwrap();
+    let sent = payload.clone();
+    let sending = thread::spawn(move || {
+        writer.write_all(&sent).unwrap();
+        writer.shutdown(Shutdown::Write).unwrap();
+    });
+    let mut got = Vec::new();
+    (&s).read_to_end(&mut got).unwrap();
+    sending.join().unwrap();
+    assert_bytes_eq(&got, &payload, "64 MiB echoed");
+    let (status, report, _) = relay.wait();
+    assert!(status.success(), "{report}");
+    let conn = &connections(&report)[0];
+    for key in ["a_to_b", "b_to_a"] {
+        assert_eq!(conn[key]["bytes"].as_u64(), Some(64 << 20));
+        assert!(!direction_paths(&conn[key]).is_empty());
+    }
+}
+
+#[test]
+fn via_splice_and_via_userspace_are_honoured() {
+    let backend = tcp_backend(Serve::Answer(Duration::ZERO));
+    for via in ["splice", "userspace"] {
+        let mut cmd = zerocat();
+        cmd.args(["--via", via]);
+        let relay = Relay::start_with(cmd, &["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
+        let payload = data(3 << 20);
+        assert_bytes_eq(&exchange(&relay.addr, &payload), &reversed(&payload), via);
+        let (status, report, _) = relay.wait();
+        assert!(status.success());
+        let conn = &connections(&report)[0];
+        for key in ["a_to_b", "b_to_a"] {
+            assert_eq!(direction_paths(&conn[key]), vec![via.to_string()], "{conn}");
+        }
+    }
+}
+
+#[test]
+fn half_close_waits_for_a_late_answer() {
+    let backend = tcp_backend(Serve::Answer(Duration::from_secs(2)));
+    let relay = Relay::start(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
+    let request = data(100_000);
+    let got = exchange(&relay.addr, &request);
+    assert_bytes_eq(&got, &reversed(&request), "answer 2 s after the half-close");
+    let (status, report, _) = relay.wait();
+    assert!(status.success());
+    let conn = &connections(&report)[0];
+    assert_eq!(conn["ended"], "eof");
+    assert_eq!(conn["b_to_a"]["bytes"].as_u64(), Some(100_000));
+    assert!(!direction_paths(&conn["b_to_a"]).is_empty());
+}
+
+/// Small xorshift so each client has its own payload and size.
+fn random_payload(seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let len = (next() % (192 * 1024)) as usize;
+    (0..len).map(|_| next() as u8).collect()
+}
+
+/// Sends its own random payload while reading the echo; checks every byte. Returns the
+/// payload's length.
+fn echo_client(addr: &str, seed: u64) -> u64 {
+    let payload = random_payload(seed);
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let sent = payload.clone();
+    let sending = thread::spawn(move || {
+        w.write_all(&sent).unwrap();
+        w.shutdown(Shutdown::Write).unwrap();
+    });
+    let mut got = Vec::new();
+    (&s).read_to_end(&mut got).unwrap();
+    sending.join().unwrap();
+    assert_bytes_eq(&got, &payload, &format!("client {seed}"));
+    payload.len() as u64
+}
+
+#[test]
+fn two_hundred_concurrent_connections() {
+    let backend = tcp_backend(Serve::Echo);
+    let relay = Relay::start(&["tcp-listen:0,backlog=256", &format!("tcp:{backend}")]);
+    let clients: Vec<_> = (0..200u64)
+        .map(|i| {
+            let addr = relay.addr.clone();
+            thread::spawn(move || echo_client(&addr, i + 1))
+        })
+        .collect();
+    let total: u64 = clients.into_iter().map(|c| c.join().unwrap()).sum();
+    let (status, report, _) = relay.stop();
+    assert_eq!(status.code(), Some(130));
+    let conns = connections(&report);
+    assert_eq!(conns.len(), 200);
+    assert!(conns.iter().all(|c| c["ended"] == "eof"));
+    assert_eq!(report["bytes_a_to_b"].as_u64(), Some(total));
+    assert_eq!(report["bytes_b_to_a"].as_u64(), Some(total));
+    assert!(!paths(&report).is_empty());
+}
+
+#[test]
+fn a_reset_backend_resets_the_client() {
+    let backend = tcp_backend(Serve::Reset);
+    let relay = Relay::start(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
+    let mut s = TcpStream::connect(&relay.addr).unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    s.write_all(b"x").unwrap();
+    let mut buf = [0u8; 16];
+    let err = loop {
+        match s.read(&mut buf) {
+            Ok(0) => panic!("a reset was passed on as a clean end (FIN)"),
+            Ok(_) => continue,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err.kind(), ErrorKind::ConnectionReset, "{err}");
+    let (status, report, _) = relay.wait();
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "--once: the connection's failure is the run's"
+    );
+    let conn = &connections(&report)[0];
+    assert_eq!(conn["ended"], "reset", "{conn}");
+    assert_eq!(conn["a_to_b"]["bytes"].as_u64(), Some(1));
+    assert_eq!(direction_paths(&conn["a_to_b"]).len(), 1);
+}
+
+#[test]
+fn a_reset_client_resets_the_backend() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let backend = listener.local_addr().unwrap().to_string();
+    let relay = Relay::start(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
+    let mut client = TcpStream::connect(&relay.addr).unwrap();
+    client.write_all(b"hi").unwrap();
+    let (mut server, _) = listener.accept().unwrap();
+    server.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut two = [0u8; 2];
+    server.read_exact(&mut two).unwrap();
+    assert_eq!(&two, b"hi");
+    reset(client);
+    let mut buf = [0u8; 16];
+    let err = loop {
+        match server.read(&mut buf) {
+            Ok(0) => panic!("the backend saw FIN, not RST"),
+            Ok(_) => continue,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err.kind(), ErrorKind::ConnectionReset, "{err}");
+    let (_, report, _) = relay.wait();
+    let conn = &connections(&report)[0];
+    assert_eq!(conn["ended"], "reset", "{conn}");
+    assert_eq!(direction_paths(&conn["a_to_b"]).len(), 1);
+}
+
+#[test]
+fn idle_connections_are_closed_after_the_timeout() {
+    let backend = tcp_backend(Serve::Echo);
+    let relay = Relay::start(&[
+        "--idle-timeout",
+        "300ms",
+        "tcp-listen:0",
+        &format!("tcp:{backend}"),
+    ]);
+    let mut s = connect(&relay.addr);
+    s.write_all(b"ping").unwrap();
+    let mut four = [0u8; 4];
+    s.read_exact(&mut four).unwrap();
+    assert_eq!(&four, b"ping");
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest); // closed by the relay (EOF or reset), not by us
+    assert!(rest.is_empty());
+    assert!(started.elapsed() < DEADLINE);
+    let (_, report, _) = relay.stop();
+    let conn = &connections(&report)[0];
+    assert_eq!(conn["ended"], "idle-timeout", "{conn}");
+    assert_eq!(direction_paths(&conn["a_to_b"]).len(), 1);
+    assert_eq!(conn["b_to_a"]["bytes"].as_u64(), Some(4));
+}
+
+#[test]
+fn max_conns_keeps_the_next_client_waiting() {
+    let backend = tcp_backend(Serve::Echo);
+    let relay = Relay::start(&[
+        "--max-conns",
+        "1",
+        "tcp-listen:0",
+        &format!("tcp:{backend}"),
+    ]);
+    let mut first = connect(&relay.addr);
+    first.write_all(b"1").unwrap();
+    let mut one = [0u8; 1];
+    first.read_exact(&mut one).unwrap();
+    let mut second = connect(&relay.addr); // sits in the backlog
+    second.write_all(b"2").unwrap();
+    second.set_timeout(Some(Duration::from_millis(300)));
+    let err = second
+        .read(&mut one)
+        .expect_err("served beyond --max-conns");
+    assert!(matches!(
+        err.kind(),
+        ErrorKind::WouldBlock | ErrorKind::TimedOut
+    ));
+    first.shut_write();
+    let mut rest = Vec::new();
+    first.read_to_end(&mut rest).unwrap();
+    drop(first);
+    second.set_timeout(Some(DEADLINE));
+    second.read_exact(&mut one).unwrap();
+    assert_eq!(&one, b"2");
+    drop(second);
+    let (_, report, _) = relay.stop();
+    let conns = connections(&report);
+    assert!(!conns.is_empty());
+    assert_eq!(conns[0]["ended"], "eof");
+    assert_eq!(direction_paths(&conns[0]["a_to_b"]).len(), 1);
+}
+
+#[test]
+fn once_serves_one_connection_and_exits() {
+    let backend = tcp_backend(Serve::Answer(Duration::ZERO));
+    let relay = Relay::start(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
+    let addr = relay.addr.clone();
+    assert_eq!(exchange(&addr, b"abc"), b"cba");
+    let (status, report, _) = relay.wait();
+    assert!(status.success());
+    assert_eq!(connections(&report).len(), 1);
+    assert_eq!(direction_paths(&connections(&report)[0]["a_to_b"]).len(), 1);
+    assert!(TcpStream::connect(&addr).is_err(), "the listener is closed");
+}
+
+#[test]
+fn connect_retries_until_a_late_backend_is_up() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let relay = Relay::start(&[
+        "--once",
+        "tcp-listen:0",
+        &format!("tcp:127.0.0.1:{port},retry=100,interval=50ms"),
+    ]);
+    let late = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(500));
+        let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
+        let (s, _) = l.accept().unwrap();
+        handle(Box::new(s), Serve::Answer(Duration::ZERO));
+    });
+    let payload = data(200_000);
+    assert_bytes_eq(
+        &exchange(&relay.addr, &payload),
+        &reversed(&payload),
+        "late",
+    );
+    late.join().unwrap();
+    let (status, report, _) = relay.wait();
+    assert!(status.success());
+    assert_eq!(direction_paths(&connections(&report)[0]["b_to_a"]).len(), 1);
+}
+
+#[test]
+fn a_refusing_backend_closes_the_client_and_the_relay_keeps_serving() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let relay = Relay::start(&["tcp-listen:0", &format!("tcp:127.0.0.1:{port}")]);
+    for _ in 0..3 {
+        let mut s = connect(&relay.addr);
+        let mut buf = Vec::new();
+        match s.read_to_end(&mut buf) {
+            Ok(_) => assert!(buf.is_empty()),
+            Err(e) => assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}"),
+        }
+    }
+    let (status, report, text) = relay.stop();
+    assert_eq!(status.code(), Some(130), "{text}");
+    let conns = connections(&report);
+    assert_eq!(conns.len(), 3);
+    for conn in conns {
+        assert_eq!(conn["ended"], "connect-failed");
+        assert!(
+            conn["error"].as_str().unwrap().contains("refused"),
+            "{conn}"
+        );
+        assert!(direction_paths(&conn["a_to_b"]).is_empty());
+    }
+    assert!(paths(&report).is_empty());
+}
+
+#[test]
+fn out_of_fds_the_relay_backs_off_and_serves_everyone() {
+    if Command::new("prlimit").arg("--version").output().is_err() {
+        eprintln!("skipped: prlimit(1) is not installed");
+        return;
+    }
+    let backend = tcp_backend(Serve::Echo);
+    let mut cmd = Command::new("prlimit");
+    cmd.arg("--nofile=64").arg(bin());
+    let relay = Relay::start_with(
+        cmd,
+        &["tcp-listen:0,backlog=256", &format!("tcp:{backend}")],
+    );
+    let clients: Vec<_> = (0..100u64)
+        .map(|i| {
+            let addr = relay.addr.clone();
+            thread::spawn(move || echo_client(&addr, 1000 + i))
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    let (status, report, text) = relay.stop();
+    assert_eq!(status.code(), Some(130), "{text}");
+    let conns = connections(&report);
+    assert_eq!(conns.len(), 100);
+    assert!(conns.iter().all(|c| c["ended"] == "eof"), "{report}");
+    // Backing off, not spinning: a handful of complaints, not thousands.
+    let complaints = text.matches("cannot accept").count();
+    eprintln!("EMFILE complaints: {complaints}");
+    assert!(complaints < 200, "{complaints} accept complaints");
+    assert!(!paths(&report).is_empty());
+}
+
+#[test]
+fn listeners_bind_loopback_by_default() {
+    let backend = tcp_backend(Serve::Echo);
+    let relay = Relay::start(&["tcp-listen:0", &format!("tcp:{backend}")]);
+    assert!(relay.addr.starts_with("127.0.0.1:"), "{}", relay.addr);
+    let (_, report, _) = relay.stop();
+    assert!(connections(&report).is_empty());
+}
+
+#[test]
+fn stdio_relays_like_netcat() {
+    let backend = tcp_backend(Serve::Echo);
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "relay", "-", &format!("tcp:{backend}")]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"hello").unwrap();
+    let out = wait_with_deadline(child, DEADLINE);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_eq!(out.stdout, b"hello");
+    let report = json_report(&out.stderr);
+    let conn = &connections(&report)[0];
+    assert_eq!(conn["a_to_b"]["bytes"].as_u64(), Some(5));
+    assert_eq!(conn["b_to_a"]["bytes"].as_u64(), Some(5));
+    assert_eq!(direction_paths(&conn["b_to_a"]).len(), 1);
+}
+
+#[test]
+fn usage_errors_are_caught_before_anything_opens() {
+    for args in [
+        vec!["relay", "tcp-listen:0", "tcp-listen:0"],
+        vec!["relay", "file:x", "tcp:127.0.0.1:9"],
+        vec!["relay", "-", "fd:3"],
+        vec!["--via", "sendfile", "relay", "-", "tcp:127.0.0.1:9"],
+        vec![
+            "relay",
+            "--max-conns",
+            "0",
+            "tcp-listen:0",
+            "tcp:127.0.0.1:9",
+        ],
+        vec![
+            "relay",
+            "--idle-timeout",
+            "soon",
+            "tcp-listen:0",
+            "tcp:127.0.0.1:9",
+        ],
+    ] {
+        let mut cmd = zerocat();
+        cmd.args(&args);
+        let out = run(cmd);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr_text(&out)
+        );
+        assert!(!stderr_text(&out).contains("listening"), "{args:?}");
+    }
+}
+
+#[test]
+fn connect_timeout_gives_up_on_a_backend_that_never_answers() {
+    use nix::sys::socket::{
+        bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, SockaddrIn,
+    };
+    use std::os::fd::AsRawFd;
+    // A listener with a backlog of 0 that never accepts: once its queue is full, SYNs
+    // are dropped and a connect hangs.
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::empty(),
+        None,
+    )
+    .unwrap();
+    bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, 0)).unwrap();
+    listen(&fd, Backlog::new(0).unwrap()).unwrap();
+    let local: SockaddrIn = nix::sys::socket::getsockname(fd.as_raw_fd()).unwrap();
+    let backend = format!("127.0.0.1:{}", local.port());
+    let _queued: Vec<TcpStream> = (0..3)
+        .filter_map(|_| {
+            TcpStream::connect_timeout(&backend.parse().unwrap(), Duration::from_millis(200)).ok()
+        })
+        .collect();
+    let mut cmd = zerocat();
+    cmd.args([
+        "--stats",
+        "json",
+        "relay",
+        "--connect-timeout",
+        "300ms",
+        "-",
+        &format!("tcp:{backend}"),
+    ]);
+    let out = run(cmd);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_text(&out));
+    assert!(
+        stderr_text(&out).contains("timed out"),
+        "{}",
+        stderr_text(&out)
+    );
+    let report = json_report(&out.stderr);
+    let conn = &connections(&report)[0];
+    assert_eq!(conn["ended"], "connect-failed");
+    assert!(direction_paths(&conn["a_to_b"]).is_empty());
+}
