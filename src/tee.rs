@@ -195,20 +195,19 @@ fn conclude(
         seconds,
         ending: ending.clone(),
     };
+    // stdout's reader went away and stopped the run: the shell's 141, without a message
+    // (DESIGN §5), like `pipe` and like GNU tee killed by SIGPIPE.
+    let stdout_gone = cfg.on_error == OnError::Fail
+        && out.failure.is_none()
+        && sink_errors.len() == 1
+        && writes_stdout(&cfg.sinks[sink_errors[0].0])
+        && is_epipe(&out.sinks[sink_errors[0].0]);
+    if stdout_gone {
+        return Ok(ExitCode::BrokenPipe);
+    }
     opts.print_report(&report.render(opts.stats));
     match ending {
-        Ending::Error(message) => {
-            // stdout's reader went away and stopped the run: the shell's quiet 141.
-            let stdout_gone = cfg.on_error == OnError::Fail
-                && out.failure.is_none()
-                && sink_errors.len() == 1
-                && writes_stdout(&cfg.sinks[sink_errors[0].0])
-                && is_epipe(&out.sinks[sink_errors[0].0]);
-            if stdout_gone {
-                return Ok(ExitCode::BrokenPipe);
-            }
-            Err(anyhow!(message))
-        }
+        Ending::Error(message) => Err(anyhow!(message)),
         _ => Ok(code),
     }
 }

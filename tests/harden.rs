@@ -28,12 +28,15 @@ use crate::util::{assert_bytes_eq, bin, data, paths, tempdir, DEADLINE};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sub {
     Pipe,
+    /// `tee SRC DST /dev/null`: the sink under test and a second one, so tee(2) runs.
+    Tee,
 }
 
 impl Sub {
     fn name(self) -> &'static str {
         match self {
             Sub::Pipe => "pipe",
+            Sub::Tee => "tee",
         }
     }
 
@@ -41,6 +44,7 @@ impl Sub {
     fn args(self, src: &str, dst: &str) -> Vec<String> {
         match self {
             Sub::Pipe => vec!["pipe".into(), src.into(), dst.into()],
+            Sub::Tee => vec!["tee".into(), src.into(), dst.into(), "/dev/null".into()],
         }
     }
 }
@@ -172,16 +176,7 @@ fn start(setup: &Setup<'_>) -> Running {
     let sink_bytes = Arc::new(Mutex::new(Vec::new()));
     let (src, dst) = setup.shape;
 
-    let mut cmd = match setup.wrap.split_first() {
-        None => Command::new(bin()),
-        Some((program, rest)) => {
-            let mut c = Command::new(program);
-            c.args(rest).arg(bin());
-            c
-        }
-    };
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    let mut cmd = zerocat_under(&setup.wrap);
     cmd.args(["--stats", "json"]).args(&setup.global);
 
     let src_arg = match src {
@@ -275,51 +270,24 @@ impl Running {
         Pid::from_raw(self.child.id() as i32)
     }
 
-    /// Bytes the sink holds right now.
-    fn sink_len(&self) -> u64 {
-        match &self.sink_file {
-            Some(path) => std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
-            None => self.received.load(Ordering::SeqCst),
-        }
-    }
-
     /// Waits until the sink holds at least `n` bytes (zerocat is mid-transfer then).
     fn wait_for_sink(&mut self, n: u64) {
-        while self.sink_len() < n {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("zerocat ended ({status}) before the sink held {n} bytes");
-            }
-            assert!(
-                self.started.elapsed() < DEADLINE,
-                "the sink never held {n} bytes"
-            );
-            thread::sleep(Duration::from_millis(2));
-        }
+        let (file, received) = (self.sink_file.clone(), self.received.clone());
+        let held = || match &file {
+            Some(path) => std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+            None => received.load(Ordering::SeqCst),
+        };
+        wait_until_held(&mut self.child, self.started, "the sink", n, held);
     }
 
     fn finish(mut self) -> Finished {
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if self.started.elapsed() > DEADLINE {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                self.stop.store(true, Ordering::SeqCst);
-                panic!("zerocat did not finish within {DEADLINE:?}");
-            }
-            thread::sleep(Duration::from_millis(2));
-        };
-        self.stop.store(true, Ordering::SeqCst);
+        let status = wait_or_kill(&mut self.child, self.started, &self.stop);
         if let Some(t) = self.sink_thread.take() {
             t.join().unwrap();
         }
         let stderr = self.stderr_thread.take().unwrap().join().unwrap();
         let stderr = String::from_utf8_lossy(&stderr).into_owned();
-        let report = stderr
-            .lines()
-            .find(|l| l.starts_with('{'))
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON ({e}): {l}")));
+        let report = json_line(&stderr);
         let sink = match self.dst {
             Dst::File => Some(std::fs::read(self.sink_file.as_ref().unwrap()).unwrap_or_default()),
             Dst::Null | Dst::Full => None,
@@ -332,6 +300,65 @@ impl Running {
             sink,
         }
     }
+}
+
+/// zerocat under `wrap` (strace ...) when given, with a clean environment.
+fn zerocat_under(wrap: &[String]) -> Command {
+    let mut cmd = match wrap.split_first() {
+        None => Command::new(bin()),
+        Some((program, rest)) => {
+            let mut c = Command::new(program);
+            c.args(rest).arg(bin());
+            c
+        }
+    };
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    cmd
+}
+
+/// Waits for `child` (started at `started`) until [`DEADLINE`], then kills it and fails;
+/// sets `stop` either way, so the feeding and draining threads end.
+fn wait_or_kill(child: &mut Child, started: Instant, stop: &AtomicBool) -> ExitStatus {
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            stop.store(true, Ordering::SeqCst);
+            panic!("zerocat did not finish within {DEADLINE:?}");
+        }
+        thread::sleep(Duration::from_millis(2));
+    };
+    stop.store(true, Ordering::SeqCst);
+    status
+}
+
+/// Waits until `held()` (bytes some sink holds) reaches `n`, while `child` still runs.
+fn wait_until_held(
+    child: &mut Child,
+    started: Instant,
+    what: &str,
+    n: u64,
+    held: impl Fn() -> u64,
+) {
+    while held() < n {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("zerocat ended ({status}) before {what} held {n} bytes");
+        }
+        assert!(started.elapsed() < DEADLINE, "{what} never held {n} bytes");
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The `--stats json` object on stderr, if there is one.
+fn json_line(stderr: &str) -> Option<Value> {
+    stderr
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON ({e}): {l}")))
 }
 
 fn run_setup(setup: &Setup<'_>) -> Finished {
@@ -707,9 +734,14 @@ fn run_fault_table(syscall: &str) {
         return;
     }
     let payload = Arc::new(data(4 << 20));
+    run_cases(fault_cases(syscall), |case| run_fault(case, &payload));
+}
+
+/// Runs every case, printing each row; fails at the end with every problem found.
+fn run_cases<C>(cases: Vec<C>, run: impl Fn(&C) -> Result<String, String>) {
     let mut problems = Vec::new();
-    for case in fault_cases(syscall) {
-        match run_fault(&case, &payload) {
+    for case in &cases {
+        match run(case) {
             Ok(row) => eprintln!("{row}"),
             Err(problem) => problems.push(problem),
         }
@@ -1066,7 +1098,6 @@ fn sigpipe_from_a_closed_stdout_is_141_without_a_message() {
 #[test]
 fn sigint_delivers_every_byte_taken_from_the_source() {
     use std::os::fd::AsRawFd;
-    use std::os::unix::process::CommandExt;
     let payload = data(64 << 20);
     let dir = tempdir();
     let src = crate::util::write_file(dir.path(), "src.bin", &payload);
@@ -1093,20 +1124,7 @@ fn sigint_delivers_every_byte_taken_from_the_source() {
             cmd.args(["--stats", "json", "--via", via, "pipe", "fd:3"])
                 .arg(format!("tcp:{addr}"))
                 .stderr(Stdio::piped());
-            // SAFETY: only async-signal-safe calls between fork and exec.
-            unsafe {
-                cmd.pre_exec(move || {
-                    let ret = if raw == 3 {
-                        nix::libc::fcntl(3, nix::libc::F_SETFD, 0)
-                    } else {
-                        nix::libc::dup2(raw, 3)
-                    };
-                    if ret < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
+            share_as_fd3(&mut cmd, raw);
             let child = cmd.spawn().unwrap();
             let started = Instant::now();
             while received.load(Ordering::SeqCst) < 2 << 20 {
@@ -1135,6 +1153,26 @@ fn sigint_delivers_every_byte_taken_from_the_source() {
             );
             eprintln!("{name} | exit 130 | {taken} B taken from the source = delivered = reported");
         }
+    }
+}
+
+/// The child gets our open file description `raw` as its fd 3 (`fd:3`): the offset is
+/// shared, so afterwards it says how many bytes the child took.
+fn share_as_fd3(cmd: &mut Command, raw: std::os::fd::RawFd) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let ret = if raw == 3 {
+                nix::libc::fcntl(3, nix::libc::F_SETFD, 0)
+            } else {
+                nix::libc::dup2(raw, 3)
+            };
+            if ret < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 
@@ -1500,9 +1538,10 @@ mod uri_properties {
 // Soak: `cargo test -- --ignored soak`
 // =============================================================================================
 
-/// One soak row. The relay row (10 GiB over 50 concurrent connections) and the tee row
-/// (10 GiB to several sinks) are added here when those subcommands land; `stream_soak`
-/// drives one source to one sink, and each new row needs only its own wiring in `Sub`.
+/// One soak row. The relay row (10 GiB over 50 concurrent connections) is added here when
+/// relay lands; `stream_soak` drives one source to one sink (tee: that sink and /dev/null),
+/// and each new row needs only its own wiring in `Sub`. `ZEROCAT_SOAK=tee` runs only the
+/// rows of that subcommand.
 struct Soak {
     sub: Sub,
     via: &'static str,
@@ -1518,6 +1557,11 @@ const SOAKS: &[Soak] = &[
     Soak {
         sub: Sub::Pipe,
         via: "userspace",
+        bytes: 10 << 30,
+    },
+    Soak {
+        sub: Sub::Tee,
+        via: "auto",
         bytes: 10 << 30,
     },
 ];
@@ -1621,6 +1665,9 @@ fn stream_soak(soak: &Soak, bytes: u64) -> SoakFigures {
     assert_eq!(got_hash, sent_hash, "hash of the bytes received");
     let report = crate::util::json_report(&stderr);
     assert_eq!(report["bytes"].as_u64(), Some(received));
+    for sink in report["sinks"].as_array().into_iter().flatten() {
+        assert_eq!(sink["bytes"].as_u64(), Some(received), "{sink}");
+    }
     SoakFigures {
         bytes: received,
         seconds,
@@ -1630,7 +1677,11 @@ fn stream_soak(soak: &Soak, bytes: u64) -> SoakFigures {
 }
 
 fn run_soaks(bytes: Option<u64>) {
-    for soak in SOAKS {
+    let only = std::env::var("ZEROCAT_SOAK").ok();
+    for soak in SOAKS
+        .iter()
+        .filter(|s| only.as_deref().map_or(true, |o| o == s.sub.name()))
+    {
         let figures = stream_soak(soak, bytes.unwrap_or(soak.bytes));
         eprintln!(
             "soak {} pipe->pipe via {}: {} B in {:.1} s ({:.2} GiB/s), hash equal, \
@@ -1643,6 +1694,12 @@ fn run_soaks(bytes: Option<u64>) {
             figures.max_rss_kib,
             figures.report["paths"]
         );
+        for sink in figures.report["sinks"].as_array().into_iter().flatten() {
+            eprintln!(
+                "  sink {}: {} B, paths {}",
+                sink["uri"], sink["bytes"], sink["paths"]
+            );
+        }
     }
 }
 
@@ -1657,3 +1714,6 @@ fn soak_harness_on_64mib() {
 fn soak() {
     run_soaks(None);
 }
+
+// The same families for `tee` and `copy`.
+mod fan_and_copy;

@@ -34,10 +34,17 @@ pub fn clone(ends: &Ends<'_>, meter: &Meter) -> Outcome {
             Err(e) => return Outcome::Failed(0, Failure::Io(e.into(), super::side_of(e))),
         }
     }
-    // The clone replaced the whole destination: it now holds the source's size.
+    // The clone replaced the whole destination: it now holds the source's size. A clone
+    // that says so but left less is not trusted (never exit 0 with the bytes missing).
     match nix::sys::stat::fstat(ends.dst.as_raw_fd()) {
         Ok(st) => {
             let size = st.st_size as u64;
+            if let Some(expected) = ends.src_info.size.filter(|&e| size < e) {
+                let why = format!(
+                    "FICLONE reported success, but the destination holds {size} of {expected} bytes"
+                );
+                return Outcome::Failed(0, Failure::Io(std::io::Error::other(why), Side::Sink));
+            }
             meter.add_unpaced(size);
             Outcome::Ended(size)
         }

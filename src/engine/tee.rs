@@ -87,17 +87,20 @@ pub fn fan_out(
     };
     let forced = via != Via::Auto;
     if via == Via::Forced(Path::Userspace) {
-        return userspace(src, sinks, on_error, meter);
+        return userspace(src, None, sinks, on_error, meter);
     }
-    let refused = match Pipes::new(src_info, sinks) {
+    let pipes = Pipes::new(src_info, sinks);
+    // What the kernel fan-out had already taken from the source into our inbound pipe
+    // when it was refused: those bytes exist nowhere else and go out first.
+    let (refused, carried) = match &pipes {
         Ok(pipes) => {
-            let mut kernel = Kernel::new(src, sinks, &pipes, kernel_path, forced);
+            let mut kernel = Kernel::new(src, sinks, pipes, kernel_path, forced);
             match kernel.run(on_error, meter) {
                 Ok(()) => return kernel.finish(),
-                Err(reason) => reason,
+                Err(reason) => (reason, kernel.queued),
             }
         }
-        Err(errno) => Reason::Errno(errno),
+        Err(errno) => (Reason::Errno(*errno), 0),
     };
     let fallback = Fallback {
         from: kernel_path,
@@ -117,7 +120,14 @@ pub fn fan_out(
             failure: Some(Failure::Io(errno.into(), Side::Either)),
         };
     }
-    let mut out = userspace(src, sinks, on_error, meter);
+    let carry = match &pipes {
+        Ok(Pipes {
+            inbound: Some(pipe),
+            ..
+        }) if carried > 0 => Some((pipe.read.as_fd(), carried)),
+        _ => None,
+    };
+    let mut out = userspace(src, carry, sinks, on_error, meter);
     out.record.paths.insert(0, (kernel_path, 0));
     out.record.fallbacks.insert(0, fallback);
     out
@@ -691,8 +701,16 @@ fn discard(head: BorrowedFd<'_>, mut len: usize, scratch: &mut Vec<u8>) -> Resul
     Ok(total - len)
 }
 
-/// The userspace fan-out: one read into one buffer, written to every live sink.
-fn userspace(src: BorrowedFd<'_>, sinks: &[Sink<'_>], on_error: OnError, meter: &Meter) -> FanOut {
+/// The userspace fan-out: one read into one buffer, written to every live sink. `carry`:
+/// bytes already taken from the source into a pipe of ours, read (and delivered) first.
+fn userspace(
+    src: BorrowedFd<'_>,
+    carry: Option<(BorrowedFd<'_>, usize)>,
+    sinks: &[Sink<'_>],
+    on_error: OnError,
+    meter: &Meter,
+) -> FanOut {
+    let (carry_fd, mut carry_left) = carry.unwrap_or((src, 0));
     let mut outs: Vec<SinkOutcome> = sinks
         .iter()
         .map(|_| {
@@ -707,16 +725,20 @@ fn userspace(src: BorrowedFd<'_>, sinks: &[Sink<'_>], on_error: OnError, meter: 
     let mut slowest = Slowest::default();
     'rounds: while outs.iter().any(|o| o.failure.is_none()) {
         slowest.report(&outs, meter);
-        let want = meter.chunk(buf.len());
-        if crate::process::interrupted() {
+        let quota = meter.chunk(buf.len());
+        if crate::process::interrupted() && carry_left == 0 {
             failure = Some(Failure::Interrupted);
             break;
         }
-        let n = match sys::read(src, &mut buf[..want]) {
+        let (from, want) = match carry_left {
+            0 => (src, quota),
+            left => (carry_fd, left.min(quota)),
+        };
+        let n = match sys::read(from, &mut buf[..want]) {
             Ok(0) => break,
             Ok(n) => n,
             Err(Errno::EINTR) => continue,
-            Err(Errno::EAGAIN) => match sys::wait(src, PollFlags::POLLIN) {
+            Err(Errno::EAGAIN) => match sys::wait(from, PollFlags::POLLIN) {
                 Ok(()) => continue,
                 Err(e) => {
                     failure = Some(Failure::Io(e.into(), Side::Source));
@@ -728,6 +750,7 @@ fn userspace(src: BorrowedFd<'_>, sinks: &[Sink<'_>], on_error: OnError, meter: 
                 break;
             }
         };
+        carry_left = carry_left.saturating_sub(n);
         read_total += n as u64;
         for (sink, out) in sinks.iter().zip(outs.iter_mut()) {
             if out.failure.is_some() {
