@@ -115,7 +115,7 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
     let chain = engine::chain_for_copy(&file_info(), &file_info(), opts.via, cfg.reflink)
         .map_err(|e| UsageError(format!("--via: {e}")))?;
     opts.print_plan(&format!(
-        "plan: copy {} -> '{}'{}: per file via {}; sparse {:?}{}{}",
+        "plan: copy {} -> '{}'{}: per file via {}; sparse {}{}{}",
         sources
             .iter()
             .map(|s| format!("'{}'", s.display()))
