@@ -261,8 +261,23 @@ the source's pipe, or \fBuserspace\fR), \fBfallbacks\fR, \fBended\fR and \fBerro
 A sink stopped by another one's failure ends with \fBerror\fR
 \fB"stopped: \fImessage\fB"\fR.
 .PP
-\fBrelay\fR reports one entry per connection and direction, each with the bytes it
-moved and the reason it ended.
+\fBrelay\fR has \fBa\fR and \fBb\fR (each \fBuri\fR) instead of \fBsrc\fR and
+\fBdst\fR; \fBbytes\fR is both directions together, and \fBpaths\fR and
+\fBfallbacks\fR add up every connection. It adds:
+.TP
+\fBbytes_a_to_b\fR, \fBbytes_b_to_a\fR
+bytes delivered each way, over all connections.
+.TP
+\fBfailed\fR
+connections that did not end with \fBeof\fR.
+.TP
+\fBconnections\fR
+array, one object per connection in the order they ended: \fBid\fR, \fBpeer\fR (the
+client's address), \fBseconds\fR, \fBended\fR (\fBeof\fR, \fBreset\fR,
+\fBerror\fR, \fBidle\-timeout\fR, \fBconnect\-failed\fR or \fBsignal\fR),
+\fBerror\fR, and \fBa_to_b\fR and \fBb_to_a\fR, one per direction, each with
+\fBbytes\fR, \fBpaths\fR, \fBfallbacks\fR, \fBswitches\fR (how often the adaptive
+choice moved between \fBsplice\fR and \fBuserspace\fR), \fBended\fR and \fBerror\fR.
 .SH PROGRESS AND RATE LIMIT
 A progress bar is drawn on stderr when stderr is a terminal (\fB\-\-progress\fR forces
 it, \fB\-q\fR and \fB\-\-no\-progress\fR hide it): bytes delivered, rate, elapsed time,
