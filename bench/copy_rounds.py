@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """zerocat copy vs cp, cat > and xcp: median of N runs, GiB/s and CPU s/GiB.
 
-usage: bench/copy.py [--runs 5] [--ext4 DIR] [--shm DIR] [--only big|tree]
+usage: bench/copy_rounds.py [--runs 5] [--ext4 DIR] [--shm DIR] [--only big|tree]
 Needs a release build (cargo build --release). The 1 GiB source is read once first so
 the runs are warm; each destination is removed between runs (not timed).
 """
