@@ -14,12 +14,16 @@
 //!   while read() coalesces): every [`WINDOW`] splices into the pipe are judged by their
 //!   mean size, and below [`SMALL_SPLICE`] the direction goes to userspace;
 //! - on these machines' loopback, read/write through a 256 KiB buffer also often beats
-//!   splice at large writes (splice saves CPU, not always time). So a bulk stream runs a
-//!   trial: [`TRIAL_BYTES`] by splice, then as many by userspace, each timed, and keeps
-//!   the faster; the trial is repeated after a gap that doubles up to [`TRIAL_GAP_MAX`].
+//!   splice at large writes (unix -> tcp splice costs twice the CPU of read/write). So a
+//!   bulk stream runs a trial: [`TRIAL_BYTES`] by splice, then as many by userspace, and
+//!   keeps the one that cost the relay thread less CPU per byte; the trial is repeated
+//!   after a gap that doubles up to [`TRIAL_GAP_MAX`]. CPU time, not wall time: a trial
+//!   lasts a few milliseconds, as long as a scheduler slice when sender, relay and
+//!   receiver share two cores, so wall-clock rates of one trial were mostly noise, while
+//!   the relay's CPU per byte ranked the paths as their throughput did (bench seed table).
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::time::Instant;
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
@@ -179,8 +183,10 @@ pub struct Flow {
     spliced: u64,
     window_calls: u32,
     window_bytes: u64,
-    /// The trial under way: splicing phase or not, when it started, bytes delivered then.
-    trial: Option<(bool, Instant, u64)>,
+    /// The trial under way: splicing phase or not, the thread's CPU time when it started,
+    /// bytes delivered then.
+    trial: Option<(bool, Duration, u64)>,
+    /// Bytes per CPU-second of the splice phase.
     splice_rate: f64,
     next_trial: u64,
     trial_gap: u64,
@@ -457,7 +463,7 @@ impl Flow {
         }
     }
 
-    /// Adaptive: start, advance or conclude a timed trial of splice against userspace.
+    /// Adaptive: start, advance or conclude a trial of splice against userspace.
     fn trial_step(&mut self) {
         if self.policy != Policy::Auto {
             return;
@@ -465,15 +471,17 @@ impl Flow {
         match self.trial {
             None if self.delivered >= self.next_trial => {
                 self.switch(true);
-                self.trial = Some((true, Instant::now(), self.delivered));
+                self.trial = Some((true, thread_cpu_time(), self.delivered));
             }
             Some((phase, started, base)) if self.delivered - base >= TRIAL_BYTES => {
-                let seconds = started.elapsed().as_secs_f64().max(1e-9);
+                let seconds = (thread_cpu_time().saturating_sub(started))
+                    .as_secs_f64()
+                    .max(1e-9);
                 let rate = (self.delivered - base) as f64 / seconds;
                 if phase {
                     self.splice_rate = rate;
                     self.switch(false);
-                    self.trial = Some((false, Instant::now(), self.delivered));
+                    self.trial = Some((false, thread_cpu_time(), self.delivered));
                 } else {
                     // Ties go to splice: it spends less CPU.
                     self.switch(self.splice_rate >= rate);
@@ -595,4 +603,11 @@ pub fn abort_socket(fd: OwnedFd) {
         );
     }
     drop(fd);
+}
+
+/// CPU time this thread has used: what a trial phase cost the relay.
+fn thread_cpu_time() -> Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map(Duration::from)
+        .unwrap_or_default()
 }
