@@ -693,15 +693,17 @@ impl<'a> Server<'a> {
             return;
         };
         let abort = !matches!(end, ConnEnd::Eof);
-        for d in 0..2 {
+        let undelivered = [0, 1].map(|d| {
             let dst = &conn.sides[1 - d];
-            if dst.open() {
-                let fd = dst.write_fd();
-                conn.flows[d].flush_now(fd, &mut self.pools);
+            let left = if dst.open() {
+                conn.flows[d].flush_now(dst.write_fd(), &mut self.pools)
             } else {
+                let held = conn.flows[d].held();
                 conn.flows[d].release(&mut self.pools);
-            }
-        }
+                held
+            };
+            left as u64
+        });
         for peer in &mut conn.sides {
             for fd in peer.polled.drain(..) {
                 self.poller.delete(fd);
@@ -730,6 +732,7 @@ impl<'a> Server<'a> {
                 } else {
                     end.clone()
                 },
+                undelivered: undelivered[d],
             }),
             end,
         };
