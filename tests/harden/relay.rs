@@ -866,8 +866,9 @@ fn relay_accept_failures_keep_serving_without_spinning() {
             if end.status.code() != Some(130) {
                 return Err(format!("exit {:?}", end.status.code()));
             }
-            // 4 failures, 2 accepts, an EAGAIN after each burst: a handful.
-            if calls > 20 {
+            // 4 failures, 2 accepts, an EAGAIN after a burst: accept4 runs only when epoll
+            // says the listener is ready (it ran once per turn of the loop: 12-23 here).
+            if calls > 10 {
                 return Err(format!("{calls} accept4 calls: spinning"));
             }
             Ok(())
