@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 use std::hash::Hasher;
 use std::net::Shutdown;
-use std::os::fd::AsRawFd;
 
 use super::*;
+use crate::util::linger_zero;
 
 // =============================================================================================
 // Streams: generated, checked and hashed by block
@@ -184,24 +184,6 @@ fn send_stream(s: &TcpStream, conn: u64, dir: u64, how: Sender, wrap_up: &Atomic
         let _ = s.shutdown(Shutdown::Write);
     }
     sent
-}
-
-/// SO_LINGER {1, 0}: the next close sends RST.
-fn linger_zero(s: &TcpStream) {
-    let linger = nix::libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: a valid socket and a linger struct of the right size.
-    unsafe {
-        nix::libc::setsockopt(
-            s.as_raw_fd(),
-            nix::libc::SOL_SOCKET,
-            nix::libc::SO_LINGER,
-            (&linger as *const nix::libc::linger).cast(),
-            std::mem::size_of::<nix::libc::linger>() as nix::libc::socklen_t,
-        );
-    }
 }
 
 /// One side of one connection, as the test saw it.
@@ -587,22 +569,31 @@ impl ConnRun<'_> {
     }
 }
 
-/// Runs `n` connections at once against `relay` and `backend` (A: `how_a` bytes each), waits
-/// for every client and backend, stops the relay; then `check` sees each connection.
 /// Each connection: its number, the client's side, the backend's (None: it never got the
 /// stamp), the client's address.
 type Conns = Vec<(u64, Side, Option<Side>, String)>;
 
-fn serve(relay: Relay, backend: &Backend, n: u64, how_a: Sender) -> (RelayEnd, Conns) {
+/// Starts clients 0..n at once (each sending as `how` says); waits for every one of them.
+/// Returns each one's number, side and address.
+fn run_clients(addr: &str, n: u64, how: Sender) -> Vec<(u64, Side, String)> {
     let never = Arc::new(AtomicBool::new(false));
     let clients: Vec<Client> = (0..n)
-        .map(|c| Client::start(&relay.addr, c, how_a, never.clone()))
+        .map(|c| Client::start(addr, c, how, never.clone()))
         .collect();
-    let mut done = Vec::new();
-    for client in clients {
-        let side = client.thread.join().unwrap();
-        done.push((client.conn, side, client.local));
-    }
+    join_clients(clients)
+}
+
+fn join_clients(clients: Vec<Client>) -> Vec<(u64, Side, String)> {
+    clients
+        .into_iter()
+        .map(|client| (client.conn, client.thread.join().unwrap(), client.local))
+        .collect()
+}
+
+/// Runs `n` connections at once against `relay` and `backend` (A as `how_a` says), waits for
+/// every client and backend, stops the relay.
+fn serve(relay: Relay, backend: &Backend, n: u64, how_a: Sender) -> (RelayEnd, Conns) {
+    let done = run_clients(&relay.addr, n, how_a);
     // A backend that never got its stamp never reports; give the others a moment.
     let started = Instant::now();
     while backend.sides.lock().unwrap().len() < backend.progress.lock().unwrap().len() {
@@ -957,11 +948,7 @@ fn relay_signal_case(signal: Signal, via: &str) {
         refused.is_err(),
         "{name}: a new client was accepted during the grace"
     );
-    let mut done = Vec::new();
-    for client in clients {
-        let side = client.thread.join().unwrap();
-        done.push((client.conn, side, client.local));
-    }
+    let done = join_clients(clients);
     let sides = backend.wait_for(&[0, 1, 2, 3]);
     let end = relay.wait();
     assert_eq!(end.status.code(), Some(130), "{name}: {}", end.stderr);
@@ -1126,15 +1113,7 @@ pub(super) fn relay_soak(soak: &Soak, bytes: u64) -> SoakFigures {
     let relay = Relay::start(&[], &["--via", soak.via], &[], &backend.addr);
     let pid = relay.pid();
     let started = Instant::now();
-    let never = Arc::new(AtomicBool::new(false));
-    let clients: Vec<Client> = (0..SOAK_CONNS)
-        .map(|c| Client::start(&relay.addr, c, how, never.clone()))
-        .collect();
-    let mut done = Vec::new();
-    for client in clients {
-        let side = client.thread.join().unwrap();
-        done.push((client.conn, side, client.local));
-    }
+    let done = run_clients(&relay.addr, SOAK_CONNS, how);
     let sides = backend.wait_for(&(0..SOAK_CONNS).collect::<Vec<_>>());
     let seconds = started.elapsed().as_secs_f64();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
