@@ -89,6 +89,9 @@ pub struct FlowReport {
     pub bytes: u64,
     pub switches: u32,
     pub ended: ConnEnd,
+    /// Bytes taken from the source that the sink would not take at the end (an abort, a
+    /// signal): lost, and said so. 0 on a clean end.
+    pub undelivered: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -131,7 +134,8 @@ impl ConnReport {
             let mut fo = JsonObject::new();
             fo.num("bytes", f.bytes);
             record_json(&mut fo, &f.record);
-            fo.num("switches", u64::from(f.switches));
+            fo.num("switches", u64::from(f.switches))
+                .num("undelivered", f.undelivered);
             end_json(&mut fo, &f.ended);
             o.raw(key, &fo.finish());
         }

@@ -30,6 +30,8 @@ enum Sub {
     Pipe,
     /// `tee SRC DST /dev/null`: the sink under test and a second one, so tee(2) runs.
     Tee,
+    /// `relay A B`: its rig is in `relay` (connections, not a source and a sink).
+    Relay,
 }
 
 impl Sub {
@@ -37,6 +39,7 @@ impl Sub {
         match self {
             Sub::Pipe => "pipe",
             Sub::Tee => "tee",
+            Sub::Relay => "relay",
         }
     }
 
@@ -45,6 +48,7 @@ impl Sub {
         match self {
             Sub::Pipe => vec!["pipe".into(), src.into(), dst.into()],
             Sub::Tee => vec!["tee".into(), src.into(), dst.into(), "/dev/null".into()],
+            Sub::Relay => vec!["relay".into(), src.into(), dst.into()],
         }
     }
 }
@@ -1538,10 +1542,9 @@ mod uri_properties {
 // Soak: `cargo test -- --ignored soak`
 // =============================================================================================
 
-/// One soak row. The relay row (10 GiB over 50 concurrent connections) is added here when
-/// relay lands; `stream_soak` drives one source to one sink (tee: that sink and /dev/null),
-/// and each new row needs only its own wiring in `Sub`. `ZEROCAT_SOAK=tee` runs only the
-/// rows of that subcommand.
+/// One soak row. `stream_soak` drives one source to one sink (tee: that sink and /dev/null);
+/// `relay::relay_soak` runs 10 GiB through 50 concurrent connections (each its own streams,
+/// both ways at once). `ZEROCAT_SOAK=tee` runs only the rows of that subcommand.
 struct Soak {
     sub: Sub,
     via: &'static str,
@@ -1561,6 +1564,11 @@ const SOAKS: &[Soak] = &[
     },
     Soak {
         sub: Sub::Tee,
+        via: "auto",
+        bytes: 10 << 30,
+    },
+    Soak {
+        sub: Sub::Relay,
         via: "auto",
         bytes: 10 << 30,
     },
@@ -1682,9 +1690,16 @@ fn run_soaks(bytes: Option<u64>) {
         .iter()
         .filter(|s| only.as_deref().map_or(true, |o| o == s.sub.name()))
     {
-        let figures = stream_soak(soak, bytes.unwrap_or(soak.bytes));
+        let bytes = bytes.unwrap_or(soak.bytes);
+        let (figures, shape) = match soak.sub {
+            Sub::Relay => (
+                relay::relay_soak(soak, bytes),
+                format!("{} connections", relay::SOAK_CONNS),
+            ),
+            _ => (stream_soak(soak, bytes), "pipe->pipe".to_string()),
+        };
         eprintln!(
-            "soak {} pipe->pipe via {}: {} B in {:.1} s ({:.2} GiB/s), hash equal, \
+            "soak {} {shape} via {}: {} B in {:.1} s ({:.2} GiB/s), hash equal, \
              peak RSS {} KiB, paths {}",
             soak.sub.name(),
             soak.via,
@@ -1717,3 +1732,4 @@ fn soak() {
 
 // The same families for `tee` and `copy`.
 mod fan_and_copy;
+mod relay;

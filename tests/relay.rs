@@ -122,21 +122,7 @@ fn unix_backend(path: &Path, serve: Serve) {
 
 /// Closes with SO_LINGER {1, 0}: the peer gets RST.
 fn reset(s: TcpStream) {
-    use std::os::fd::AsRawFd;
-    let linger = nix::libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: a valid socket and a linger struct of the right size.
-    unsafe {
-        nix::libc::setsockopt(
-            s.as_raw_fd(),
-            nix::libc::SOL_SOCKET,
-            nix::libc::SO_LINGER,
-            (&linger as *const nix::libc::linger).cast(),
-            std::mem::size_of::<nix::libc::linger>() as nix::libc::socklen_t,
-        );
-    }
+    linger_zero(&s);
 }
 
 /// A running `zerocat --stats json relay ...` with a listener.

@@ -238,3 +238,22 @@ pub fn send_to(addr: &str, payload: &[u8]) {
             .unwrap();
     }
 }
+
+/// SO_LINGER {1, 0} on a TCP socket: its close sends RST instead of FIN.
+pub fn linger_zero(s: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = nix::libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket and a linger struct of the right size.
+    unsafe {
+        nix::libc::setsockopt(
+            s.as_raw_fd(),
+            nix::libc::SOL_SOCKET,
+            nix::libc::SO_LINGER,
+            (&linger as *const nix::libc::linger).cast(),
+            std::mem::size_of::<nix::libc::linger>() as nix::libc::socklen_t,
+        );
+    }
+}

@@ -119,6 +119,9 @@ pub(super) struct Server<'a> {
     next_id: u64,
     accepting: bool,
     listener_polled: bool,
+    /// epoll said the listener has connections waiting (level-triggered: it says so again
+    /// at the next wait while any are left).
+    listener_ready: bool,
     accept_backoff: Duration,
     accept_paused_until: Option<Instant>,
     grace_until: Option<Instant>,
@@ -159,6 +162,7 @@ impl<'a> Server<'a> {
             next_id: 1,
             accepting: false,
             listener_polled: false,
+            listener_ready: false,
             accept_backoff: ACCEPT_BACKOFF_FIRST,
             accept_paused_until: None,
             grace_until: None,
@@ -208,7 +212,8 @@ impl<'a> Server<'a> {
                     self.pump(idx);
                 }
             }
-            if self.accepting && self.listener_polled {
+            // Only when epoll said so: not one accept4 per turn of the loop.
+            if std::mem::take(&mut self.listener_ready) && self.accepting && self.listener_polled {
                 self.accept_all();
             }
         }
@@ -258,7 +263,8 @@ impl<'a> Server<'a> {
 
     fn on_event(&mut self, event: Ready) {
         if event.token == LISTENER {
-            return; // accept_all runs after the events
+            self.listener_ready = true; // accept_all runs after the events
+            return;
         }
         let (gen, idx, slot) = split_token(event.token);
         if self.gens.get(idx) != Some(&gen) {
@@ -693,15 +699,17 @@ impl<'a> Server<'a> {
             return;
         };
         let abort = !matches!(end, ConnEnd::Eof);
-        for d in 0..2 {
+        let undelivered = [0, 1].map(|d| {
             let dst = &conn.sides[1 - d];
-            if dst.open() {
-                let fd = dst.write_fd();
-                conn.flows[d].flush_now(fd, &mut self.pools);
+            let left = if dst.open() {
+                conn.flows[d].flush_now(dst.write_fd(), &mut self.pools)
             } else {
+                let held = conn.flows[d].held();
                 conn.flows[d].release(&mut self.pools);
-            }
-        }
+                held
+            };
+            left as u64
+        });
         for peer in &mut conn.sides {
             for fd in peer.polled.drain(..) {
                 self.poller.delete(fd);
@@ -730,6 +738,7 @@ impl<'a> Server<'a> {
                 } else {
                     end.clone()
                 },
+                undelivered: undelivered[d],
             }),
             end,
         };
