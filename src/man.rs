@@ -277,7 +277,9 @@ client's address), \fBseconds\fR, \fBended\fR (\fBeof\fR, \fBreset\fR,
 \fBerror\fR, \fBidle\-timeout\fR, \fBconnect\-failed\fR or \fBsignal\fR),
 \fBerror\fR, and \fBa_to_b\fR and \fBb_to_a\fR, one per direction, each with
 \fBbytes\fR, \fBpaths\fR, \fBfallbacks\fR, \fBswitches\fR (how often the adaptive
-choice moved between \fBsplice\fR and \fBuserspace\fR), \fBended\fR and \fBerror\fR.
+choice moved between \fBsplice\fR and \fBuserspace\fR), \fBundelivered\fR (bytes
+taken from the source that could not be written out when the connection was cut: 0 on
+a clean end), \fBended\fR and \fBerror\fR.
 .SH PROGRESS AND RATE LIMIT
 A progress bar is drawn on stderr when stderr is a terminal (\fB\-\-progress\fR forces
 it, \fB\-q\fR and \fB\-\-no\-progress\fR hide it): bytes delivered, rate, elapsed time,
