@@ -146,8 +146,19 @@ pub fn refuse_same_file(
 
 /// A plain file sink is opened without O_TRUNC (so a same-file check can run first);
 /// truncate it now, like `>` and `cp`.
+///
+/// Only a file that holds bytes is truncated: on ext4, truncating even an empty file to 0
+/// arms `auto_da_alloc`, and close() then allocates and starts writeback of everything
+/// written, in our process (a fresh 1 GiB tcp -> file ran at 1.1 GiB/s instead of 1.9;
+/// `>` and O_TRUNC never truncate a file they just created).
 pub fn truncate_if_pending(opened: &Opened, endpoint: &Endpoint) -> anyhow::Result<()> {
-    if opened.truncate_pending {
+    if !opened.truncate_pending {
+        return Ok(());
+    }
+    let holds_bytes = nix::sys::stat::fstat(opened.fd.as_raw_fd())
+        .map(|st| st.st_size > 0)
+        .unwrap_or(true);
+    if holds_bytes {
         nix::unistd::ftruncate(opened.fd.as_fd(), 0)
             .with_context(|| format!("cannot truncate '{endpoint}'"))?;
     }
