@@ -17,10 +17,11 @@
 //!   splice at large writes (unix -> tcp splice costs twice the CPU of read/write). So a
 //!   bulk stream runs a trial: [`TRIAL_BYTES`] by splice, then as many by userspace, and
 //!   keeps the one that cost the relay thread less CPU per byte; the trial is repeated
-//!   after a gap that doubles up to [`TRIAL_GAP_MAX`]. CPU time, not wall time: a trial
-//!   lasts a few milliseconds, as long as a scheduler slice when sender, relay and
-//!   receiver share two cores, so wall-clock rates of one trial were mostly noise, while
-//!   the relay's CPU per byte ranked the paths as their throughput did (bench seed table).
+//!   after a gap that doubles (quadruples after a clear verdict) up to [`TRIAL_GAP_MAX`].
+//!   CPU time, not wall time: a trial lasts a few milliseconds, as long as a scheduler
+//!   slice when sender, relay and receiver share two cores, so wall-clock rates of one
+//!   trial were mostly noise, while the relay's CPU per byte ranked the paths as their
+//!   throughput did (bench seed table).
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
@@ -46,7 +47,10 @@ const WINDOW: u32 = 32;
 /// Below this mean size per splice into the pipe, userspace is faster.
 pub const SMALL_SPLICE: usize = 32 * 1024;
 /// Bytes each side of a trial moves (timed).
-pub const TRIAL_BYTES: u64 = 8 << 20;
+pub const TRIAL_BYTES: u64 = 4 << 20;
+/// A trial whose loser cost this much more CPU per byte is a clear verdict: the next
+/// trial waits four times as long (each trial moves bytes by the worse path).
+const CLEAR_MARGIN: f64 = 1.3;
 /// A direction runs its first trial once it has delivered this much (a bulk stream).
 const FIRST_TRIAL: u64 = 2 << 20;
 const TRIAL_GAP_FIRST: u64 = 64 << 20;
@@ -487,7 +491,9 @@ impl Flow {
                     self.switch(self.splice_rate >= rate);
                     self.trial = None;
                     self.next_trial = self.delivered + self.trial_gap;
-                    self.trial_gap = (self.trial_gap * 2).min(TRIAL_GAP_MAX);
+                    let margin = self.splice_rate.max(rate) / self.splice_rate.min(rate).max(1.0);
+                    let growth = if margin >= CLEAR_MARGIN { 4 } else { 2 };
+                    self.trial_gap = (self.trial_gap * growth).min(TRIAL_GAP_MAX);
                 }
             }
             _ => {}
