@@ -139,18 +139,6 @@ fn regular_size(st: &FileStat, kind: FdKind) -> Option<u64> {
         .then_some(st.st_size as u64)
 }
 
-/// Set or clear O_NONBLOCK, returning what it was so the caller can restore it.
-pub fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> nix::Result<bool> {
-    let flags = OFlag::from_bits_truncate(fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL)?);
-    let was = flags.contains(OFlag::O_NONBLOCK);
-    if was != on {
-        let mut new = flags;
-        new.set(OFlag::O_NONBLOCK, on);
-        fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(new))?;
-    }
-    Ok(was)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
