@@ -112,8 +112,13 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
     }
 
     let mut copier = Copier::new(opts, cfg);
-    let chain = engine::chain_for_copy(&file_info(), &file_info(), opts.via, cfg.reflink)
-        .map_err(|e| UsageError(format!("--via: {e}")))?;
+    let chain = engine::chain_for_copy(
+        &FdInfo::assumed(FdKind::File),
+        &FdInfo::assumed(FdKind::File),
+        opts.via,
+        cfg.reflink,
+    )
+    .map_err(|e| UsageError(format!("--via: {e}")))?;
     opts.print_plan(&format!(
         "plan: copy {} -> '{}'{}: per file via {}; sparse {}{}{}",
         sources
@@ -234,17 +239,6 @@ fn survey_in_background(
         })
         .ok()?;
     Some(stop)
-}
-
-/// A stand-in for "a regular file" when checking `--via`/`--reflink` before anything opens.
-fn file_info() -> FdInfo {
-    FdInfo {
-        kind: FdKind::File,
-        append: false,
-        nonblocking: false,
-        size: Some(1),
-        identity: (0, 0),
-    }
 }
 
 /// What happened to one entry of the copy.
@@ -570,9 +564,10 @@ impl<'a> Copier<'a> {
             }
             Err(err) => return Err(format!("cannot open for writing: {err}")),
         };
-        let src_info = info_of(&sst);
+        // From the fstat already made: a file zerocat opened itself needs no fcntl.
+        let src_info = FdInfo::from_stat(&sst);
         let dst_info = match fstat(sink.as_fd()) {
-            Ok(st) => info_of(&st),
+            Ok(st) => FdInfo::from_stat(&st),
             Err(err) => return Err(format!("cannot stat the destination: {err}")),
         };
         if src_info.identity == dst_info.identity {
@@ -1020,20 +1015,6 @@ fn open_existing(dst: &FsPath, force: bool, src_mode: u32, resume: bool) -> io::
             create_new(dst, src_mode, resume)
         }
         other => other,
-    }
-}
-
-/// What the engine needs to know of a file zerocat opened itself (no O_APPEND, blocking):
-/// from the fstat already made, rather than a second fstat and an fcntl.
-fn info_of(st: &FileStat) -> FdInfo {
-    let kind = FdKind::from_mode(st.st_mode);
-    let regular = st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFREG.bits();
-    FdInfo {
-        kind,
-        append: false,
-        nonblocking: false,
-        size: regular.then_some(st.st_size as u64),
-        identity: (st.st_dev, st.st_ino),
     }
 }
 

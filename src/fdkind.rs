@@ -70,19 +70,38 @@ pub struct FdInfo {
 
 impl FdInfo {
     pub fn of(fd: BorrowedFd<'_>) -> nix::Result<FdInfo> {
-        let st = fstat(fd.as_raw_fd())?;
+        let mut info = FdInfo::from_stat(&fstat(fd.as_raw_fd())?);
         let flags = OFlag::from_bits_truncate(fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL)?);
-        let mut kind = FdKind::from_mode(st.st_mode);
-        if kind == FdKind::CharDevice && nix::unistd::isatty(fd.as_raw_fd()).unwrap_or(false) {
-            kind = FdKind::Tty;
+        if info.kind == FdKind::CharDevice && nix::unistd::isatty(fd.as_raw_fd()).unwrap_or(false) {
+            info.kind = FdKind::Tty;
         }
-        Ok(FdInfo {
+        info.append = flags.contains(OFlag::O_APPEND);
+        info.nonblocking = flags.contains(OFlag::O_NONBLOCK);
+        Ok(info)
+    }
+
+    /// What a stat already says (kind, size, identity), with the flags of an fd zerocat
+    /// opened itself: no O_APPEND, blocking. [`FdInfo::of`] adds a real fd's flags.
+    pub fn from_stat(st: &FileStat) -> FdInfo {
+        let kind = FdKind::from_mode(st.st_mode);
+        FdInfo {
             kind,
-            append: flags.contains(OFlag::O_APPEND),
-            nonblocking: flags.contains(OFlag::O_NONBLOCK),
-            size: regular_size(&st, kind),
+            append: false,
+            nonblocking: false,
+            size: regular_size(st, kind),
             identity: (st.st_dev, st.st_ino),
-        })
+        }
+    }
+
+    /// An fd of `kind` that is not open yet (a plan, `--explain`): nothing else is known.
+    pub fn assumed(kind: FdKind) -> FdInfo {
+        FdInfo {
+            kind,
+            append: false,
+            nonblocking: false,
+            size: None,
+            identity: (0, 0),
+        }
     }
 
     /// True when both are the same regular file: reading and writing it at once
@@ -95,13 +114,6 @@ impl FdInfo {
 /// What an endpoint's fd will be, found without opening it (no file created, no
 /// connection made, no connection accepted): for `--explain`.
 pub fn predict(endpoint: &Endpoint, role: Role) -> std::io::Result<FdInfo> {
-    let socket = FdInfo {
-        kind: FdKind::Socket,
-        append: false,
-        nonblocking: false,
-        size: None,
-        identity: (0, 0),
-    };
     match endpoint {
         Endpoint::Stdio => {
             let fd = if role == Role::Source { 0 } else { 1 };
@@ -115,22 +127,18 @@ pub fn predict(endpoint: &Endpoint, role: Role) -> std::io::Result<FdInfo> {
         }
         Endpoint::File { path, opts } => match nix::sys::stat::stat(path.as_path()) {
             Ok(st) => Ok(FdInfo {
-                kind: FdKind::from_mode(st.st_mode),
                 append: opts.append,
-                nonblocking: false,
-                size: regular_size(&st, FdKind::from_mode(st.st_mode)),
-                identity: (st.st_dev, st.st_ino),
+                ..FdInfo::from_stat(&st)
             }),
+            // A sink that does not exist yet: the empty file it would be created as.
             Err(nix::errno::Errno::ENOENT) if role == Role::Sink => Ok(FdInfo {
-                kind: FdKind::File,
                 append: opts.append,
-                nonblocking: false,
                 size: Some(0),
-                identity: (0, 0),
+                ..FdInfo::assumed(FdKind::File)
             }),
             Err(e) => Err(e.into()),
         },
-        _ => Ok(socket),
+        _ => Ok(FdInfo::assumed(FdKind::Socket)),
     }
 }
 
