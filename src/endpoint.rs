@@ -401,10 +401,8 @@ fn parse_options<'a>(
             ("backlog", value) => opts.backlog = Some(parse_backlog(value)?),
             ("retry", value) => opts.connect.retry = parse_retry(value)?,
             ("interval", value) => {
-                let value = value.filter(|v| !v.is_empty()).ok_or_else(|| {
-                    "option 'interval' needs a value; expected interval=DURATION, e.g. 500ms"
-                        .to_string()
-                })?;
+                let value =
+                    option_value("interval", value, "expected interval=DURATION, e.g. 500ms")?;
                 opts.connect.interval =
                     Some(parse_duration(value).map_err(|e| format!("interval: {e}"))?);
             }
@@ -414,12 +412,30 @@ fn parse_options<'a>(
     Ok(opts)
 }
 
+/// The value of `name=VALUE`; a missing or empty one is an error that says what fits.
+fn option_value<'a>(name: &str, value: Option<&'a str>, expected: &str) -> Result<&'a str, String> {
+    value
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| format!("option '{name}' needs a value; {expected}"))
+}
+
+/// `name=N` with N written in decimal digits only (no sign, no space), and `fits`.
+fn option_number<T: std::str::FromStr>(
+    name: &str,
+    value: Option<&str>,
+    expected: &str,
+    fits: impl Fn(&T) -> bool,
+) -> Result<T, String> {
+    let value = option_value(name, value, expected)?;
+    match value.parse::<T>() {
+        Ok(n) if fits(&n) && value.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
+        _ => Err(format!("{name} '{value}' is not valid; {expected}")),
+    }
+}
+
 fn parse_mode(value: Option<&str>) -> Result<u32, String> {
     let expected = "expected mode=OCTAL, e.g. mode=0600";
-    let value = value.filter(|v| !v.is_empty());
-    let Some(value) = value else {
-        return Err(format!("option 'mode' needs a value; {expected}"));
-    };
+    let value = option_value("mode", value, expected)?;
     if !value.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
         return Err(format!("mode '{value}' is not octal; {expected}"));
     }
@@ -431,26 +447,12 @@ fn parse_mode(value: Option<&str>) -> Result<u32, String> {
 
 fn parse_backlog(value: Option<&str>) -> Result<i32, String> {
     let expected = "expected backlog=N with N a positive integer";
-    let value = value.filter(|v| !v.is_empty());
-    let Some(value) = value else {
-        return Err(format!("option 'backlog' needs a value; {expected}"));
-    };
-    match value.parse::<i32>() {
-        Ok(n) if n > 0 && value.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
-        _ => Err(format!("backlog '{value}' is not valid; {expected}")),
-    }
+    option_number("backlog", value, expected, |n: &i32| *n > 0)
 }
 
 fn parse_retry(value: Option<&str>) -> Result<u32, String> {
     let expected = "expected retry=N with N the number of further attempts (0 or more)";
-    let value = value.filter(|v| !v.is_empty());
-    let Some(value) = value else {
-        return Err(format!("option 'retry' needs a value; {expected}"));
-    };
-    match value.parse::<u32>() {
-        Ok(n) if value.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
-        _ => Err(format!("retry '{value}' is not valid; {expected}")),
-    }
+    option_number("retry", value, expected, |_: &u32| true)
 }
 
 /// A duration as written on the command line: a number with a unit `ms`, `s`, `m` or `h`
