@@ -96,6 +96,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s V -l version -d 
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l max-conns -d 'Connections served at once; more wait in the listen backlog' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l idle-timeout -d 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l connect-timeout -d 'Give up a connection attempt after this long (each attempt of retry=N)' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l first-trial -d 'Under auto, run the first trial of the other path after this many bytes (tests; the default is flow::FIRST_TRIAL)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
@@ -103,6 +104,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l limit -d 'Hold
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l once -d 'Serve one connection, then exit'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l grow-pipes -d 'Grow the pipes of busy streams to pipe-max-size (saves about a third of the CPU, but measured slower on loopback than the default 64 KiB pipes)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l splice-first -d 'Under auto, start every direction with splice, skipping the measured prior (the fault-injection tests aim at splice)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'

@@ -249,6 +249,14 @@ pub struct RelayArgs {
     /// but measured slower on loopback than the default 64 KiB pipes).
     #[arg(long, hide = true)]
     pub grow_pipes: bool,
+    /// Under auto, start every direction with splice, skipping the measured prior (the
+    /// fault-injection tests aim at splice).
+    #[arg(long, hide = true)]
+    pub splice_first: bool,
+    /// Under auto, run the first trial of the other path after this many bytes (tests;
+    /// the default is flow::FIRST_TRIAL).
+    #[arg(long, hide = true, value_name = "BYTES", value_parser = crate::limit::parse_bytes)]
+    pub first_trial: Option<u64>,
 }
 
 fn parse_endpoint(arg: &str) -> Result<Endpoint, String> {
@@ -327,6 +335,8 @@ impl Cli {
                 idle_timeout: args.idle_timeout,
                 connect_timeout: args.connect_timeout,
                 grow_pipes: args.grow_pipes,
+                splice_first: args.splice_first,
+                first_trial: args.first_trial,
             }),
             Command::Completions { shell } => Invocation::Print(completions(shell)),
             Command::Man => Invocation::Print(man_page()),

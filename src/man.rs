@@ -157,6 +157,13 @@ socket \(-> socket or file
 terminal, other, an O_APPEND sink the kernel refuses
 \fBuserspace\fR (read and write through one buffer).
 .TP
+relay, each direction
+its own pipe (\fBsplice\fR in, \fBsplice\fR out) or a 256 KiB buffer (\fBread\fR,
+\fBwrite\fR). Under auto a direction from a socket into a TCP socket starts with the
+buffer, any other with \fBsplice\fR (what measured faster on loopback); a stream past
+192 MiB then times a phase of each path by wall clock and switches when the other is 1.25
+times faster, trying again after a gap that grows fourfold.
+.TP
 one \(-> many (tee)
 \fBsplice\fR in, \fBtee\fR(2) to the sinks' pipes, \fBsplice\fR out; else a
 \fBuserspace\fR fan\-out.

@@ -49,6 +49,10 @@ pub struct RelayConfig {
     pub connect_timeout: Option<Duration>,
     /// Grow the pipes of busy streams to `pipe-max-size` (within the budget).
     pub grow_pipes: bool,
+    /// Under auto, start every direction with splice (no prior; see `flow`).
+    pub splice_first: bool,
+    /// Under auto, the first trial's point (tests; default `flow::FIRST_TRIAL`).
+    pub first_trial: Option<u64>,
 }
 
 /// How a connection (or one direction of it) ended.

@@ -213,7 +213,9 @@ fn reversed(v: &[u8]) -> Vec<u8> {
 
 const SIZES: [usize; 6] = [0, 1, 4096, 65_537, 1 << 20, 8 << 20];
 
-fn every_size(listen: &str, backend: &str) {
+/// `first`: the path auto runs each direction on (a_to_b, b_to_a) below its first trial:
+/// read/write into a TCP socket, splice into anything else (flow.rs's prior).
+fn every_size(listen: &str, backend: &str, first: [&str; 2]) {
     let relay = Relay::start(&[listen, backend]);
     for size in SIZES {
         let payload = data(size);
@@ -226,14 +228,10 @@ fn every_size(listen: &str, backend: &str) {
     assert_eq!(conns.len(), SIZES.len());
     for (conn, size) in conns.iter().zip(SIZES) {
         assert_eq!(conn["ended"], "eof", "{conn}");
-        for key in ["a_to_b", "b_to_a"] {
+        for (key, first) in ["a_to_b", "b_to_a"].into_iter().zip(first) {
             assert_eq!(conn[key]["bytes"].as_u64(), Some(size as u64));
-            let paths = direction_paths(&conn[key]);
             if size > 0 {
-                assert!(
-                    paths.iter().all(|p| p == "splice" || p == "userspace") && !paths.is_empty(),
-                    "{paths:?}"
-                );
+                assert_eq!(direction_paths(&conn[key]), vec![first], "{key}: {conn}");
             }
         }
     }
@@ -246,7 +244,11 @@ fn every_size(listen: &str, backend: &str) {
 #[test]
 fn every_size_both_ways_tcp_to_tcp() {
     let backend = tcp_backend(Serve::Answer(Duration::ZERO));
-    every_size("tcp-listen:0", &format!("tcp:{backend}"));
+    every_size(
+        "tcp-listen:0",
+        &format!("tcp:{backend}"),
+        ["userspace", "userspace"],
+    );
 }
 
 #[test]
@@ -257,6 +259,7 @@ fn every_size_both_ways_unix_to_tcp() {
     every_size(
         &format!("unix-listen:{}", sock.display()),
         &format!("tcp:{backend}"),
+        ["userspace", "splice"],
     );
     assert!(!sock.exists(), "the relay removes its socket file");
 }
@@ -266,7 +269,11 @@ fn every_size_both_ways_tcp_to_unix() {
     let dir = tempdir();
     let sock = dir.path().join("back.sock");
     unix_backend(&sock, Serve::Answer(Duration::ZERO));
-    every_size("tcp-listen:0", &format!("unix:{}", sock.display()));
+    every_size(
+        "tcp-listen:0",
+        &format!("unix:{}", sock.display()),
+        ["splice", "userspace"],
+    );
 }
 
 #[test]
@@ -291,6 +298,50 @@ fn sixty_four_mib_both_ways_at_once() {
     for key in ["a_to_b", "b_to_a"] {
         assert_eq!(conn[key]["bytes"].as_u64(), Some(64 << 20));
         assert!(!direction_paths(&conn[key]).is_empty());
+    }
+}
+
+/// Auto's trials switch each direction to the other path and back (or not) mid-stream,
+/// with bytes in the pipe or the buffer: every byte arrives once and in order. The first
+/// trial is moved from 192 MiB to 3 MiB so a test-sized stream runs several.
+#[test]
+fn trials_switch_paths_mid_stream_without_losing_a_byte() {
+    let dir = tempdir();
+    let sock = dir.path().join("echo.sock");
+    unix_backend(&sock, Serve::Echo);
+    let relay = Relay::start(&[
+        "--once",
+        "--first-trial",
+        "3M",
+        "tcp-listen:0",
+        &format!("unix:{}", sock.display()),
+    ]);
+    let payload = data(32 << 20);
+    let s = TcpStream::connect(&relay.addr).unwrap();
+    let mut writer = s.try_clone().unwrap();
+    let sent = payload.clone();
+    let sending = thread::spawn(move || {
+        for chunk in sent.chunks(7919) {
+            writer.write_all(chunk).unwrap();
+        }
+        writer.shutdown(Shutdown::Write).unwrap();
+    });
+    let mut got = Vec::new();
+    (&s).read_to_end(&mut got).unwrap();
+    sending.join().unwrap();
+    assert_bytes_eq(&got, &payload, "32 MiB echoed through trials");
+    let (status, report, _) = relay.wait();
+    assert!(status.success(), "{report}");
+    let conn = &connections(&report)[0];
+    for key in ["a_to_b", "b_to_a"] {
+        assert_eq!(conn[key]["bytes"].as_u64(), Some(32 << 20), "{conn}");
+        assert!(
+            conn[key]["switches"].as_u64().unwrap() >= 2,
+            "{key}: {conn}"
+        );
+        let mut paths = direction_paths(&conn[key]);
+        paths.sort();
+        assert_eq!(paths, ["splice", "userspace"], "{key}: {conn}");
     }
 }
 

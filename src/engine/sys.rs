@@ -134,6 +134,15 @@ pub fn wait(fd: BorrowedFd<'_>, events: PollFlags) -> Result<(), Errno> {
     }
 }
 
+/// Bytes written into a socket that its peer has not taken yet (TIOCOUTQ, alias
+/// SIOCOUTQ; for TCP, not yet acknowledged).
+pub fn unsent(fd: BorrowedFd<'_>) -> Result<usize, Errno> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ writes one int.
+    let ret = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCOUTQ, &mut n) };
+    Errno::result(ret).map(|_| n.max(0) as usize)
+}
+
 /// Bytes queued in a pipe or socket (FIONREAD).
 pub fn queued(fd: BorrowedFd<'_>) -> Result<usize, Errno> {
     let mut n: libc::c_int = 0;

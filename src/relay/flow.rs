@@ -9,22 +9,26 @@
 //! refilled from the pipe before the source. Switching mode (adaptive, or a fallback)
 //! therefore never reorders, loses or duplicates a byte.
 //!
-//! Adaptive choice (`--via auto`), per direction, two rules:
-//! - splice loses to read/write when the peer sends small segments (each takes a pipe slot,
-//!   while read() coalesces): every [`WINDOW`] splices into the pipe are judged by their
-//!   mean size, and below [`SMALL_SPLICE`] the direction goes to userspace;
-//! - on these machines' loopback, read/write through a 256 KiB buffer also often beats
-//!   splice at large writes (unix -> tcp splice costs twice the CPU of read/write). So a
-//!   bulk stream runs a trial: [`TRIAL_BYTES`] by splice, then as many by userspace, and
-//!   keeps the one that cost the relay thread less CPU per byte; the trial is repeated
-//!   after a gap that doubles (quadruples after a clear verdict) up to [`TRIAL_GAP_MAX`].
-//!   CPU time, not wall time: a trial lasts a few milliseconds, as long as a scheduler
-//!   slice when sender, relay and receiver share two cores, so wall-clock rates of one
-//!   trial were mostly noise, while the relay's CPU per byte ranked the paths as their
-//!   throughput did (bench seed table).
+//! Adaptive choice (`--via auto`), per direction:
+//! - the first path is a prior from what was measured on loopback (bench seed table, each
+//!   process pinned to a core): into a TCP socket from a socket, read/write through a
+//!   256 KiB buffer beat splice at every chunk size from 16 KiB up (by 1.15-1.8x), while
+//!   into a unix socket or a pipe splice won (by 1.1-1.5x). So a socket -> TCP direction
+//!   starts in userspace, every other one with splice;
+//! - a bulk stream then runs trials, because the prior is one machine's: after
+//!   [`FIRST_TRIAL`] bytes, a phase of a third of that on the current path, then (after
+//!   1/48 of it to let the buffers adjust) as long a phase on the other path, each timed by
+//!   the wall clock and counted as what the sink's peer took (delivered minus the sink's
+//!   unsent queue, so a socket buffer swallowing a burst does not pass for speed). The
+//!   other path takes over only if it was faster by [`TAKEOVER`]. A trial costs bytes on
+//!   the worse path, so the gap to the next one grows fourfold, up to [`GAP_MAX`].
+//!   Throughput, not CPU: the relay's CPU per byte ranked the paths wrongly for tcp ->
+//!   tcp, where splice costs the relay less but its sink more. Long phases, because a
+//!   phase shorter than a few scheduler slices (4 MiB took 2 ms) timed which process had
+//!   the core, not the path: rates of one path varied 8x from phase to phase.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::time::Duration;
+use std::time::Instant;
 
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
@@ -42,19 +46,12 @@ const PIPE_DEFAULT: usize = 64 * 1024;
 pub const PIPE_BUDGET: usize = 32 << 20;
 /// Pipes and buffers kept for reuse once a direction goes idle.
 const POOL_MAX: usize = 64;
-/// Splices into the pipe judged at once.
-const WINDOW: u32 = 32;
-/// Below this mean size per splice into the pipe, userspace is faster.
-pub const SMALL_SPLICE: usize = 32 * 1024;
-/// Bytes each side of a trial moves (timed).
-pub const TRIAL_BYTES: u64 = 4 << 20;
-/// A trial whose loser cost this much more CPU per byte is a clear verdict: the next
-/// trial waits four times as long (each trial moves bytes by the worse path).
-const CLEAR_MARGIN: f64 = 1.3;
-/// A direction runs its first trial once it has delivered this much (a bulk stream).
-const FIRST_TRIAL: u64 = 2 << 20;
-const TRIAL_GAP_FIRST: u64 = 64 << 20;
-pub const TRIAL_GAP_MAX: u64 = 1 << 30;
+/// How much faster the other path must be to take over.
+const TAKEOVER: f64 = 1.25;
+/// A direction runs its first trial once it has delivered this much (a bulk stream, past
+/// its start-up). The other sizes of a trial scale with it.
+pub const FIRST_TRIAL: u64 = 192 << 20;
+pub const GAP_MAX: u64 = 4 << 30;
 /// Syscalls one direction may make before the loop turns to other connections.
 const OPS_PER_TURN: u32 = 64;
 
@@ -167,6 +164,27 @@ pub enum Turn {
     Done,
 }
 
+/// Where a trial of the other path is (auto).
+#[derive(Debug, Clone, Copy)]
+enum Trial {
+    /// Timing the current path since `since`, when `from` bytes were delivered and the
+    /// sink's peer had taken `taken`.
+    Current {
+        since: Instant,
+        from: u64,
+        taken: u64,
+    },
+    /// On the other path, moving bytes untimed until `until` are delivered.
+    Settle { current: f64, until: u64 },
+    /// Timing the other path; `current` is the current path's rate.
+    Other {
+        current: f64,
+        since: Instant,
+        from: u64,
+        taken: u64,
+    },
+}
+
 pub struct Flow {
     policy: Policy,
     splicing: bool,
@@ -185,13 +203,11 @@ pub struct Flow {
     pub delivered: u64,
     /// Bytes splice has delivered (an unsupported errno counts as "refused" only at 0).
     spliced: u64,
-    window_calls: u32,
-    window_bytes: u64,
-    /// The trial under way: splicing phase or not, the thread's CPU time when it started,
-    /// bytes delivered then.
-    trial: Option<(bool, Duration, u64)>,
-    /// Bytes per CPU-second of the splice phase.
-    splice_rate: f64,
+    /// Auto: the first path is chosen (at the first turn, when both ends are known).
+    primed: bool,
+    trial: Option<Trial>,
+    /// [`FIRST_TRIAL`], or a smaller one (tests).
+    first_trial: u64,
     next_trial: u64,
     trial_gap: u64,
     /// Adaptive switches between splice and userspace.
@@ -199,7 +215,9 @@ pub struct Flow {
 }
 
 impl Flow {
-    pub fn new(policy: Policy) -> Flow {
+    /// `prior`: under auto, let the kinds of the two ends choose the first path.
+    /// `first_trial`: see [`FIRST_TRIAL`].
+    pub fn new(policy: Policy, prior: bool, first_trial: u64) -> Flow {
         Flow {
             policy,
             splicing: policy != Policy::Userspace,
@@ -214,12 +232,11 @@ impl Flow {
             record: Record::default(),
             delivered: 0,
             spliced: 0,
-            window_calls: 0,
-            window_bytes: 0,
+            primed: !prior,
             trial: None,
-            splice_rate: 0.0,
-            next_trial: FIRST_TRIAL,
-            trial_gap: TRIAL_GAP_FIRST,
+            first_trial,
+            next_trial: first_trial,
+            trial_gap: first_trial * 4 / 3,
             switches: 0,
         }
     }
@@ -238,6 +255,12 @@ impl Flow {
         pools: &mut Pools,
         moved: &mut u64,
     ) -> Result<Turn, FlowError> {
+        if !self.primed {
+            self.primed = true;
+            if self.policy == Policy::Auto && src.socket && is_tcp(dst.fd) {
+                self.splicing = false;
+            }
+        }
         let mut ops = 0;
         loop {
             if self.shut {
@@ -250,6 +273,9 @@ impl Flow {
             let before = self.delivered;
             let out = self.output(&mut dst)?;
             *moved += self.delivered - before;
+            if self.delivered >= self.next_trial {
+                self.trial_step(dst.fd);
+            }
             let into = self.input(&mut src, pools)?;
             if !(out || into) {
                 break;
@@ -426,7 +452,6 @@ impl Flow {
                 if n == pipe.size && pipe.size < (1 << 20) {
                     pools.grow(pipe);
                 }
-                self.judge(n);
                 Ok(true)
             }
             Err(Errno::EINTR) => Ok(true),
@@ -449,63 +474,74 @@ impl Flow {
         }
     }
 
-    /// Adaptive: judge a window of splices into the pipe by their mean size.
-    fn judge(&mut self, n: usize) {
-        if self.policy != Policy::Auto || self.trial.is_some() {
-            return;
-        }
-        self.window_calls += 1;
-        self.window_bytes += n as u64;
-        if self.window_calls < WINDOW {
-            return;
-        }
-        let mean = self.window_bytes / u64::from(self.window_calls);
-        self.window_calls = 0;
-        self.window_bytes = 0;
-        if mean < SMALL_SPLICE as u64 {
-            self.switch(false);
-        }
-    }
-
-    /// Adaptive: start, advance or conclude a trial of splice against userspace.
-    fn trial_step(&mut self) {
+    /// Adaptive: start, advance or conclude a trial of the other path.
+    fn trial_step(&mut self, dst: BorrowedFd<'_>) {
         if self.policy != Policy::Auto {
             return;
         }
+        let delivered = self.delivered;
         match self.trial {
-            None if self.delivered >= self.next_trial => {
-                self.switch(true);
-                self.trial = Some((true, thread_cpu_time(), self.delivered));
+            None => {
+                self.trial = Some(Trial::Current {
+                    since: Instant::now(),
+                    from: delivered,
+                    taken: self.taken(dst),
+                });
             }
-            Some((phase, started, base)) if self.delivered - base >= TRIAL_BYTES => {
-                let seconds = (thread_cpu_time().saturating_sub(started))
-                    .as_secs_f64()
-                    .max(1e-9);
-                let rate = (self.delivered - base) as f64 / seconds;
-                if phase {
-                    self.splice_rate = rate;
-                    self.switch(false);
-                    self.trial = Some((false, thread_cpu_time(), self.delivered));
-                } else {
-                    // Ties go to splice: it spends less CPU.
-                    self.switch(self.splice_rate >= rate);
-                    self.trial = None;
-                    self.next_trial = self.delivered + self.trial_gap;
-                    let margin = self.splice_rate.max(rate) / self.splice_rate.min(rate).max(1.0);
-                    let growth = if margin >= CLEAR_MARGIN { 4 } else { 2 };
-                    self.trial_gap = (self.trial_gap * growth).min(TRIAL_GAP_MAX);
+            Some(Trial::Current { since, from, taken }) if delivered - from >= self.phase() => {
+                let current = self.rate_since(dst, since, taken);
+                self.switch(!self.splicing);
+                self.trial = Some(Trial::Settle {
+                    current,
+                    until: delivered + self.first_trial / 48,
+                });
+            }
+            Some(Trial::Settle { current, until }) if delivered >= until => {
+                self.trial = Some(Trial::Other {
+                    current,
+                    since: Instant::now(),
+                    from: delivered,
+                    taken: self.taken(dst),
+                });
+            }
+            Some(Trial::Other {
+                current,
+                since,
+                from,
+                taken,
+            }) if delivered - from >= self.phase() => {
+                let other = self.rate_since(dst, since, taken);
+                if other < current * TAKEOVER {
+                    self.switch(!self.splicing);
                 }
+                self.trial = None;
+                self.next_trial = delivered + self.trial_gap;
+                self.trial_gap = (self.trial_gap * 4).min(GAP_MAX);
             }
-            _ => {}
+            Some(_) => {}
         }
+    }
+
+    fn phase(&self) -> u64 {
+        self.first_trial / 3
+    }
+
+    /// Bytes the sink's peer has taken: delivered, less what still waits in the sink.
+    fn taken(&self, dst: BorrowedFd<'_>) -> u64 {
+        let waiting = sys::unsent(dst).or_else(|_| sys::queued(dst)).unwrap_or(0);
+        self.delivered.saturating_sub(waiting as u64)
+    }
+
+    /// Bytes per second the sink's peer took since `since`, when it had taken `taken`.
+    fn rate_since(&self, dst: BorrowedFd<'_>, since: Instant, taken: u64) -> f64 {
+        let seconds = since.elapsed().as_secs_f64().max(1e-9);
+        self.taken(dst).saturating_sub(taken) as f64 / seconds
     }
 
     fn switch(&mut self, splicing: bool) {
         if self.splicing != splicing {
             self.splicing = splicing;
             self.switches += 1;
-            self.window_calls = 0;
-            self.window_bytes = 0;
         }
     }
 
@@ -528,9 +564,6 @@ impl Flow {
     fn deliver(&mut self, path: Path, n: usize) {
         self.delivered += n as u64;
         self.record.add(path, n as u64);
-        if self.delivered >= self.next_trial {
-            self.trial_step();
-        }
     }
 
     /// At the end (abort, signal, timeout): try once more to deliver what is held, without
@@ -611,9 +644,19 @@ pub fn abort_socket(fd: OwnedFd) {
     drop(fd);
 }
 
-/// CPU time this thread has used: what a trial phase cost the relay.
-fn thread_cpu_time() -> Duration {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
-        .map(Duration::from)
-        .unwrap_or_default()
+/// A TCP socket (the sink a socket source reaches faster through read/write).
+fn is_tcp(fd: BorrowedFd<'_>) -> bool {
+    let mut protocol: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: SO_PROTOCOL writes one int into a buffer of that size.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PROTOCOL,
+            (&mut protocol as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    ret == 0 && protocol == libc::IPPROTO_TCP
 }

@@ -421,7 +421,10 @@ impl<'a> Server<'a> {
             id: self.next_id,
             peer: String::new(),
             sides: [Peer::empty(), Peer::empty()],
-            flows: [Flow::new(self.policy), Flow::new(self.policy)],
+            flows: [0, 1].map(|_| {
+                let first_trial = self.cfg.first_trial.unwrap_or(super::flow::FIRST_TRIAL);
+                Flow::new(self.policy, !self.cfg.splice_first, first_trial)
+            }),
             started: now,
             last_active: now,
             busy: false,

@@ -715,7 +715,13 @@ fn run_relay_fault(case: &RelayFault) -> Result<String, String> {
         ..Default::default()
     });
     let once: &[&str] = if case.conns == 1 { &["--once"] } else { &[] };
-    let relay = Relay::start(&wrap, &["--via", case.via], once, &backend.addr);
+    // tcp -> tcp under auto starts in userspace (flow.rs's prior): a splice fault needs
+    // the directions to splice from the first byte.
+    let mut opts = once.to_vec();
+    if case.via == "auto" && case.syscalls.contains("splice") {
+        opts.push("--splice-first");
+    }
+    let relay = Relay::start(&wrap, &["--via", case.via], &opts, &backend.addr);
     let how_a = Sender {
         len,
         ..Default::default()
