@@ -137,16 +137,18 @@ pub fn wait(fd: BorrowedFd<'_>, events: PollFlags) -> Result<(), Errno> {
 /// Bytes written into a socket that its peer has not taken yet (TIOCOUTQ, alias
 /// SIOCOUTQ; for TCP, not yet acknowledged).
 pub fn unsent(fd: BorrowedFd<'_>) -> Result<usize, Errno> {
-    let mut n: libc::c_int = 0;
-    // SAFETY: TIOCOUTQ writes one int.
-    let ret = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCOUTQ, &mut n) };
-    Errno::result(ret).map(|_| n.max(0) as usize)
+    ioctl_count(fd, libc::TIOCOUTQ)
 }
 
 /// Bytes queued in a pipe or socket (FIONREAD).
 pub fn queued(fd: BorrowedFd<'_>) -> Result<usize, Errno> {
+    ioctl_count(fd, libc::FIONREAD)
+}
+
+/// An ioctl that writes one int count.
+fn ioctl_count(fd: BorrowedFd<'_>, request: libc::Ioctl) -> Result<usize, Errno> {
     let mut n: libc::c_int = 0;
-    // SAFETY: FIONREAD writes one int.
-    let ret = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) };
+    // SAFETY: the requests passed here write one int.
+    let ret = unsafe { libc::ioctl(fd.as_raw_fd(), request, &mut n) };
     Errno::result(ret).map(|_| n.max(0) as usize)
 }
