@@ -276,21 +276,30 @@ fn every_size_both_ways_tcp_to_unix() {
     );
 }
 
-#[test]
-fn sixty_four_mib_both_ways_at_once() {
-    let backend = tcp_backend(Serve::Echo);
-    let relay = Relay::start(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
-    let payload = data(64 << 20);
-    let s = TcpStream::connect(&relay.addr).unwrap();
+/// Sends `payload` in writes of `write_size` while reading the echo, both at once, then
+/// half-closes; returns what came back.
+fn echo_both_ways(addr: &str, payload: &[u8], write_size: usize) -> Vec<u8> {
+    let s = TcpStream::connect(addr).unwrap();
     let mut writer = s.try_clone().unwrap();
-    let sent = payload.clone();
+    let sent = payload.to_vec();
     let sending = thread::spawn(move || {
-        writer.write_all(&sent).unwrap();
+        for chunk in sent.chunks(write_size.max(1)) {
+            writer.write_all(chunk).unwrap();
+        }
         writer.shutdown(Shutdown::Write).unwrap();
     });
     let mut got = Vec::new();
     (&s).read_to_end(&mut got).unwrap();
     sending.join().unwrap();
+    got
+}
+
+#[test]
+fn sixty_four_mib_both_ways_at_once() {
+    let backend = tcp_backend(Serve::Echo);
+    let relay = Relay::start(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
+    let payload = data(64 << 20);
+    let got = echo_both_ways(&relay.addr, &payload, payload.len());
     assert_bytes_eq(&got, &payload, "64 MiB echoed");
     let (status, report, _) = relay.wait();
     assert!(status.success(), "{report}");
@@ -317,18 +326,7 @@ fn trials_switch_paths_mid_stream_without_losing_a_byte() {
         &format!("unix:{}", sock.display()),
     ]);
     let payload = data(32 << 20);
-    let s = TcpStream::connect(&relay.addr).unwrap();
-    let mut writer = s.try_clone().unwrap();
-    let sent = payload.clone();
-    let sending = thread::spawn(move || {
-        for chunk in sent.chunks(7919) {
-            writer.write_all(chunk).unwrap();
-        }
-        writer.shutdown(Shutdown::Write).unwrap();
-    });
-    let mut got = Vec::new();
-    (&s).read_to_end(&mut got).unwrap();
-    sending.join().unwrap();
+    let got = echo_both_ways(&relay.addr, &payload, 7919);
     assert_bytes_eq(&got, &payload, "32 MiB echoed through trials");
     let (status, report, _) = relay.wait();
     assert!(status.success(), "{report}");

@@ -493,7 +493,7 @@ impl Flow {
                 self.switch(!self.splicing);
                 self.trial = Some(Trial::Settle {
                     current,
-                    until: delivered + self.first_trial / 48,
+                    until: delivered + self.settle(),
                 });
             }
             Some(Trial::Settle { current, until }) if delivered >= until => {
@@ -522,8 +522,14 @@ impl Flow {
         }
     }
 
+    /// Bytes each side of a trial is timed over.
     fn phase(&self) -> u64 {
         self.first_trial / 3
+    }
+
+    /// Bytes moved on the other path before its phase is timed (the buffers adjust).
+    fn settle(&self) -> u64 {
+        self.first_trial / 48
     }
 
     /// Bytes the sink's peer has taken: delivered, less what still waits in the sink.
