@@ -160,9 +160,10 @@ terminal, other, an O_APPEND sink the kernel refuses
 relay, each direction
 its own pipe (\fBsplice\fR in, \fBsplice\fR out) or a 256 KiB buffer (\fBread\fR,
 \fBwrite\fR). Under auto a direction from a socket into a TCP socket starts with the
-buffer, any other with \fBsplice\fR (what measured faster on loopback); a stream past
-192 MiB then times a phase of each path by wall clock and switches when the other is 1.25
-times faster, trying again after a gap that grows fourfold.
+buffer, any other with \fBsplice\fR (what measured faster on loopback). A buffered
+stream past 192 MiB then times a phase of each path by wall clock and switches when the
+other is 1.25 times faster, trying again after a gap that grows fourfold. A spliced
+stream stays on \fBsplice\fR: a userspace trial cost more than it could win.
 .TP
 one \(-> many (tee)
 \fBsplice\fR in, \fBtee\fR(2) to the sinks' pipes, \fBsplice\fR out; else a

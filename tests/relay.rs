@@ -313,34 +313,51 @@ fn sixty_four_mib_both_ways_at_once() {
 /// Auto's trials switch each direction to the other path and back (or not) mid-stream,
 /// with bytes in the pipe or the buffer: every byte arrives once and in order. The first
 /// trial is moved from 192 MiB to 3 MiB so a test-sized stream runs several.
-#[test]
-fn trials_switch_paths_mid_stream_without_losing_a_byte() {
-    let dir = tempdir();
-    let sock = dir.path().join("echo.sock");
-    unix_backend(&sock, Serve::Echo);
-    let relay = Relay::start(&[
-        "--once",
-        "--first-trial",
-        "3M",
-        "tcp-listen:0",
-        &format!("unix:{}", sock.display()),
-    ]);
+/// Echoes 32 MiB through a relay whose trials start at 3 MiB; returns each direction's
+/// JSON (bytes checked).
+fn echo_through_trials(backend: &str) -> Value {
+    let relay = Relay::start(&["--once", "--first-trial", "3M", "tcp-listen:0", backend]);
     let payload = data(32 << 20);
     let got = echo_both_ways(&relay.addr, &payload, 7919);
     assert_bytes_eq(&got, &payload, "32 MiB echoed through trials");
     let (status, report, _) = relay.wait();
     assert!(status.success(), "{report}");
-    let conn = &connections(&report)[0];
+    let conn = connections(&report)[0].clone();
     for key in ["a_to_b", "b_to_a"] {
         assert_eq!(conn[key]["bytes"].as_u64(), Some(32 << 20), "{conn}");
-        assert!(
-            conn[key]["switches"].as_u64().unwrap() >= 2,
-            "{key}: {conn}"
-        );
-        let mut paths = direction_paths(&conn[key]);
-        paths.sort();
-        assert_eq!(paths, ["splice", "userspace"], "{key}: {conn}");
     }
+    conn
+}
+
+fn assert_trials_ran(conn: &Value, key: &str) {
+    assert!(
+        conn[key]["switches"].as_u64().unwrap() >= 2,
+        "{key}: {conn}"
+    );
+    let mut paths = direction_paths(&conn[key]);
+    paths.sort();
+    assert_eq!(paths, ["splice", "userspace"], "{key}: {conn}");
+}
+
+#[test]
+fn trials_switch_paths_mid_stream_without_losing_a_byte() {
+    // Into TCP both ways: both directions start in userspace and run trials.
+    let backend = tcp_backend(Serve::Echo);
+    let conn = echo_through_trials(&format!("tcp:{backend}"));
+    assert_trials_ran(&conn, "a_to_b");
+    assert_trials_ran(&conn, "b_to_a");
+}
+
+#[test]
+fn a_direction_that_starts_with_splice_runs_no_trials() {
+    let dir = tempdir();
+    let sock = dir.path().join("echo.sock");
+    unix_backend(&sock, Serve::Echo);
+    let conn = echo_through_trials(&format!("unix:{}", sock.display()));
+    // tcp -> unix starts with splice and stays there; unix -> tcp starts in userspace.
+    assert_eq!(conn["a_to_b"]["switches"].as_u64(), Some(0), "{conn}");
+    assert_eq!(direction_paths(&conn["a_to_b"]), ["splice"], "{conn}");
+    assert_trials_ran(&conn, "b_to_a");
 }
 
 #[test]

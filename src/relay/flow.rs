@@ -15,8 +15,9 @@
 //!   256 KiB buffer beat splice at every chunk size from 16 KiB up (by 1.15-1.8x), while
 //!   into a unix socket or a pipe splice won (by 1.1-1.5x). So a socket -> TCP direction
 //!   starts in userspace, every other one with splice;
-//! - a bulk stream then runs trials, because the prior is one machine's: after
-//!   [`FIRST_TRIAL`] bytes, a phase of a third of that on the current path, then (after
+//! - a bulk stream that starts in userspace then runs trials, because the prior is one
+//!   machine's (under TCP cubic with a sendfile feeder, splice into TCP was 2.7x faster):
+//!   after [`FIRST_TRIAL`] bytes, a phase of a third of that on the current path, then (after
 //!   1/48 of it to let the buffers adjust) as long a phase on the other path, each timed by
 //!   the wall clock and counted as what the sink's peer took (delivered minus the sink's
 //!   unsent queue, so a socket buffer swallowing a burst does not pass for speed). The
@@ -25,7 +26,14 @@
 //!   Throughput, not CPU: the relay's CPU per byte ranked the paths wrongly for tcp ->
 //!   tcp, where splice costs the relay less but its sink more. Long phases, because a
 //!   phase shorter than a few scheduler slices (4 MiB took 2 ms) timed which process had
-//!   the core, not the path: rates of one path varied 8x from phase to phase.
+//!   the core, not the path: rates of one path varied 8x from phase to phase;
+//! - a direction that starts with splice runs no trials. Trying userspace cost more than
+//!   its bytes: on a 1 GiB unix -> unix or tcp -> unix stream (three busy processes, two
+//!   cores) the relay's copying reshuffled the scheduler, and splice, back after the
+//!   trial, ran at about half its rate for the rest of the stream (auto at 0.64-0.73x of
+//!   `--via splice`); and into a unix socket or a pipe userspace never won by the takeover
+//!   margin. A direction pushed into userspace for want of a pipe does run them, to get
+//!   back to splice.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Instant;
@@ -205,6 +213,8 @@ pub struct Flow {
     spliced: u64,
     /// Auto: the first path is chosen (at the first turn, when both ends are known).
     primed: bool,
+    /// Auto: this direction runs trials (it started in userspace, or had to go there).
+    trials: bool,
     trial: Option<Trial>,
     /// [`FIRST_TRIAL`], or a smaller one (tests).
     first_trial: u64,
@@ -233,6 +243,7 @@ impl Flow {
             delivered: 0,
             spliced: 0,
             primed: !prior,
+            trials: false,
             trial: None,
             first_trial,
             next_trial: first_trial,
@@ -259,6 +270,7 @@ impl Flow {
             self.primed = true;
             if self.policy == Policy::Auto && src.socket && is_tcp(dst.fd) {
                 self.splicing = false;
+                self.trials = true;
             }
         }
         let mut ops = 0;
@@ -273,7 +285,7 @@ impl Flow {
             let before = self.delivered;
             let out = self.output(&mut dst)?;
             *moved += self.delivered - before;
-            if self.delivered >= self.next_trial {
+            if self.trials && self.delivered >= self.next_trial {
                 self.trial_step(dst.fd);
             }
             let into = self.input(&mut src, pools)?;
@@ -424,8 +436,8 @@ impl Flow {
             match pools.take_pipe() {
                 Ok(pipe) => self.pipe = Some(pipe),
                 Err(errno) => {
-                    // No pipe to be had (budget spent, or out of fds): this turn goes
-                    // through the buffer; splice is tried again at the next probe.
+                    // No pipe to be had (budget spent, or out of fds): the bytes go
+                    // through the buffer, and trials bring splice back when it pays.
                     if self.policy == Policy::Splice {
                         return Err(FlowError {
                             errno,
@@ -433,6 +445,7 @@ impl Flow {
                         });
                     }
                     self.switch(false);
+                    self.trials = true;
                     return Ok(true);
                 }
             }
