@@ -160,7 +160,9 @@ terminal, other, an O_APPEND sink the kernel refuses
 relay, each direction
 its own pipe (\fBsplice\fR in, \fBsplice\fR out) or a 256 KiB buffer (\fBread\fR,
 \fBwrite\fR). Under auto a direction from a socket into a TCP socket starts with the
-buffer, any other with \fBsplice\fR (what measured faster on loopback). A buffered
+buffer, any other with \fBsplice\fR (what measured faster on loopback); a socket
+that sends tiny segments (about 2 KiB or less, seen as pipe buffers that fill one
+segment each) moves to the buffer, which coalesces them. A buffered
 stream past 192 MiB then times a phase of each path by wall clock and switches when the
 other is 1.25 times faster, trying again after a gap that grows fourfold. A spliced
 stream stays on \fBsplice\fR: a userspace trial cost more than it could win.

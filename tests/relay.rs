@@ -278,18 +278,24 @@ fn every_size_both_ways_tcp_to_unix() {
 
 /// Sends `payload` in writes of `write_size` while reading the echo, both at once, then
 /// half-closes; returns what came back.
+/// `addr`: HOST:PORT, or a unix socket's path.
 fn echo_both_ways(addr: &str, payload: &[u8], write_size: usize) -> Vec<u8> {
-    let s = TcpStream::connect(addr).unwrap();
-    let mut writer = s.try_clone().unwrap();
+    let (mut reader, mut writer): (Box<dyn Stream>, Box<dyn Stream>) = if addr.starts_with('/') {
+        let s = UnixStream::connect(addr).unwrap();
+        (Box::new(s.try_clone().unwrap()), Box::new(s))
+    } else {
+        let s = TcpStream::connect(addr).unwrap();
+        (Box::new(s.try_clone().unwrap()), Box::new(s))
+    };
     let sent = payload.to_vec();
     let sending = thread::spawn(move || {
         for chunk in sent.chunks(write_size.max(1)) {
             writer.write_all(chunk).unwrap();
         }
-        writer.shutdown(Shutdown::Write).unwrap();
+        writer.shut_write();
     });
     let mut got = Vec::new();
-    (&s).read_to_end(&mut got).unwrap();
+    reader.read_to_end(&mut got).unwrap();
     sending.join().unwrap();
     got
 }
@@ -310,9 +316,6 @@ fn sixty_four_mib_both_ways_at_once() {
     }
 }
 
-/// Auto's trials switch each direction to the other path and back (or not) mid-stream,
-/// with bytes in the pipe or the buffer: every byte arrives once and in order. The first
-/// trial is moved from 192 MiB to 3 MiB so a test-sized stream runs several.
 /// Echoes 32 MiB through a relay whose trials start at 3 MiB; returns each direction's
 /// JSON (bytes checked).
 fn echo_through_trials(backend: &str) -> Value {
@@ -339,6 +342,9 @@ fn assert_trials_ran(conn: &Value, key: &str) {
     assert_eq!(paths, ["splice", "userspace"], "{key}: {conn}");
 }
 
+/// Auto's trials switch each direction to the other path and back (or not) mid-stream,
+/// with bytes in the pipe or the buffer: every byte arrives once and in order. The first
+/// trial is moved from 192 MiB to 3 MiB so a test-sized stream runs several.
 #[test]
 fn trials_switch_paths_mid_stream_without_losing_a_byte() {
     // Into TCP both ways: both directions start in userspace and run trials.
@@ -358,6 +364,46 @@ fn a_direction_that_starts_with_splice_runs_no_trials() {
     assert_eq!(conn["a_to_b"]["switches"].as_u64(), Some(0), "{conn}");
     assert_eq!(direction_paths(&conn["a_to_b"]), ["splice"], "{conn}");
     assert_trials_ran(&conn, "b_to_a");
+}
+
+/// unix -> unix under auto starts with splice; a client that writes 1 KiB segments fills
+/// the pipe's buffers with a segment each, and the direction goes to userspace (where
+/// read() coalesces them); 4 KiB segments stay on splice.
+#[test]
+fn tiny_segments_from_a_socket_go_to_userspace() {
+    let dir = tempdir();
+    let backend = dir.path().join("echo.sock");
+    unix_backend(&backend, Serve::Echo);
+    for (write_size, expect) in [
+        (1024, ["splice", "userspace"].as_slice()),
+        (4096, &["splice"]),
+    ] {
+        let front = dir.path().join(format!("front{write_size}.sock"));
+        let relay = Relay::start(&[
+            "--once",
+            &format!("unix-listen:{}", front.display()),
+            &format!("unix:{}", backend.display()),
+        ]);
+        let payload = data(24 << 20);
+        let got = echo_both_ways(&front.display().to_string(), &payload, write_size);
+        assert_bytes_eq(
+            &got,
+            &payload,
+            &format!("24 MiB in {write_size}-byte writes"),
+        );
+        let (status, report, _) = relay.wait();
+        assert!(status.success(), "{report}");
+        let conn = &connections(&report)[0];
+        let mut paths = direction_paths(&conn["a_to_b"]);
+        paths.sort();
+        assert_eq!(paths, expect, "{write_size}: {conn}");
+        let switches = conn["a_to_b"]["switches"].as_u64();
+        assert_eq!(
+            switches,
+            Some(expect.len() as u64 - 1),
+            "{write_size}: {conn}"
+        );
+    }
 }
 
 #[test]

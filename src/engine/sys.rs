@@ -140,6 +140,14 @@ pub fn unsent(fd: BorrowedFd<'_>) -> Result<usize, Errno> {
     ioctl_count(fd, libc::TIOCOUTQ)
 }
 
+/// The size of a memory page: a pipe holds `F_GETPIPE_SZ / page_size()` buffers.
+pub fn page_size() -> usize {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .map_or(4096, |n| n as usize)
+}
+
 /// Bytes queued in a pipe or socket (FIONREAD).
 pub fn queued(fd: BorrowedFd<'_>) -> Result<usize, Errno> {
     ioctl_count(fd, libc::FIONREAD)

@@ -15,6 +15,14 @@
 //!   256 KiB buffer beat splice at every chunk size from 16 KiB up (by 1.15-1.8x), while
 //!   into a unix socket or a pipe splice won (by 1.1-1.5x). So a socket -> TCP direction
 //!   starts in userspace, every other one with splice;
+//! - a socket source that writes tiny segments goes to userspace after its first splices:
+//!   each segment takes a buffer of the pipe (16 in a 64 KiB pipe), so a splice stops at
+//!   16 segments while the source still has bytes queued, and the pipe passes them on as
+//!   tiny pieces, while read() coalesces them. Measured unix -> unix at 1 and 2 KiB writes,
+//!   a splice moved 15.5 and 29 KiB (about one segment a buffer), and userspace was 3-8%
+//!   faster; at 4 KiB and up splices stopped because the source ran dry, and splice was
+//!   1.3-1.4x faster. So [`JUDGE_SPLICES`] splices that stop on a full pipe, at under
+//!   [`SMALL_SEGMENT`] bytes a buffer on average, send the direction to userspace;
 //! - a bulk stream that starts in userspace then runs trials, because the prior is one
 //!   machine's (under TCP cubic with a sendfile feeder, splice into TCP was 2.7x faster):
 //!   after [`FIRST_TRIAL`] bytes, a phase of a third of that on the current path, then (after
@@ -32,8 +40,8 @@
 //!   cores) the relay's copying reshuffled the scheduler, and splice, back after the
 //!   trial, ran at about half its rate for the rest of the stream (auto at 0.64-0.73x of
 //!   `--via splice`); and into a unix socket or a pipe userspace never won by the takeover
-//!   margin. A direction pushed into userspace for want of a pipe does run them, to get
-//!   back to splice.
+//!   margin. A direction pushed into userspace (tiny segments, or no pipe to be had) does
+//!   run them, to get back to splice.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Instant;
@@ -60,6 +68,15 @@ const TAKEOVER: f64 = 1.25;
 /// its start-up). The other sizes of a trial scale with it.
 pub const FIRST_TRIAL: u64 = 192 << 20;
 pub const GAP_MAX: u64 = 4 << 30;
+/// Splices that stopped on a full pipe with bytes still queued, judged for tiny segments.
+const JUDGE_SPLICES: u32 = 64;
+/// Bytes a pipe buffer: below this on average, the segments are tiny. Measured unix ->
+/// unix: 1 and 2 KiB writes gave 1,024 and 2,048 bytes a buffer (userspace faster), 3 KiB
+/// writes 2,880, 6 KiB 3,072 (a segment over a page takes two buffers), 4 and 8 KiB never
+/// filled the pipe's buffers first.
+const SMALL_SEGMENT: usize = 2304;
+/// A direction stops judging its segments once it has delivered this much.
+const JUDGE_BYTES: u64 = 16 << 20;
 /// Syscalls one direction may make before the loop turns to other connections.
 const OPS_PER_TURN: u32 = 64;
 
@@ -215,6 +232,11 @@ pub struct Flow {
     primed: bool,
     /// Auto: this direction runs trials (it started in userspace, or had to go there).
     trials: bool,
+    /// Auto, splicing from a socket: judging the segment size (see the module comment).
+    judging: bool,
+    /// Splices judged so far, and the sum of their bytes per pipe buffer.
+    judged: u32,
+    segment_bytes: usize,
     trial: Option<Trial>,
     /// [`FIRST_TRIAL`], or a smaller one (tests).
     first_trial: u64,
@@ -244,6 +266,9 @@ impl Flow {
             spliced: 0,
             primed: !prior,
             trials: false,
+            judging: false,
+            judged: 0,
+            segment_bytes: 0,
             trial: None,
             first_trial,
             next_trial: first_trial,
@@ -268,9 +293,13 @@ impl Flow {
     ) -> Result<Turn, FlowError> {
         if !self.primed {
             self.primed = true;
-            if self.policy == Policy::Auto && src.socket && is_tcp(dst.fd) {
-                self.splicing = false;
-                self.trials = true;
+            if self.policy == Policy::Auto && src.socket {
+                if is_tcp(dst.fd) {
+                    self.splicing = false;
+                    self.trials = true;
+                } else {
+                    self.judging = true;
+                }
             }
         }
         let mut ops = 0;
@@ -455,6 +484,13 @@ impl Flow {
         if room == 0 {
             return Ok(false);
         }
+        // Judging: bytes queued before the splice cannot vanish (we are the only reader), so
+        // a splice that stops short of them stopped on the pipe's buffers.
+        let queued = if self.judging {
+            sys::queued(src.fd).unwrap_or(0)
+        } else {
+            0
+        };
         match sys::splice(src.fd, pipe.write.as_fd(), room) {
             Ok(0) => {
                 self.eof = true;
@@ -462,8 +498,12 @@ impl Flow {
             }
             Ok(n) => {
                 self.in_pipe += n;
+                let buffers = pipe.size / sys::page_size();
                 if n == pipe.size && pipe.size < (1 << 20) {
                     pools.grow(pipe);
+                }
+                if self.judging {
+                    self.judge_segments(n < room && queued >= room, buffers);
                 }
                 Ok(true)
             }
@@ -484,6 +524,27 @@ impl Flow {
                 errno,
                 blame: Blame::Source,
             }),
+        }
+    }
+
+    /// After a splice in: if it stopped on a pipe out of buffers (`full`), the bytes per
+    /// buffer tell the segment size.
+    fn judge_segments(&mut self, full: bool, buffers: usize) {
+        if self.delivered >= JUDGE_BYTES {
+            self.judging = false;
+            return;
+        }
+        if !full {
+            return;
+        }
+        self.judged += 1;
+        self.segment_bytes += self.in_pipe / buffers.max(1);
+        if self.judged == JUDGE_SPLICES {
+            self.judging = false;
+            if self.segment_bytes / (JUDGE_SPLICES as usize) < SMALL_SEGMENT {
+                self.switch(false);
+                self.trials = true;
+            }
         }
     }
 
