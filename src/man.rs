@@ -164,8 +164,8 @@ buffer, any other with \fBsplice\fR (what measured faster on loopback); a socket
 that sends tiny segments (about 2 KiB or less, seen as pipe buffers that fill one
 segment each) moves to the buffer, which coalesces them. A buffered
 stream past 192 MiB then times a phase of each path by wall clock and switches when the
-other is 1.25 times faster, trying again after a gap that grows fourfold. A spliced
-stream stays on \fBsplice\fR: a userspace trial cost more than it could win.
+other is 1.25 times faster, trying again after a gap that grows fourfold; once on
+\fBsplice\fR it stays there (a userspace trial cost more than it could win).
 .TP
 one \(-> many (tee)
 \fBsplice\fR in, \fBtee\fR(2) to the sinks' pipes, \fBsplice\fR out; else a

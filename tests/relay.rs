@@ -332,9 +332,10 @@ fn echo_through_trials(backend: &str) -> Value {
     conn
 }
 
+/// A trial switched the direction to splice, at least for its phase.
 fn assert_trials_ran(conn: &Value, key: &str) {
     assert!(
-        conn[key]["switches"].as_u64().unwrap() >= 2,
+        conn[key]["switches"].as_u64().unwrap() >= 1,
         "{key}: {conn}"
     );
     let mut paths = direction_paths(&conn[key]);
@@ -342,7 +343,7 @@ fn assert_trials_ran(conn: &Value, key: &str) {
     assert_eq!(paths, ["splice", "userspace"], "{key}: {conn}");
 }
 
-/// Auto's trials switch each direction to the other path and back (or not) mid-stream,
+/// Auto's trials switch each direction to splice and back (or not) mid-stream,
 /// with bytes in the pipe or the buffer: every byte arrives once and in order. The first
 /// trial is moved from 192 MiB to 3 MiB so a test-sized stream runs several.
 #[test]

@@ -35,13 +35,15 @@
 //!   tcp, where splice costs the relay less but its sink more. Long phases, because a
 //!   phase shorter than a few scheduler slices (4 MiB took 2 ms) timed which process had
 //!   the core, not the path: rates of one path varied 8x from phase to phase;
-//! - a direction that starts with splice runs no trials. Trying userspace cost more than
-//!   its bytes: on a 1 GiB unix -> unix or tcp -> unix stream (three busy processes, two
-//!   cores) the relay's copying reshuffled the scheduler, and splice, back after the
-//!   trial, ran at about half its rate for the rest of the stream (auto at 0.64-0.73x of
-//!   `--via splice`); and into a unix socket or a pipe userspace never won by the takeover
-//!   margin. A direction pushed into userspace (tiny segments, or no pipe to be had) does
-//!   run them, to get back to splice.
+//! - trials only ever try splice from userspace: a spliced direction (from the start, or
+//!   since a trial) runs none. Trying userspace cost more than its bytes: on a 1 GiB
+//!   unix -> unix or tcp -> unix stream (three busy processes, two cores) the relay's
+//!   copying reshuffled the scheduler, and splice, back after the trial, ran at about
+//!   half its rate for the rest of the stream (auto at 0.64-0.73x of `--via splice`);
+//!   under cubic, tcp -> tcp with a sendfile feeder ran 1.1x faster without the trials
+//!   that followed the switch to splice. Into a unix socket or a pipe userspace never won
+//!   by the takeover margin. A direction pushed into userspace (tiny segments, or no pipe
+//!   to be had) runs them, to get back to splice.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Instant;
@@ -230,7 +232,8 @@ pub struct Flow {
     spliced: u64,
     /// Auto: the first path is chosen (at the first turn, when both ends are known).
     primed: bool,
-    /// Auto: this direction runs trials (it started in userspace, or had to go there).
+    /// Auto: this direction runs trials (it is in userspace: it started there, had to go
+    /// there, or a trial kept it there).
     trials: bool,
     /// Auto, splicing from a socket: judging the segment size (see the module comment).
     judging: bool,
@@ -588,6 +591,8 @@ impl Flow {
                 if other < current * TAKEOVER {
                     self.switch(!self.splicing);
                 }
+                // Landed on splice: that was the last trial (see the module comment).
+                self.trials = !self.splicing;
                 self.trial = None;
                 self.next_trial = delivered + self.trial_gap;
                 self.trial_gap = (self.trial_gap * 4).min(GAP_MAX);
