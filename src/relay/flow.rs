@@ -24,7 +24,7 @@
 //!   1.3-1.4x faster. So [`JUDGE_SPLICES`] splices that stop on a full pipe, at under
 //!   [`SMALL_SEGMENT`] bytes a buffer on average, send the direction to userspace;
 //! - a bulk stream that starts in userspace then runs trials, because the prior is one
-//!   machine's (under TCP cubic with a sendfile feeder, splice into TCP was 2.7x faster):
+//!   machine's (under TCP cubic with a sendfile feeder, splice into TCP was 2.4-2.7x faster):
 //!   after [`FIRST_TRIAL`] bytes, a phase of a third of that on the current path, then (after
 //!   1/48 of it to let the buffers adjust) as long a phase on the other path, each timed by
 //!   the wall clock and counted as what the sink's peer took (delivered minus the sink's
@@ -232,8 +232,8 @@ pub struct Flow {
     spliced: u64,
     /// Auto: the first path is chosen (at the first turn, when both ends are known).
     primed: bool,
-    /// Auto: this direction runs trials (it is in userspace: it started there, had to go
-    /// there, or a trial kept it there).
+    /// Auto: this direction runs trials: it is in userspace (it started there, had to go
+    /// there, or a trial kept it there), or in a trial's splice phase.
     trials: bool,
     /// Auto, splicing from a socket: judging the segment size (see the module comment).
     judging: bool,
@@ -501,12 +501,12 @@ impl Flow {
             }
             Ok(n) => {
                 self.in_pipe += n;
-                let buffers = pipe.size / sys::page_size();
-                if n == pipe.size && pipe.size < (1 << 20) {
+                let size = pipe.size;
+                if n == size && size < (1 << 20) {
                     pools.grow(pipe);
                 }
                 if self.judging {
-                    self.judge_segments(n < room && queued >= room, buffers);
+                    self.judge_segments(n < room && queued >= room, size / sys::page_size());
                 }
                 Ok(true)
             }
