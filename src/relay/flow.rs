@@ -232,9 +232,6 @@ pub struct Flow {
     spliced: u64,
     /// Auto: the first path is chosen (at the first turn, when both ends are known).
     primed: bool,
-    /// Auto: this direction runs trials: it is in userspace (it started there, had to go
-    /// there, or a trial kept it there), or in a trial's splice phase.
-    trials: bool,
     /// Auto, splicing from a socket: judging the segment size (see the module comment).
     judging: bool,
     /// Splices judged so far, and the sum of their bytes per pipe buffer.
@@ -268,7 +265,6 @@ impl Flow {
             delivered: 0,
             spliced: 0,
             primed: !prior,
-            trials: false,
             judging: false,
             judged: 0,
             segment_bytes: 0,
@@ -299,7 +295,6 @@ impl Flow {
             if self.policy == Policy::Auto && src.socket {
                 if is_tcp(dst.fd) {
                     self.splicing = false;
-                    self.trials = true;
                 } else {
                     self.judging = true;
                 }
@@ -317,7 +312,7 @@ impl Flow {
             let before = self.delivered;
             let out = self.output(&mut dst)?;
             *moved += self.delivered - before;
-            if self.trials && self.delivered >= self.next_trial {
+            if self.runs_trials() && self.delivered >= self.next_trial {
                 self.trial_step(dst.fd);
             }
             let into = self.input(&mut src, pools)?;
@@ -477,7 +472,6 @@ impl Flow {
                         });
                     }
                     self.switch(false);
-                    self.trials = true;
                     return Ok(true);
                 }
             }
@@ -546,16 +540,19 @@ impl Flow {
             self.judging = false;
             if self.segment_bytes / (JUDGE_SPLICES as usize) < SMALL_SEGMENT {
                 self.switch(false);
-                self.trials = true;
             }
         }
     }
 
+    /// Auto runs trials in userspace (however it got there), and through a trial's splice
+    /// phase; a direction on splice otherwise runs none, so a trial that lands on splice is
+    /// the last (see the module comment).
+    fn runs_trials(&self) -> bool {
+        self.policy == Policy::Auto && (!self.splicing || self.trial.is_some())
+    }
+
     /// Adaptive: start, advance or conclude a trial of the other path.
     fn trial_step(&mut self, dst: BorrowedFd<'_>) {
-        if self.policy != Policy::Auto {
-            return;
-        }
         let delivered = self.delivered;
         match self.trial {
             None => {
@@ -591,8 +588,6 @@ impl Flow {
                 if other < current * TAKEOVER {
                     self.switch(!self.splicing);
                 }
-                // Landed on splice: that was the last trial (see the module comment).
-                self.trials = !self.splicing;
                 self.trial = None;
                 self.next_trial = delivered + self.trial_gap;
                 self.trial_gap = (self.trial_gap * 4).min(GAP_MAX);
