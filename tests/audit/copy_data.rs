@@ -1,0 +1,1 @@
+//! copy's data: its own splice pipe after a failed file, holes on a block device, --resume's verified prefix, /proc and /sys files, two sources with one name, --limit under --sparse=always, copy_file_range returning 0 early.

@@ -1,0 +1,1 @@
+//! The relay's budgets and limits: the pipe budget after idle timeouts, bounded memory, --max-conns default, bounded durations, the inherited fds' flags restored, unix-listen mode= without a path race.
