@@ -1,1 +1,291 @@
 //! copy's metadata and security: setuid/setgid under --preserve by a non-root user, existing destination directories' modes, O_NOFOLLOW on sources, --special --preserve modes.
+
+use std::fs;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::{
+    assert_bytes_eq, data, json_report, run, stderr_text, tempdir, wait_with_deadline, write_file,
+    zerocat, DEADLINE,
+};
+
+fn is_root() -> bool {
+    fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) == 0
+}
+
+fn mode_of(path: &Path) -> u32 {
+    fs::symlink_metadata(path).unwrap().mode() & 0o7777
+}
+
+fn chmod(path: &Path, mode: u32) {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The entries of a copy report whose destination ends with `name`.
+fn entry<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["dst"].as_str().unwrap().ends_with(name))
+        .unwrap_or_else(|| panic!("no entry for {name} in {report}"))
+}
+
+/// `copy --preserve` as uid 65534 of a root-owned setuid/setgid file and setgid directory:
+/// the copy belongs to 65534, so it must not keep the bits (cp clears them when chown fails).
+#[test]
+fn copy_preserve_by_a_non_root_user_clears_setuid_and_setgid() {
+    if !is_root() {
+        eprintln!("skipped: needs root to make a root-owned setuid file and switch to uid 65534");
+        return;
+    }
+    let dir = tempdir();
+    chmod(dir.path(), 0o755);
+    let src = dir.path().join("src");
+    fs::create_dir(&src).unwrap();
+    let bytes = data(70_001);
+    let prog = write_file(&src, "prog", &bytes);
+    chmod(&prog, 0o6755);
+    let sub = src.join("sub");
+    fs::create_dir(&sub).unwrap();
+    chmod(&sub, 0o2755);
+    chmod(&src, 0o755);
+    let out_dir = dir.path().join("out");
+    fs::create_dir(&out_dir).unwrap();
+    std::os::unix::fs::chown(&out_dir, Some(65534), Some(65534)).unwrap();
+
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(crate::util::bin())
+        .args(["--stats", "json", "copy", "-r", "--preserve"])
+        .arg(&src)
+        .arg(&out_dir)
+        .env_clear()
+        .stdin(Stdio::null());
+    let out = run(cmd);
+    let text = stderr_text(&out);
+    if text.starts_with("setpriv:") {
+        eprintln!("skipped: setpriv refused: {text}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let copy = out_dir.join("src/prog");
+    let meta = fs::metadata(&copy).unwrap();
+    assert_eq!(meta.uid(), 65534, "the copy belongs to the copier");
+    assert_bytes_eq(
+        &fs::read(&copy).unwrap(),
+        &bytes,
+        "the setuid program's copy",
+    );
+    assert_eq!(
+        meta.mode() & 0o7777,
+        0o755,
+        "a copy owned by the copier keeps no setuid/setgid (was {:o})",
+        meta.mode() & 0o7777
+    );
+    assert_eq!(
+        mode_of(&out_dir.join("src/sub")),
+        0o755,
+        "a directory owned by the copier keeps no setgid"
+    );
+    let report = json_report(&out.stderr);
+    assert_eq!(report["files"], 1, "{report}");
+    assert_eq!(entry(&report, "prog")["error"], Value::Null, "{report}");
+}
+
+/// Root keeps the owner, so `--preserve` keeps setuid/setgid exactly (the chown must come
+/// before the chmod, or the kernel clears the bits).
+#[test]
+fn copy_preserve_by_root_keeps_setuid_and_setgid() {
+    let dir = tempdir();
+    let bytes = data(4097);
+    let prog = write_file(dir.path(), "prog", &bytes);
+    chmod(&prog, 0o6755);
+    let copy = dir.path().join("copy");
+    let out = run({
+        let mut c = zerocat();
+        c.args(["copy", "--preserve"]).arg(&prog).arg(&copy);
+        c
+    });
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_text(&out));
+    assert_bytes_eq(&fs::read(&copy).unwrap(), &bytes, "copy");
+    if !is_root() {
+        eprintln!("skipped the mode check: not root, the owner cannot be kept");
+        return;
+    }
+    assert_eq!(mode_of(&copy), 0o6755);
+}
+
+/// `copy -r` into an existing 0700 directory left it 0755: without --preserve only the
+/// directories the copy creates get a mode; under --preserve the source's mode is set and a
+/// warning names the directory and both modes when that opens it.
+#[test]
+fn copy_r_does_not_loosen_an_existing_destination_directory() {
+    let dir = tempdir();
+    let src = dir.path().join("tree");
+    fs::create_dir_all(src.join("new")).unwrap();
+    let bytes = data(12_345);
+    write_file(&src, "f", &bytes);
+    chmod(&src, 0o755);
+    chmod(&src.join("new"), 0o751);
+    let dst = dir.path().join("dst");
+    fs::create_dir_all(dst.join("tree")).unwrap();
+    chmod(&dst.join("tree"), 0o700);
+
+    let out = run({
+        let mut c = zerocat();
+        c.args(["--stats", "json", "copy", "-r"])
+            .arg(&src)
+            .arg(&dst);
+        c
+    });
+    let text = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_bytes_eq(&fs::read(dst.join("tree/f")).unwrap(), &bytes, "f");
+    assert_eq!(
+        mode_of(&dst.join("tree")),
+        0o700,
+        "the existing directory keeps its mode"
+    );
+    assert_eq!(
+        mode_of(&dst.join("tree/new")),
+        0o751,
+        "a created directory gets the source's mode (umask 022 keeps 0751)"
+    );
+    let report = json_report(&out.stderr);
+    assert_eq!(report["dirs"], 2, "{report}");
+    assert!(!text.contains("warning"), "{text}");
+
+    // --preserve: cp -p's exact mode, said out loud when it opens the directory.
+    let out = run({
+        let mut c = zerocat();
+        c.args(["--stats", "json", "copy", "-r", "--preserve"])
+            .arg(&src)
+            .arg(&dst);
+        c
+    });
+    let text = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(mode_of(&dst.join("tree")), 0o755);
+    let warning = format!(
+        "zerocat: warning: '{}': mode 0700 -> 0755 (--preserve: the source's mode opens an existing directory)",
+        dst.join("tree").display()
+    );
+    assert!(text.contains(&warning), "want {warning:?} in {text}");
+    assert_bytes_eq(&fs::read(dst.join("tree/f")).unwrap(), &bytes, "f");
+}
+
+/// `--special --preserve` made FIFOs through the umask (0666 -> 0644); without --preserve
+/// the umask applies, as with cp.
+#[test]
+fn copy_special_preserve_sets_the_fifos_exact_mode() {
+    let dir = tempdir();
+    let src = dir.path().join("tree");
+    fs::create_dir(&src).unwrap();
+    let fifo = src.join("fifo");
+    nix_mkfifo(&fifo);
+    chmod(&fifo, 0o666);
+    let bytes = data(333);
+    write_file(&src, "f", &bytes);
+    for (preserve, want) in [(true, 0o666), (false, 0o644)] {
+        let dst = dir.path().join(format!("dst-{preserve}"));
+        let mut c = zerocat();
+        c.args(["--stats", "json", "copy", "-r", "--special"]);
+        if preserve {
+            c.arg("--preserve");
+        }
+        // sh sets the umask the child inherits.
+        let mut sh = Command::new("sh");
+        sh.arg("-c")
+            .arg("umask 022; exec \"$@\"")
+            .arg("sh")
+            .arg(c.get_program())
+            .args(c.get_args())
+            .arg(&src)
+            .arg(&dst)
+            .stdin(Stdio::null());
+        let out = run(sh);
+        let text = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        let made = dst.join("fifo");
+        assert!(fs::symlink_metadata(&made).unwrap().file_type().is_fifo());
+        assert_eq!(
+            mode_of(&made),
+            want,
+            "--preserve {preserve}: the FIFO's mode (was {:o})",
+            mode_of(&made)
+        );
+        assert_bytes_eq(&fs::read(dst.join("f")).unwrap(), &bytes, "f");
+        assert_eq!(json_report(&out.stderr)["specials"], 1);
+    }
+}
+
+fn nix_mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success());
+}
+
+/// The walk found `victim` as a regular file; before zerocat opens it, it becomes a
+/// symlink to a secret. strace delays that one open (`-P` path filter, `delay_enter`) to
+/// make the window wide; the copy must not follow the link: the secret's bytes never reach
+/// the destination, and the entry is reported failed.
+#[test]
+fn copy_r_does_not_follow_a_symlink_swapped_in_after_the_listing() {
+    if Command::new("strace").arg("-V").output().is_err() {
+        eprintln!("skipped: strace is not installed");
+        return;
+    }
+    let dir = tempdir();
+    let src = dir.path().join("tree");
+    fs::create_dir(&src).unwrap();
+    let innocent = data(5000);
+    let victim = write_file(&src, "victim", &innocent);
+    let secret_bytes = b"SECRET-SECRET-SECRET\n".repeat(100);
+    let secret = write_file(dir.path(), "secret", &secret_bytes);
+    let dst = dir.path().join("dst");
+
+    let child = Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=openat,open"])
+        .args(["-e", "inject=openat,open:delay_enter=1500000", "-P"])
+        .arg(&victim)
+        .arg(crate::util::bin())
+        .args(["--stats", "json", "copy", "-r"])
+        .arg(&src)
+        .arg(&dst)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // zerocat is inside the delayed open by now (it starts in well under 0.7 s).
+    thread::sleep(Duration::from_millis(700));
+    fs::remove_file(&victim).unwrap();
+    std::os::unix::fs::symlink(&secret, &victim).unwrap();
+    let out = wait_with_deadline(child, DEADLINE);
+    let text = stderr_text(&out);
+    if text.contains("strace:") && !text.contains("zerocat") {
+        eprintln!("skipped: strace refused: {text}");
+        return;
+    }
+    let copied = dst.join("victim");
+    if let Ok(got) = fs::read(&copied) {
+        assert!(
+            !got.windows(20).any(|w| w == b"SECRET-SECRET-SECRET"),
+            "the secret's bytes reached the destination: {text}"
+        );
+    }
+    let report = json_report(&out.stderr);
+    let e = entry(&report, "victim");
+    assert!(
+        e["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("symbolic link")),
+        "the swapped entry is reported failed: {report}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+}
