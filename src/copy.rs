@@ -13,9 +13,10 @@
 //! entry in `entries` (always: scripts get what failed and why without -v).
 
 use std::collections::HashSet;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -359,32 +360,37 @@ impl<'a> Copier<'a> {
                 return self.fail(src, dst, "dir", why);
             }
         }
-        self.copy_entry(src, dst, meta.file_type());
+        self.copy_entry(src, dst, Kind::of(meta.file_type()));
     }
 
-    fn copy_entry(&mut self, src: &FsPath, dst: &FsPath, ft: fs::FileType) {
+    fn copy_entry(&mut self, src: &FsPath, dst: &FsPath, kind: Kind) {
         if crate::process::interrupted() {
             self.interrupted = true;
             return;
         }
-        if ft.is_dir() {
-            self.copy_dir(src, dst);
-        } else if ft.is_symlink() {
-            self.copy_symlink(src, dst);
-        } else if ft.is_file() {
-            self.copy_file(src, dst);
-        } else {
-            self.copy_special(src, dst, ft);
+        match kind {
+            Kind::Dir => self.copy_dir(src, dst),
+            Kind::Symlink => self.copy_symlink(src, dst),
+            Kind::File => self.copy_file(src, dst),
+            Kind::Fifo | Kind::Socket | Kind::Device => self.copy_special(src, dst, kind),
         }
     }
 
+    /// Directories are created before their entries (owner rwx while filling) and get their
+    /// mode after them. The source is opened with O_NOFOLLOW and listed from that fd: the
+    /// walk saw a directory at this name, a symlink swapped in since is not followed.
     fn copy_dir(&mut self, src: &FsPath, dst: &FsPath) {
-        let meta = match fs::symlink_metadata(src) {
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_NOFOLLOW)
+            .open(src)
+            .and_then(|dir| Ok((dir.metadata()?, dir)));
+        let (meta, dir) = match opened {
             Ok(m) => m,
-            Err(e) => return self.fail(src, dst, "dir", format!("cannot stat: {e}")),
+            Err(e) => return self.fail(src, dst, "dir", format!("cannot open directory: {e}")),
         };
-        match fs::symlink_metadata(dst) {
-            Ok(m) if m.is_dir() => {}
+        let existing = match fs::symlink_metadata(dst) {
+            Ok(m) if m.is_dir() => Some(m.mode() & 0o7777),
             Ok(_) => {
                 return self.fail(
                     src,
@@ -394,20 +400,20 @@ impl<'a> Copier<'a> {
                 )
             }
             Err(_) => {
-                // Owner rwx while filling it; the source's mode is set when done.
                 if let Err(e) = fs::DirBuilder::new()
                     .mode(meta.mode() & 0o777 | 0o700)
                     .create(dst)
                 {
                     return self.fail(src, dst, "dir", format!("cannot create directory: {e}"));
                 }
+                None
             }
-        }
-        let listing = match fs::read_dir(src) {
+        };
+        let mut listing = match nix::dir::Dir::from_fd(dir.into_raw_fd()) {
             Ok(l) => l,
             Err(e) => return self.fail(src, dst, "dir", format!("cannot read directory: {e}")),
         };
-        for item in listing {
+        for item in listing.iter() {
             if self.interrupted {
                 return;
             }
@@ -418,30 +424,58 @@ impl<'a> Copier<'a> {
                     break;
                 }
             };
-            let name = item.file_name();
-            let (from, to) = (src.join(&name), dst.join(&name));
-            match item.file_type() {
-                Ok(ft) => self.copy_entry(&from, &to, ft),
-                Err(e) => self.fail(&from, &to, "entry", format!("cannot stat: {e}")),
+            let name = std::ffi::OsStr::from_bytes(item.file_name().to_bytes());
+            if name == "." || name == ".." {
+                continue;
             }
+            let (from, to) = (src.join(name), dst.join(name));
+            // d_type where the filesystem gives it, lstat where it says DT_UNKNOWN.
+            let kind = match item.file_type() {
+                Some(t) => Kind::of_dirent(t),
+                None => match fs::symlink_metadata(&from) {
+                    Ok(m) => Kind::of(m.file_type()),
+                    Err(e) => {
+                        self.fail(&from, &to, "entry", format!("cannot stat: {e}"));
+                        continue;
+                    }
+                },
+            };
+            self.copy_entry(&from, &to, kind);
         }
         let mut entry = entry(src, dst, "dir");
-        let mode = if self.cfg.preserve {
-            meta.mode() & 0o7777
-        } else {
-            meta.mode() & 0o777 & !umask()
-        };
-        let mut result =
-            fs::set_permissions(dst, std::os::unix::fs::PermissionsExt::from_mode(mode))
-                .with_context(|| "cannot set the mode");
-        if self.cfg.preserve && result.is_ok() {
-            result = preserve_path(dst, &meta);
-        }
-        if let Err(e) = result {
+        if let Err(e) = self.dir_metadata(dst, &meta, existing) {
             entry.error = Some(format!("{e:#}"));
         }
         self.totals.dirs += 1;
         self.done(entry);
+    }
+
+    /// A directory's mode, once its entries are in. Like cp: without `--preserve` only a
+    /// directory the copy created gets one (the source's, through the umask); an existing
+    /// one keeps its own. `--preserve` sets the source's exact mode on an existing one too
+    /// (cp -p), and prints a warning naming both modes when that opens it to anyone.
+    fn dir_metadata(
+        &mut self,
+        dst: &FsPath,
+        meta: &fs::Metadata,
+        existing: Option<u32>,
+    ) -> anyhow::Result<()> {
+        if !self.cfg.preserve {
+            return match existing {
+                Some(_) => Ok(()),
+                None => chmod_path(dst, meta.mode() & 0o777 & !umask()),
+            };
+        }
+        let owner_kept = chown_path(dst, meta)?;
+        let mode = preserved_mode(meta.mode(), owner_kept);
+        if let Some(old) = existing.filter(|old| mode & !old != 0) {
+            self.say(format!(
+                "zerocat: warning: '{}': mode {old:04o} -> {mode:04o} (--preserve: the source's mode opens an existing directory)",
+                dst.display()
+            ));
+        }
+        chmod_path(dst, mode)?;
+        times_path(dst, meta)
     }
 
     fn copy_symlink(&mut self, src: &FsPath, dst: &FsPath) {
@@ -463,7 +497,7 @@ impl<'a> Copier<'a> {
         let mut entry = entry(src, dst, "symlink");
         if self.cfg.preserve {
             if let Ok(meta) = fs::symlink_metadata(src) {
-                if let Err(e) = preserve_path(dst, &meta) {
+                if let Err(e) = preserve_path(dst, &meta, false) {
                     entry.error = Some(format!("{e:#}"));
                 }
             }
@@ -472,15 +506,13 @@ impl<'a> Copier<'a> {
         self.done(entry);
     }
 
-    fn copy_special(&mut self, src: &FsPath, dst: &FsPath, ft: fs::FileType) {
-        let what = if ft.is_fifo() {
-            "fifo"
-        } else if ft.is_socket() {
-            "socket"
-        } else {
-            "device"
+    fn copy_special(&mut self, src: &FsPath, dst: &FsPath, kind: Kind) {
+        let what = match kind {
+            Kind::Fifo => "fifo",
+            Kind::Socket => "socket",
+            _ => "device",
         };
-        if !self.cfg.special || ft.is_socket() {
+        if !self.cfg.special || kind == Kind::Socket {
             return self.fail(
                 src,
                 dst,
@@ -503,8 +535,12 @@ impl<'a> Copier<'a> {
                     Mode::from_bits_truncate(m.mode() & 0o777),
                     m.rdev(),
                 )?;
+                // The umask applied (cp's rule without -p). --preserve then sets the exact mode
+                // by path, not following a symlink: a FIFO cannot be opened for an fchmod
+                // without blocking, and setting the umask to 0 around mknod would change it
+                // for the whole process (the progress threads included).
                 if self.cfg.preserve {
-                    preserve_path(dst, &m)?;
+                    preserve_path(dst, &m, true)?;
                 }
                 Ok(())
             });
@@ -539,7 +575,17 @@ impl<'a> Copier<'a> {
         dst: &FsPath,
         e: &mut Entry,
     ) -> Result<bool, String> {
-        let source = File::open(src).map_err(|err| format!("cannot open for reading: {err}"))?;
+        // Under -r the walk found a regular file here (an operand: lstat): a symlink swapped
+        // in since is not followed. Without -r an operand is followed, as cp does.
+        let source = OpenOptions::new()
+            .read(true)
+            .custom_flags(if self.cfg.recursive {
+                nix::libc::O_NOFOLLOW
+            } else {
+                0
+            })
+            .open(src)
+            .map_err(|err| format!("cannot open for reading: {err}"))?;
         let sst = fstat(source.as_fd()).map_err(|err| format!("cannot stat: {err}"))?;
         // The common case in a tree: the destination does not exist yet. O_EXCL creates it
         // in one call (and refuses any symlink at that name); only when something is there
@@ -1118,34 +1164,77 @@ fn inside_itself(src: &FsPath, dst: &FsPath) -> Option<String> {
         .then(|| "cannot copy a directory into itself".to_string())
 }
 
-/// `-p` on an open file: exact mode (with setuid/setgid/sticky), owner where permitted,
-/// access and modification times.
+/// `-p` on an open file: mode (with setuid/setgid/sticky, see [`preserved_mode`]), owner
+/// where permitted, access and modification times. The owner first: a chown clears setuid.
 fn preserve_fd(fd: BorrowedFd<'_>, st: &FileStat) -> anyhow::Result<()> {
     let raw = fd.as_raw_fd();
-    match nix::unistd::fchown(raw, Some(st.st_uid.into()), Some(st.st_gid.into())) {
-        Ok(()) | Err(Errno::EPERM) => {}
+    let owner_kept = match nix::unistd::fchown(raw, Some(st.st_uid.into()), Some(st.st_gid.into()))
+    {
+        Ok(()) => true,
+        Err(Errno::EPERM) => false,
         Err(e) => return Err(e).context("cannot set the owner"),
-    }
-    nix::sys::stat::fchmod(raw, Mode::from_bits_truncate(st.st_mode & 0o7777))
-        .context("cannot set the mode")?;
+    };
+    nix::sys::stat::fchmod(
+        raw,
+        Mode::from_bits_truncate(preserved_mode(st.st_mode, owner_kept)),
+    )
+    .context("cannot set the mode")?;
     let atime = nix::sys::time::TimeSpec::new(st.st_atime, st.st_atime_nsec);
     let mtime = nix::sys::time::TimeSpec::new(st.st_mtime, st.st_mtime_nsec);
     nix::sys::stat::futimens(raw, &atime, &mtime).context("cannot set the times")
 }
 
-/// `-p` by path, not following a symlink: owner, then times (a symlink has no mode).
-fn preserve_path(dst: &FsPath, meta: &fs::Metadata) -> anyhow::Result<()> {
-    use nix::fcntl::AtFlags;
+/// The mode `-p` gives a copy: the source's, without setuid/setgid when the copy did not get
+/// the source's owner (cp's rule: another user's setuid program must not become one that
+/// runs as the copier).
+fn preserved_mode(src_mode: u32, owner_kept: bool) -> u32 {
+    let mode = src_mode & 0o7777;
+    if owner_kept {
+        mode
+    } else {
+        mode & !(nix::libc::S_ISUID | nix::libc::S_ISGID)
+    }
+}
+
+/// `-p` by path, not following a symlink: owner, then the mode (`with_mode`: a symlink has
+/// none), then times.
+fn preserve_path(dst: &FsPath, meta: &fs::Metadata, with_mode: bool) -> anyhow::Result<()> {
+    let owner_kept = chown_path(dst, meta)?;
+    if with_mode {
+        chmod_path(dst, preserved_mode(meta.mode(), owner_kept))?;
+    }
+    times_path(dst, meta)
+}
+
+/// The source's owner, not following a symlink. Ok(false): not permitted (not root).
+fn chown_path(dst: &FsPath, meta: &fs::Metadata) -> anyhow::Result<bool> {
     match nix::unistd::fchownat(
         None,
         dst,
         Some(meta.uid().into()),
         Some(meta.gid().into()),
-        AtFlags::AT_SYMLINK_NOFOLLOW,
+        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
     ) {
-        Ok(()) | Err(Errno::EPERM) => {}
-        Err(e) => return Err(e).context("cannot set the owner"),
+        Ok(()) => Ok(true),
+        Err(Errno::EPERM) => Ok(false),
+        Err(e) => Err(e).context("cannot set the owner"),
     }
+}
+
+/// chmod by path without following a symlink there (glibc goes through an O_PATH fd and
+/// refuses a symlink), for what zerocat cannot open: a FIFO would block, a directory it
+/// did not open.
+fn chmod_path(dst: &FsPath, mode: u32) -> anyhow::Result<()> {
+    nix::sys::stat::fchmodat(
+        None,
+        dst,
+        Mode::from_bits_truncate(mode),
+        nix::sys::stat::FchmodatFlags::NoFollowSymlink,
+    )
+    .context("cannot set the mode")
+}
+
+fn times_path(dst: &FsPath, meta: &fs::Metadata) -> anyhow::Result<()> {
     let atime = nix::sys::time::TimeSpec::new(meta.atime(), meta.atime_nsec());
     let mtime = nix::sys::time::TimeSpec::new(meta.mtime(), meta.mtime_nsec());
     nix::sys::stat::utimensat(
@@ -1156,4 +1245,45 @@ fn preserve_path(dst: &FsPath, meta: &fs::Metadata) -> anyhow::Result<()> {
         nix::sys::stat::UtimensatFlags::NoFollowSymlink,
     )
     .context("cannot set the times")
+}
+
+/// What the walk found at a name: from lstat, or from the directory entry's d_type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    Symlink,
+    File,
+    Fifo,
+    Socket,
+    Device,
+}
+
+impl Kind {
+    fn of(ft: fs::FileType) -> Kind {
+        if ft.is_dir() {
+            Kind::Dir
+        } else if ft.is_symlink() {
+            Kind::Symlink
+        } else if ft.is_file() {
+            Kind::File
+        } else if ft.is_fifo() {
+            Kind::Fifo
+        } else if ft.is_socket() {
+            Kind::Socket
+        } else {
+            Kind::Device
+        }
+    }
+
+    fn of_dirent(t: nix::dir::Type) -> Kind {
+        use nix::dir::Type;
+        match t {
+            Type::Directory => Kind::Dir,
+            Type::Symlink => Kind::Symlink,
+            Type::File => Kind::File,
+            Type::Fifo => Kind::Fifo,
+            Type::Socket => Kind::Socket,
+            Type::CharacterDevice | Type::BlockDevice => Kind::Device,
+        }
+    }
 }
