@@ -230,12 +230,11 @@ fn nix_mkfifo(path: &Path) {
     assert!(status.success());
 }
 
-/// The walk found `victim` as a regular file; before zerocat opens it, it becomes a
-/// symlink to a secret. strace delays that one open (`-P` path filter, `delay_enter`) to
-/// make the window wide; the copy must not follow the link: the secret's bytes never reach
-/// the destination, and the entry is reported failed.
-#[test]
-fn copy_r_does_not_follow_a_symlink_swapped_in_after_the_listing() {
+/// What the walk found at `tree/victim` (a file or a directory) becomes a symlink to a
+/// secret before zerocat opens it. strace delays that one open (`-P` path filter,
+/// `delay_enter`) to make the window wide; the copy must not follow the link: the secret's
+/// bytes never reach the destination, and the entry is reported failed.
+fn swapped_after_listing(victim_is_dir: bool) {
     if Command::new("strace").arg("-V").output().is_err() {
         eprintln!("skipped: strace is not installed");
         return;
@@ -244,9 +243,19 @@ fn copy_r_does_not_follow_a_symlink_swapped_in_after_the_listing() {
     let src = dir.path().join("tree");
     fs::create_dir(&src).unwrap();
     let innocent = data(5000);
-    let victim = write_file(&src, "victim", &innocent);
+    let victim = src.join("victim");
     let secret_bytes = b"SECRET-SECRET-SECRET\n".repeat(100);
-    let secret = write_file(dir.path(), "secret", &secret_bytes);
+    let secret = if victim_is_dir {
+        fs::create_dir(&victim).unwrap();
+        write_file(&victim, "inner", &innocent);
+        let secret = dir.path().join("secret");
+        fs::create_dir(&secret).unwrap();
+        write_file(&secret, "inner", &secret_bytes);
+        secret
+    } else {
+        write_file(&src, "victim", &innocent);
+        write_file(dir.path(), "secret", &secret_bytes)
+    };
     let dst = dir.path().join("dst");
 
     let child = Command::new("strace")
@@ -264,7 +273,11 @@ fn copy_r_does_not_follow_a_symlink_swapped_in_after_the_listing() {
         .unwrap();
     // zerocat is inside the delayed open by now (it starts in well under 0.7 s).
     thread::sleep(Duration::from_millis(700));
-    fs::remove_file(&victim).unwrap();
+    if victim_is_dir {
+        fs::remove_dir_all(&victim).unwrap();
+    } else {
+        fs::remove_file(&victim).unwrap();
+    }
     std::os::unix::fs::symlink(&secret, &victim).unwrap();
     let out = wait_with_deadline(child, DEADLINE);
     let text = stderr_text(&out);
@@ -272,20 +285,87 @@ fn copy_r_does_not_follow_a_symlink_swapped_in_after_the_listing() {
         eprintln!("skipped: strace refused: {text}");
         return;
     }
-    let copied = dst.join("victim");
-    if let Ok(got) = fs::read(&copied) {
-        assert!(
-            !got.windows(20).any(|w| w == b"SECRET-SECRET-SECRET"),
-            "the secret's bytes reached the destination: {text}"
-        );
+    for copied in [dst.join("victim"), dst.join("victim/inner")] {
+        if let Ok(got) = fs::read(&copied) {
+            assert!(
+                !got.windows(20).any(|w| w == b"SECRET-SECRET-SECRET"),
+                "the secret's bytes reached {}: {text}",
+                copied.display()
+            );
+        }
     }
     let report = json_report(&out.stderr);
     let e = entry(&report, "victim");
     assert!(
+        // ELOOP for a file; O_DIRECTORY|O_NOFOLLOW says ENOTDIR for a symlink.
         e["error"]
             .as_str()
-            .is_some_and(|m| m.contains("symbolic link")),
+            .is_some_and(|m| m.contains("symbolic link") || m.contains("Not a directory")),
         "the swapped entry is reported failed: {report}"
     );
+    assert_eq!(report["failed"], 1, "{report}");
     assert_eq!(out.status.code(), Some(1), "{text}");
+}
+
+#[test]
+fn copy_r_does_not_follow_a_symlink_swapped_in_after_the_listing() {
+    swapped_after_listing(false);
+}
+
+#[test]
+fn copy_r_does_not_follow_a_symlink_swapped_in_for_a_directory() {
+    swapped_after_listing(true);
+}
+
+/// A destination operand that is a symlink to a directory is followed (the copy goes inside
+/// it, as with cp); a symlink to a directory at a name *inside* the tree is refused, as cp
+/// refuses it, and nothing is written through it.
+#[test]
+fn copy_r_into_a_symlink_to_a_directory_follows_only_the_operand() {
+    let dir = tempdir();
+    let src = dir.path().join("tree");
+    fs::create_dir_all(src.join("sub")).unwrap();
+    let bytes = data(9999);
+    write_file(&src.join("sub"), "f", &bytes);
+    let real = dir.path().join("real");
+    fs::create_dir(&real).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+
+    let out = run({
+        let mut c = zerocat();
+        c.args(["--stats", "json", "copy", "-r"])
+            .arg(&src)
+            .arg(&link);
+        c
+    });
+    let text = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_bytes_eq(&fs::read(real.join("tree/sub/f")).unwrap(), &bytes, "f");
+    assert_eq!(json_report(&out.stderr)["files"], 1);
+
+    let dst = dir.path().join("dst");
+    let elsewhere = dir.path().join("elsewhere");
+    fs::create_dir_all(&dst).unwrap();
+    fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dst.join("tree")).unwrap();
+    let out = run({
+        let mut c = zerocat();
+        c.args(["--stats", "json", "copy", "-r"])
+            .arg(&src)
+            .arg(&dst);
+        c
+    });
+    let text = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("cannot overwrite a non-directory with a directory"),
+        "{text}"
+    );
+    assert_eq!(
+        fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "nothing written through the link"
+    );
+    assert_eq!(json_report(&out.stderr)["failed"], 1);
 }
