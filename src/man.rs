@@ -309,6 +309,29 @@ and tee stay the path.
 A \fBcopy\fR is one transfer: the rate is for all its files together (a reflink moves
 no data and is not held back).
 \fBtee\fR paces what it takes from the source, so every sink gets \fIRATE\fR.
+.SH COPY: MODES, OWNERS AND SYMLINKS
+A file, directory or special file that \fBcopy\fR creates gets the source's permission
+bits through the umask, as with \fBcp\fR. An existing destination directory keeps its
+mode under \fB\-r\fR.
+.PP
+\fB\-\-preserve\fR sets the exact mode (setuid, setgid, sticky), the owner where
+permitted, and the times. When the owner cannot be kept (not root: chown is refused), the
+copy belongs to the copier and loses setuid and setgid, as with \fBcp \-p\fR: another
+user's setuid program never becomes one that runs as the copier. On an existing directory
+\fB\-\-preserve\fR sets the source's mode, as \fBcp \-p\fR does; when that opens it (adds
+a permission the directory did not have), a warning names it and both modes:
+\fBzerocat: warning: 'dst/d': mode 0700 \-> 0755\fR. FIFOs and device nodes
+(\fB\-\-special\fR) are made through the umask, and get the exact mode under
+\fB\-\-preserve\fR.
+.PP
+A source operand that is a symlink is followed, except under \fB\-r\fR, which copies it
+as a symlink (\fBcp\fR's rule). Inside a tree, symlinks are copied as symlinks and never
+followed: a file or directory the walk found is opened with \fBO_NOFOLLOW\fR, so one
+swapped for a symlink during the copy is reported failed ("Too many levels of symbolic
+links", "Not a directory") instead of copying what the link points to. A destination
+operand that is a symlink to a directory is followed; a symlink to a directory at a name
+inside the destination tree is refused ("cannot overwrite a non\-directory with a
+directory"), as \fBcp\fR refuses it.
 .SH SIGNALS
 .TP
 SIGINT, SIGTERM
