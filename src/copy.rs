@@ -15,7 +15,7 @@
 use std::collections::HashSet;
 use std::fs::{self, OpenOptions};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path as FsPath, PathBuf};
@@ -25,6 +25,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use nix::errno::Errno;
+use nix::fcntl::OFlag;
 use nix::sys::stat::{FileStat, Mode, SFlag};
 use nix::unistd::Whence;
 
@@ -286,6 +287,10 @@ struct Copier<'a> {
     /// Set to stop the walk for the totals when the copy ends first.
     survey: Option<Arc<AtomicBool>>,
     interrupted: bool,
+    /// The directories `-r` is listing, innermost last, each with its open fd: an entry is
+    /// opened relative to its directory (openat), so a path component swapped for a
+    /// symlink meanwhile cannot redirect the copy.
+    walk: Vec<(PathBuf, OwnedFd)>,
 }
 
 impl<'a> Copier<'a> {
@@ -302,6 +307,7 @@ impl<'a> Copier<'a> {
             progress: None,
             survey: None,
             interrupted: false,
+            walk: Vec::new(),
         }
     }
 
@@ -377,13 +383,11 @@ impl<'a> Copier<'a> {
     }
 
     /// Directories are created before their entries (owner rwx while filling) and get their
-    /// mode after them. The source is opened with O_NOFOLLOW and listed from that fd: the
-    /// walk saw a directory at this name, a symlink swapped in since is not followed.
+    /// mode after them. The source is opened with O_NOFOLLOW (see [`Copier::open_source`]),
+    /// listed from that fd, and its entries are opened at it.
     fn copy_dir(&mut self, src: &FsPath, dst: &FsPath) {
-        let opened = OpenOptions::new()
-            .read(true)
-            .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_NOFOLLOW)
-            .open(src)
+        let opened = self
+            .open_source(src, OFlag::O_DIRECTORY)
             .and_then(|dir| Ok((dir.metadata()?, dir)));
         let (meta, dir) = match opened {
             Ok(m) => m,
@@ -409,10 +413,27 @@ impl<'a> Copier<'a> {
                 None
             }
         };
-        let mut listing = match nix::dir::Dir::from_fd(dir.into_raw_fd()) {
+        // The listing reads its own duplicate; `walk` keeps the fd the entries are opened at.
+        let listing = nix::unistd::dup(dir.as_raw_fd()).and_then(nix::dir::Dir::from_fd);
+        let mut listing = match listing {
             Ok(l) => l,
             Err(e) => return self.fail(src, dst, "dir", format!("cannot read directory: {e}")),
         };
+        self.walk.push((src.to_path_buf(), OwnedFd::from(dir)));
+        self.copy_listing(&mut listing, src, dst);
+        self.walk.pop();
+        if self.interrupted {
+            return;
+        }
+        let mut entry = entry(src, dst, "dir");
+        if let Err(e) = self.dir_metadata(dst, &meta, existing) {
+            entry.error = Some(format!("{e:#}"));
+        }
+        self.totals.dirs += 1;
+        self.done(entry);
+    }
+
+    fn copy_listing(&mut self, listing: &mut nix::dir::Dir, src: &FsPath, dst: &FsPath) {
         for item in listing.iter() {
             if self.interrupted {
                 return;
@@ -442,12 +463,36 @@ impl<'a> Copier<'a> {
             };
             self.copy_entry(&from, &to, kind);
         }
-        let mut entry = entry(src, dst, "dir");
-        if let Err(e) = self.dir_metadata(dst, &meta, existing) {
-            entry.error = Some(format!("{e:#}"));
+    }
+
+    /// Opens a source to read. Without `-r` an operand is followed (cp's rule). Under `-r`
+    /// what was found as a file or directory is opened with O_NOFOLLOW, and an entry of a
+    /// directory being listed relative to that directory's fd: a symlink swapped in since,
+    /// at the entry or at a component of its path, is not followed.
+    fn open_source(&self, src: &FsPath, flags: OFlag) -> io::Result<fs::File> {
+        let mut flags = flags | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+        if self.cfg.recursive {
+            flags |= OFlag::O_NOFOLLOW;
         }
-        self.totals.dirs += 1;
-        self.done(entry);
+        let at = match (self.walk.last(), src.parent(), src.file_name()) {
+            (Some((dir, fd)), Some(parent), Some(name)) if parent == dir => {
+                Some((fd.as_raw_fd(), name))
+            }
+            _ => None,
+        };
+        let raw = loop {
+            let opened = match at {
+                Some((dirfd, name)) => nix::fcntl::openat(Some(dirfd), name, flags, Mode::empty()),
+                None => nix::fcntl::open(src, flags, Mode::empty()),
+            };
+            match opened {
+                // As std's File::open does (an NFS or FUSE open can be interrupted).
+                Err(Errno::EINTR) if !crate::process::interrupted() => continue,
+                other => break other?,
+            }
+        };
+        // SAFETY: open just returned this descriptor; nothing else owns it.
+        Ok(fs::File::from(unsafe { OwnedFd::from_raw_fd(raw) }))
     }
 
     /// A directory's mode, once its entries are in. Like cp: without `--preserve` only a
@@ -575,16 +620,8 @@ impl<'a> Copier<'a> {
         dst: &FsPath,
         e: &mut Entry,
     ) -> Result<bool, String> {
-        // Under -r the walk found a regular file here (an operand: lstat): a symlink swapped
-        // in since is not followed. Without -r an operand is followed, as cp does.
-        let source = OpenOptions::new()
-            .read(true)
-            .custom_flags(if self.cfg.recursive {
-                nix::libc::O_NOFOLLOW
-            } else {
-                0
-            })
-            .open(src)
+        let source = self
+            .open_source(src, OFlag::empty())
             .map_err(|err| format!("cannot open for reading: {err}"))?;
         let sst = fstat(source.as_fd()).map_err(|err| format!("cannot stat: {err}"))?;
         // The common case in a tree: the destination does not exist yet. O_EXCL creates it

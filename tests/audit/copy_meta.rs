@@ -231,8 +231,8 @@ fn nix_mkfifo(path: &Path) {
 }
 
 /// What the walk found at `tree/victim` (a file or a directory) becomes a symlink to a
-/// secret before zerocat opens it. strace delays that one open (`-P` path filter,
-/// `delay_enter`) to make the window wide; the copy must not follow the link: the secret's
+/// secret before zerocat opens it. strace delays that one open (`-P` path filters,
+/// `delay_enter`, `when=2`) to make the window wide; the copy must not follow the link: the secret's
 /// bytes never reach the destination, and the entry is reported failed.
 fn swapped_after_listing(victim_is_dir: bool) {
     if Command::new("strace").arg("-V").output().is_err() {
@@ -260,7 +260,12 @@ fn swapped_after_listing(victim_is_dir: bool) {
 
     let child = Command::new("strace")
         .args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=openat,open"])
-        .args(["-e", "inject=openat,open:delay_enter=1500000", "-P"])
+        .args(["-e", "inject=openat,open:delay_enter=1500000:when=2"])
+        // The first open is the tree's, the second the victim's: by path (old) or at the
+        // tree's fd (matched through the fd).
+        .arg("-P")
+        .arg(&src)
+        .arg("-P")
         .arg(&victim)
         .arg(crate::util::bin())
         .args(["--stats", "json", "copy", "-r"])
@@ -368,4 +373,72 @@ fn copy_r_into_a_symlink_to_a_directory_follows_only_the_operand() {
         "nothing written through the link"
     );
     assert_eq!(json_report(&out.stderr)["failed"], 1);
+}
+
+/// A path component swapped for a symlink: `tree/mid` is listed, then (while strace holds
+/// that listing's getdents) renamed away and replaced by a symlink to a secret directory
+/// holding a `victim` too. Opening `tree/mid/victim` by path would follow the new link; the
+/// walk opens it relative to the directory it listed (openat), so the copy holds the
+/// original bytes and the secret's never.
+#[test]
+fn copy_r_opens_entries_relative_to_the_listed_directory() {
+    if Command::new("strace").arg("-V").output().is_err() {
+        eprintln!("skipped: strace is not installed");
+        return;
+    }
+    let dir = tempdir();
+    let src = dir.path().join("tree");
+    let mid = src.join("mid");
+    fs::create_dir_all(&mid).unwrap();
+    let innocent = data(5000);
+    write_file(&mid, "victim", &innocent);
+    let secret = dir.path().join("secret");
+    fs::create_dir(&secret).unwrap();
+    write_file(&secret, "victim", &b"SECRET-SECRET-SECRET\n".repeat(100));
+    let dst = dir.path().join("dst");
+
+    let child = Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=getdents64"])
+        .args(["-e", "inject=getdents64:delay_exit=1500000:when=1", "-P"])
+        .arg(&mid)
+        .arg(crate::util::bin())
+        .args(["--stats", "json", "copy", "-r"])
+        .arg(&src)
+        .arg(&dst)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // zerocat is inside the delayed listing of `mid` by now.
+    thread::sleep(Duration::from_millis(700));
+    fs::rename(&mid, dir.path().join("moved")).unwrap();
+    std::os::unix::fs::symlink(&secret, &mid).unwrap();
+    let out = wait_with_deadline(child, DEADLINE);
+    let text = stderr_text(&out);
+    if text.contains("strace:") && !text.contains("zerocat") {
+        eprintln!("skipped: strace refused: {text}");
+        return;
+    }
+    assert!(
+        out.status.code() == Some(0) || out.status.code() == Some(1),
+        "{text}"
+    );
+    let got = fs::read(dst.join("mid/victim")).unwrap_or_default();
+    assert!(
+        !got.windows(20).any(|w| w == b"SECRET-SECRET-SECRET"),
+        "the secret's bytes reached dst/mid/victim: {text}"
+    );
+    assert_bytes_eq(&got, &innocent, "dst/mid/victim, from the listed directory");
+    let report = json_report(&out.stderr);
+    assert!(
+        report["seconds"].as_f64().unwrap() >= 1.0,
+        "strace held the listing while the test swapped `mid`: {report}"
+    );
+    assert_eq!(
+        entry(&report, "mid/victim")["error"],
+        Value::Null,
+        "{report}"
+    );
+    assert_eq!(report["files"], 1, "{report}");
 }
