@@ -326,12 +326,13 @@ a permission the directory did not have), a warning names it and both modes:
 .PP
 A source operand that is a symlink is followed, except under \fB\-r\fR, which copies it
 as a symlink (\fBcp\fR's rule). Inside a tree, symlinks are copied as symlinks and never
-followed: a file or directory the walk found is opened with \fBO_NOFOLLOW\fR, so one
-swapped for a symlink during the copy is reported failed ("Too many levels of symbolic
-links", "Not a directory") instead of copying what the link points to. A destination
-operand that is a symlink to a directory is followed; a symlink to a directory at a name
-inside the destination tree is refused ("cannot overwrite a non\-directory with a
-directory"), as \fBcp\fR refuses it.
+followed: a file or directory the walk found is opened with \fBO_NOFOLLOW\fR, relative to
+the directory it was listed in (\fBopenat\fR). An entry swapped for a symlink during the
+copy is reported failed ("Too many levels of symbolic links", "Not a directory") instead
+of copying what the link points to; a directory on its path swapped for a symlink does not
+redirect it either. A destination operand that is a symlink to a directory is followed; a
+symlink to a directory at a name inside the destination tree is refused ("cannot
+overwrite a non\-directory with a directory"), as \fBcp\fR refuses it.
 .SH SIGNALS
 .TP
 SIGINT, SIGTERM
