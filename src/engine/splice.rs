@@ -26,6 +26,33 @@ impl OwnPipe {
         let size = grow_pipe(write.as_fd()).unwrap_or(64 * 1024);
         Ok(OwnPipe { read, write, size })
     }
+
+    /// Bytes sitting in the pipe (FIONREAD).
+    pub fn queued(&self) -> Result<usize, Errno> {
+        sys::queued(self.read.as_fd())
+    }
+
+    /// The own pipe's rule: it is empty whenever a transfer starts. Bytes still here were
+    /// left by a transfer whose sink failed; they belong to that sink and to no other, so
+    /// they are read out and dropped, never handed to the next transfer (nor to the sink
+    /// probe, which would move one of them).
+    pub fn ensure_empty(&self) -> Result<(), Errno> {
+        let mut left = self.queued()?;
+        if left == 0 {
+            return Ok(());
+        }
+        let mut buf = vec![0u8; left.min(64 * 1024)];
+        while left > 0 {
+            let want = left.min(buf.len());
+            match sys::read(self.read.as_fd(), &mut buf[..want]) {
+                Ok(0) => break,
+                Ok(n) => left -= n,
+                Err(Errno::EINTR) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `pipe-max-size`, read once: the most an unprivileged F_SETPIPE_SZ may ask for.
@@ -84,7 +111,8 @@ fn direct(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -
 }
 
 /// Neither side is a pipe: source -> our pipe -> sink. The pipe is emptied into the sink
-/// before the next fill, and before any return, so no byte is ever left in it.
+/// before the next fill; when the sink fails with bytes still in it, they are dropped
+/// with the failed transfer ([`OwnPipe::ensure_empty`]), so the pipe starts and ends empty.
 fn through(
     src: BorrowedFd<'_>,
     dst: BorrowedFd<'_>,
@@ -92,8 +120,27 @@ fn through(
     meter: &Meter,
     limit: u64,
 ) -> Outcome {
+    if let Err(e) = pipe.ensure_empty() {
+        return Outcome::Failed(0, Failure::Io(e.into(), Side::Either));
+    }
+    let outcome = fill_and_drain(src, dst, pipe, meter, limit);
+    if let Outcome::Failed(..) = outcome {
+        // Should this fail, the next transfer's check above meets it again and stops.
+        let _ = pipe.ensure_empty();
+    }
+    outcome
+}
+
+fn fill_and_drain(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    pipe: &OwnPipe,
+    meter: &Meter,
+    limit: u64,
+) -> Outcome {
     // Before taking a byte from the source: once bytes sit in our pipe they must go out,
-    // and a forced `--via splice` that the sink refuses must move nothing.
+    // and a forced `--via splice` that the sink refuses must move nothing. The pipe is
+    // empty here, so the probe moves no byte.
     if let Err(e) = sys::sink_takes_splice(pipe.read.as_fd(), dst) {
         return refuse_or_fail(e, 0, Side::Sink);
     }
@@ -166,4 +213,64 @@ pub fn drain_with_writes(
         len -= n;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+    use std::io::{Read, Seek, SeekFrom, Write};
+    use std::os::unix::net::UnixStream;
+
+    use super::*;
+
+    fn file_with(bytes: &[u8]) -> File {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(bytes).unwrap();
+        f.seek(SeekFrom::Start(0)).unwrap();
+        f
+    }
+
+    fn contents(mut f: File) -> Vec<u8> {
+        let mut out = Vec::new();
+        f.seek(SeekFrom::Start(0)).unwrap();
+        f.read_to_end(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn a_pipe_with_bytes_left_is_not_handed_to_the_next_transfer() {
+        let pipe = OwnPipe::new().unwrap();
+        sys::write_all(pipe.write.as_fd(), b"stale bytes of a failed file").unwrap();
+        let (src, dst) = (file_with(b"fresh"), file_with(b""));
+        let outcome = through(src.as_fd(), dst.as_fd(), &pipe, &Meter::new(), u64::MAX);
+        assert!(matches!(outcome, Outcome::Ended(5)), "{outcome:?}");
+        assert_eq!(contents(dst), b"fresh");
+        assert_eq!(pipe.queued(), Ok(0));
+    }
+
+    #[test]
+    fn the_sink_probe_moves_no_byte() {
+        let pipe = OwnPipe::new().unwrap();
+        let dst = file_with(b"");
+        assert_eq!(
+            sys::sink_takes_splice(pipe.read.as_fd(), dst.as_fd()),
+            Ok(())
+        );
+        assert_eq!(contents(dst), b"");
+    }
+
+    #[test]
+    fn a_sink_failing_midway_leaves_the_pipe_empty() {
+        // The peer is gone: the sink says EPIPE with a pipeful still queued.
+        let (sink, peer) = UnixStream::pair().unwrap();
+        drop(peer);
+        let pipe = OwnPipe::new().unwrap();
+        let src = file_with(&vec![7u8; 200_000]);
+        let outcome = through(src.as_fd(), sink.as_fd(), &pipe, &Meter::new(), u64::MAX);
+        assert!(
+            matches!(outcome, Outcome::Failed(0, Failure::Io(..))),
+            "{outcome:?}"
+        );
+        assert_eq!(pipe.queued(), Ok(0));
+    }
 }

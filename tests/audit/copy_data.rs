@@ -1,1 +1,90 @@
 //! copy's data: its own splice pipe after a failed file, holes on a block device, --resume's verified prefix, /proc and /sys files, two sources with one name, --limit under --sparse=always, copy_file_range returning 0 early.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::{
+    assert_bytes_eq, bin, data, json_report, stderr_text, tempdir, wait_with_deadline, write_file,
+};
+
+/// The entry of a copy report whose destination ends with `name`.
+fn entry<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["dst"].as_str().unwrap().ends_with(name))
+        .unwrap_or_else(|| panic!("no entry for {name} in {report}"))
+}
+
+/// Issue 13 #1. bigA into another filesystem (/dev/shm: copy_file_range says EXDEV, so
+/// splice runs through zerocat's own pipe) under `ulimit -f`: the sink says EFBIG with
+/// bytes still in the pipe. Those bytes must not become the start of smallB (0.1 wrote
+/// bigA's tail into smallB and smallB's tail into smallC, both "error":null), and a full
+/// pipe must not hang the next file.
+#[test]
+fn copy_does_not_hand_a_failed_files_pipe_bytes_to_the_next_file() {
+    let dir = tempdir();
+    let shm = match tempfile::Builder::new()
+        .prefix("zerocat-test")
+        .tempdir_in("/dev/shm")
+    {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("skipped: cannot make a directory in /dev/shm: {e}");
+            return;
+        }
+    };
+    let here = fs::metadata(dir.path()).unwrap().dev();
+    if fs::metadata(shm.path()).unwrap().dev() == here {
+        eprintln!("skipped: /dev/shm is on the same filesystem as the test directory");
+        return;
+    }
+    let big = data(3_000_000);
+    let small_b = data(100_000);
+    let small_c = data(50_000);
+    let a = write_file(dir.path(), "bigA", &big);
+    let b = write_file(dir.path(), "smallB", &small_b);
+    let c = write_file(dir.path(), "smallC", &small_c);
+    // bash's `ulimit -f` counts 1024-byte blocks: 1,024,000 bytes, under the 3 MB of bigA
+    // and not a multiple of any pipe size, so bigA fails with bytes left in the pipe.
+    let script = r#"trap '' XFSZ; ulimit -f 1000 || exit 99; exec "$@""#;
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c").arg(script).arg("bash").arg(bin());
+    cmd.args(["--stats", "json", "copy"]).args([&a, &b, &c]);
+    cmd.arg(format!("{}/", shm.path().display()));
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = wait_with_deadline(cmd.spawn().unwrap(), Duration::from_secs(20));
+    if out.status.code() == Some(99) {
+        eprintln!("skipped: bash refused `ulimit -f 1000`");
+        return;
+    }
+    let text = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let report = json_report(&out.stderr);
+    let got = |name: &str| fs::read(shm.path().join(name)).unwrap();
+    assert_bytes_eq(&got("smallB"), &small_b, "smallB after bigA failed");
+    assert_bytes_eq(&got("smallC"), &small_c, "smallC after bigA failed");
+    let failed = entry(&report, "bigA");
+    assert!(
+        failed["error"].as_str().unwrap_or("").contains("too large"),
+        "bigA must be reported failed (EFBIG): {failed}"
+    );
+    assert!(got("bigA").len() <= 1_024_000, "bigA beyond the limit");
+    assert_bytes_eq(&got("bigA"), &big[..got("bigA").len()], "bigA's prefix");
+    for (name, len) in [("smallB", 100_000), ("smallC", 50_000)] {
+        let e = entry(&report, name);
+        assert_eq!(e["error"], Value::Null, "{e}");
+        assert_eq!(e["bytes"], len, "{e}");
+    }
+    assert_eq!(report["failed"], 1, "{report}");
+    assert_eq!(report["files"], 2, "{report}");
+}
