@@ -66,8 +66,6 @@ pub struct CopyConfig {
     pub special: bool,
 }
 
-/// The zero-detecting block of `--sparse=always`: whole filesystem blocks become holes.
-const ZERO_BLOCK: usize = 4096;
 /// How much of the destination's prefix `--resume` compares with the source, at its start
 /// and at its end (the end is what an interrupted copy wrote last).
 const RESUME_CHECK: usize = 1 << 20;
@@ -775,12 +773,15 @@ impl<'a> Copier<'a> {
                 return Some(Failure::Io(err.into(), engine::Side::Either));
             }
             let len = hole - data;
+            let mut zeros = 0;
             let (record, failure) = if self.cfg.sparse == SparseMode::Always && chain.len() > 1 {
-                zero_skipping_copy(ends, len, &self.meter, &mut e.holes)
+                engine::transfer_skipping_zeros(ends, &self.meter, len, &mut zeros)
             } else {
                 engine::transfer_upto(ends, &chain, self.middle.as_ref(), &self.meter, len)
             };
-            let moved = record.bytes();
+            e.holes += zeros;
+            // The zeros seeked over left the source too: not a sign the file shrank.
+            let moved = record.bytes() + zeros;
             let cloned = record
                 .paths
                 .iter()
@@ -1134,59 +1135,6 @@ fn read_exact_at(fd: BorrowedFd<'_>, mut buf: &mut [u8], mut offset: u64) -> boo
         }
     }
     true
-}
-
-/// `--sparse=always` inside one data extent: read it, write what is not zero, seek over
-/// each all-zero block. Reported as the userspace path; the zeros count as holes.
-fn zero_skipping_copy(
-    ends: &Ends<'_>,
-    len: u64,
-    meter: &Meter,
-    holes: &mut u64,
-) -> (Record, Option<Failure>) {
-    let mut record = Record::default();
-    let mut buf = vec![0u8; engine::userspace::BUFFER_SIZE];
-    let mut left = len;
-    let mut written = 0u64;
-    let failure = loop {
-        if left == 0 {
-            break None;
-        }
-        if crate::process::interrupted() {
-            break Some(Failure::Interrupted);
-        }
-        let want = left.min(buf.len() as u64) as usize;
-        let n = match engine::sys::read(ends.src, &mut buf[..want]) {
-            Ok(0) => break None,
-            Ok(n) => n,
-            Err(Errno::EINTR) => continue,
-            Err(err) => break Some(Failure::Io(err.into(), engine::Side::Source)),
-        };
-        left -= n as u64;
-        let mut result = Ok(());
-        for block in buf[..n].chunks(ZERO_BLOCK) {
-            result = if block.len() == ZERO_BLOCK && block.iter().all(|&b| b == 0) {
-                *holes += ZERO_BLOCK as u64;
-                nix::unistd::lseek(ends.dst.as_raw_fd(), ZERO_BLOCK as i64, Whence::SeekCur)
-                    .map(|_| ())
-            } else {
-                engine::sys::write_all(ends.dst, block)
-                    .map(|()| {
-                        written += block.len() as u64;
-                        meter.add(block.len() as u64);
-                    })
-                    .map_err(|(_, err)| err)
-            };
-            if result.is_err() {
-                break;
-            }
-        }
-        if let Err(err) = result {
-            break Some(Failure::Io(err.into(), engine::Side::Sink));
-        }
-    };
-    record.add(Path::Userspace, written);
-    (record, failure)
 }
 
 /// Is `dst` inside the directory `src` (cp: "cannot copy a directory into itself")?

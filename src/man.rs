@@ -307,7 +307,7 @@ The bar is cleared before the report line.
 It paces the length each kernel call is asked for, so splice, sendfile, copy_file_range
 and tee stay the path.
 A \fBcopy\fR is one transfer: the rate is for all its files together (a reflink moves
-no data and is not held back).
+no data and is not held back, nor are the zero blocks \fB\-\-sparse=always\fR seeks over).
 \fBtee\fR paces what it takes from the source, so every sink gets \fIRATE\fR.
 .SH COPY: MODES, OWNERS AND SYMLINKS
 A file, directory or special file that \fBcopy\fR creates gets the source's permission

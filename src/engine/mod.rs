@@ -365,6 +365,30 @@ pub fn transfer_upto(
     unreachable!("every chain ends in a path that ends or fails")
 }
 
+/// `--sparse=always` inside one data extent of a regular file: the userspace path that
+/// seeks over blocks of zeros ([`userspace::copy_skipping_zeros`]), recorded like any
+/// transfer. `skipped` grows by the zeros not written.
+pub fn transfer_skipping_zeros(
+    ends: &Ends<'_>,
+    meter: &Meter,
+    limit: u64,
+    skipped: &mut u64,
+) -> (Record, Option<Failure>) {
+    let mut record = Record::default();
+    let outcome = userspace::copy_skipping_zeros(ends.src, ends.dst, meter, limit, skipped);
+    match outcome {
+        Outcome::Ended(n) => {
+            record.add(Path::Userspace, n);
+            (record, None)
+        }
+        Outcome::Failed(n, failure) => {
+            record.add(Path::Userspace, n);
+            (record, Some(failure))
+        }
+        Outcome::Fallback(..) => unreachable!("the userspace path has nothing to fall back to"),
+    }
+}
+
 fn record_carried(record: &mut Record, carried: u64) {
     if carried > 0 {
         record.add(Path::Userspace, carried);

@@ -3,12 +3,13 @@
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::util::{
-    assert_bytes_eq, bin, data, json_report, stderr_text, tempdir, wait_with_deadline, write_file,
+    assert_bytes_eq, bin, data, json_report, run, stderr_text, tempdir, wait_with_deadline,
+    write_file, zerocat,
 };
 
 /// The entry of a copy report whose destination ends with `name`.
@@ -87,4 +88,69 @@ fn copy_does_not_hand_a_failed_files_pipe_bytes_to_the_next_file() {
     }
     assert_eq!(report["failed"], 1, "{report}");
     assert_eq!(report["files"], 2, "{report}");
+}
+
+/// Issue 13 #6. `--sparse=always` copied through a loop of copy.rs's own that bypassed
+/// the engine's pacing: 8 MiB at `--limit 2M` took 17 ms on 0.1.
+#[test]
+fn copy_sparse_always_obeys_limit() {
+    let dir = tempdir();
+    let bytes = data(6 << 20);
+    let src = write_file(dir.path(), "src", &bytes);
+    let dst = dir.path().join("dst");
+    let mut cmd = zerocat();
+    cmd.args([
+        "--stats",
+        "json",
+        "--limit",
+        "2M",
+        "copy",
+        "--sparse=always",
+    ]);
+    cmd.arg(&src).arg(&dst);
+    let started = Instant::now();
+    let out = run(cmd);
+    let took = started.elapsed();
+    let text = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, "dst");
+    let report = json_report(&out.stderr);
+    assert_eq!(report["bytes"], 6 << 20, "{report}");
+    assert_eq!(report["holes"], 0, "{report}");
+    // 6 MiB at 2 MiB/s: about 3 s, at least 2 s whatever the first burst.
+    assert!(
+        took >= Duration::from_secs(2),
+        "6 MiB at --limit 2M took {took:?}: the limit was not applied"
+    );
+}
+
+/// Found while moving `--sparse=always` into the engine: an extent whose zero blocks were
+/// skipped looked like a file that shrank, so the extents after it were never copied
+/// (0.1: data, a written zero block, data, a hole, data -> the last data lost, exit 0).
+#[test]
+fn copy_sparse_always_copies_the_extents_after_a_zero_block() {
+    let dir = tempdir();
+    let mut bytes = data(3 * 4096);
+    bytes[4096..8192].fill(0);
+    let src = write_file(dir.path(), "src", &bytes);
+    let tail = data(4096);
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut f = fs::OpenOptions::new().write(true).open(&src).unwrap();
+        f.seek(SeekFrom::Start(1 << 20)).unwrap();
+        f.write_all(&tail).unwrap();
+    }
+    let want = fs::read(&src).unwrap();
+    let dst = dir.path().join("dst");
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "copy", "--sparse=always"]);
+    cmd.arg(&src).arg(&dst);
+    let out = run(cmd);
+    let text = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &want, "dst");
+    let report = json_report(&out.stderr);
+    // Written: 2 data blocks and the tail; everything else is a hole.
+    assert_eq!(report["bytes"], 3 * 4096, "{report}");
+    assert_eq!(report["holes"], (1 << 20) - 2 * 4096, "{report}");
 }
