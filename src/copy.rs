@@ -810,7 +810,7 @@ impl<'a> Copier<'a> {
                     errno,
                     Errno::EXDEV | Errno::EOPNOTSUPP | Errno::ENOSYS | Errno::ENOTTY
                 ),
-                Reason::FirstCallReturnedZero => false,
+                Reason::FirstCallReturnedZero | Reason::ReturnedZeroBeforeEnd => false,
             };
             if about_filesystems && f.to.is_some() {
                 self.refused.insert((src_dev, dst_dev, f.from));

@@ -226,7 +226,9 @@ path delivered). A path refused before it moved a byte is listed with 0.
 .TP
 \fBfallbacks\fR
 array: \fBfrom\fR, \fBto\fR (null when a forced path was refused), \fBerrno\fR (its
-name, as \fBEXDEV\fR, or \fBreturned 0\fR for a first copy_file_range that returned 0)
+name, as \fBEXDEV\fR, or \fBreturned 0\fR for a first copy_file_range that returned 0,
+or \fBreturned 0 before the end\fR for a later one short of the source's size: a short
+copy, as FUSE and CIFS make, that the next path completes from where it stopped)
 and \fBreason\fR (its text).
 .TP
 \fBended\fR

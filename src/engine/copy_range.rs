@@ -1,11 +1,13 @@
 //! copy_file_range(2): file to file inside the kernel (and a server-side copy or a reflink
 //! where the filesystem offers one).
 
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 use nix::poll::PollFlags;
+use nix::sys::stat::fstat;
+use nix::unistd::{lseek, Whence};
 
-use super::{pump, sys, Outcome};
+use super::{pump, sys, Outcome, Reason};
 use crate::progress::Meter;
 
 pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
@@ -14,10 +16,29 @@ pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome 
 
 /// [`copy`], stopping after `limit` bytes.
 pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
-    // A first 0 is not trusted as EOF: procfs/sysfs, overlayfs and CIFS have said 0 for
-    // files with data (golang/go#44272, docker/for-linux#1015).
+    // A 0 is not always EOF. On the first call: procfs/sysfs, overlayfs and CIFS have said
+    // 0 for files with data (golang/go#44272, docker/for-linux#1015). Later, short of the
+    // source's size: a short copy by FUSE or CIFS. Either way the next path carries on.
+    let distrust_zero = |moved: u64| {
+        if moved == 0 {
+            Some(Reason::FirstCallReturnedZero)
+        } else if before_the_end(src) {
+            Some(Reason::ReturnedZeroBeforeEnd)
+        } else {
+            None
+        }
+    };
     let room = || sys::wait(dst, PollFlags::POLLOUT);
-    pump(meter, true, sys::MAX_CHUNK, limit, room, |len| {
+    pump(meter, distrust_zero, sys::MAX_CHUNK, limit, room, |len| {
         sys::copy_file_range(src, dst, len)
     })
+}
+
+/// Is the source's offset short of its size? (Unknown: no, the 0 is taken as EOF.)
+fn before_the_end(src: BorrowedFd<'_>) -> bool {
+    let offset = lseek(src.as_raw_fd(), 0, Whence::SeekCur);
+    match (offset, fstat(src.as_raw_fd())) {
+        (Ok(offset), Ok(st)) => offset < st.st_size,
+        _ => false,
+    }
 }

@@ -82,6 +82,9 @@ pub enum Reason {
     Errno(Errno),
     /// copy_file_range said 0 on its first call: not trusted as EOF (procfs, sysfs, FUSE).
     FirstCallReturnedZero,
+    /// copy_file_range said 0 after some bytes, short of the source's size: a short copy
+    /// (FUSE, CIFS), not EOF.
+    ReturnedZeroBeforeEnd,
 }
 
 impl Reason {
@@ -90,6 +93,7 @@ impl Reason {
         match self {
             Reason::Errno(e) => format!("{e:?}"),
             Reason::FirstCallReturnedZero => "returned 0".to_string(),
+            Reason::ReturnedZeroBeforeEnd => "returned 0 before the end".to_string(),
         }
     }
 }
@@ -100,6 +104,9 @@ impl fmt::Display for Reason {
             Reason::Errno(e) => write!(f, "{e:?}: {}", e.desc()),
             Reason::FirstCallReturnedZero => {
                 f.write_str("first call returned 0, not trusted as EOF")
+            }
+            Reason::ReturnedZeroBeforeEnd => {
+                f.write_str("returned 0 before the end of the source: a short copy, not EOF")
             }
         }
     }
@@ -141,6 +148,10 @@ pub enum Outcome {
     Fallback(u64, Reason),
     /// Failed or was interrupted after delivering this many bytes.
     Failed(u64, Failure),
+    /// Delivered this many bytes, then stopped short of the source's end without an error
+    /// (copy_file_range's early 0). The offsets are the kernel's, so the next path
+    /// carries on exactly there: nothing is sent twice or skipped.
+    Short(u64, Reason),
 }
 
 /// Errnos that mean "this path cannot serve these fds" — but only while nothing has moved.
@@ -320,9 +331,10 @@ pub fn transfer_upto(
 ) -> (Record, Option<Failure>) {
     let mut record = Record::default();
     let mut carried = 0; // bytes a refused path delivered by plain writes
+    let mut short = 0; // bytes paths that stopped short delivered
     for (i, &path) in chain.iter().enumerate() {
-        let outcome = run_path(path, ends, middle, meter, limit - carried);
-        match outcome {
+        let outcome = run_path(path, ends, middle, meter, limit - carried - short);
+        let reason = match outcome {
             Outcome::Ended(n) => {
                 record.add(path, n);
                 record_carried(&mut record, carried);
@@ -336,30 +348,28 @@ pub fn transfer_upto(
             Outcome::Fallback(drained, reason) => {
                 record.add(path, 0);
                 carried += drained;
-                let next = chain.get(i + 1).copied();
-                record.fallbacks.push(Fallback {
-                    from: path,
-                    to: next,
-                    reason,
-                });
-                if next.is_none() {
-                    // A forced path the kernel refused: an error, not a silent switch.
-                    record_carried(&mut record, carried);
-                    let Reason::Errno(errno) = reason else {
-                        return (
-                            record,
-                            Some(Failure::Io(
-                                io::Error::other(reason.to_string()),
-                                Side::Either,
-                            )),
-                        );
-                    };
-                    return (
-                        record,
-                        Some(Failure::Io(io::Error::from(errno), Side::Either)),
-                    );
-                }
+                reason
             }
+            Outcome::Short(n, reason) => {
+                record.add(path, n);
+                short += n;
+                reason
+            }
+        };
+        let next = chain.get(i + 1).copied();
+        record.fallbacks.push(Fallback {
+            from: path,
+            to: next,
+            reason,
+        });
+        if next.is_none() {
+            // A forced path the kernel refused: an error, not a silent switch.
+            record_carried(&mut record, carried);
+            let error = match reason {
+                Reason::Errno(errno) => io::Error::from(errno),
+                _ => io::Error::other(reason.to_string()),
+            };
+            return (record, Some(Failure::Io(error, Side::Either)));
         }
     }
     unreachable!("every chain ends in a path that ends or fails")
@@ -385,7 +395,9 @@ pub fn transfer_skipping_zeros(
             record.add(Path::Userspace, n);
             (record, Some(failure))
         }
-        Outcome::Fallback(..) => unreachable!("the userspace path has nothing to fall back to"),
+        Outcome::Fallback(..) | Outcome::Short(..) => {
+            unreachable!("the userspace path has nothing to fall back to")
+        }
     }
 }
 
@@ -438,10 +450,11 @@ pub(crate) fn next_len(
 /// The loop of the single-call paths (copy_file_range, sendfile, splice with a pipe on
 /// one side): call `step` with a length of at most `max` until it says 0, counting what
 /// it moved. Short transfers and EINTR are normal; EAGAIN (non-blocking fds someone
-/// handed us) calls `wait` and tries again.
+/// handed us) calls `wait` and tries again. A 0 is the end unless `distrust_zero`, asked
+/// with the bytes moved so far, gives a reason to hand over to the next path.
 pub(crate) fn pump(
     meter: &Meter,
-    distrust_first_zero: bool,
+    distrust_zero: impl Fn(u64) -> Option<Reason>,
     max: usize,
     limit: u64,
     wait: impl Fn() -> Result<(), Errno>,
@@ -454,10 +467,13 @@ pub(crate) fn pump(
             Err(done) => return done,
         };
         match step(len) {
-            Ok(0) if moved == 0 && distrust_first_zero => {
-                return Outcome::Fallback(0, Reason::FirstCallReturnedZero)
+            Ok(0) => {
+                return match distrust_zero(moved) {
+                    None => Outcome::Ended(moved),
+                    Some(reason) if moved == 0 => Outcome::Fallback(0, reason),
+                    Some(reason) => Outcome::Short(moved, reason),
+                }
             }
-            Ok(0) => return Outcome::Ended(moved),
             Ok(n) => {
                 moved += n as u64;
                 meter.add(n as u64);

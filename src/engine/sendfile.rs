@@ -17,7 +17,12 @@ pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome 
 /// [`copy`], stopping after `limit` bytes.
 pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
     let room = || sys::wait(dst, PollFlags::POLLOUT);
-    pump(meter, false, SENDFILE_CHUNK, limit, room, |len| {
-        sys::sendfile(src, dst, len)
-    })
+    pump(
+        meter,
+        |_| None,
+        SENDFILE_CHUNK,
+        limit,
+        room,
+        |len| sys::sendfile(src, dst, len),
+    )
 }

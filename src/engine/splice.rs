@@ -105,9 +105,14 @@ fn direct(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -
     // wait for data first, then for room.
     let ready =
         || sys::wait(src, PollFlags::POLLIN).and_then(|_| sys::wait(dst, PollFlags::POLLOUT));
-    pump(meter, false, sys::MAX_CHUNK, limit, ready, |len| {
-        sys::splice(src, dst, len)
-    })
+    pump(
+        meter,
+        |_| None,
+        sys::MAX_CHUNK,
+        limit,
+        ready,
+        |len| sys::splice(src, dst, len),
+    )
 }
 
 /// Neither side is a pipe: source -> our pipe -> sink. The pipe is emptied into the sink
