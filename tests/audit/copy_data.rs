@@ -25,10 +25,29 @@ fn entry<'a>(report: &'a Value, name: &str) -> &'a Value {
 /// Issue 13 #1. bigA into another filesystem (/dev/shm: copy_file_range says EXDEV, so
 /// splice runs through zerocat's own pipe) under `ulimit -f`: the sink says EFBIG with
 /// bytes still in the pipe. Those bytes must not become the start of smallB (0.1 wrote
-/// bigA's tail into smallB and smallB's tail into smallC, both "error":null), and a full
-/// pipe must not hang the next file.
+/// bigA's tail into smallB and smallB's tail into smallC, both "error":null).
 #[test]
 fn copy_does_not_hand_a_failed_files_pipe_bytes_to_the_next_file() {
+    // bash's `ulimit -f` counts 1024-byte blocks: 1,024,000 bytes, under the 3 MB of bigA
+    // and not a multiple of any pipe size, so bigA fails with bytes left in the pipe.
+    copy_three_files_with_a_file_size_limit(1000);
+}
+
+/// Issue 13 #1, the hang: with the limit at a multiple of the pipe's size (pipe-max-size,
+/// 1 MiB here) bigA fails with the pipe full, and 0.1 then blocked for ever filling it for
+/// smallB (after its probe moved one stale byte into smallB).
+#[test]
+fn copy_does_not_hang_on_a_failed_files_full_pipe() {
+    let pipe_max: u64 = fs::read_to_string("/proc/sys/fs/pipe-max-size")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1 << 20);
+    copy_three_files_with_a_file_size_limit(pipe_max / 1024);
+}
+
+/// Copies bigA (3 MB), smallB, smallC to /dev/shm under `ulimit -f blocks`: bigA fails
+/// with EFBIG, the others are exact, exit 1, within 20 s.
+fn copy_three_files_with_a_file_size_limit(blocks: u64) {
     let dir = tempdir();
     let shm = match tempfile::Builder::new()
         .prefix("zerocat-test")
@@ -51,11 +70,9 @@ fn copy_does_not_hand_a_failed_files_pipe_bytes_to_the_next_file() {
     let a = write_file(dir.path(), "bigA", &big);
     let b = write_file(dir.path(), "smallB", &small_b);
     let c = write_file(dir.path(), "smallC", &small_c);
-    // bash's `ulimit -f` counts 1024-byte blocks: 1,024,000 bytes, under the 3 MB of bigA
-    // and not a multiple of any pipe size, so bigA fails with bytes left in the pipe.
-    let script = r#"trap '' XFSZ; ulimit -f 1000 || exit 99; exec "$@""#;
+    let script = r#"trap '' XFSZ; ulimit -f "$0" || exit 99; exec "$@""#;
     let mut cmd = Command::new("bash");
-    cmd.arg("-c").arg(script).arg("bash").arg(bin());
+    cmd.arg("-c").arg(script).arg(blocks.to_string()).arg(bin());
     cmd.args(["--stats", "json", "copy"]).args([&a, &b, &c]);
     cmd.arg(format!("{}/", shm.path().display()));
     cmd.env_clear()
@@ -65,7 +82,7 @@ fn copy_does_not_hand_a_failed_files_pipe_bytes_to_the_next_file() {
         .stderr(Stdio::piped());
     let out = wait_with_deadline(cmd.spawn().unwrap(), Duration::from_secs(20));
     if out.status.code() == Some(99) {
-        eprintln!("skipped: bash refused `ulimit -f 1000`");
+        eprintln!("skipped: bash refused `ulimit -f {blocks}`");
         return;
     }
     let text = stderr_text(&out);
@@ -79,7 +96,10 @@ fn copy_does_not_hand_a_failed_files_pipe_bytes_to_the_next_file() {
         failed["error"].as_str().unwrap_or("").contains("too large"),
         "bigA must be reported failed (EFBIG): {failed}"
     );
-    assert!(got("bigA").len() <= 1_024_000, "bigA beyond the limit");
+    assert!(
+        got("bigA").len() as u64 <= blocks * 1024,
+        "bigA beyond the limit"
+    );
     assert_bytes_eq(&got("bigA"), &big[..got("bigA").len()], "bigA's prefix");
     for (name, len) in [("smallB", 100_000), ("smallC", 50_000)] {
         let e = entry(&report, name);
