@@ -45,7 +45,9 @@
 //!   by the takeover margin. A direction pushed into userspace (tiny segments, or no pipe
 //!   to be had) runs them, to get back to splice.
 
+use std::cell::Cell;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::rc::Rc;
 use std::time::Instant;
 
 use nix::errno::Errno;
@@ -90,12 +92,33 @@ pub enum Policy {
     Userspace,
 }
 
+/// A pipe of the relay's own, counted in the pipe budget for as long as it lives: dropped
+/// anywhere (a connection cut with bytes in it, a full pool), it gives its capacity back.
+pub struct BudgetPipe {
+    pipe: OwnPipe,
+    spent: Rc<Cell<usize>>,
+}
+
+impl std::ops::Deref for BudgetPipe {
+    type Target = OwnPipe;
+    fn deref(&self) -> &OwnPipe {
+        &self.pipe
+    }
+}
+
+impl Drop for BudgetPipe {
+    fn drop(&mut self) {
+        self.spent.set(self.spent.get() - self.pipe.size);
+    }
+}
+
 /// Pipes and buffers shared by every direction of the loop.
 pub struct Pools {
-    pipes: Vec<OwnPipe>,
+    /// Empty pipes only (FIONREAD 0): a pipe that holds bytes is never handed on.
+    pipes: Vec<BudgetPipe>,
     buffers: Vec<Box<[u8]>>,
     /// Capacity of every pipe alive (held or pooled).
-    pipe_bytes: usize,
+    pipe_bytes: Rc<Cell<usize>>,
     budget: usize,
     /// Grow busy pipes to `pipe-max-size` (within the budget).
     pub grow: bool,
@@ -106,43 +129,52 @@ impl Pools {
         Pools {
             pipes: Vec::new(),
             buffers: Vec::new(),
-            pipe_bytes: 0,
+            pipe_bytes: Rc::new(Cell::new(0)),
             budget,
             grow,
         }
     }
 
-    fn take_pipe(&mut self) -> Result<OwnPipe, Errno> {
+    pub fn pipe_budget(&self) -> usize {
+        self.budget
+    }
+
+    fn take_pipe(&mut self) -> Result<BudgetPipe, Errno> {
         if let Some(pipe) = self.pipes.pop() {
             return Ok(pipe);
         }
-        if self.pipe_bytes + PIPE_DEFAULT > self.budget {
+        if self.pipe_bytes.get() + PIPE_DEFAULT > self.budget {
             return Err(Errno::ENOBUFS);
         }
         let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
         let size = fcntl(write.as_raw_fd(), FcntlArg::F_GETPIPE_SZ)
             .map(|n| n as usize)
             .unwrap_or(PIPE_DEFAULT);
-        self.pipe_bytes += size;
-        Ok(OwnPipe { read, write, size })
+        self.pipe_bytes.set(self.pipe_bytes.get() + size);
+        Ok(BudgetPipe {
+            pipe: OwnPipe { read, write, size },
+            spent: self.pipe_bytes.clone(),
+        })
     }
 
-    fn give_pipe(&mut self, pipe: OwnPipe) {
-        if self.pipes.len() < POOL_MAX {
+    /// Pools a pipe for the next direction only if it is empty (asked of the kernel, not of
+    /// our count); any other is dropped, which closes it and gives its capacity back.
+    fn give_pipe(&mut self, pipe: BudgetPipe) {
+        let empty = sys::queued(pipe.read.as_fd()) == Ok(0);
+        if empty && self.pipes.len() < POOL_MAX {
             self.pipes.push(pipe);
-        } else {
-            self.pipe_bytes -= pipe.size;
         }
     }
 
     /// A pipe that keeps filling up grows, if the budget has room for it.
-    fn grow(&mut self, pipe: &mut OwnPipe) {
-        if !self.grow || self.pipe_bytes + (1 << 20) > self.budget {
+    fn grow(&mut self, pipe: &mut BudgetPipe) {
+        if !self.grow || self.pipe_bytes.get() + (1 << 20) > self.budget {
             return;
         }
         if let Some(size) = grow_pipe(pipe.write.as_fd()) {
-            self.pipe_bytes = self.pipe_bytes + size - pipe.size;
-            pipe.size = size;
+            self.pipe_bytes
+                .set(self.pipe_bytes.get() + size - pipe.pipe.size);
+            pipe.pipe.size = size;
         }
     }
 
@@ -172,6 +204,8 @@ pub struct End<'a> {
 pub enum Blame {
     Source,
     Sink,
+    /// Neither: the relay's own resources (no pipe to be had under `--via splice`).
+    Relay,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,7 +249,7 @@ enum Trial {
 pub struct Flow {
     policy: Policy,
     splicing: bool,
-    pipe: Option<OwnPipe>,
+    pipe: Option<BudgetPipe>,
     in_pipe: usize,
     /// A splice into the pipe said EAGAIN while the pipe held bytes: it may be out of
     /// slots (HAZARDS: EAGAIN's two meanings). Cleared when the pipe drains.
@@ -362,6 +396,24 @@ impl Flow {
         }
     }
 
+    /// At the end of the connection (after [`Flow::flush_now`]): the pipe goes back to the
+    /// pool if it is empty, else it is closed with what it holds (counted as undelivered);
+    /// either way its capacity returns to the budget.
+    pub fn close(&mut self, pools: &mut Pools) {
+        if let Some(pipe) = self.pipe.take() {
+            pools.give_pipe(pipe);
+        }
+        self.in_pipe = 0;
+        self.pipe_maybe_full = false;
+        if let Some(buf) = self.buf.take() {
+            if self.start == self.end {
+                pools.give_buffer(buf);
+            }
+        }
+        self.start = 0;
+        self.end = 0;
+    }
+
     /// Delivers the oldest bytes: the buffer, then (splicing) the pipe. True on progress.
     fn output(&mut self, dst: &mut End<'_>) -> Result<bool, FlowError> {
         let sink_error = |errno| FlowError {
@@ -468,7 +520,7 @@ impl Flow {
                     if self.policy == Policy::Splice {
                         return Err(FlowError {
                             errno,
-                            blame: Blame::Source,
+                            blame: Blame::Relay,
                         });
                     }
                     self.switch(false);

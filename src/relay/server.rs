@@ -12,6 +12,7 @@ use super::flow::{abort_socket, set_nonblocking, Blame, End, Flow, Policy, Pools
 use super::poller::{Poller, Ready};
 use super::{ConnEnd, ConnReport, FlowReport, RelayConfig, GRACE};
 use crate::endpoint::{is_retryable_connect, ConnectOpts, Endpoint, Listener};
+use crate::report::human_bytes;
 use crate::Options;
 
 const LISTENER: u64 = u64::MAX;
@@ -654,20 +655,26 @@ impl<'a> Server<'a> {
                 Ok(Turn::Busy) => busy = true,
                 Ok(Turn::Idle) => {}
                 Err(e) => {
-                    let src_side = d;
-                    let (blamed, other) = match e.blame {
-                        Blame::Source => (src_side, 1 - src_side),
-                        Blame::Sink => (1 - src_side, src_side),
-                    };
                     let name = |s: usize| if s == 0 { "A" } else { "B" };
                     let err = std::io::Error::from(e.errno);
-                    let what = match e.blame {
-                        Blame::Source => "reading",
-                        Blame::Sink => "writing",
+                    let message = match e.blame {
+                        Blame::Source => {
+                            format!("reading {} ({}): {err}", name(d), self.side_uri(d))
+                        }
+                        Blame::Sink => {
+                            let s = 1 - d;
+                            format!("writing {} ({}): {err}", name(s), self.side_uri(s))
+                        }
+                        Blame::Relay if e.errno == Errno::ENOBUFS => format!(
+                            "no pipe for {} -> {}: the relay's pipe budget ({} in all) is spent",
+                            name(d),
+                            name(1 - d),
+                            human_bytes(self.pools.pipe_budget() as u64)
+                        ),
+                        Blame::Relay => {
+                            format!("no pipe for {} -> {}: {err}", name(d), name(1 - d))
+                        }
                     };
-                    let message =
-                        format!("{what} {} ({}): {err}", name(blamed), self.side_uri(blamed));
-                    let _ = other;
                     let end = if matches!(e.errno, Errno::ECONNRESET | Errno::EPIPE) {
                         ConnEnd::Reset(message)
                     } else {
@@ -707,10 +714,11 @@ impl<'a> Server<'a> {
             let left = if dst.open() {
                 conn.flows[d].flush_now(dst.write_fd(), &mut self.pools)
             } else {
-                let held = conn.flows[d].held();
-                conn.flows[d].release(&mut self.pools);
-                held
+                conn.flows[d].held()
             };
+            // Drained as far as the sink took it; the rest is lost (and said so): the
+            // pipe is pooled only if empty, and its capacity returns to the budget.
+            conn.flows[d].close(&mut self.pools);
             left as u64
         });
         for peer in &mut conn.sides {
