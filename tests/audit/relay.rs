@@ -154,74 +154,108 @@ fn echo_through(addr: &str, payload: &[u8]) -> Vec<u8> {
     got
 }
 
-/// The pipe budget (32 MiB: 512 pipes of 64 KiB). Connections cut by --idle-timeout while
-/// their pipe held bytes (the backend never reads) used to keep their pipe's share of it:
-/// from connection 513 on, every connection failed with "reading A: No buffer space
-/// available" until a restart.
+/// A unix backend whose first `stall` connections are never read (held open until the
+/// relay cuts them): the relay's unix socket queue holds about 208 KiB, then its pipe
+/// fills. Later connections are echoes.
+fn stalling_unix_backend(path: &std::path::Path, stall: usize) {
+    let listener = std::os::unix::net::UnixListener::bind(path).unwrap();
+    thread::spawn(move || {
+        let mut held = Vec::new();
+        for (n, s) in listener.incoming().enumerate() {
+            let Ok(mut s) = s else { continue };
+            if n < stall {
+                held.push(s);
+                continue;
+            }
+            thread::spawn(move || {
+                s.set_read_timeout(Some(DEADLINE)).unwrap();
+                let mut buf = vec![0u8; 64 * 1024];
+                while let Ok(n) = s.read(&mut buf) {
+                    if n == 0 || s.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = s.shutdown(Shutdown::Write);
+            });
+        }
+    });
+}
+
+/// The pipe budget (32 MiB). Connections cut by --idle-timeout while their pipe held bytes
+/// (the backend never reads) used to keep their pipe's share of it for good: once it was
+/// spent (512 pipes of 64 KiB; here 1 MiB pipes under --grow-pipes, so fewer connections
+/// spend it), every new connection failed with "reading A: No buffer space available"
+/// until a restart.
 #[test]
 fn relay_pipe_budget_comes_back_from_connections_cut_with_bytes_in_their_pipes() {
-    const STALLED: usize = 520;
-    let backend = stalling_backend(STALLED);
+    const STALLED: usize = 48;
+    const ROUND: usize = 24;
+    let dir = tempdir();
+    let sock = dir.path().join("backend.sock");
+    stalling_unix_backend(&sock, STALLED);
     let relay = Relay::start(&[
         "--via",
         "splice",
+        "--grow-pipes",
         "--idle-timeout",
         "200ms",
         "tcp-listen:0,backlog=1024",
-        &format!("tcp:{backend}"),
+        &format!("unix:{}", sock.display()),
     ]);
     // Each client pushes until its bytes back up through the relay's pipe.
     let chunk = data(64 * 1024);
-    let mut clients: Vec<(TcpStream, usize)> = (0..STALLED)
-        .map(|_| {
-            let s = TcpStream::connect(&relay.addr).unwrap();
-            s.set_nonblocking(true).unwrap();
-            (s, 0)
-        })
-        .collect();
-    const PUSH: usize = 384 * 1024;
-    let started = Instant::now();
-    let mut quiet_since = Instant::now();
-    while quiet_since.elapsed() < Duration::from_millis(100) {
-        assert!(started.elapsed() < DEADLINE, "clients cannot push");
-        let mut progress = false;
-        for (s, sent) in &mut clients {
-            if *sent >= PUSH {
-                continue;
-            }
-            match s.write(&chunk[..(PUSH - *sent).min(chunk.len())]) {
-                Ok(n) => {
-                    *sent += n;
-                    progress = true;
+    // Two rounds of 24: each round fits the budget (24 pipes of 1 MiB), both do not.
+    for _round in 0..2 {
+        let mut clients: Vec<(TcpStream, usize)> = (0..ROUND)
+            .map(|_| {
+                let s = TcpStream::connect(&relay.addr).unwrap();
+                s.set_nonblocking(true).unwrap();
+                (s, 0)
+            })
+            .collect();
+        const PUSH: usize = 1536 * 1024;
+        let started = Instant::now();
+        let mut quiet_since = Instant::now();
+        while quiet_since.elapsed() < Duration::from_millis(100) {
+            assert!(started.elapsed() < DEADLINE, "clients cannot push");
+            let mut progress = false;
+            for (s, sent) in &mut clients {
+                if *sent >= PUSH {
+                    continue;
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                // Already cut by the idle timeout.
-                Err(_) => *sent = PUSH,
+                match s.write(&chunk[..(PUSH - *sent).min(chunk.len())]) {
+                    Ok(n) => {
+                        *sent += n;
+                        progress = true;
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    // Already cut by the idle timeout.
+                    Err(_) => *sent = PUSH,
+                }
+            }
+            if progress {
+                quiet_since = Instant::now();
+            } else {
+                thread::sleep(Duration::from_millis(5));
             }
         }
-        if progress {
-            quiet_since = Instant::now();
-        } else {
-            thread::sleep(Duration::from_millis(5));
-        }
+        // Every stalled connection is cut by the idle timeout.
+        let cut = |c: &mut TcpStream| {
+            c.set_nonblocking(false).unwrap();
+            c.set_read_timeout(Some(DEADLINE)).unwrap();
+            let mut buf = [0u8; 16];
+            matches!(c.read(&mut buf), Ok(0) | Err(_))
+        };
+        assert!(clients.iter_mut().all(|(c, _)| cut(c)));
     }
-    // Every stalled connection is cut by the idle timeout.
-    let cut = |c: &mut TcpStream| {
-        c.set_nonblocking(false).unwrap();
-        c.set_read_timeout(Some(DEADLINE)).unwrap();
-        let mut buf = [0u8; 16];
-        matches!(c.read(&mut buf), Ok(0) | Err(_))
-    };
-    assert!(clients.iter_mut().all(|(c, _)| cut(c)));
     // The budget is whole again: a new connection relays every byte.
     let payload = data(3 << 20);
     let got = std::panic::catch_unwind(|| echo_through(&relay.addr, &payload));
-    drop(clients);
     let (code, report, text) = relay.stop();
     let conns = connections(&report);
     let last = conns.last().unwrap();
-    let got = got.unwrap_or_else(|_| panic!("no echo after 520 cut connections: {last}"));
-    assert_bytes_eq(&got, &payload, "echo after 520 cut connections");
+    let got = got.unwrap_or_else(|_| panic!("no echo after 48 cut connections: {last}"));
+    assert_bytes_eq(&got, &payload, "echo after 48 cut connections");
     assert_eq!(code, Some(130), "{text}");
     assert_eq!(connection_count(&report), STALLED as u64 + 1, "{text}");
     assert_eq!(last["ended"], "eof", "{last}");
