@@ -282,7 +282,8 @@ bytes delivered each way, over all connections.
 connections that did not end with \fBeof\fR.
 .TP
 \fBconnections\fR
-array, one object per connection in the order they ended: \fBid\fR, \fBpeer\fR (the
+array, one object per connection in the order they ended, the last 256 of them (a
+long\-running relay keeps no more; the totals above count every connection): \fBid\fR, \fBpeer\fR (the
 client's address), \fBseconds\fR, \fBended\fR (\fBeof\fR, \fBreset\fR,
 \fBerror\fR, \fBidle\-timeout\fR, \fBconnect\-failed\fR or \fBsignal\fR),
 \fBerror\fR, and \fBa_to_b\fR and \fBb_to_a\fR, one per direction, each with
@@ -290,6 +291,9 @@ client's address), \fBseconds\fR, \fBended\fR (\fBeof\fR, \fBreset\fR,
 choice moved between \fBsplice\fR and \fBuserspace\fR), \fBundelivered\fR (bytes
 taken from the source that could not be written out when the connection was cut: 0 on
 a clean end), \fBended\fR and \fBerror\fR.
+.TP
+\fBconnections_omitted\fR
+connections that ended before those listed, counted in the totals but not listed.
 .SH PROGRESS AND RATE LIMIT
 A progress bar is drawn on stderr when stderr is a terminal (\fB\-\-progress\fR forces
 it, \fB\-q\fR and \fB\-\-no\-progress\fR hide it): bytes delivered, rate, elapsed time,

@@ -10,7 +10,7 @@ use nix::sys::socket::{self, sockopt, SockFlag, SockType, SockaddrLike, Sockaddr
 
 use super::flow::{abort_socket, set_nonblocking, Blame, End, Flow, Policy, Pools, Turn};
 use super::poller::{Poller, Ready};
-use super::{ConnEnd, ConnReport, FlowReport, RelayConfig, GRACE};
+use super::{ConnEnd, ConnReport, FlowReport, RelayConfig, Tally, GRACE};
 use crate::endpoint::{is_retryable_connect, ConnectOpts, Endpoint, Listener};
 use crate::report::human_bytes;
 use crate::Options;
@@ -126,7 +126,7 @@ pub(super) struct Server<'a> {
     accept_backoff: Duration,
     accept_paused_until: Option<Instant>,
     grace_until: Option<Instant>,
-    pub(super) reports: Vec<ConnReport>,
+    pub(super) tally: Tally,
 }
 
 fn slot_token(gen: u32, idx: usize, low: u64) -> u64 {
@@ -167,7 +167,7 @@ impl<'a> Server<'a> {
             accept_backoff: ACCEPT_BACKOFF_FIRST,
             accept_paused_until: None,
             grace_until: None,
-            reports: Vec::new(),
+            tally: Tally::default(),
         })
     }
 
@@ -757,7 +757,7 @@ impl<'a> Server<'a> {
         if self.opts.verbose {
             eprintln!("zerocat: {}", report.line());
         }
-        self.reports.push(report);
+        self.tally.add(report);
         self.gens[idx] = self.gens[idx].wrapping_add(1);
         self.free.push(idx);
         self.active -= 1;
