@@ -217,6 +217,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig) -> anyhow::Result<ExitCode> {
     let once = cfg.once || specs.iter().any(|s| matches!(s, Spec::Inherited(_)));
     let cfg_run = RelayConfig {
         once,
+        max_conns: Some(cfg.max_conns.unwrap_or_else(default_max_conns)),
         ..cfg.clone()
     };
     let started = Instant::now();
@@ -253,6 +254,31 @@ pub fn run(opts: &Options, cfg: &RelayConfig) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::Success)
+}
+
+/// Fds a connection may hold: two sockets, and a pipe (two fds) each way.
+const FDS_PER_CONN: u64 = 6;
+/// Fds kept for everything else: stdio, epoll, the listener, a dial in flight.
+const FDS_RESERVED: u64 = 16;
+
+/// `--max-conns` when not given: as many connections as the open-file limit holds, so idle
+/// clients wait in the backlog instead of running the relay out of fds. The soft limit is
+/// raised to the hard one first (the relay uses epoll, never select(), so the 1,024 soft
+/// default is only there for other programs; systemd's advice).
+fn default_max_conns() -> usize {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let soft = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => {
+            if setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+                hard
+            } else {
+                soft
+            }
+        }
+        Ok((soft, _)) => soft,
+        Err(_) => 1024,
+    };
+    (soft.saturating_sub(FDS_RESERVED) / FDS_PER_CONN).clamp(1, 1 << 20) as usize
 }
 
 fn writes_stdout_broke(cfg: &RelayConfig, r: &ConnReport) -> bool {
