@@ -59,13 +59,19 @@ use crate::engine::{is_unsupported, sys, Fallback, Path, Reason, Record};
 
 /// Size of a userspace buffer (one per busy direction, pooled).
 pub const BUFFER_SIZE: usize = 256 * 1024;
+/// Total of all userspace buffers alive (in use and pooled): 64 of them. A direction that
+/// finds none waits until one is given back (backpressure), so a relay full of stalled
+/// sinks stays in bounded memory.
+pub const BUFFER_BUDGET: usize = 16 << 20;
 /// The capacity of a fresh pipe (the kernel default).
 const PIPE_DEFAULT: usize = 64 * 1024;
 /// Total capacity of all pipes zerocat holds (in use and pooled): 1,000 busy connections
 /// stay within `pipe-user-pages-soft` (64 MiB per user), leaving half of it to others.
 pub const PIPE_BUDGET: usize = 32 << 20;
-/// Pipes and buffers kept for reuse once a direction goes idle.
+/// Pipes kept for reuse once a direction goes idle.
 const POOL_MAX: usize = 64;
+/// Buffers kept for reuse (the rest are freed: an idle relay holds little memory).
+const BUFFERS_POOLED: usize = 8;
 /// How much faster the other path must be to take over.
 const TAKEOVER: f64 = 1.25;
 /// A direction runs its first trial once it has delivered this much (a bulk stream, past
@@ -117,6 +123,8 @@ pub struct Pools {
     /// Empty pipes only (FIONREAD 0): a pipe that holds bytes is never handed on.
     pipes: Vec<BudgetPipe>,
     buffers: Vec<Box<[u8]>>,
+    /// Buffers alive, in use or pooled.
+    buffers_alive: usize,
     /// Capacity of every pipe alive (held or pooled).
     pipe_bytes: Rc<Cell<usize>>,
     budget: usize,
@@ -129,6 +137,7 @@ impl Pools {
         Pools {
             pipes: Vec::new(),
             buffers: Vec::new(),
+            buffers_alive: 0,
             pipe_bytes: Rc::new(Cell::new(0)),
             budget,
             grow,
@@ -178,16 +187,31 @@ impl Pools {
         }
     }
 
-    fn take_buffer(&mut self) -> Box<[u8]> {
-        self.buffers
-            .pop()
-            .unwrap_or_else(|| vec![0u8; BUFFER_SIZE].into_boxed_slice())
+    /// A buffer within [`BUFFER_BUDGET`], or none: the direction waits. `drain`: for bytes
+    /// already in our own pipe, which may go over the budget (the pipes bound them).
+    fn take_buffer(&mut self, drain: bool) -> Option<Box<[u8]>> {
+        if let Some(buf) = self.buffers.pop() {
+            return Some(buf);
+        }
+        if !drain && (self.buffers_alive + 1) * BUFFER_SIZE > BUFFER_BUDGET {
+            return None;
+        }
+        self.buffers_alive += 1;
+        Some(vec![0u8; BUFFER_SIZE].into_boxed_slice())
     }
 
     fn give_buffer(&mut self, buf: Box<[u8]>) {
-        if self.buffers.len() < POOL_MAX {
+        if self.buffers.len() < BUFFERS_POOLED && self.buffers_alive * BUFFER_SIZE <= BUFFER_BUDGET
+        {
             self.buffers.push(buf);
+        } else {
+            self.buffers_alive -= 1;
         }
+    }
+
+    /// A direction waiting for a buffer could have one now.
+    pub fn buffer_free(&self) -> bool {
+        !self.buffers.is_empty() || (self.buffers_alive + 1) * BUFFER_SIZE <= BUFFER_BUDGET
     }
 }
 
@@ -223,6 +247,8 @@ pub enum Turn {
     Busy,
     /// Source at EOF, every byte delivered, sink shut for writing.
     Done,
+    /// Waiting for a buffer (the budget is spent): pump again when one is given back.
+    Starved,
 }
 
 /// Where a trial of the other path is (auto).
@@ -255,6 +281,8 @@ pub struct Flow {
     /// slots (HAZARDS: EAGAIN's two meanings). Cleared when the pipe drains.
     pipe_maybe_full: bool,
     buf: Option<Box<[u8]>>,
+    /// The last turn found no buffer to read into (see [`BUFFER_BUDGET`]).
+    starved: bool,
     start: usize,
     end: usize,
     pub eof: bool,
@@ -291,6 +319,7 @@ impl Flow {
             in_pipe: 0,
             pipe_maybe_full: false,
             buf: None,
+            starved: false,
             start: 0,
             end: 0,
             eof: false,
@@ -334,6 +363,7 @@ impl Flow {
                 }
             }
         }
+        self.starved = false;
         let mut ops = 0;
         loop {
             if self.shut {
@@ -377,6 +407,9 @@ impl Flow {
         if !*src.ready && self.held() == 0 {
             self.release(pools);
         }
+        if self.starved {
+            return Ok(Turn::Starved);
+        }
         Ok(Turn::Idle)
     }
 
@@ -406,9 +439,7 @@ impl Flow {
         self.in_pipe = 0;
         self.pipe_maybe_full = false;
         if let Some(buf) = self.buf.take() {
-            if self.start == self.end {
-                pools.give_buffer(buf);
-            }
+            pools.give_buffer(buf); // what it held is counted as undelivered
         }
         self.start = 0;
         self.end = 0;
@@ -485,7 +516,16 @@ impl Flow {
         if self.in_pipe > 0 {
             return self.pipe_to_buffer(pools);
         }
-        let buf = self.buf.get_or_insert_with(|| pools.take_buffer());
+        if self.buf.is_none() {
+            match pools.take_buffer(false) {
+                Some(buf) => self.buf = Some(buf),
+                None => {
+                    self.starved = true;
+                    return Ok(false);
+                }
+            }
+        }
+        let buf = self.buf.as_mut().expect("just taken");
         match sys::read(src.fd, buf) {
             Ok(0) => {
                 self.eof = true;
@@ -728,7 +768,9 @@ impl Flow {
         if self.start < self.end || self.in_pipe == 0 {
             return Ok(false);
         }
-        let buf = self.buf.get_or_insert_with(|| pools.take_buffer());
+        let buf = self
+            .buf
+            .get_or_insert_with(|| pools.take_buffer(true).expect("a buffer to drain into"));
         let pipe = self.pipe.as_ref().expect("bytes in a pipe");
         let want = self.in_pipe.min(buf.len());
         match sys::read(pipe.read.as_fd(), &mut buf[..want]) {

@@ -103,6 +103,8 @@ struct Conn {
     started: Instant,
     last_active: Instant,
     busy: bool,
+    /// In `Server::starved`.
+    starved: bool,
 }
 
 pub(super) struct Server<'a> {
@@ -117,6 +119,8 @@ pub(super) struct Server<'a> {
     free: Vec<usize>,
     active: usize,
     busy: VecDeque<u64>,
+    /// Connections with a direction waiting for a buffer (flow::BUFFER_BUDGET).
+    starved: VecDeque<u64>,
     next_id: u64,
     accepting: bool,
     listener_polled: bool,
@@ -160,6 +164,7 @@ impl<'a> Server<'a> {
             free: Vec::new(),
             active: 0,
             busy: VecDeque::new(),
+            starved: VecDeque::new(),
             next_id: 1,
             accepting: false,
             listener_polled: false,
@@ -211,6 +216,23 @@ impl<'a> Server<'a> {
                         conn.busy = false;
                     }
                     self.pump(idx);
+                }
+            }
+            // A buffer came back: the connections waiting for one take their turn (those
+            // that still find none wait again, so this never spins).
+            if !self.starved.is_empty() && self.pools.buffer_free() {
+                for token in std::mem::take(&mut self.starved) {
+                    let (gen, idx, _) = split_token(token);
+                    if self.gens.get(idx) != Some(&gen) {
+                        continue;
+                    }
+                    if let Some(conn) = self.conns[idx].as_mut() {
+                        conn.starved = false;
+                        if !conn.busy {
+                            conn.busy = true;
+                            self.busy.push_back(token);
+                        }
+                    }
                 }
             }
             // Only when epoll said so: not one accept4 per turn of the loop.
@@ -429,6 +451,7 @@ impl<'a> Server<'a> {
             started: now,
             last_active: now,
             busy: false,
+            starved: false,
         };
         self.next_id += 1;
         self.active += 1;
@@ -631,6 +654,7 @@ impl<'a> Server<'a> {
         let mut moved = 0u64;
         let mut done = 0;
         let mut busy = false;
+        let mut starved = false;
         for d in 0..2 {
             let [s0, s1] = &mut conn.sides;
             let (src, dst) = if d == 0 { (s0, s1) } else { (s1, s0) };
@@ -654,6 +678,7 @@ impl<'a> Server<'a> {
                 Ok(Turn::Done) => done += 1,
                 Ok(Turn::Busy) => busy = true,
                 Ok(Turn::Idle) => {}
+                Ok(Turn::Starved) => starved = true,
                 Err(e) => {
                     let name = |s: usize| if s == 0 { "A" } else { "B" };
                     let err = std::io::Error::from(e.errno);
@@ -693,6 +718,9 @@ impl<'a> Server<'a> {
         } else if busy && !conn.busy {
             conn.busy = true;
             self.busy.push_back(slot_token(gen, idx, 0));
+        } else if starved && !conn.busy && !conn.starved {
+            conn.starved = true;
+            self.starved.push_back(slot_token(gen, idx, 0));
         }
     }
 
