@@ -540,3 +540,38 @@ fn relay_restores_inherited_stdio_flags_when_killed_by_sighup() {
     from_relay.read_to_end(&mut rest).unwrap();
     assert!(rest.is_empty());
 }
+
+/// A panic inside the relay (here `--idle-timeout` so long that the deadline overflows, a
+/// panic on 0.1; refused as a usage error once durations are bounded) leaves the inherited
+/// stdin/stdout as they were: a panic hook puts the flags back.
+#[test]
+fn relay_restores_inherited_stdio_flags_after_a_panic() {
+    let backend = echo_backend();
+    let (stdin_read, _stdin_write) = nix::unistd::pipe().unwrap();
+    let (_stdout_read, stdout_write) = nix::unistd::pipe().unwrap();
+    let ours_in = stdin_read.try_clone().unwrap();
+    let ours_out = stdout_write.try_clone().unwrap();
+    let mut cmd = zerocat();
+    cmd.args([
+        "relay",
+        "--idle-timeout",
+        "5000000000000000h",
+        "-",
+        &format!("tcp:{backend}"),
+    ]);
+    cmd.stdin(Stdio::from(stdin_read))
+        .stdout(Stdio::from(stdout_write))
+        .stderr(Stdio::piped());
+    let out = wait_with_deadline(cmd.spawn().unwrap(), DEADLINE);
+    drop(cmd);
+    let stderr = stderr_text(&out);
+    // 101: the panic (this branch); 2: a usage error (durations bounded): never a success.
+    assert!(
+        matches!(out.status.code(), Some(101) | Some(2)),
+        "{:?}: {stderr}",
+        out.status
+    );
+    assert!(out.stdout.is_empty());
+    assert!(!nonblocking(&ours_in), "stdin left O_NONBLOCK: {stderr}");
+    assert!(!nonblocking(&ours_out), "stdout left O_NONBLOCK: {stderr}");
+}
