@@ -166,6 +166,16 @@ segment each) moves to the buffer, which coalesces them. A buffered
 stream past 192 MiB then times a phase of each path by wall clock and switches when the
 other is 1.25 times faster, trying again after a gap that grows fourfold; once on
 \fBsplice\fR it stays there (a userspace trial cost more than it could win).
+Memory is bounded: the pipes of all connections hold at most 32 MiB (a pipe is given back
+when its direction goes idle or its connection ends, and only an empty one is reused; a
+direction that finds none moves through a buffer, or under \fB\-\-via splice\fR its
+connection ends with \fBno pipe for A \-> B\fR), and the buffers at most 16 MiB (64
+of them): a direction that finds none waits until one is given back.
+\fB\-\-max\-conns\fR defaults to what the open\-file limit holds (the soft limit is raised
+to the hard one first), so idle clients wait in the listen backlog rather than run the
+relay out of fds.
+Inherited stdin, stdout and \fBfd:\fIN\fR get their file status flags
+(\fBO_NONBLOCK\fR) back at the end, also on SIGHUP, SIGQUIT and a crash.
 .TP
 one \(-> many (tee)
 \fBsplice\fR in, \fBtee\fR(2) to the sinks' pipes, \fBsplice\fR out; else a

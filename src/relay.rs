@@ -360,7 +360,7 @@ fn plan(cfg: &RelayConfig, policy: Policy) -> String {
         Policy::Userspace => "userspace",
     };
     let mut s = format!(
-        "plan: relay {} <-> {} via {paths}; pipes of 64 KiB{}, {} in all at most; buffers of {}",
+        "plan: relay {} <-> {} via {paths}; pipes of 64 KiB{}, {} in all at most; buffers of {}, {} in all",
         cfg.a,
         cfg.b,
         if cfg.grow_pipes {
@@ -370,6 +370,7 @@ fn plan(cfg: &RelayConfig, policy: Policy) -> String {
         },
         human_bytes(flow::PIPE_BUDGET as u64),
         human_bytes(flow::BUFFER_SIZE as u64),
+        human_bytes(flow::BUFFER_BUDGET as u64),
     );
     if let Some(n) = cfg.max_conns {
         let _ = write!(s, "; at most {n} connections");

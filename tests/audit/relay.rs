@@ -296,7 +296,7 @@ fn relay_memory_stays_flat_over_two_thousand_short_connections() {
     }
     thread::sleep(Duration::from_millis(50));
     let rss_at_2000 = relay.status_kib("VmRSS:");
-    let (code, report, text) = relay.stop();
+    let (code, report, _) = relay.stop();
     eprintln!("relay RSS: {rss_at_200} KiB at connection 200, {rss_at_2000} KiB at 2000");
     assert_eq!(code, Some(130));
     assert_eq!(connection_count(&report), 2000);
