@@ -834,3 +834,124 @@ fn is_tcp(fd: BorrowedFd<'_>) -> bool {
     };
     ret == 0 && protocol == libc::IPPROTO_TCP
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+
+    fn pair() -> (OwnedFd, OwnedFd) {
+        socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap()
+    }
+
+    /// Pumps `flow` from `src` into `dst` (both ready).
+    fn pump(
+        flow: &mut Flow,
+        src: &OwnedFd,
+        dst: &OwnedFd,
+        pools: &mut Pools,
+    ) -> Result<Turn, FlowError> {
+        let (mut r, mut w) = (true, true);
+        flow.pump(
+            End {
+                fd: src.as_fd(),
+                ready: &mut r,
+                socket: true,
+            },
+            End {
+                fd: dst.as_fd(),
+                ready: &mut w,
+                socket: true,
+            },
+            pools,
+            &mut 0,
+        )
+    }
+
+    /// A sink that takes nothing more: its send queue and its peer's receive queue full.
+    fn fill(fd: &OwnedFd) {
+        let junk = vec![0u8; 64 * 1024];
+        while sys::write(fd.as_fd(), &junk).is_ok() {}
+    }
+
+    #[test]
+    fn a_pipe_left_holding_bytes_is_not_pooled_and_gives_its_capacity_back() {
+        let mut pools = Pools::new(PIPE_BUDGET, false);
+        let (client, src) = pair();
+        let (dst, _backend) = pair();
+        fill(&dst);
+        sys::write(client.as_fd(), b"stranded").unwrap();
+        let mut flow = Flow::new(Policy::Splice, false, FIRST_TRIAL);
+        pump(&mut flow, &src, &dst, &mut pools).unwrap();
+        assert_eq!(flow.held(), 8, "the bytes sit in the pipe");
+        assert_eq!(pools.pipe_bytes.get(), PIPE_DEFAULT);
+        assert_eq!(flow.flush_now(dst.as_fd(), &mut pools), 8);
+        flow.close(&mut pools);
+        assert!(pools.pipes.is_empty(), "a pipe with bytes was pooled");
+        assert_eq!(
+            pools.pipe_bytes.get(),
+            0,
+            "its capacity is back in the budget"
+        );
+    }
+
+    #[test]
+    fn an_empty_pipe_is_pooled_and_reused() {
+        let mut pools = Pools::new(PIPE_BUDGET, false);
+        let (client, src) = pair();
+        let (dst, _backend) = pair();
+        sys::write(client.as_fd(), b"passes").unwrap();
+        let mut flow = Flow::new(Policy::Splice, false, FIRST_TRIAL);
+        pump(&mut flow, &src, &dst, &mut pools).unwrap();
+        assert_eq!(flow.held(), 0);
+        flow.close(&mut pools);
+        assert_eq!(pools.pipes.len(), 1);
+        assert_eq!(pools.pipe_bytes.get(), PIPE_DEFAULT);
+    }
+
+    #[test]
+    fn no_pipe_under_via_splice_blames_the_relay_not_a_side() {
+        let mut pools = Pools::new(0, false);
+        let (client, src) = pair();
+        let (dst, _backend) = pair();
+        sys::write(client.as_fd(), b"x").unwrap();
+        let mut flow = Flow::new(Policy::Splice, false, FIRST_TRIAL);
+        let err = pump(&mut flow, &src, &dst, &mut pools).unwrap_err();
+        assert_eq!(
+            err,
+            FlowError {
+                errno: Errno::ENOBUFS,
+                blame: Blame::Relay
+            }
+        );
+    }
+
+    #[test]
+    fn a_direction_without_a_buffer_waits_and_moves_once_one_is_given_back() {
+        let mut pools = Pools::new(PIPE_BUDGET, false);
+        let held: Vec<_> = (0..BUFFER_BUDGET / BUFFER_SIZE)
+            .map(|_| pools.take_buffer(false).unwrap())
+            .collect();
+        let (client, src) = pair();
+        let (dst, backend) = pair();
+        sys::write(client.as_fd(), b"later").unwrap();
+        let mut flow = Flow::new(Policy::Userspace, false, FIRST_TRIAL);
+        assert_eq!(pump(&mut flow, &src, &dst, &mut pools), Ok(Turn::Starved));
+        assert_eq!(flow.delivered, 0);
+        assert!(!pools.buffer_free());
+        for buf in held {
+            pools.give_buffer(buf);
+        }
+        assert!(pools.buffer_free());
+        assert_eq!(pump(&mut flow, &src, &dst, &mut pools), Ok(Turn::Idle));
+        let mut got = [0u8; 5];
+        assert_eq!(sys::read(backend.as_fd(), &mut got), Ok(5));
+        assert_eq!(&got, b"later");
+    }
+}
