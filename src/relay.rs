@@ -208,7 +208,14 @@ fn end_json(o: &mut JsonObject, end: &ConnEnd) {
 pub fn run(opts: &Options, cfg: &RelayConfig) -> anyhow::Result<ExitCode> {
     let policy = policy(opts.via)?;
     check_sides(cfg)?;
-    opts.print_plan(&plan(cfg, policy));
+    let max_conns = Some(cfg.max_conns.unwrap_or_else(default_max_conns));
+    opts.print_plan(&plan(
+        &RelayConfig {
+            max_conns,
+            ..cfg.clone()
+        },
+        policy,
+    ));
     if opts.explain {
         return Ok(ExitCode::Success);
     }
@@ -217,7 +224,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig) -> anyhow::Result<ExitCode> {
     let once = cfg.once || specs.iter().any(|s| matches!(s, Spec::Inherited(_)));
     let cfg_run = RelayConfig {
         once,
-        max_conns: Some(cfg.max_conns.unwrap_or_else(default_max_conns)),
+        max_conns,
         ..cfg.clone()
     };
     let started = Instant::now();
