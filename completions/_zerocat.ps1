@@ -113,7 +113,7 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             break
         }
         'zerocat;relay' {
-            [CompletionResult]::new('--max-conns', '--max-conns', [CompletionResultType]::ParameterName, 'Connections served at once; more wait in the listen backlog')
+            [CompletionResult]::new('--max-conns', '--max-conns', [CompletionResultType]::ParameterName, 'Connections served at once; more wait in the listen backlog. Default: what the open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after raising the soft limit to the hard one')
             [CompletionResult]::new('--idle-timeout', '--idle-timeout', [CompletionResultType]::ParameterName, 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m)')
             [CompletionResult]::new('--connect-timeout', '--connect-timeout', [CompletionResultType]::ParameterName, 'Give up a connection attempt after this long (each attempt of retry=N)')
             [CompletionResult]::new('--first-trial', '--first-trial', [CompletionResultType]::ParameterName, 'Under auto, run the first trial of the other path after this many bytes (tests; the default is flow::FIRST_TRIAL)')

@@ -106,7 +106,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --version 'Print version'
         }
         &'zerocat;relay'= {
-            cand --max-conns 'Connections served at once; more wait in the listen backlog'
+            cand --max-conns 'Connections served at once; more wait in the listen backlog. Default: what the open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after raising the soft limit to the hard one'
             cand --idle-timeout 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m)'
             cand --connect-timeout 'Give up a connection attempt after this long (each attempt of retry=N)'
             cand --first-trial 'Under auto, run the first trial of the other path after this many bytes (tests; the default is flow::FIRST_TRIAL)'

@@ -93,7 +93,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l no-progress -d '
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l explain -d 'Print the plan and exit without moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s V -l version -d 'Print version'
-complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l max-conns -d 'Connections served at once; more wait in the listen backlog' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l max-conns -d 'Connections served at once; more wait in the listen backlog. Default: what the open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after raising the soft limit to the hard one' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l idle-timeout -d 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l connect-timeout -d 'Give up a connection attempt after this long (each attempt of retry=N)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l first-trial -d 'Under auto, run the first trial of the other path after this many bytes (tests; the default is flow::FIRST_TRIAL)' -r

@@ -236,7 +236,9 @@ pub struct RelayArgs {
     /// Serve one connection, then exit.
     #[arg(long)]
     pub once: bool,
-    /// Connections served at once; more wait in the listen backlog.
+    /// Connections served at once; more wait in the listen backlog. Default: what the
+    /// open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after
+    /// raising the soft limit to the hard one.
     #[arg(long, value_name = "N")]
     pub max_conns: Option<usize>,
     /// Close a connection that moved no byte either way for this long (500ms, 30s, 5m).

@@ -166,6 +166,16 @@ segment each) moves to the buffer, which coalesces them. A buffered
 stream past 192 MiB then times a phase of each path by wall clock and switches when the
 other is 1.25 times faster, trying again after a gap that grows fourfold; once on
 \fBsplice\fR it stays there (a userspace trial cost more than it could win).
+Memory is bounded: the pipes of all connections hold at most 32 MiB (a pipe is given back
+when its direction goes idle or its connection ends, and only an empty one is reused; a
+direction that finds none moves through a buffer, or under \fB\-\-via splice\fR its
+connection ends with \fBno pipe for A \-> B\fR), and the buffers at most 16 MiB (64
+of them): a direction that finds none waits until one is given back.
+\fB\-\-max\-conns\fR defaults to what the open\-file limit holds (the soft limit is raised
+to the hard one first), so idle clients wait in the listen backlog rather than run the
+relay out of fds.
+Inherited stdin, stdout and \fBfd:\fIN\fR get their file status flags
+(\fBO_NONBLOCK\fR) back at the end, also on SIGHUP, SIGQUIT and a crash.
 .TP
 one \(-> many (tee)
 \fBsplice\fR in, \fBtee\fR(2) to the sinks' pipes, \fBsplice\fR out; else a
@@ -284,7 +294,8 @@ bytes delivered each way, over all connections.
 connections that did not end with \fBeof\fR.
 .TP
 \fBconnections\fR
-array, one object per connection in the order they ended: \fBid\fR, \fBpeer\fR (the
+array, one object per connection in the order they ended, the last 256 of them (a
+long\-running relay keeps no more; the totals above count every connection): \fBid\fR, \fBpeer\fR (the
 client's address), \fBseconds\fR, \fBended\fR (\fBeof\fR, \fBreset\fR,
 \fBerror\fR, \fBidle\-timeout\fR, \fBconnect\-failed\fR or \fBsignal\fR),
 \fBerror\fR, and \fBa_to_b\fR and \fBb_to_a\fR, one per direction, each with
@@ -292,6 +303,9 @@ client's address), \fBseconds\fR, \fBended\fR (\fBeof\fR, \fBreset\fR,
 choice moved between \fBsplice\fR and \fBuserspace\fR), \fBundelivered\fR (bytes
 taken from the source that could not be written out when the connection was cut: 0 on
 a clean end), \fBended\fR and \fBerror\fR.
+.TP
+\fBconnections_omitted\fR
+connections that ended before those listed, counted in the totals but not listed.
 .SH PROGRESS AND RATE LIMIT
 A progress bar is drawn on stderr when stderr is a terminal (\fB\-\-progress\fR forces
 it, \fB\-q\fR and \fB\-\-no\-progress\fR hide it): bytes delivered, rate, elapsed time,

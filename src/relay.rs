@@ -147,6 +147,56 @@ impl ConnReport {
     }
 }
 
+/// Connections the JSON report lists one by one: the last ones to end. Earlier ones are only
+/// counted (`connections_omitted`), so a long-running relay keeps bounded memory.
+pub const LISTED: usize = 256;
+
+/// What the final report needs of every connection that ended, in bounded memory: totals,
+/// the first connection (its end is the run's end for one session), and the last
+/// [`LISTED`] connections.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub count: u64,
+    pub failed: u64,
+    pub bytes: [u64; 2],
+    /// Paths of every connection added up; each distinct fallback once.
+    pub record: Record,
+    pub first: Option<ConnReport>,
+    pub last: std::collections::VecDeque<ConnReport>,
+}
+
+impl Tally {
+    pub fn add(&mut self, report: ConnReport) {
+        self.count += 1;
+        if report.end != ConnEnd::Eof {
+            self.failed += 1;
+        }
+        for (d, f) in report.flows.iter().enumerate() {
+            self.bytes[d] += f.bytes;
+            for (path, bytes) in &f.record.paths {
+                self.record.add(*path, *bytes);
+            }
+            for fallback in &f.record.fallbacks {
+                if !self.record.fallbacks.contains(fallback) {
+                    self.record.fallbacks.push(fallback.clone());
+                }
+            }
+        }
+        if self.first.is_none() {
+            self.first = Some(report.clone());
+        }
+        if self.last.len() == LISTED {
+            self.last.pop_front();
+        }
+        self.last.push_back(report);
+    }
+
+    /// Connections that ended but are not listed.
+    pub fn omitted(&self) -> u64 {
+        self.count - self.last.len() as u64
+    }
+}
+
 fn end_json(o: &mut JsonObject, end: &ConnEnd) {
     o.str("ended", end.word());
     match end.text() {
@@ -158,7 +208,14 @@ fn end_json(o: &mut JsonObject, end: &ConnEnd) {
 pub fn run(opts: &Options, cfg: &RelayConfig) -> anyhow::Result<ExitCode> {
     let policy = policy(opts.via)?;
     check_sides(cfg)?;
-    opts.print_plan(&plan(cfg, policy));
+    let max_conns = Some(cfg.max_conns.unwrap_or_else(default_max_conns));
+    opts.print_plan(&plan(
+        &RelayConfig {
+            max_conns,
+            ..cfg.clone()
+        },
+        policy,
+    ));
     if opts.explain {
         return Ok(ExitCode::Success);
     }
@@ -167,17 +224,18 @@ pub fn run(opts: &Options, cfg: &RelayConfig) -> anyhow::Result<ExitCode> {
     let once = cfg.once || specs.iter().any(|s| matches!(s, Spec::Inherited(_)));
     let cfg_run = RelayConfig {
         once,
+        max_conns,
         ..cfg.clone()
     };
     let started = Instant::now();
     let mut server = Server::new(opts, &cfg_run, specs, policy)?;
     let interrupted = server.run()?;
-    let reports = std::mem::take(&mut server.reports);
+    let tally = std::mem::take(&mut server.tally);
     drop(server);
     let seconds = started.elapsed().as_secs_f64();
     let summary = Summary {
         cfg,
-        reports: &reports,
+        tally: &tally,
         seconds,
         interrupted,
     };
@@ -187,7 +245,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig) -> anyhow::Result<ExitCode> {
     }
     // One session (or --once): its end is the run's end.
     if single_session || once {
-        if let Some(r) = reports.first() {
+        if let Some(r) = &tally.first {
             if r.end != ConnEnd::Eof {
                 if writes_stdout_broke(cfg, r) {
                     return Ok(ExitCode::BrokenPipe);
@@ -203,6 +261,31 @@ pub fn run(opts: &Options, cfg: &RelayConfig) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::Success)
+}
+
+/// Fds a connection may hold: two sockets, and a pipe (two fds) each way.
+const FDS_PER_CONN: u64 = 6;
+/// Fds kept for everything else: stdio, epoll, the listener, a dial in flight.
+const FDS_RESERVED: u64 = 16;
+
+/// `--max-conns` when not given: as many connections as the open-file limit holds, so idle
+/// clients wait in the backlog instead of running the relay out of fds. The soft limit is
+/// raised to the hard one first (the relay uses epoll, never select(), so the 1,024 soft
+/// default is only there for other programs; systemd's advice).
+fn default_max_conns() -> usize {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let soft = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => {
+            if setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+                hard
+            } else {
+                soft
+            }
+        }
+        Ok((soft, _)) => soft,
+        Err(_) => 1024,
+    };
+    (soft.saturating_sub(FDS_RESERVED) / FDS_PER_CONN).clamp(1, 1 << 20) as usize
 }
 
 fn writes_stdout_broke(cfg: &RelayConfig, r: &ConnReport) -> bool {
@@ -284,7 +367,7 @@ fn plan(cfg: &RelayConfig, policy: Policy) -> String {
         Policy::Userspace => "userspace",
     };
     let mut s = format!(
-        "plan: relay {} <-> {} via {paths}; pipes of 64 KiB{}, {} in all at most; buffers of {}",
+        "plan: relay {} <-> {} via {paths}; pipes of 64 KiB{}, {} in all at most; buffers of {}, {} in all",
         cfg.a,
         cfg.b,
         if cfg.grow_pipes {
@@ -294,6 +377,7 @@ fn plan(cfg: &RelayConfig, policy: Policy) -> String {
         },
         human_bytes(flow::PIPE_BUDGET as u64),
         human_bytes(flow::BUFFER_SIZE as u64),
+        human_bytes(flow::BUFFER_BUDGET as u64),
     );
     if let Some(n) = cfg.max_conns {
         let _ = write!(s, "; at most {n} connections");
@@ -309,53 +393,30 @@ fn plan(cfg: &RelayConfig, policy: Policy) -> String {
 
 struct Summary<'a> {
     cfg: &'a RelayConfig,
-    reports: &'a [ConnReport],
+    tally: &'a Tally,
     seconds: f64,
     interrupted: bool,
 }
 
 impl Summary<'_> {
-    fn totals(&self) -> (u64, u64, Record) {
-        let mut record = Record::default();
-        let (mut ab, mut ba) = (0, 0);
-        for r in self.reports {
-            ab += r.flows[0].bytes;
-            ba += r.flows[1].bytes;
-            for f in &r.flows {
-                for (path, bytes) in &f.record.paths {
-                    record.add(*path, *bytes);
-                }
-                record.fallbacks.extend(f.record.fallbacks.iter().cloned());
-            }
-        }
-        (ab, ba, record)
-    }
-
-    fn failed(&self) -> usize {
-        self.reports
-            .iter()
-            .filter(|r| !matches!(r.end, ConnEnd::Eof))
-            .count()
-    }
-
     fn render(&self, format: StatsFormat) -> String {
-        let (ab, ba, record) = self.totals();
+        let t = self.tally;
+        let [ab, ba] = t.bytes;
         match format {
             StatsFormat::Text => {
                 let mut s = format!(
                     "zerocat: relay: {} connection{}, {} a -> b, {} b -> a; {}",
-                    self.reports.len(),
-                    if self.reports.len() == 1 { "" } else { "s" },
+                    t.count,
+                    if t.count == 1 { "" } else { "s" },
                     human_bytes(ab),
                     human_bytes(ba),
                     amount(ab + ba, self.seconds)
                 );
-                if !record.paths.is_empty() {
-                    let _ = write!(s, " via {}", route(&record));
+                if !t.record.paths.is_empty() {
+                    let _ = write!(s, " via {}", route(&t.record));
                 }
-                let failed = self.failed();
-                if failed > 0 {
-                    let _ = write!(s, "; {failed} did not end cleanly");
+                if t.failed > 0 {
+                    let _ = write!(s, "; {} did not end cleanly", t.failed);
                 }
                 if self.interrupted {
                     s.push_str("; interrupted");
@@ -371,19 +432,20 @@ impl Summary<'_> {
                     .num("bytes_a_to_b", ab)
                     .num("bytes_b_to_a", ba)
                     .float("seconds", self.seconds);
-                record_json(&mut o, &record);
+                record_json(&mut o, &t.record);
                 let ending = if self.interrupted {
                     ConnEnd::Signal
                 } else {
-                    match self.reports.iter().find(|r| r.end != ConnEnd::Eof) {
-                        Some(r) if self.reports.len() == 1 => r.end.clone(),
+                    match &t.first {
+                        Some(r) if t.count == 1 => r.end.clone(),
                         _ => ConnEnd::Eof,
                     }
                 };
                 end_json(&mut o, &ending);
-                o.num("failed", self.failed() as u64);
-                let conns: Vec<String> = self.reports.iter().map(ConnReport::json).collect();
-                o.raw("connections", &json_array(&conns));
+                o.num("failed", t.failed);
+                let conns: Vec<String> = t.last.iter().map(ConnReport::json).collect();
+                o.raw("connections", &json_array(&conns))
+                    .num("connections_omitted", t.omitted());
                 o.finish()
             }
         }

@@ -45,7 +45,9 @@
 //!   by the takeover margin. A direction pushed into userspace (tiny segments, or no pipe
 //!   to be had) runs them, to get back to splice.
 
+use std::cell::Cell;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::rc::Rc;
 use std::time::Instant;
 
 use nix::errno::Errno;
@@ -57,13 +59,19 @@ use crate::engine::{is_unsupported, sys, Fallback, Path, Reason, Record};
 
 /// Size of a userspace buffer (one per busy direction, pooled).
 pub const BUFFER_SIZE: usize = 256 * 1024;
+/// Total of all userspace buffers alive (in use and pooled): 64 of them. A direction that
+/// finds none waits until one is given back (backpressure), so a relay full of stalled
+/// sinks stays in bounded memory.
+pub const BUFFER_BUDGET: usize = 16 << 20;
 /// The capacity of a fresh pipe (the kernel default).
 const PIPE_DEFAULT: usize = 64 * 1024;
 /// Total capacity of all pipes zerocat holds (in use and pooled): 1,000 busy connections
 /// stay within `pipe-user-pages-soft` (64 MiB per user), leaving half of it to others.
 pub const PIPE_BUDGET: usize = 32 << 20;
-/// Pipes and buffers kept for reuse once a direction goes idle.
+/// Pipes kept for reuse once a direction goes idle.
 const POOL_MAX: usize = 64;
+/// Buffers kept for reuse (the rest are freed: an idle relay holds little memory).
+const BUFFERS_POOLED: usize = 8;
 /// How much faster the other path must be to take over.
 const TAKEOVER: f64 = 1.25;
 /// A direction runs its first trial once it has delivered this much (a bulk stream, past
@@ -90,12 +98,35 @@ pub enum Policy {
     Userspace,
 }
 
+/// A pipe of the relay's own, counted in the pipe budget for as long as it lives: dropped
+/// anywhere (a connection cut with bytes in it, a full pool), it gives its capacity back.
+pub struct BudgetPipe {
+    pipe: OwnPipe,
+    spent: Rc<Cell<usize>>,
+}
+
+impl std::ops::Deref for BudgetPipe {
+    type Target = OwnPipe;
+    fn deref(&self) -> &OwnPipe {
+        &self.pipe
+    }
+}
+
+impl Drop for BudgetPipe {
+    fn drop(&mut self) {
+        self.spent.set(self.spent.get() - self.pipe.size);
+    }
+}
+
 /// Pipes and buffers shared by every direction of the loop.
 pub struct Pools {
-    pipes: Vec<OwnPipe>,
+    /// Empty pipes only (FIONREAD 0): a pipe that holds bytes is never handed on.
+    pipes: Vec<BudgetPipe>,
     buffers: Vec<Box<[u8]>>,
+    /// Buffers alive, in use or pooled.
+    buffers_alive: usize,
     /// Capacity of every pipe alive (held or pooled).
-    pipe_bytes: usize,
+    pipe_bytes: Rc<Cell<usize>>,
     budget: usize,
     /// Grow busy pipes to `pipe-max-size` (within the budget).
     pub grow: bool,
@@ -106,56 +137,81 @@ impl Pools {
         Pools {
             pipes: Vec::new(),
             buffers: Vec::new(),
-            pipe_bytes: 0,
+            buffers_alive: 0,
+            pipe_bytes: Rc::new(Cell::new(0)),
             budget,
             grow,
         }
     }
 
-    fn take_pipe(&mut self) -> Result<OwnPipe, Errno> {
+    pub fn pipe_budget(&self) -> usize {
+        self.budget
+    }
+
+    fn take_pipe(&mut self) -> Result<BudgetPipe, Errno> {
         if let Some(pipe) = self.pipes.pop() {
             return Ok(pipe);
         }
-        if self.pipe_bytes + PIPE_DEFAULT > self.budget {
+        if self.pipe_bytes.get() + PIPE_DEFAULT > self.budget {
             return Err(Errno::ENOBUFS);
         }
         let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
         let size = fcntl(write.as_raw_fd(), FcntlArg::F_GETPIPE_SZ)
             .map(|n| n as usize)
             .unwrap_or(PIPE_DEFAULT);
-        self.pipe_bytes += size;
-        Ok(OwnPipe { read, write, size })
+        self.pipe_bytes.set(self.pipe_bytes.get() + size);
+        Ok(BudgetPipe {
+            pipe: OwnPipe { read, write, size },
+            spent: self.pipe_bytes.clone(),
+        })
     }
 
-    fn give_pipe(&mut self, pipe: OwnPipe) {
-        if self.pipes.len() < POOL_MAX {
+    /// Pools a pipe for the next direction only if it is empty (asked of the kernel, not of
+    /// our count); any other is dropped, which closes it and gives its capacity back.
+    fn give_pipe(&mut self, pipe: BudgetPipe) {
+        let empty = sys::queued(pipe.read.as_fd()) == Ok(0);
+        if empty && self.pipes.len() < POOL_MAX {
             self.pipes.push(pipe);
-        } else {
-            self.pipe_bytes -= pipe.size;
         }
     }
 
     /// A pipe that keeps filling up grows, if the budget has room for it.
-    fn grow(&mut self, pipe: &mut OwnPipe) {
-        if !self.grow || self.pipe_bytes + (1 << 20) > self.budget {
+    fn grow(&mut self, pipe: &mut BudgetPipe) {
+        if !self.grow || self.pipe_bytes.get() + (1 << 20) > self.budget {
             return;
         }
         if let Some(size) = grow_pipe(pipe.write.as_fd()) {
-            self.pipe_bytes = self.pipe_bytes + size - pipe.size;
-            pipe.size = size;
+            self.pipe_bytes
+                .set(self.pipe_bytes.get() + size - pipe.pipe.size);
+            pipe.pipe.size = size;
         }
     }
 
-    fn take_buffer(&mut self) -> Box<[u8]> {
-        self.buffers
-            .pop()
-            .unwrap_or_else(|| vec![0u8; BUFFER_SIZE].into_boxed_slice())
+    /// A buffer within [`BUFFER_BUDGET`], or none: the direction waits. `drain`: for bytes
+    /// already in our own pipe, which may go over the budget (the pipes bound them).
+    fn take_buffer(&mut self, drain: bool) -> Option<Box<[u8]>> {
+        if let Some(buf) = self.buffers.pop() {
+            return Some(buf);
+        }
+        if !drain && (self.buffers_alive + 1) * BUFFER_SIZE > BUFFER_BUDGET {
+            return None;
+        }
+        self.buffers_alive += 1;
+        Some(vec![0u8; BUFFER_SIZE].into_boxed_slice())
     }
 
     fn give_buffer(&mut self, buf: Box<[u8]>) {
-        if self.buffers.len() < POOL_MAX {
+        if self.buffers.len() < BUFFERS_POOLED && self.buffers_alive * BUFFER_SIZE <= BUFFER_BUDGET
+        {
             self.buffers.push(buf);
+        } else {
+            self.buffers_alive -= 1;
         }
+    }
+
+    /// A direction waiting for a buffer could have one now.
+    pub fn buffer_free(&self) -> bool {
+        !self.buffers.is_empty() || (self.buffers_alive + 1) * BUFFER_SIZE <= BUFFER_BUDGET
     }
 }
 
@@ -172,6 +228,8 @@ pub struct End<'a> {
 pub enum Blame {
     Source,
     Sink,
+    /// Neither: the relay's own resources (no pipe to be had under `--via splice`).
+    Relay,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,6 +247,8 @@ pub enum Turn {
     Busy,
     /// Source at EOF, every byte delivered, sink shut for writing.
     Done,
+    /// Waiting for a buffer (the budget is spent): pump again when one is given back.
+    Starved,
 }
 
 /// Where a trial of the other path is (auto).
@@ -215,12 +275,14 @@ enum Trial {
 pub struct Flow {
     policy: Policy,
     splicing: bool,
-    pipe: Option<OwnPipe>,
+    pipe: Option<BudgetPipe>,
     in_pipe: usize,
     /// A splice into the pipe said EAGAIN while the pipe held bytes: it may be out of
     /// slots (HAZARDS: EAGAIN's two meanings). Cleared when the pipe drains.
     pipe_maybe_full: bool,
     buf: Option<Box<[u8]>>,
+    /// The last turn found no buffer to read into (see [`BUFFER_BUDGET`]).
+    starved: bool,
     start: usize,
     end: usize,
     pub eof: bool,
@@ -257,6 +319,7 @@ impl Flow {
             in_pipe: 0,
             pipe_maybe_full: false,
             buf: None,
+            starved: false,
             start: 0,
             end: 0,
             eof: false,
@@ -300,6 +363,7 @@ impl Flow {
                 }
             }
         }
+        self.starved = false;
         let mut ops = 0;
         loop {
             if self.shut {
@@ -343,6 +407,9 @@ impl Flow {
         if !*src.ready && self.held() == 0 {
             self.release(pools);
         }
+        if self.starved {
+            return Ok(Turn::Starved);
+        }
         Ok(Turn::Idle)
     }
 
@@ -360,6 +427,22 @@ impl Flow {
             self.start = 0;
             self.end = 0;
         }
+    }
+
+    /// At the end of the connection (after [`Flow::flush_now`]): the pipe goes back to the
+    /// pool if it is empty, else it is closed with what it holds (counted as undelivered);
+    /// either way its capacity returns to the budget.
+    pub fn close(&mut self, pools: &mut Pools) {
+        if let Some(pipe) = self.pipe.take() {
+            pools.give_pipe(pipe);
+        }
+        self.in_pipe = 0;
+        self.pipe_maybe_full = false;
+        if let Some(buf) = self.buf.take() {
+            pools.give_buffer(buf); // what it held is counted as undelivered
+        }
+        self.start = 0;
+        self.end = 0;
     }
 
     /// Delivers the oldest bytes: the buffer, then (splicing) the pipe. True on progress.
@@ -433,7 +516,16 @@ impl Flow {
         if self.in_pipe > 0 {
             return self.pipe_to_buffer(pools);
         }
-        let buf = self.buf.get_or_insert_with(|| pools.take_buffer());
+        if self.buf.is_none() {
+            match pools.take_buffer(false) {
+                Some(buf) => self.buf = Some(buf),
+                None => {
+                    self.starved = true;
+                    return Ok(false);
+                }
+            }
+        }
+        let buf = self.buf.as_mut().expect("just taken");
         match sys::read(src.fd, buf) {
             Ok(0) => {
                 self.eof = true;
@@ -468,7 +560,7 @@ impl Flow {
                     if self.policy == Policy::Splice {
                         return Err(FlowError {
                             errno,
-                            blame: Blame::Source,
+                            blame: Blame::Relay,
                         });
                     }
                     self.switch(false);
@@ -676,7 +768,9 @@ impl Flow {
         if self.start < self.end || self.in_pipe == 0 {
             return Ok(false);
         }
-        let buf = self.buf.get_or_insert_with(|| pools.take_buffer());
+        let buf = self
+            .buf
+            .get_or_insert_with(|| pools.take_buffer(true).expect("a buffer to drain into"));
         let pipe = self.pipe.as_ref().expect("bytes in a pipe");
         let want = self.in_pipe.min(buf.len());
         match sys::read(pipe.read.as_fd(), &mut buf[..want]) {
@@ -739,4 +833,125 @@ fn is_tcp(fd: BorrowedFd<'_>) -> bool {
         )
     };
     ret == 0 && protocol == libc::IPPROTO_TCP
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+
+    fn pair() -> (OwnedFd, OwnedFd) {
+        socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap()
+    }
+
+    /// Pumps `flow` from `src` into `dst` (both ready).
+    fn pump(
+        flow: &mut Flow,
+        src: &OwnedFd,
+        dst: &OwnedFd,
+        pools: &mut Pools,
+    ) -> Result<Turn, FlowError> {
+        let (mut r, mut w) = (true, true);
+        flow.pump(
+            End {
+                fd: src.as_fd(),
+                ready: &mut r,
+                socket: true,
+            },
+            End {
+                fd: dst.as_fd(),
+                ready: &mut w,
+                socket: true,
+            },
+            pools,
+            &mut 0,
+        )
+    }
+
+    /// A sink that takes nothing more: its send queue and its peer's receive queue full.
+    fn fill(fd: &OwnedFd) {
+        let junk = vec![0u8; 64 * 1024];
+        while sys::write(fd.as_fd(), &junk).is_ok() {}
+    }
+
+    #[test]
+    fn a_pipe_left_holding_bytes_is_not_pooled_and_gives_its_capacity_back() {
+        let mut pools = Pools::new(PIPE_BUDGET, false);
+        let (client, src) = pair();
+        let (dst, _backend) = pair();
+        fill(&dst);
+        sys::write(client.as_fd(), b"stranded").unwrap();
+        let mut flow = Flow::new(Policy::Splice, false, FIRST_TRIAL);
+        pump(&mut flow, &src, &dst, &mut pools).unwrap();
+        assert_eq!(flow.held(), 8, "the bytes sit in the pipe");
+        assert_eq!(pools.pipe_bytes.get(), PIPE_DEFAULT);
+        assert_eq!(flow.flush_now(dst.as_fd(), &mut pools), 8);
+        flow.close(&mut pools);
+        assert!(pools.pipes.is_empty(), "a pipe with bytes was pooled");
+        assert_eq!(
+            pools.pipe_bytes.get(),
+            0,
+            "its capacity is back in the budget"
+        );
+    }
+
+    #[test]
+    fn an_empty_pipe_is_pooled_and_reused() {
+        let mut pools = Pools::new(PIPE_BUDGET, false);
+        let (client, src) = pair();
+        let (dst, _backend) = pair();
+        sys::write(client.as_fd(), b"passes").unwrap();
+        let mut flow = Flow::new(Policy::Splice, false, FIRST_TRIAL);
+        pump(&mut flow, &src, &dst, &mut pools).unwrap();
+        assert_eq!(flow.held(), 0);
+        flow.close(&mut pools);
+        assert_eq!(pools.pipes.len(), 1);
+        assert_eq!(pools.pipe_bytes.get(), PIPE_DEFAULT);
+    }
+
+    #[test]
+    fn no_pipe_under_via_splice_blames_the_relay_not_a_side() {
+        let mut pools = Pools::new(0, false);
+        let (client, src) = pair();
+        let (dst, _backend) = pair();
+        sys::write(client.as_fd(), b"x").unwrap();
+        let mut flow = Flow::new(Policy::Splice, false, FIRST_TRIAL);
+        let err = pump(&mut flow, &src, &dst, &mut pools).unwrap_err();
+        assert_eq!(
+            err,
+            FlowError {
+                errno: Errno::ENOBUFS,
+                blame: Blame::Relay
+            }
+        );
+    }
+
+    #[test]
+    fn a_direction_without_a_buffer_waits_and_moves_once_one_is_given_back() {
+        let mut pools = Pools::new(PIPE_BUDGET, false);
+        let held: Vec<_> = (0..BUFFER_BUDGET / BUFFER_SIZE)
+            .map(|_| pools.take_buffer(false).unwrap())
+            .collect();
+        let (client, src) = pair();
+        let (dst, backend) = pair();
+        sys::write(client.as_fd(), b"later").unwrap();
+        let mut flow = Flow::new(Policy::Userspace, false, FIRST_TRIAL);
+        assert_eq!(pump(&mut flow, &src, &dst, &mut pools), Ok(Turn::Starved));
+        assert_eq!(flow.delivered, 0);
+        assert!(!pools.buffer_free());
+        for buf in held {
+            pools.give_buffer(buf);
+        }
+        assert!(pools.buffer_free());
+        assert_eq!(pump(&mut flow, &src, &dst, &mut pools), Ok(Turn::Idle));
+        let mut got = [0u8; 5];
+        assert_eq!(sys::read(backend.as_fd(), &mut got), Ok(5));
+        assert_eq!(&got, b"later");
+    }
 }

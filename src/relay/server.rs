@@ -10,8 +10,9 @@ use nix::sys::socket::{self, sockopt, SockFlag, SockType, SockaddrLike, Sockaddr
 
 use super::flow::{abort_socket, set_nonblocking, Blame, End, Flow, Policy, Pools, Turn};
 use super::poller::{Poller, Ready};
-use super::{ConnEnd, ConnReport, FlowReport, RelayConfig, GRACE};
+use super::{ConnEnd, ConnReport, FlowReport, RelayConfig, Tally, GRACE};
 use crate::endpoint::{is_retryable_connect, ConnectOpts, Endpoint, Listener};
+use crate::report::human_bytes;
 use crate::Options;
 
 const LISTENER: u64 = u64::MAX;
@@ -102,6 +103,8 @@ struct Conn {
     started: Instant,
     last_active: Instant,
     busy: bool,
+    /// In `Server::starved`.
+    starved: bool,
 }
 
 pub(super) struct Server<'a> {
@@ -116,6 +119,8 @@ pub(super) struct Server<'a> {
     free: Vec<usize>,
     active: usize,
     busy: VecDeque<u64>,
+    /// Connections with a direction waiting for a buffer (flow::BUFFER_BUDGET).
+    starved: VecDeque<u64>,
     next_id: u64,
     accepting: bool,
     listener_polled: bool,
@@ -125,7 +130,7 @@ pub(super) struct Server<'a> {
     accept_backoff: Duration,
     accept_paused_until: Option<Instant>,
     grace_until: Option<Instant>,
-    pub(super) reports: Vec<ConnReport>,
+    pub(super) tally: Tally,
 }
 
 fn slot_token(gen: u32, idx: usize, low: u64) -> u64 {
@@ -159,6 +164,7 @@ impl<'a> Server<'a> {
             free: Vec::new(),
             active: 0,
             busy: VecDeque::new(),
+            starved: VecDeque::new(),
             next_id: 1,
             accepting: false,
             listener_polled: false,
@@ -166,7 +172,7 @@ impl<'a> Server<'a> {
             accept_backoff: ACCEPT_BACKOFF_FIRST,
             accept_paused_until: None,
             grace_until: None,
-            reports: Vec::new(),
+            tally: Tally::default(),
         })
     }
 
@@ -210,6 +216,23 @@ impl<'a> Server<'a> {
                         conn.busy = false;
                     }
                     self.pump(idx);
+                }
+            }
+            // A buffer came back: the connections waiting for one take their turn (those
+            // that still find none wait again, so this never spins).
+            if !self.starved.is_empty() && self.pools.buffer_free() {
+                for token in std::mem::take(&mut self.starved) {
+                    let (gen, idx, _) = split_token(token);
+                    if self.gens.get(idx) != Some(&gen) {
+                        continue;
+                    }
+                    if let Some(conn) = self.conns[idx].as_mut() {
+                        conn.starved = false;
+                        if !conn.busy {
+                            conn.busy = true;
+                            self.busy.push_back(token);
+                        }
+                    }
                 }
             }
             // Only when epoll said so: not one accept4 per turn of the loop.
@@ -428,6 +451,7 @@ impl<'a> Server<'a> {
             started: now,
             last_active: now,
             busy: false,
+            starved: false,
         };
         self.next_id += 1;
         self.active += 1;
@@ -630,6 +654,7 @@ impl<'a> Server<'a> {
         let mut moved = 0u64;
         let mut done = 0;
         let mut busy = false;
+        let mut starved = false;
         for d in 0..2 {
             let [s0, s1] = &mut conn.sides;
             let (src, dst) = if d == 0 { (s0, s1) } else { (s1, s0) };
@@ -653,21 +678,28 @@ impl<'a> Server<'a> {
                 Ok(Turn::Done) => done += 1,
                 Ok(Turn::Busy) => busy = true,
                 Ok(Turn::Idle) => {}
+                Ok(Turn::Starved) => starved = true,
                 Err(e) => {
-                    let src_side = d;
-                    let (blamed, other) = match e.blame {
-                        Blame::Source => (src_side, 1 - src_side),
-                        Blame::Sink => (1 - src_side, src_side),
-                    };
                     let name = |s: usize| if s == 0 { "A" } else { "B" };
                     let err = std::io::Error::from(e.errno);
-                    let what = match e.blame {
-                        Blame::Source => "reading",
-                        Blame::Sink => "writing",
+                    let message = match e.blame {
+                        Blame::Source => {
+                            format!("reading {} ({}): {err}", name(d), self.side_uri(d))
+                        }
+                        Blame::Sink => {
+                            let s = 1 - d;
+                            format!("writing {} ({}): {err}", name(s), self.side_uri(s))
+                        }
+                        Blame::Relay if e.errno == Errno::ENOBUFS => format!(
+                            "no pipe for {} -> {}: the relay's pipe budget ({} in all) is spent",
+                            name(d),
+                            name(1 - d),
+                            human_bytes(self.pools.pipe_budget() as u64)
+                        ),
+                        Blame::Relay => {
+                            format!("no pipe for {} -> {}: {err}", name(d), name(1 - d))
+                        }
                     };
-                    let message =
-                        format!("{what} {} ({}): {err}", name(blamed), self.side_uri(blamed));
-                    let _ = other;
                     let end = if matches!(e.errno, Errno::ECONNRESET | Errno::EPIPE) {
                         ConnEnd::Reset(message)
                     } else {
@@ -686,6 +718,9 @@ impl<'a> Server<'a> {
         } else if busy && !conn.busy {
             conn.busy = true;
             self.busy.push_back(slot_token(gen, idx, 0));
+        } else if starved && !conn.busy && !conn.starved {
+            conn.starved = true;
+            self.starved.push_back(slot_token(gen, idx, 0));
         }
     }
 
@@ -707,10 +742,11 @@ impl<'a> Server<'a> {
             let left = if dst.open() {
                 conn.flows[d].flush_now(dst.write_fd(), &mut self.pools)
             } else {
-                let held = conn.flows[d].held();
-                conn.flows[d].release(&mut self.pools);
-                held
+                conn.flows[d].held()
             };
+            // Drained as far as the sink took it; the rest is lost (and said so): the
+            // pipe is pooled only if empty, and its capacity returns to the budget.
+            conn.flows[d].close(&mut self.pools);
             left as u64
         });
         for peer in &mut conn.sides {
@@ -720,6 +756,7 @@ impl<'a> Server<'a> {
             for (fd, flags) in peer.restore.drain(..) {
                 let _ = fcntl(fd, FcntlArg::F_SETFL(flags));
             }
+            shared_flags::forget();
             let socket = peer.socket;
             if let Some(fd) = peer.fd.take() {
                 if abort && socket {
@@ -748,7 +785,7 @@ impl<'a> Server<'a> {
         if self.opts.verbose {
             eprintln!("zerocat: {}", report.line());
         }
-        self.reports.push(report);
+        self.tally.add(report);
         self.gens[idx] = self.gens[idx].wrapping_add(1);
         self.free.push(idx);
         self.active -= 1;
@@ -778,19 +815,100 @@ fn inherit(endpoint: &Endpoint, peer: &mut Peer) -> anyhow::Result<()> {
         Ok(unsafe { OwnedFd::from_raw_fd(new) })
     };
     let rfd = dup(read)?;
-    peer.restore
-        .push((rfd.as_raw_fd(), set_nonblocking(rfd.as_raw_fd())?));
+    let flags = set_nonblocking(rfd.as_raw_fd())?;
+    shared_flags::remember(read, flags);
+    peer.restore.push((rfd.as_raw_fd(), flags));
     peer.socket = crate::fdkind::FdInfo::of(rfd.as_fd())
         .map(|i| i.kind == crate::fdkind::FdKind::Socket)
         .unwrap_or(false);
     if let Some(w) = write {
         let wfd = dup(w)?;
-        peer.restore
-            .push((wfd.as_raw_fd(), set_nonblocking(wfd.as_raw_fd())?));
+        let flags = set_nonblocking(wfd.as_raw_fd())?;
+        shared_flags::remember(w, flags);
+        peer.restore.push((wfd.as_raw_fd(), flags));
         peer.wfd = Some(wfd);
         // stdout is only written: never half-close a socket we only hold one way.
         peer.socket = false;
     }
     peer.fd = Some(rfd);
     Ok(())
+}
+
+/// The file status flags of inherited fds, put back on every way out: the normal end of the
+/// connection ([`Server::finish`]), a panic (a hook), and a signal whose default action kills
+/// (SIGHUP, SIGQUIT: a handler puts the flags back, then dies of the signal as before).
+/// O_NONBLOCK lives on the file description, which the shell that gave us stdin/stdout still
+/// uses: left set, its next read fails with EAGAIN. SIGINT/SIGTERM end through `finish`.
+mod shared_flags {
+    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::sync::Once;
+
+    use nix::libc;
+
+    /// (fd, flags) pairs; fd -1 is a free slot. Atomics: a signal handler reads them.
+    static SAVED: [(AtomicI32, AtomicI32); 2] = [
+        (AtomicI32::new(-1), AtomicI32::new(0)),
+        (AtomicI32::new(-1), AtomicI32::new(0)),
+    ];
+
+    pub(super) fn remember(fd: i32, flags: nix::fcntl::OFlag) {
+        static INSTALL: Once = Once::new();
+        INSTALL.call_once(install);
+        for (slot_fd, slot_flags) in &SAVED {
+            if slot_fd.load(Ordering::SeqCst) == -1 {
+                slot_flags.store(flags.bits(), Ordering::SeqCst);
+                slot_fd.store(fd, Ordering::SeqCst);
+                return;
+            }
+        }
+    }
+
+    /// The flags are back (the connection ended): nothing left to restore.
+    pub(super) fn forget() {
+        for (slot_fd, _) in &SAVED {
+            slot_fd.store(-1, Ordering::SeqCst);
+        }
+    }
+
+    /// Async-signal-safe: atomics and fcntl only.
+    fn restore() {
+        for (slot_fd, slot_flags) in &SAVED {
+            let fd = slot_fd.load(Ordering::SeqCst);
+            if fd >= 0 {
+                // SAFETY: F_SETFL on an fd number; at worst EBADF.
+                unsafe { libc::fcntl(fd, libc::F_SETFL, slot_flags.load(Ordering::SeqCst)) };
+            }
+        }
+    }
+
+    extern "C" fn on_fatal_signal(signal: libc::c_int) {
+        restore();
+        // SA_RESETHAND put the default action back; the signal is blocked while this runs,
+        // so it kills us as soon as the handler returns.
+        // SAFETY: raise is async-signal-safe.
+        unsafe { libc::raise(signal) };
+    }
+
+    fn install() {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            previous(info);
+        }));
+        for signal in [libc::SIGHUP, libc::SIGQUIT] {
+            // SAFETY: a zeroed sigaction with a handler that is async-signal-safe.
+            unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = on_fatal_signal as extern "C" fn(libc::c_int) as usize;
+                action.sa_flags = libc::SA_RESETHAND;
+                libc::sigemptyset(&mut action.sa_mask);
+                let mut old: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(signal, std::ptr::null(), &mut old);
+                // An ignored signal stays ignored (nohup).
+                if old.sa_sigaction != libc::SIG_IGN {
+                    libc::sigaction(signal, &action, std::ptr::null_mut());
+                }
+            }
+        }
+    }
 }
