@@ -29,7 +29,8 @@ userspace (and reflink for copy). See `zerocat man` for the whole story.";
     version,
     about = "A zero-copy netcat/tee: moves bytes with splice, tee, sendfile and copy_file_range, and says which path ran",
     after_help = AFTER_HELP,
-    propagate_version = true
+    propagate_version = true,
+    args_override_self = true
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -149,7 +150,7 @@ Examples:
 #[derive(Debug, Args)]
 pub struct PipeArgs {
     /// Where the bytes come from (default: stdin).
-    #[arg(default_value = "-", value_parser = parse_endpoint)]
+    #[arg(default_value = "-", value_parser = parse_source)]
     pub src: Endpoint,
     /// Where the bytes go (default: stdout).
     #[arg(default_value = "-", value_parser = parse_endpoint)]
@@ -208,7 +209,7 @@ pub enum SparseArg {
 #[derive(Debug, Args)]
 pub struct TeeArgs {
     /// Where the bytes come from.
-    #[arg(value_parser = parse_endpoint)]
+    #[arg(value_parser = parse_source)]
     pub src: Endpoint,
     /// Where they all go; listeners each accept one connection before data flows.
     #[arg(required = true, value_parser = parse_endpoint)]
@@ -242,10 +243,10 @@ pub struct RelayArgs {
     #[arg(long, value_name = "N")]
     pub max_conns: Option<usize>,
     /// Close a connection that moved no byte either way for this long (500ms, 30s, 5m).
-    #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
     pub idle_timeout: Option<std::time::Duration>,
     /// Give up a connection attempt after this long (each attempt of retry=N).
-    #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
     pub connect_timeout: Option<std::time::Duration>,
     /// Grow the pipes of busy streams to pipe-max-size (saves about a third of the CPU,
     /// but measured slower on loopback than the default 64 KiB pipes).
@@ -263,6 +264,22 @@ pub struct RelayArgs {
 
 fn parse_endpoint(arg: &str) -> Result<Endpoint, String> {
     endpoint::parse(arg).map_err(|e| e.to_string())
+}
+
+/// A source endpoint: write-only file options are refused before anything is opened.
+fn parse_source(arg: &str) -> Result<Endpoint, String> {
+    let endpoint = parse_endpoint(arg)?;
+    check_source(arg, &endpoint)?;
+    Ok(endpoint)
+}
+
+fn check_source(arg: &str, endpoint: &Endpoint) -> Result<(), String> {
+    match endpoint.sink_only_option() {
+        Some(option) => Err(format!(
+            "'{arg}' is a source: {option} only applies to a file being written"
+        )),
+        None => Ok(()),
+    }
 }
 
 fn parse_via(arg: &str) -> Result<Via, String> {
@@ -300,6 +317,13 @@ impl Cli {
             }),
             Command::Copy(mut args) => {
                 let dest = args.paths.pop().expect("clap requires two paths");
+                for source in &args.paths {
+                    if let Err(message) = check_source(&source.to_string(), source) {
+                        Cli::command()
+                            .error(clap::error::ErrorKind::ValueValidation, message)
+                            .exit();
+                    }
+                }
                 Invocation::Copy(CopyConfig {
                     sources: args.paths,
                     dest,

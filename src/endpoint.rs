@@ -8,7 +8,7 @@ use std::fmt;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,7 +20,7 @@ use nix::sys::socket::{
     self, sockopt, AddressFamily, Backlog, SockFlag, SockType, SockaddrLike, SockaddrStorage,
     UnixAddr as NixUnixAddr,
 };
-use nix::sys::stat::Mode;
+use nix::sys::stat::{umask, Mode};
 
 use crate::exit::Interrupted;
 
@@ -89,6 +89,19 @@ pub enum Endpoint {
         mode: Option<u32>,
         backlog: Option<i32>,
     },
+}
+
+impl Endpoint {
+    /// A file option that only means something when writing (`append`, `excl`, `mode=`),
+    /// named for a usage error when this endpoint is a source.
+    pub fn sink_only_option(&self) -> Option<&'static str> {
+        match self {
+            Endpoint::File { opts, .. } if opts.append => Some("append"),
+            Endpoint::File { opts, .. } if opts.excl => Some("excl"),
+            Endpoint::File { opts, .. } if opts.mode.is_some() => Some("mode="),
+            _ => None,
+        }
+    }
 }
 
 /// A malformed endpoint argument: a usage error (exit 2).
@@ -455,8 +468,12 @@ fn parse_retry(value: Option<&str>) -> Result<u32, String> {
     option_number("retry", value, expected, |_: &u32| true)
 }
 
+/// The longest duration a timeout or retry interval may ask for: far beyond any real
+/// need, and far inside what `Instant` arithmetic can hold (a huge one would panic).
+pub const DURATION_MAX: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// A duration as written on the command line: a number with a unit `ms`, `s`, `m` or `h`
-/// (`500ms`, `2s`, `1.5s`, `5m`); a bare number is seconds.
+/// (`500ms`, `2s`, `1.5s`, `5m`); a bare number is seconds. At most [`DURATION_MAX`].
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let expected = "expected a duration such as 500ms, 2s, 1.5s, 5m or 1h";
     let split = text
@@ -473,8 +490,20 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let value: f64 = number
         .parse()
         .map_err(|_| format!("'{text}' is not a duration; {expected}"))?;
-    Duration::try_from_secs_f64(value * scale)
-        .map_err(|_| format!("'{text}' is out of range; {expected}"))
+    match Duration::try_from_secs_f64(value * scale) {
+        Ok(duration) if duration <= DURATION_MAX => Ok(duration),
+        _ => Err(format!(
+            "'{text}' is too long: a duration may be at most 8760h (one year)"
+        )),
+    }
+}
+
+/// A timeout: a duration above 0 (a timeout of 0 would end everything at once).
+pub fn parse_timeout(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        Duration::ZERO => Err(format!("'{text}': a timeout must be above 0")),
+        duration => Ok(duration),
+    }
 }
 
 fn parse_fd(address: &str) -> Result<i32, String> {
@@ -908,25 +937,48 @@ fn open_file(path: &Path, opts: &FileOpts, role: Role) -> anyhow::Result<Opened>
     let is_a_directory = || anyhow!("cannot open '{shown}' for {direction}: is a directory");
     // Not std's OpenOptions: it retries EINTR forever, so a FIFO without a peer, whose
     // open blocks, could not be ended by SIGINT/SIGTERM.
-    let file = loop {
+    let open = |flags: OFlag| loop {
         match nix::fcntl::open(path, flags, mode) {
             // SAFETY: open just returned this descriptor; nothing else owns it.
-            Ok(raw) => break std::fs::File::from(unsafe { OwnedFd::from_raw_fd(raw) }),
+            Ok(raw) => {
+                break Ok(Ok(std::fs::File::from(unsafe {
+                    OwnedFd::from_raw_fd(raw)
+                })))
+            }
             Err(Errno::EINTR) if crate::process::interrupted() => {
-                return Err(Interrupted(format!(
+                break Err(anyhow::Error::from(Interrupted(format!(
                     "interrupted while opening '{shown}' for {direction} \
                      (a FIFO's open waits for its other end)"
-                ))
-                .into())
+                ))))
             }
             Err(Errno::EINTR) => {}
-            Err(Errno::EISDIR) => return Err(is_a_directory()),
-            Err(e) => {
-                return Err(anyhow::Error::from(io::Error::from(e)))
-                    .with_context(|| format!("cannot open '{shown}' for {direction}"))
-            }
+            Err(e) => break Ok(Err(e)),
         }
     };
+    // mode= is exact for a file this open creates (fchmod, past the umask), and leaves an
+    // existing file's mode alone (as `>` and cp do): O_EXCL first tells the two apart.
+    let wants_mode = role == Role::Sink && opts.mode.is_some();
+    let (opened, created) = if wants_mode && !opts.excl {
+        match open(flags | OFlag::O_EXCL)? {
+            Err(Errno::EEXIST) => (open(flags)?, false),
+            other => (other, true),
+        }
+    } else {
+        (open(flags)?, opts.excl)
+    };
+    let file = match opened {
+        Ok(file) => file,
+        Err(Errno::EISDIR) => return Err(is_a_directory()),
+        Err(e) => {
+            return Err(anyhow::Error::from(io::Error::from(e)))
+                .with_context(|| format!("cannot open '{shown}' for {direction}"))
+        }
+    };
+    if let (true, Some(bits)) = (wants_mode && created, opts.mode) {
+        nix::sys::stat::fchmod(file.as_raw_fd(), Mode::from_bits_truncate(bits))
+            .map_err(io::Error::from)
+            .with_context(|| format!("cannot chmod '{shown}' to {bits:04o}"))?;
+    }
     let file_type = file
         .metadata()
         .with_context(|| format!("cannot stat '{shown}'"))?
@@ -1000,7 +1052,16 @@ fn listen_unix(addr: &UnixAddr, mode: Option<u32>, backlog: i32) -> anyhow::Resu
             None
         }
         UnixAddr::Path(path) => {
-            bind_unix_path(&fd, path)?;
+            // bind() creates the socket file through the umask, and fchmod on a socket fd
+            // does not reach that file: so the umask is set to give exactly `mode` for the
+            // bind, never a chmod by a path someone could swap. The umask is process-wide;
+            // endpoints are opened before any thread that creates files starts.
+            let saved = mode.map(|m| umask(Mode::from_bits_truncate(!m & 0o777)));
+            let bound = bind_unix_path(&fd, path);
+            if let Some(saved) = saved {
+                umask(saved);
+            }
+            bound?;
             let meta = std::fs::symlink_metadata(path)
                 .with_context(|| format!("cannot stat '{}'", path.display()))?;
             Some((path.clone(), meta.dev(), meta.ino()))
@@ -1012,11 +1073,6 @@ fn listen_unix(addr: &UnixAddr, mode: Option<u32>, backlog: i32) -> anyhow::Resu
         local: addr.to_string(),
         socket_file,
     };
-    // Before listen(), so no client connects while the umask's mode still applies.
-    if let (Some(mode), UnixAddr::Path(path)) = (mode, addr) {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-            .with_context(|| format!("cannot chmod '{}' to {mode:04o}", path.display()))?;
-    }
     socket::listen(&listener.fd, to_backlog(backlog)).map_err(io::Error::from)?;
     Ok(listener)
 }
@@ -1147,6 +1203,7 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::net::TcpStream;
+    use std::os::unix::fs::PermissionsExt;
     use std::os::unix::net::UnixListener as StdUnixListener;
 
     fn ok(arg: &str) -> Endpoint {
@@ -1424,6 +1481,10 @@ mod tests {
         err("file:x,mode=17777", &["above 07777"]);
         err("file:x,append,append", &["'append'", "twice"]);
         err("file:x,append=yes", &["takes no value"]);
+        err(
+            "tcp:h:1,retry=1,interval=8761h",
+            &["interval", "at most 8760h"],
+        );
         err("file:x,sync", &["'sync'", "is not an option of file:"]);
         err("file:x,", &["empty option"]);
         err("tcp-l:1,backlog=0", &["positive"]);
@@ -1487,6 +1548,13 @@ mod tests {
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("8760h"), Ok(DURATION_MAX));
+        assert!(parse_duration("8760.001h").is_err());
+        assert!(parse_duration("5000000000000000h")
+            .unwrap_err()
+            .contains("at most"));
+        assert!(parse_timeout("0").unwrap_err().contains("above 0"));
+        assert_eq!(parse_timeout("1ms"), Ok(Duration::from_millis(1)));
         assert!(parse_duration("").is_err());
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("1e400s").is_err());
@@ -1665,7 +1733,10 @@ mod tests {
         let excl = ok(&format!("file:{},excl,mode=0640", fresh.display()));
         assert!(!excl.open(Role::Sink).unwrap().truncate_pending);
         let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode & !0o640, 0, "umask may only clear bits: {mode:o}");
+        assert_eq!(
+            mode, 0o640,
+            "mode= is exact for a created file, whatever the umask"
+        );
         let e = excl
             .open(Role::Sink)
             .expect_err("excl refuses an existing file");

@@ -82,7 +82,6 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
     let (number, unit) = s.split_at(split);
-    let value: f64 = number.parse().map_err(|_| bad())?;
     let unit = unit.trim();
     let unit = unit
         .strip_suffix('B')
@@ -97,11 +96,39 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
         "t" => 40,
         _ => return Err(bad()),
     };
-    let bytes = value * (1u64 << shift) as f64;
-    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
-        return Err(bad());
+    exact_bytes(number, shift).ok_or_else(bad)
+}
+
+/// `number << shift` computed in integers (an f64 rounds above 2^53): the integer part
+/// exactly, the fraction's bits as far as the unit reaches, rounded to the nearest byte.
+fn exact_bytes(number: &str, shift: u32) -> Option<u64> {
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty() {
+        return None;
     }
-    Ok(bytes.round() as u64)
+    let digits_only = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if !digits_only(whole) || !digits_only(fraction) {
+        return None;
+    }
+    let whole: u128 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    // Digits beyond 30 cannot change a u64 result of a shift of at most 40 bits.
+    let fraction = &fraction[..fraction.len().min(30)];
+    let scale = 10u128.pow(fraction.len() as u32);
+    let numerator: u128 = if fraction.is_empty() {
+        0
+    } else {
+        fraction.parse().ok()?
+    };
+    let fraction_bytes = ((numerator << shift) + scale / 2) / scale;
+    let bytes = whole.checked_shl(shift)?.checked_add(fraction_bytes)?;
+    if whole >= 1 << 64 || bytes >= u64::MAX as u128 {
+        return None;
+    }
+    u64::try_from(bytes).ok()
 }
 
 /// `--limit`: a rate of at least one byte per second.
@@ -129,6 +156,24 @@ mod tests {
         assert!(parse_bytes("10X").is_err());
         assert!(parse_bytes("").is_err());
         assert!(parse_rate("0").is_err());
+    }
+
+    #[test]
+    fn sizes_parse_exactly_in_integers() {
+        // 2^53 + 1: an f64 rounds it to 2^53.
+        assert_eq!(parse_bytes("9007199254740993"), Ok(9_007_199_254_740_993));
+        assert_eq!(parse_rate("9007199254740993"), Ok(9_007_199_254_740_993));
+        assert_eq!(parse_bytes("1.5M"), Ok(1_572_864));
+        assert_eq!(parse_bytes("8191.999999T"), Ok(9_007_199_253_641_480));
+        assert_eq!(parse_bytes("0.5k"), Ok(512));
+        assert_eq!(parse_bytes(".5k"), Ok(512));
+        assert_eq!(parse_bytes("1.5"), Ok(2));
+        assert_eq!(parse_bytes("18446744073709551614"), Ok(u64::MAX - 1));
+        assert!(parse_bytes("18446744073709551615").is_err());
+        assert!(parse_bytes("16777216T").is_err());
+        assert!(parse_bytes(".").is_err());
+        assert!(parse_bytes("1.2.3").is_err());
+        assert!(parse_bytes("99999999999999999999999999999999999999999").is_err());
     }
 
     #[test]

@@ -102,8 +102,10 @@ the inherited file descriptor \fIN\fR.
 .TP
 \fBfile:\fIPATH\fR, or a bare \fIPATH\fR
 a file: opened read\-only as a source; created or truncated as a sink (like \fB>\fR and
-\fBcp\fR). Options: \fBappend\fR, \fBexcl\fR (refuse an existing file),
-\fBmode=\fI0600\fR.
+\fBcp\fR). Options, for a sink only (on a source they are usage errors): \fBappend\fR,
+\fBexcl\fR (refuse an existing file), \fBmode=\fI0600\fR (exactly this mode, whatever the
+umask, for a file zerocat creates; an existing file keeps its mode, as with \fB>\fR and
+\fBcp\fR).
 .TP
 \fBtcp:\fIHOST\fB:\fIPORT\fR
 connect. IPv6 goes in brackets: \fBtcp:[::1]:8080\fR. \fIHOST\fR may be a name; it is
@@ -116,7 +118,12 @@ accept one connection (relay: every connection). Option: \fBbacklog=\fIN\fR.
 connect to a unix socket; \fB@\fR names an abstract socket.
 .TP
 \fBunix\-listen:\fIPATH\fR, \fBunix\-listen:@\fINAME\fR
-accept on a unix socket. Option: \fBmode=\fI0600\fR.
+accept on a unix socket. Option: \fBmode=\fI0600\fR: the socket file is created with
+exactly this mode (the umask is set for the bind; nothing is chmod\-ed by path).
+.PP
+Durations (\fB\-\-idle\-timeout\fR, \fB\-\-connect\-timeout\fR, \fBinterval=\fR) are at most
+8760h (one year); a timeout of 0 is a usage error. An option given twice takes the last
+value.
 .PP
 \fBA listener with no HOST binds 127.0.0.1.\fR
 Exposing a port is explicit: \fBtcp\-listen:0.0.0.0:8080\fR or
