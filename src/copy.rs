@@ -141,6 +141,9 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
 
     let started = Instant::now();
     copier.start_progress(&sources);
+    // Two operands with one name into a directory: the second would overwrite what this run
+    // just made. Refused, as cp does ("will not overwrite just-created").
+    let mut made: HashSet<PathBuf> = HashSet::new();
     for src in &sources {
         if crate::process::interrupted() {
             break;
@@ -156,6 +159,19 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
         } else {
             dest.clone()
         };
+        if !made.insert(target.clone()) {
+            copier.fail(
+                src,
+                &target,
+                "entry",
+                format!(
+                    "will not overwrite just-created '{}' with '{}'",
+                    target.display(),
+                    src.display()
+                ),
+            );
+            continue;
+        }
         copier.copy_top(src, &target);
     }
     let seconds = started.elapsed().as_secs_f64();
