@@ -677,11 +677,12 @@ impl<'a> Copier<'a> {
             ));
         }
         let src_size = sst.st_size as u64;
+        let pseudo = is_pseudo_file(source.as_fd());
         let dst_is_file = dst_info.kind == FdKind::File;
         let dst_size = dst_info.size.unwrap_or(0);
 
         let mut start = 0;
-        if self.cfg.resume && dst_is_file && self.cfg.reflink != ReflinkMode::Always {
+        if self.cfg.resume && dst_is_file && !pseudo && self.cfg.reflink != ReflinkMode::Always {
             start = resume_point(source.as_fd(), sink.as_fd(), src_size, dst_size);
         }
         if start == 0 && dst_is_file && dst_size > 0 {
@@ -703,10 +704,11 @@ impl<'a> Copier<'a> {
         if !forced {
             // A clone replaces the whole file: not for the rest of a resumed one. A source
             // whose size says 0 may be procfs/sysfs, where copy_file_range says 0 too.
+            let sizeless = src_size == 0 || pseudo;
             chain.retain(|&p| {
                 let unfit = match p {
-                    Path::Reflink => start > 0 || src_size == 0,
-                    Path::CopyFileRange => src_size == 0,
+                    Path::Reflink => start > 0 || sizeless,
+                    Path::CopyFileRange => sizeless,
                     _ => false,
                 };
                 !unfit && !self.refused.contains(&(sst.st_dev, dst_info.identity.0, p))
@@ -722,7 +724,10 @@ impl<'a> Copier<'a> {
             dst_info,
         };
 
+        // A pseudo file's st_size is not its length (sysfs says 4096, procfs 0 or a guess)
+        // and it has no extents: it is read to its end, never walked or extended.
         let walk = dst_is_file
+            && !pseudo
             && match self.cfg.sparse {
                 SparseMode::Never => false,
                 SparseMode::Auto => (sst.st_blocks as u64) * 512 < src_size,
@@ -1135,6 +1140,15 @@ fn resume_point(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, src_size: u64, dst_siz
     } else {
         0
     }
+}
+
+/// A file of procfs or sysfs, whose st_size and st_blocks say nothing of its bytes.
+fn is_pseudo_file(fd: BorrowedFd<'_>) -> bool {
+    use nix::sys::statfs::{fstatfs, PROC_SUPER_MAGIC, SYSFS_MAGIC};
+    fstatfs(fd).is_ok_and(|fs| {
+        let t = fs.filesystem_type();
+        t == PROC_SUPER_MAGIC || t == SYSFS_MAGIC
+    })
 }
 
 fn read_exact_at(fd: BorrowedFd<'_>, mut buf: &mut [u8], mut offset: u64) -> bool {

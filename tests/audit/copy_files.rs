@@ -52,3 +52,89 @@ fn copy_refuses_a_second_source_with_the_name_of_a_just_created_file() {
     assert_eq!(report["files"], 1);
     assert_eq!(report["failed"], 1);
 }
+
+/// Copies one pseudo file to a fresh path and returns (what the copy wrote, the report).
+fn copy_pseudo(src: &str) -> (Vec<u8>, Value) {
+    let dir = tempdir();
+    let out = dir.path().join("out");
+    let (code, report, err) = copy(&[], &[Path::new(src), &out]);
+    assert_eq!(code, 0, "copy {src}: {err}");
+    let got = fs::read(&out).unwrap();
+    assert_eq!(report["bytes"], got.len() as u64, "copy {src}: {report}");
+    assert_eq!(report["entries"][0]["bytes"], got.len() as u64, "{report}");
+    (got, report)
+}
+
+#[test]
+fn copy_of_proc_and_sys_files_writes_their_exact_bytes() {
+    for src in ["/proc/cmdline", "/sys/devices/system/cpu/online"] {
+        if !Path::new(src).exists() {
+            eprintln!("skipped {src}: absent on this machine");
+            continue;
+        }
+        let want = fs::read(src).unwrap();
+        let (got, _) = copy_pseudo(src);
+        assert_bytes_eq(&got, &want, src);
+    }
+    // cpuinfo is stable here (no per-read MHz change seen); read it just before.
+    let want = fs::read("/proc/cpuinfo").unwrap();
+    let (got, _) = copy_pseudo("/proc/cpuinfo");
+    if got != want {
+        // A kernel that reports a changing clock: same shape, no padding.
+        assert!(!got.contains(&0), "NULs in the copy of /proc/cpuinfo");
+        let lines = |b: &[u8]| b.iter().filter(|&&c| c == b'\n').count();
+        assert_eq!(lines(&got), lines(&want), "/proc/cpuinfo's line count");
+    }
+    // The copier's own status: differs from ours, but is text, whole and unpadded.
+    let (got, _) = copy_pseudo("/proc/self/status");
+    assert!(
+        got.starts_with(b"Name:"),
+        "{:?}",
+        String::from_utf8_lossy(&got)
+    );
+    assert!(got.ends_with(b"\n"), "{:?}", String::from_utf8_lossy(&got));
+    assert!(!got.contains(&0), "NULs in the copy of /proc/self/status");
+}
+
+#[test]
+fn copy_r_of_a_sysfs_directory_writes_each_files_exact_bytes() {
+    let src = [
+        "/sys/devices/system/cpu/cpu0/topology",
+        "/sys/kernel/mm/transparent_hugepage",
+    ]
+    .into_iter()
+    .map(Path::new)
+    .find(|p| p.is_dir());
+    let Some(src) = src else {
+        eprintln!("skipped: no small sysfs directory (cpu0/topology, transparent_hugepage)");
+        return;
+    };
+    let dir = tempdir();
+    let out = dir.path().join("t");
+    let mut want = Vec::new();
+    for item in fs::read_dir(src).unwrap() {
+        let item = item.unwrap();
+        if item.file_type().unwrap().is_file() {
+            if let Ok(bytes) = fs::read(item.path()) {
+                want.push((item.file_name(), bytes));
+            }
+        }
+    }
+    assert!(!want.is_empty(), "no readable file in {}", src.display());
+    let (code, report, err) = copy(&["-r"], &[src, &out]);
+    assert_eq!(code, 0, "{err}");
+    let mut total = 0;
+    for (name, bytes) in &want {
+        let got = fs::read(out.join(name)).unwrap();
+        assert_bytes_eq(&got, bytes, &name.to_string_lossy());
+        total += bytes.len() as u64;
+    }
+    let files: u64 = report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "file")
+        .map(|e| e["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(files, total, "{report}");
+}
