@@ -35,7 +35,9 @@ use crate::exit::{ExitCode, UsageError};
 use crate::fdkind::{FdInfo, FdKind};
 use crate::pipe::{self, PipeConfig};
 use crate::progress::{self, Meter, ProgressGuard, Watch};
-use crate::report::{self, human_bytes, json_array, json_string, JsonObject, StatsFormat};
+use crate::report::{
+    self, human_bytes, human_duration, json_array, json_string, JsonObject, StatsFormat,
+};
 use crate::Options;
 
 /// `--sparse`: where the copy has holes.
@@ -68,8 +70,8 @@ pub struct CopyConfig {
 
 /// The zero-detecting block of `--sparse=always`: whole filesystem blocks become holes.
 const ZERO_BLOCK: usize = 4096;
-/// How much of the destination's prefix `--resume` compares with the source, at its start
-/// and at its end (the end is what an interrupted copy wrote last).
+/// The block `--resume` reads of the source and the destination at a time, comparing the
+/// whole kept prefix.
 const RESUME_CHECK: usize = 1 << 20;
 
 pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
@@ -268,6 +270,8 @@ struct Entry {
     record: Record,
     holes: u64,
     resumed: u64,
+    /// `--resume`: how long comparing the destination with the source took, when it ran.
+    resume_check_seconds: Option<f64>,
     /// `-n` and the destination existed.
     skipped: bool,
     error: Option<String>,
@@ -278,6 +282,7 @@ struct Totals {
     record: Record,
     holes: u64,
     resumed: u64,
+    resume_check_seconds: f64,
     files: u64,
     dirs: u64,
     symlinks: u64,
@@ -683,7 +688,9 @@ impl<'a> Copier<'a> {
 
         let mut start = 0;
         if self.cfg.resume && dst_is_file && !pseudo && self.cfg.reflink != ReflinkMode::Always {
+            let checking = Instant::now();
             start = resume_point(source.as_fd(), sink.as_fd(), src_size, dst_size);
+            e.resume_check_seconds = Some(checking.elapsed().as_secs_f64());
         }
         if start == 0 && dst_is_file && dst_size > 0 {
             nix::unistd::ftruncate(sink.as_fd(), 0)
@@ -875,6 +882,7 @@ impl<'a> Copier<'a> {
         merge(&mut self.totals.record, &e.record);
         self.totals.holes += e.holes;
         self.totals.resumed += e.resumed;
+        self.totals.resume_check_seconds += e.resume_check_seconds.unwrap_or(0.0);
         if e.kind == "file" {
             self.files_done.fetch_add(1, Ordering::Relaxed);
         }
@@ -956,6 +964,7 @@ impl<'a> Copier<'a> {
             .num("failed", t.failed)
             .num("holes", t.holes)
             .num("resumed", t.resumed)
+            .float("resume_check_seconds", t.resume_check_seconds)
             .raw("src", &json_array(&srcs))
             .raw("dst", &named(dest));
         report::record_json(&mut o, &t.record);
@@ -1053,8 +1062,17 @@ fn entry_line(e: &Entry) -> String {
         if e.holes > 0 {
             s.push_str(&format!(", {} of holes skipped", human_bytes(e.holes)));
         }
-        if e.resumed > 0 {
-            s.push_str(&format!(", {} resumed", human_bytes(e.resumed)));
+        match e.resume_check_seconds {
+            Some(t) if e.resumed > 0 => s.push_str(&format!(
+                ", {} resumed (prefix checked in {})",
+                human_bytes(e.resumed),
+                human_duration(t)
+            )),
+            Some(t) => s.push_str(&format!(
+                ", copied from the start (destination checked in {}: not a prefix)",
+                human_duration(t)
+            )),
+            None => {}
         }
         s
     } else {
@@ -1072,6 +1090,10 @@ fn entry_json(e: &Entry) -> String {
         .num("holes", e.holes)
         .num("resumed", e.resumed)
         .bool("skipped", e.skipped);
+    match e.resume_check_seconds {
+        Some(seconds) => o.float("resume_check_seconds", seconds),
+        None => o.raw("resume_check_seconds", "null"),
+    };
     report::record_json(&mut o, &e.record);
     match &e.error {
         Some(text) => o.raw("error", &json_string(text)),
@@ -1123,23 +1145,24 @@ fn open_existing(dst: &FsPath, force: bool, src_mode: u32, resume: bool) -> io::
 }
 
 /// `--resume`: how much of the destination to keep. Its whole length when it is no longer
-/// than the source and its first and last [`RESUME_CHECK`] bytes match the source's;
-/// otherwise 0 (the destination is not trusted and is copied again from the start).
+/// than the source and every byte of it matches the source's (compared in [`RESUME_CHECK`]
+/// blocks); otherwise 0 (the destination is not trusted and is copied again from the start).
 fn resume_point(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, src_size: u64, dst_size: u64) -> u64 {
     if dst_size == 0 || dst_size > src_size {
         return 0;
     }
-    let check = |offset: u64, len: usize| -> bool {
-        let mut a = vec![0u8; len];
-        let mut b = vec![0u8; len];
-        read_exact_at(src, &mut a, offset) && read_exact_at(dst, &mut b, offset) && a == b
-    };
-    let len = (dst_size as usize).min(RESUME_CHECK);
-    if check(0, len) && check(dst_size - len as u64, len) {
-        dst_size
-    } else {
-        0
+    let mut a = vec![0u8; RESUME_CHECK];
+    let mut b = vec![0u8; RESUME_CHECK];
+    let mut offset = 0;
+    while offset < dst_size {
+        let len = (dst_size - offset).min(RESUME_CHECK as u64) as usize;
+        let (a, b) = (&mut a[..len], &mut b[..len]);
+        if !(read_exact_at(src, a, offset) && read_exact_at(dst, b, offset) && a == b) {
+            return 0;
+        }
+        offset += len as u64;
     }
+    dst_size
 }
 
 /// A file of procfs or sysfs, whose st_size and st_blocks say nothing of its bytes.

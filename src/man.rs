@@ -254,13 +254,17 @@ blocks).
 \fBresumed\fR
 bytes of destinations kept by \fB\-\-resume\fR.
 .TP
+\fBresume_check_seconds\fR
+seconds \fB\-\-resume\fR spent comparing destinations with their sources (0 without it).
+.TP
 \fBentries\fR
 array, one object per entry in the order each was done (a directory after what it
 holds; always, also without \fB\-v\fR):
 \fBsrc\fR and \fBdst\fR (paths, as strings), \fBkind\fR (\fBfile\fR, \fBdir\fR,
 \fBsymlink\fR, \fBfifo\fR, \fBdevice\fR, \fBsocket\fR, or \fBentry\fR when it could not
 even be examined), \fBbytes\fR, \fBholes\fR, \fBresumed\fR, \fBskipped\fR (true or
-false), \fBpaths\fR, \fBfallbacks\fR and \fBerror\fR (the message, or null).
+false), \fBresume_check_seconds\fR (null when no destination was compared), \fBpaths\fR,
+\fBfallbacks\fR and \fBerror\fR (the message, or null).
 .PP
 \fBtee\fR adds:
 .TP

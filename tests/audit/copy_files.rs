@@ -138,3 +138,57 @@ fn copy_r_of_a_sysfs_directory_writes_each_files_exact_bytes() {
         .sum();
     assert_eq!(files, total, "{report}");
 }
+
+const MIB: usize = 1 << 20;
+
+/// `copy --resume -v` of an 8 MiB source onto its first 6 MiB, `tamper`ed: (result, source,
+/// report, whether stderr names the check's time).
+fn resume_onto_prefix(tamper: impl Fn(&mut Vec<u8>)) -> (Vec<u8>, Vec<u8>, Value, bool) {
+    let dir = tempdir();
+    let want = data(8 * MIB);
+    let src = write_file(dir.path(), "src", &want);
+    let mut prefix = want[..6 * MIB].to_vec();
+    tamper(&mut prefix);
+    let dst = write_file(dir.path(), "dst", &prefix);
+    let (code, report, err) = copy(&["--resume", "-v"], &[&src, &dst]);
+    assert_eq!(code, 0, "{err}");
+    // -v names the check and its time; asserted after the bytes.
+    let checked = err.contains("checked in");
+    (fs::read(&dst).unwrap(), want, report, checked)
+}
+
+#[test]
+fn copy_resume_does_not_keep_a_prefix_whose_middle_differs() {
+    let (got, want, report, checked) = resume_onto_prefix(|p| p[3 * MIB] ^= 0x5a);
+    assert_bytes_eq(&got, &want, "resumed onto a prefix differing at 3 MiB");
+    assert_eq!(report["resumed"], 0, "{report}");
+    assert_eq!(report["entries"][0]["resumed"], 0, "{report}");
+    assert_eq!(report["bytes"], (8 * MIB) as u64, "{report}");
+    assert!(
+        report["resume_check_seconds"].as_f64().is_some(),
+        "{report}"
+    );
+    assert!(
+        report["entries"][0]["resume_check_seconds"]
+            .as_f64()
+            .is_some(),
+        "{report}"
+    );
+}
+
+#[test]
+fn copy_resume_keeps_a_prefix_that_matches_throughout() {
+    let (got, want, report, checked) = resume_onto_prefix(|_| {});
+    assert_bytes_eq(&got, &want, "resumed onto a good prefix");
+    assert_eq!(report["resumed"], (6 * MIB) as u64, "{report}");
+    assert_eq!(
+        report["entries"][0]["resumed"],
+        (6 * MIB) as u64,
+        "{report}"
+    );
+    assert_eq!(report["bytes"], (2 * MIB) as u64, "{report}");
+    assert!(
+        report["resume_check_seconds"].as_f64().is_some(),
+        "{report}"
+    );
+}
