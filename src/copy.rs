@@ -670,10 +670,9 @@ impl<'a> Copier<'a> {
         };
         // From the fstat already made: a file zerocat opened itself needs no fcntl.
         let src_info = FdInfo::from_stat(&sst);
-        let dst_info = match fstat(sink.as_fd()) {
-            Ok(st) => FdInfo::from_stat(&st),
-            Err(err) => return Err(format!("cannot stat the destination: {err}")),
-        };
+        let dst_st =
+            fstat(sink.as_fd()).map_err(|err| format!("cannot stat the destination: {err}"))?;
+        let dst_info = FdInfo::from_stat(&dst_st);
         if src_info.identity == dst_info.identity {
             return Err(format!(
                 "'{}' and '{}' are the same file: refusing (destination untouched)",
@@ -683,7 +682,9 @@ impl<'a> Copier<'a> {
         }
         let src_size = sst.st_size as u64;
         let pseudo = is_pseudo_file(source.as_fd());
-        let dst_is_file = dst_info.kind == FdKind::File;
+        // Only a regular file can keep holes, be truncated or be resumed (cp's rule): a block
+        // device (FdKind::File too) keeps its old bytes where a hole is skipped.
+        let dst_is_file = dst_st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFREG;
         let dst_size = dst_info.size.unwrap_or(0);
 
         let mut start = 0;

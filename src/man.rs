@@ -313,6 +313,24 @@ and tee stay the path.
 A \fBcopy\fR is one transfer: the rate is for all its files together (a reflink moves
 no data and is not held back).
 \fBtee\fR paces what it takes from the source, so every sink gets \fIRATE\fR.
+.SH COPY: FILES
+Holes are left only in a destination that is a regular file (\fBcp\fR's rule): onto a
+block device or any other sink the zeros are written, also with \fB\-\-sparse=always\fR,
+so no old byte of the device survives where the source has a hole.
+.PP
+Files of procfs and sysfs are read to their end: their size says nothing of their bytes
+(sysfs says 4096, procfs 0 or a guess), so the copy is never walked for holes, extended
+or cut to that size; it has exactly the bytes a read gives.
+.PP
+\fB\-\-resume\fR keeps a destination only when every byte of it matches the source,
+compared 1 MiB at a time (as long as reading it once more); a destination that differs
+anywhere is copied again from the start. The time the check took is reported
+(\fBresume_check_seconds\fR, and on the \fB\-v\fR line:
+\fB6.00 MiB resumed (prefix checked in 2.1 ms)\fR).
+.PP
+Two sources with the same name copied into one directory (\fBcopy a/x b/x dst/\fR): the
+second is refused ("will not overwrite just\-created 'dst/x' with 'b/x'"), as by
+\fBcp\fR; it is reported failed and the run ends with exit status 1.
 .SH COPY: MODES, OWNERS AND SYMLINKS
 A file, directory or special file that \fBcopy\fR creates gets the source's permission
 bits through the umask, as with \fBcp\fR. An existing destination directory keeps its

@@ -174,6 +174,7 @@ fn copy_resume_does_not_keep_a_prefix_whose_middle_differs() {
             .is_some(),
         "{report}"
     );
+    assert!(checked, "no 'checked in' on the -v line");
 }
 
 #[test]
@@ -191,4 +192,74 @@ fn copy_resume_keeps_a_prefix_that_matches_throughout() {
         report["resume_check_seconds"].as_f64().is_some(),
         "{report}"
     );
+    assert!(checked, "no 'checked in' on the -v line");
+}
+
+/// A loop device over an image file of its own, detached on drop.
+struct LoopDevice {
+    dev: String,
+    _dir: tempfile::TempDir,
+}
+
+impl LoopDevice {
+    fn new(len: u64) -> Result<LoopDevice, String> {
+        let dir = tempdir();
+        let img = dir.path().join("img");
+        fs::File::create(&img).unwrap().set_len(len).unwrap();
+        let out = std::process::Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&img)
+            .output()
+            .map_err(|e| format!("losetup: {e}"))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        Ok(LoopDevice { dev, _dir: dir })
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("losetup")
+            .args(["-d", &self.dev])
+            .status();
+    }
+}
+
+#[test]
+fn copy_onto_a_block_device_writes_the_holes_as_zeros() {
+    let device = match LoopDevice::new(8 * MIB as u64) {
+        Ok(d) => d,
+        Err(why) => {
+            eprintln!("skipped: no loop device ({why})");
+            return;
+        }
+    };
+    let dev = Path::new(&device.dev);
+    // Holes at the start, in the middle and at the end of 6 MiB.
+    let len = 6 * MIB;
+    let mut want = vec![0u8; len];
+    let dir = tempdir();
+    let src = dir.path().join("sparse.img");
+    {
+        use std::os::unix::fs::FileExt;
+        let f = fs::File::create(&src).unwrap();
+        f.set_len(len as u64).unwrap();
+        for (at, n) in [(MIB, 1536 * 1024), (3 * MIB, MIB)] {
+            let bytes = data(n);
+            f.write_all_at(&bytes, at as u64).unwrap();
+            want[at..at + n].copy_from_slice(&bytes);
+        }
+    }
+    for flags in [&[][..], &["--sparse=always"][..]] {
+        fs::write(dev, vec![0xaau8; 8 * MIB]).unwrap();
+        let (code, report, err) = copy(flags, &[&src, dev]);
+        let mut got = fs::read(dev).unwrap();
+        got.truncate(len);
+        assert_bytes_eq(&got, &want, &format!("{} after copy {flags:?}", device.dev));
+        assert_eq!(code, 0, "copy {flags:?}: {err}");
+        assert_eq!(report["bytes"], len as u64, "{report}");
+        assert_eq!(report["holes"], 0, "{report}");
+    }
 }
