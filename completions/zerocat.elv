@@ -73,7 +73,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --force 'A destination that cannot be opened is removed and created anew'
             cand -p 'Also keep exact mode bits, ownership (where permitted) and timestamps'
             cand --preserve 'Also keep exact mode bits, ownership (where permitted) and timestamps'
-            cand --resume 'Continue an interrupted copy: keep a destination that is a verified prefix of the source (first and last MiB compared) and copy the rest; any other destination is copied again from the start'
+            cand --resume 'Continue an interrupted copy: keep a destination that is a verified prefix of the source (every byte compared, 1 MiB at a time; the time it took is reported) and copy the rest; any other destination is copied again from the start'
             cand --special 'Recreate FIFOs and device nodes instead of refusing them'
             cand -q 'No report line, no progress'
             cand --quiet 'No report line, no progress'

@@ -70,7 +70,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s r -l recursive 
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s n -l no-clobber -d 'Never overwrite an existing destination (it is skipped and counted)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s f -l force -d 'A destination that cannot be opened is removed and created anew'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s p -l preserve -d 'Also keep exact mode bits, ownership (where permitted) and timestamps'
-complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l resume -d 'Continue an interrupted copy: keep a destination that is a verified prefix of the source (first and last MiB compared) and copy the rest; any other destination is copied again from the start'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l resume -d 'Continue an interrupted copy: keep a destination that is a verified prefix of the source (every byte compared, 1 MiB at a time; the time it took is reported) and copy the rest; any other destination is copied again from the start'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l special -d 'Recreate FIFOs and device nodes instead of refusing them'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'

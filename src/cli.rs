@@ -183,8 +183,8 @@ pub struct CopyArgs {
     #[arg(long, value_enum, default_value_t = SparseArg::Auto, value_name = "WHEN")]
     pub sparse: SparseArg,
     /// Continue an interrupted copy: keep a destination that is a verified prefix of the
-    /// source (first and last MiB compared) and copy the rest; any other destination is
-    /// copied again from the start.
+    /// source (every byte compared, 1 MiB at a time; the time it took is reported) and copy
+    /// the rest; any other destination is copied again from the start.
     #[arg(long)]
     pub resume: bool,
     /// Recreate FIFOs and device nodes instead of refusing them.

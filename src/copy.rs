@@ -35,7 +35,9 @@ use crate::exit::{ExitCode, UsageError};
 use crate::fdkind::{FdInfo, FdKind};
 use crate::pipe::{self, PipeConfig};
 use crate::progress::{self, Meter, ProgressGuard, Watch};
-use crate::report::{self, human_bytes, json_array, json_string, JsonObject, StatsFormat};
+use crate::report::{
+    self, human_bytes, human_duration, json_array, json_string, JsonObject, StatsFormat,
+};
 use crate::Options;
 
 /// `--sparse`: where the copy has holes.
@@ -66,8 +68,8 @@ pub struct CopyConfig {
     pub special: bool,
 }
 
-/// How much of the destination's prefix `--resume` compares with the source, at its start
-/// and at its end (the end is what an interrupted copy wrote last).
+/// The block `--resume` reads of the source and the destination at a time, comparing the
+/// whole kept prefix.
 const RESUME_CHECK: usize = 1 << 20;
 
 pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
@@ -139,6 +141,9 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
 
     let started = Instant::now();
     copier.start_progress(&sources);
+    // Two operands with one name into a directory: the second would overwrite what this run
+    // just made. Refused, as cp does ("will not overwrite just-created").
+    let mut made: HashSet<PathBuf> = HashSet::new();
     for src in &sources {
         if crate::process::interrupted() {
             break;
@@ -154,6 +159,19 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
         } else {
             dest.clone()
         };
+        if !made.insert(target.clone()) {
+            copier.fail(
+                src,
+                &target,
+                "entry",
+                format!(
+                    "will not overwrite just-created '{}' with '{}'",
+                    target.display(),
+                    src.display()
+                ),
+            );
+            continue;
+        }
         copier.copy_top(src, &target);
     }
     let seconds = started.elapsed().as_secs_f64();
@@ -250,6 +268,8 @@ struct Entry {
     record: Record,
     holes: u64,
     resumed: u64,
+    /// `--resume`: how long comparing the destination with the source took, when it ran.
+    resume_check_seconds: Option<f64>,
     /// `-n` and the destination existed.
     skipped: bool,
     error: Option<String>,
@@ -260,6 +280,7 @@ struct Totals {
     record: Record,
     holes: u64,
     resumed: u64,
+    resume_check_seconds: f64,
     files: u64,
     dirs: u64,
     symlinks: u64,
@@ -647,10 +668,9 @@ impl<'a> Copier<'a> {
         };
         // From the fstat already made: a file zerocat opened itself needs no fcntl.
         let src_info = FdInfo::from_stat(&sst);
-        let dst_info = match fstat(sink.as_fd()) {
-            Ok(st) => FdInfo::from_stat(&st),
-            Err(err) => return Err(format!("cannot stat the destination: {err}")),
-        };
+        let dst_st =
+            fstat(sink.as_fd()).map_err(|err| format!("cannot stat the destination: {err}"))?;
+        let dst_info = FdInfo::from_stat(&dst_st);
         if src_info.identity == dst_info.identity {
             return Err(format!(
                 "'{}' and '{}' are the same file: refusing (destination untouched)",
@@ -659,12 +679,17 @@ impl<'a> Copier<'a> {
             ));
         }
         let src_size = sst.st_size as u64;
-        let dst_is_file = dst_info.kind == FdKind::File;
+        let pseudo = is_pseudo_file(source.as_fd());
+        // Only a regular file can keep holes, be truncated or be resumed (cp's rule): a block
+        // device (FdKind::File too) keeps its old bytes where a hole is skipped.
+        let dst_is_file = dst_st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFREG;
         let dst_size = dst_info.size.unwrap_or(0);
 
         let mut start = 0;
-        if self.cfg.resume && dst_is_file && self.cfg.reflink != ReflinkMode::Always {
+        if self.cfg.resume && dst_is_file && !pseudo && self.cfg.reflink != ReflinkMode::Always {
+            let checking = Instant::now();
             start = resume_point(source.as_fd(), sink.as_fd(), src_size, dst_size);
+            e.resume_check_seconds = Some(checking.elapsed().as_secs_f64());
         }
         if start == 0 && dst_is_file && dst_size > 0 {
             nix::unistd::ftruncate(sink.as_fd(), 0)
@@ -685,10 +710,11 @@ impl<'a> Copier<'a> {
         if !forced {
             // A clone replaces the whole file: not for the rest of a resumed one. A source
             // whose size says 0 may be procfs/sysfs, where copy_file_range says 0 too.
+            let sizeless = src_size == 0 || pseudo;
             chain.retain(|&p| {
                 let unfit = match p {
-                    Path::Reflink => start > 0 || src_size == 0,
-                    Path::CopyFileRange => src_size == 0,
+                    Path::Reflink => start > 0 || sizeless,
+                    Path::CopyFileRange => sizeless,
                     _ => false,
                 };
                 !unfit && !self.refused.contains(&(sst.st_dev, dst_info.identity.0, p))
@@ -704,7 +730,10 @@ impl<'a> Copier<'a> {
             dst_info,
         };
 
+        // A pseudo file's st_size is not its length (sysfs says 4096, procfs 0 or a guess)
+        // and it has no extents: it is read to its end, never walked or extended.
         let walk = dst_is_file
+            && !pseudo
             && match self.cfg.sparse {
                 SparseMode::Never => false,
                 SparseMode::Auto => (sst.st_blocks as u64) * 512 < src_size,
@@ -855,6 +884,7 @@ impl<'a> Copier<'a> {
         merge(&mut self.totals.record, &e.record);
         self.totals.holes += e.holes;
         self.totals.resumed += e.resumed;
+        self.totals.resume_check_seconds += e.resume_check_seconds.unwrap_or(0.0);
         if e.kind == "file" {
             self.files_done.fetch_add(1, Ordering::Relaxed);
         }
@@ -936,6 +966,7 @@ impl<'a> Copier<'a> {
             .num("failed", t.failed)
             .num("holes", t.holes)
             .num("resumed", t.resumed)
+            .float("resume_check_seconds", t.resume_check_seconds)
             .raw("src", &json_array(&srcs))
             .raw("dst", &named(dest));
         report::record_json(&mut o, &t.record);
@@ -1033,8 +1064,17 @@ fn entry_line(e: &Entry) -> String {
         if e.holes > 0 {
             s.push_str(&format!(", {} of holes skipped", human_bytes(e.holes)));
         }
-        if e.resumed > 0 {
-            s.push_str(&format!(", {} resumed", human_bytes(e.resumed)));
+        match e.resume_check_seconds {
+            Some(t) if e.resumed > 0 => s.push_str(&format!(
+                ", {} resumed (prefix checked in {})",
+                human_bytes(e.resumed),
+                human_duration(t)
+            )),
+            Some(t) => s.push_str(&format!(
+                ", copied from the start (destination checked in {}: not a prefix)",
+                human_duration(t)
+            )),
+            None => {}
         }
         s
     } else {
@@ -1052,6 +1092,10 @@ fn entry_json(e: &Entry) -> String {
         .num("holes", e.holes)
         .num("resumed", e.resumed)
         .bool("skipped", e.skipped);
+    match e.resume_check_seconds {
+        Some(seconds) => o.float("resume_check_seconds", seconds),
+        None => o.raw("resume_check_seconds", "null"),
+    };
     report::record_json(&mut o, &e.record);
     match &e.error {
         Some(text) => o.raw("error", &json_string(text)),
@@ -1103,23 +1147,33 @@ fn open_existing(dst: &FsPath, force: bool, src_mode: u32, resume: bool) -> io::
 }
 
 /// `--resume`: how much of the destination to keep. Its whole length when it is no longer
-/// than the source and its first and last [`RESUME_CHECK`] bytes match the source's;
-/// otherwise 0 (the destination is not trusted and is copied again from the start).
+/// than the source and every byte of it matches the source's (compared in [`RESUME_CHECK`]
+/// blocks); otherwise 0 (the destination is not trusted and is copied again from the start).
 fn resume_point(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, src_size: u64, dst_size: u64) -> u64 {
     if dst_size == 0 || dst_size > src_size {
         return 0;
     }
-    let check = |offset: u64, len: usize| -> bool {
-        let mut a = vec![0u8; len];
-        let mut b = vec![0u8; len];
-        read_exact_at(src, &mut a, offset) && read_exact_at(dst, &mut b, offset) && a == b
-    };
-    let len = (dst_size as usize).min(RESUME_CHECK);
-    if check(0, len) && check(dst_size - len as u64, len) {
-        dst_size
-    } else {
-        0
+    let mut a = vec![0u8; RESUME_CHECK];
+    let mut b = vec![0u8; RESUME_CHECK];
+    let mut offset = 0;
+    while offset < dst_size {
+        let len = (dst_size - offset).min(RESUME_CHECK as u64) as usize;
+        let (a, b) = (&mut a[..len], &mut b[..len]);
+        if !(read_exact_at(src, a, offset) && read_exact_at(dst, b, offset) && a == b) {
+            return 0;
+        }
+        offset += len as u64;
     }
+    dst_size
+}
+
+/// A file of procfs or sysfs, whose st_size and st_blocks say nothing of its bytes.
+fn is_pseudo_file(fd: BorrowedFd<'_>) -> bool {
+    use nix::sys::statfs::{fstatfs, PROC_SUPER_MAGIC, SYSFS_MAGIC};
+    fstatfs(fd).is_ok_and(|fs| {
+        let t = fs.filesystem_type();
+        t == PROC_SUPER_MAGIC || t == SYSFS_MAGIC
+    })
 }
 
 fn read_exact_at(fd: BorrowedFd<'_>, mut buf: &mut [u8], mut offset: u64) -> bool {

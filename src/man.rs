@@ -273,13 +273,17 @@ blocks).
 \fBresumed\fR
 bytes of destinations kept by \fB\-\-resume\fR.
 .TP
+\fBresume_check_seconds\fR
+seconds \fB\-\-resume\fR spent comparing destinations with their sources (0 without it).
+.TP
 \fBentries\fR
 array, one object per entry in the order each was done (a directory after what it
 holds; always, also without \fB\-v\fR):
 \fBsrc\fR and \fBdst\fR (paths, as strings), \fBkind\fR (\fBfile\fR, \fBdir\fR,
 \fBsymlink\fR, \fBfifo\fR, \fBdevice\fR, \fBsocket\fR, or \fBentry\fR when it could not
 even be examined), \fBbytes\fR, \fBholes\fR, \fBresumed\fR, \fBskipped\fR (true or
-false), \fBpaths\fR, \fBfallbacks\fR and \fBerror\fR (the message, or null).
+false), \fBresume_check_seconds\fR (null when no destination was compared), \fBpaths\fR,
+\fBfallbacks\fR and \fBerror\fR (the message, or null).
 .PP
 \fBtee\fR adds:
 .TP
@@ -332,6 +336,24 @@ and tee stay the path.
 A \fBcopy\fR is one transfer: the rate is for all its files together (a reflink moves
 no data and is not held back, nor are the zero blocks \fB\-\-sparse=always\fR seeks over).
 \fBtee\fR paces what it takes from the source, so every sink gets \fIRATE\fR.
+.SH COPY: FILES
+Holes are left only in a destination that is a regular file (\fBcp\fR's rule): onto a
+block device or any other sink the zeros are written, also with \fB\-\-sparse=always\fR,
+so no old byte of the device survives where the source has a hole.
+.PP
+Files of procfs and sysfs are read to their end: their size says nothing of their bytes
+(sysfs says 4096, procfs 0 or a guess), so the copy is never walked for holes, extended
+or cut to that size; it has exactly the bytes a read gives.
+.PP
+\fB\-\-resume\fR keeps a destination only when every byte of it matches the source,
+compared 1 MiB at a time (as long as reading it once more); a destination that differs
+anywhere is copied again from the start. The time the check took is reported
+(\fBresume_check_seconds\fR, and on the \fB\-v\fR line:
+\fB6.00 MiB resumed (prefix checked in 2.1 ms)\fR).
+.PP
+Two sources with the same name copied into one directory (\fBcopy a/x b/x dst/\fR): the
+second is refused ("will not overwrite just\-created 'dst/x' with 'b/x'"), as by
+\fBcp\fR; it is reported failed and the run ends with exit status 1.
 .SH COPY: MODES, OWNERS AND SYMLINKS
 A file, directory or special file that \fBcopy\fR creates gets the source's permission
 bits through the umask, as with \fBcp\fR. An existing destination directory keeps its

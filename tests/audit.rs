@@ -4,6 +4,7 @@
 
 mod cli;
 mod copy_data;
+mod copy_files;
 mod copy_meta;
 mod differential;
 mod hangs;
