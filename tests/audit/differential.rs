@@ -824,29 +824,20 @@ const FAILING: Shape = Shape {
     cap: None,
 };
 
+/// Into tmpfs under auto the files go through zerocat's own pipe (ext4 -> tmpfs is EXDEV for
+/// copy_file_range); the failed file left bytes there, which the next file got (issue 13 #1;
+/// failed on 0.1 with seeds 1-3: "crab 🦀3": 4028 bytes, cp's 4027 bytes, first difference
+/// at 0, every entry reported `"error": null`).
 #[test]
 fn copy_r_with_one_file_over_the_size_limit_fails_only_that_file() {
     for seed in seeds(1..4) {
         for (fs_name, via) in [
             ("ext4", "auto"),
             ("ext4", "userspace"),
+            ("tmpfs", "auto"),
             ("tmpfs", "userspace"),
         ] {
             one_file_fails(seed, FAILING, fs_name, via, Failing::OverSizeLimit);
-        }
-    }
-}
-
-/// ext4 -> tmpfs under auto: EXDEV, so splice through zerocat's own pipe, which the failed
-/// file leaves holding bytes (EFBIG or EIO on the pipe -> file side).
-#[test]
-#[ignore = "fails until copy drains its own splice pipe after a failed file (issue 13 #1): the next file gets the failed file's bytes"]
-fn copy_r_into_tmpfs_with_one_file_failing_on_write_fails_only_that_file() {
-    let eio = !strace_missing();
-    for seed in seeds(1..4) {
-        one_file_fails(seed, FAILING, "tmpfs", "auto", Failing::OverSizeLimit);
-        if eio {
-            one_file_fails(seed, FAILING, "tmpfs", "auto", Failing::EioWriting);
         }
     }
 }
@@ -889,6 +880,8 @@ fn copy_r_with_eio_reading_one_file_fails_only_that_file() {
     }
 }
 
+/// The same with EIO from the destination (tmpfs under auto: on the pipe -> file splice,
+/// after the pipe was filled).
 #[test]
 fn copy_r_with_eio_writing_one_file_fails_only_that_file() {
     if strace_missing() {
@@ -898,6 +891,7 @@ fn copy_r_with_eio_writing_one_file_fails_only_that_file() {
         for (fs_name, via) in [
             ("ext4", "auto"),
             ("ext4", "userspace"),
+            ("tmpfs", "auto"),
             ("tmpfs", "userspace"),
         ] {
             one_file_fails(seed, FAILING, fs_name, via, Failing::EioWriting);
@@ -916,6 +910,7 @@ fn copy_r_with_one_file_failing_on_many_random_trees() {
         for (fs_name, via) in [
             ("ext4", "auto"),
             ("ext4", "userspace"),
+            ("tmpfs", "auto"),
             ("tmpfs", "userspace"),
         ] {
             one_file_fails(seed, LARGER, fs_name, via, Failing::OverSizeLimit);
