@@ -14,7 +14,10 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -445,10 +448,45 @@ fn zerocat_copy(src: &Path, dst: &Path, via: &str, preserve: bool, fault: &Fault
                 .env_clear()
                 .env("PATH", std::env::var_os("PATH").unwrap_or_default())
                 .stdin(Stdio::null());
-            c
+            return run_traced(c);
         }
     };
     run(cmd)
+}
+
+/// How long a traced run may take before its process group is killed: a hang fails the
+/// test (with exit None) instead of leaving zerocat behind, which strace's own death would.
+const TRACED_DEADLINE: Duration = Duration::from_secs(20);
+
+/// Runs strace and zerocat in a process group of their own, killed as one on a hang.
+fn run_traced(mut cmd: Command) -> Output {
+    cmd.process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().expect("spawn strace");
+    let group = child.id() as i32;
+    let done = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let done = Arc::clone(&done);
+        thread::spawn(move || {
+            let started = Instant::now();
+            while !done.load(Ordering::Relaxed) {
+                if started.elapsed() > TRACED_DEADLINE {
+                    eprintln!("strace + zerocat still running after {TRACED_DEADLINE:?}: killed");
+                    let _ = nix::sys::signal::killpg(
+                        nix::unistd::Pid::from_raw(group),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                    return;
+                }
+                thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let out = crate::util::wait_with_deadline(child, crate::util::DEADLINE);
+    done.store(true, Ordering::Relaxed);
+    watchdog.join().unwrap();
+    out
 }
 
 /// Every difference between zerocat's copy and cp's, by relative path.
