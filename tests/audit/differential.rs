@@ -4,7 +4,7 @@
 //! of every sort, nested directories, names with spaces, newlines, leading dashes and unicode,
 //! random modes and owners) is copied by `zerocat copy -r` and by cp, into ext4 (the build
 //! directory) and into tmpfs; the two copies must agree entry by entry. Set DIFF_SEED=N to run
-//! one seed; a failure names its seed and case.
+//! one seed (a failure names its seed and case), DIFF_BIN=PATH to test another binary.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{json_report, run, stderr_text, tempdir, zerocat};
+use crate::util::{json_report, run, stderr_text, tempdir};
 
 /// xorshift64*: small, seeded, reproducible.
 struct Rng(u64);
@@ -363,6 +363,23 @@ fn cp(src: &Path, dst: &Path, preserve: bool) {
     );
 }
 
+/// The binary under test: this build, or DIFF_BIN (to see a case fail on an older release,
+/// e.g. DIFF_BIN=/work/zerocat-0.1-old).
+fn bin() -> PathBuf {
+    std::env::var_os("DIFF_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(crate::util::bin)
+}
+
+/// [`bin`] with a clean environment, as `util::zerocat`.
+fn zerocat() -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stdin(Stdio::null());
+    cmd
+}
+
 /// How zerocat is run for a failure case.
 enum Fault<'a> {
     None,
@@ -443,7 +460,7 @@ fn zerocat_copy(src: &Path, dst: &Path, via: &str, preserve: bool, fault: &Fault
                 .arg("-e")
                 .arg(inject)
                 .arg("--")
-                .arg(crate::util::bin())
+                .arg(bin())
                 .args(&args)
                 .env_clear()
                 .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -643,6 +660,18 @@ fn entries_by_path(report: &Value, root: &Path) -> BTreeMap<PathBuf, Value> {
     map
 }
 
+/// [`check_report`] on the run's JSON report; a run killed before it printed one says so.
+fn report_differences(out: &Output, tree: &Tree, failed: Option<&Path>) -> Vec<String> {
+    if !out
+        .stderr
+        .split(|&b| b == b'\n')
+        .any(|l| l.starts_with(b"{"))
+    {
+        return vec![format!("no JSON report ({:?})", out.status)];
+    }
+    check_report(&json_report(&out.stderr), tree, failed)
+}
+
 /// Checks the report against the tree; `failed` is the one entry expected to fail.
 fn check_report(report: &Value, tree: &Tree, failed: Option<&Path>) -> Vec<String> {
     let mut diffs = Vec::new();
@@ -732,7 +761,7 @@ fn differential(seed: u64, shape: Shape) {
                 if out.status.code() != Some(0) {
                     diffs.push(format!("exit {:?}: {}", out.status.code(), messages(&out)));
                 }
-                diffs.extend(check_report(&json_report(&out.stderr), &tree, None));
+                diffs.extend(report_differences(&out, &tree, None));
                 diffs.extend(compare(&dst, &reference, &tree.root, preserve, None));
                 assert!(
                     diffs.is_empty(),
@@ -838,11 +867,7 @@ fn one_file_fails(seed: u64, shape: Shape, fs_name: &str, via: &str, failing: Fa
             messages(&out)
         ));
     }
-    diffs.extend(check_report(
-        &json_report(&out.stderr),
-        &tree,
-        Some(&victim),
-    ));
+    diffs.extend(report_differences(&out, &tree, Some(&victim)));
     diffs.extend(compare(&dst, &reference, &tree.root, true, Some(&victim)));
     // What the failed file holds is a prefix of its source: no foreign byte.
     if let Ok(got) = fs::read(&victim_copy) {
