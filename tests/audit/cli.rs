@@ -96,7 +96,11 @@ fn unix_listen_mode_is_exact_under_umask_077_and_never_chmods_by_path() {
     let (_addr, rest) = listening_addr(&mut child);
     assert_eq!(mode_of(&sock), 0o666, "socket file mode under umask 077");
     let payload = data(50_000);
-    unix_source(&sock, payload.clone()).join().unwrap();
+    {
+        // zerocat listens: the test is the client.
+        let mut client = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        std::io::Write::write_all(&mut client, &payload).unwrap();
+    }
     let out = wait_with_deadline(child, Duration::from_secs(5));
     let stderr = String::from_utf8_lossy(&rest.join().unwrap()).into_owned();
     assert_eq!(out.status.code(), Some(0), "{stderr}");
