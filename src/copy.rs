@@ -1130,13 +1130,22 @@ fn create_new(dst: &FsPath, src_mode: u32, resume: bool) -> io::Result<OwnedFd> 
 /// Opens an existing destination for writing *without* O_TRUNC: the same-file check comes
 /// first. `-f`: one that cannot be opened is removed and created anew.
 fn open_existing(dst: &FsPath, force: bool, src_mode: u32, resume: bool) -> io::Result<OwnedFd> {
-    let opened = OpenOptions::new()
-        .write(true)
-        .read(resume)
-        .create(true)
-        .mode(src_mode & 0o777)
-        .open(dst)
-        .map(OwnedFd::from);
+    let access = if resume {
+        OFlag::O_RDWR
+    } else {
+        OFlag::O_WRONLY
+    };
+    let flags = access | OFlag::O_CREAT | OFlag::O_CLOEXEC;
+    // Not std's OpenOptions: it retries EINTR forever, and the open of a FIFO with no
+    // reader blocks, so SIGINT/SIGTERM could not end the copy.
+    let opened = loop {
+        match nix::fcntl::open(dst, flags, Mode::from_bits_truncate(src_mode & 0o777)) {
+            Err(Errno::EINTR) if !crate::process::interrupted() => continue,
+            // SAFETY: open just returned this descriptor; nothing else owns it.
+            other => break other.map(|raw| unsafe { OwnedFd::from_raw_fd(raw) }),
+        }
+    }
+    .map_err(io::Error::from);
     match opened {
         Err(e) if force => {
             fs::remove_file(dst).map_err(|_| e)?;
