@@ -15,7 +15,7 @@
 use std::collections::HashSet;
 use std::fs::{self, OpenOptions};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path as FsPath, PathBuf};
@@ -499,19 +499,13 @@ impl<'a> Copier<'a> {
             }
             _ => None,
         };
-        let raw = loop {
-            let opened = match at {
-                Some((dirfd, name)) => nix::fcntl::openat(Some(dirfd), name, flags, Mode::empty()),
-                None => nix::fcntl::open(src, flags, Mode::empty()),
-            };
-            match opened {
-                // As std's File::open does (an NFS or FUSE open can be interrupted).
-                Err(Errno::EINTR) if !crate::process::interrupted() => continue,
-                other => break other?,
-            }
+        let (dir, path) = match at {
+            Some((dirfd, name)) => (Some(dirfd), FsPath::new(name)),
+            None => (None, src),
         };
-        // SAFETY: open just returned this descriptor; nothing else owns it.
-        Ok(fs::File::from(unsafe { OwnedFd::from_raw_fd(raw) }))
+        engine::sys::open_interruptible(dir, path, flags, Mode::empty())
+            .map(fs::File::from)
+            .map_err(io::Error::from)
     }
 
     /// A directory's mode, once its entries are in. Like cp: without `--preserve` only a
@@ -1136,16 +1130,8 @@ fn open_existing(dst: &FsPath, force: bool, src_mode: u32, resume: bool) -> io::
         OFlag::O_WRONLY
     };
     let flags = access | OFlag::O_CREAT | OFlag::O_CLOEXEC;
-    // Not std's OpenOptions: it retries EINTR forever, and the open of a FIFO with no
-    // reader blocks, so SIGINT/SIGTERM could not end the copy.
-    let opened = loop {
-        match nix::fcntl::open(dst, flags, Mode::from_bits_truncate(src_mode & 0o777)) {
-            Err(Errno::EINTR) if !crate::process::interrupted() => continue,
-            // SAFETY: open just returned this descriptor; nothing else owns it.
-            other => break other.map(|raw| unsafe { OwnedFd::from_raw_fd(raw) }),
-        }
-    }
-    .map_err(io::Error::from);
+    let mode = Mode::from_bits_truncate(src_mode & 0o777);
+    let opened = engine::sys::open_interruptible(None, dst, flags, mode).map_err(io::Error::from);
     match opened {
         Err(e) if force => {
             fs::remove_file(dst).map_err(|_| e)?;

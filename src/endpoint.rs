@@ -935,25 +935,15 @@ fn open_file(path: &Path, opts: &FileOpts, role: Role) -> anyhow::Result<Opened>
         }
     }
     let is_a_directory = || anyhow!("cannot open '{shown}' for {direction}: is a directory");
-    // Not std's OpenOptions: it retries EINTR forever, so a FIFO without a peer, whose
-    // open blocks, could not be ended by SIGINT/SIGTERM.
-    let open = |flags: OFlag| loop {
-        match nix::fcntl::open(path, flags, mode) {
-            // SAFETY: open just returned this descriptor; nothing else owns it.
-            Ok(raw) => {
-                break Ok(Ok(std::fs::File::from(unsafe {
-                    OwnedFd::from_raw_fd(raw)
-                })))
-            }
-            Err(Errno::EINTR) if crate::process::interrupted() => {
-                break Err(anyhow::Error::from(Interrupted(format!(
-                    "interrupted while opening '{shown}' for {direction} \
-                     (a FIFO's open waits for its other end)"
-                ))))
-            }
-            Err(Errno::EINTR) => {}
-            Err(e) => break Ok(Err(e)),
-        }
+    // sys::open_interruptible: a FIFO without a peer, whose open blocks, ends on SIGINT.
+    let open = |flags: OFlag| match crate::engine::sys::open_interruptible(None, path, flags, mode)
+    {
+        Ok(fd) => Ok(Ok(std::fs::File::from(fd))),
+        Err(Errno::EINTR) => Err(anyhow::Error::from(Interrupted(format!(
+            "interrupted while opening '{shown}' for {direction} \
+             (a FIFO's open waits for its other end)"
+        )))),
+        Err(e) => Ok(Err(e)),
     };
     // mode= is exact for a file this open creates (fchmod, past the umask), and leaves an
     // existing file's mode alone (as `>` and cp do): O_EXCL first tells the two apart.

@@ -160,3 +160,26 @@ fn ioctl_count(fd: BorrowedFd<'_>, request: libc::Ioctl) -> Result<usize, Errno>
     let ret = unsafe { libc::ioctl(fd.as_raw_fd(), request, &mut n) };
     Errno::result(ret).map(|_| n.max(0) as usize)
 }
+
+/// open(2), or openat(2) relative to `dir`, retrying EINTR as std does — but not once
+/// SIGINT/SIGTERM arrived: std's OpenOptions retries forever, and the open of a FIFO
+/// whose other end never comes blocks, so the run could not end. Returns EINTR then.
+pub fn open_interruptible(
+    dir: Option<std::os::fd::RawFd>,
+    path: &std::path::Path,
+    flags: nix::fcntl::OFlag,
+    mode: nix::sys::stat::Mode,
+) -> Result<std::os::fd::OwnedFd, Errno> {
+    use std::os::fd::FromRawFd;
+    loop {
+        let opened = match dir {
+            Some(dirfd) => nix::fcntl::openat(Some(dirfd), path, flags, mode),
+            None => nix::fcntl::open(path, flags, mode),
+        };
+        match opened {
+            Err(Errno::EINTR) if !crate::process::interrupted() => {}
+            // SAFETY: open just returned this descriptor; nothing else owns it.
+            other => return other.map(|raw| unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) }),
+        }
+    }
+}
