@@ -381,8 +381,10 @@ overwrite a non\-directory with a directory"), as \fBcp\fR refuses it.
 .SH SIGNALS
 .TP
 SIGINT, SIGTERM
-stop after delivering the bytes already in flight; the report is printed with the bytes
-delivered; exit status 130.
+stop taking bytes from the source; bytes already taken (in zerocat's pipes or buffer)
+are still delivered while the sinks take them, for at most one second (a second signal
+cuts that short), so a reader that stalls cannot hold the run; the report is printed with
+the bytes each sink got; exit status 130.
 .TP
 SIGUSR1
 print one progress line on stderr (dd's habit), bar or no bar:

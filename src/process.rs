@@ -1,16 +1,43 @@
 //! Process-wide setup: signal dispositions and the standard fds.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use nix::fcntl::{fcntl, open, FcntlArg, OFlag};
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::stat::Mode;
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// SIGINT/SIGTERM received so far.
+static STOP_SIGNALS: AtomicU32 = AtomicU32::new(0);
+/// SIGALRM ticks since the first of them (see [`must_stop`]).
+static TICKS: AtomicU32 = AtomicU32::new(0);
 static PROGRESS_REQUESTED: AtomicBool = AtomicBool::new(false);
 
+/// After a stop signal, bytes already taken from the source are still delivered for at
+/// most this long (in ticks of [`TICK`]); a second signal cuts it short.
+const GRACE_TICKS: u32 = 10;
+/// The tick that wakes every blocked syscall once a stop signal came.
+const TICK: nix::libc::suseconds_t = 100_000;
+
 extern "C" fn on_signal(_: nix::libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
+    if STOP_SIGNALS.fetch_add(1, Ordering::SeqCst) == 0 {
+        // A signal wakes one blocked syscall once. A loop still delivering bytes after it
+        // must not sleep for good in the next write to a sink that never drains, so from
+        // now on SIGALRM (no SA_RESTART) interrupts whatever blocks, every TICK.
+        let tick = nix::libc::timeval {
+            tv_sec: 0,
+            tv_usec: TICK,
+        };
+        let timer = nix::libc::itimerval {
+            it_interval: tick,
+            it_value: tick,
+        };
+        // SAFETY: setitimer is async-signal-safe; the struct is valid.
+        unsafe { nix::libc::setitimer(nix::libc::ITIMER_REAL, &timer, std::ptr::null_mut()) };
+    }
+}
+
+extern "C" fn on_tick(_: nix::libc::c_int) {
+    TICKS.fetch_add(1, Ordering::SeqCst);
 }
 
 extern "C" fn on_usr1(_: nix::libc::c_int) {
@@ -18,12 +45,18 @@ extern "C" fn on_usr1(_: nix::libc::c_int) {
 }
 
 /// SIGINT/SIGTERM set a flag the copy loops check; installed without SA_RESTART, so a
-/// blocked syscall returns EINTR and the loop notices. SIGPIPE is ignored whoever started
+/// blocked syscall returns EINTR and the loop notices (and SIGALRM, the tick of
+/// [`must_stop`], likewise). SIGPIPE is ignored whoever started
 /// us, so a vanished reader is an EPIPE handled per sink. SIGUSR1 asks for one progress
 /// line (dd's habit; the progress thread prints it); with SA_RESTART, it interrupts nothing.
 pub fn install_signal_handlers() {
     let action = SigAction::new(
         SigHandler::Handler(on_signal),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    let tick = SigAction::new(
+        SigHandler::Handler(on_tick),
         SaFlags::empty(),
         SigSet::empty(),
     );
@@ -37,6 +70,7 @@ pub fn install_signal_handlers() {
     unsafe {
         let _ = sigaction(Signal::SIGINT, &action);
         let _ = sigaction(Signal::SIGTERM, &action);
+        let _ = sigaction(Signal::SIGALRM, &tick);
         let _ = sigaction(Signal::SIGPIPE, &ignore);
         let _ = sigaction(Signal::SIGUSR1, &usr1);
     }
@@ -47,9 +81,21 @@ pub fn take_progress_request() -> bool {
     PROGRESS_REQUESTED.swap(false, Ordering::Relaxed)
 }
 
-/// True once SIGINT or SIGTERM arrived.
+/// True once SIGINT or SIGTERM arrived: take nothing more from any source.
 pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::Relaxed)
+    STOP_SIGNALS.load(Ordering::Relaxed) > 0
+}
+
+/// True once the stop's grace is over: a second SIGINT/SIGTERM, or a second since the
+/// first. Until then a loop delivering bytes it already took from the source retries
+/// EINTR (the tick wakes it every 100 ms); after, it stops with those bytes undelivered,
+/// so a sink that takes nothing cannot hold the run forever.
+pub fn must_stop() -> bool {
+    match STOP_SIGNALS.load(Ordering::Relaxed) {
+        0 => false,
+        1 => TICKS.load(Ordering::Relaxed) >= GRACE_TICKS,
+        _ => true,
+    }
 }
 
 /// Started with `>&-`, the next open() would return fd 1 and "stdout" would write into

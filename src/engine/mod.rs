@@ -124,11 +124,21 @@ pub enum Side {
 #[derive(Debug)]
 pub enum Failure {
     Io(io::Error, Side),
-    /// SIGINT or SIGTERM: stopped after draining what was in flight.
+    /// SIGINT or SIGTERM: stopped after delivering what was in flight, or what a sink
+    /// took of it within the stop's grace.
     Interrupted,
 }
 
 impl Failure {
+    /// The failure an errno means: EINTR reaches here only once the stop's grace is over
+    /// ([`crate::process::must_stop`]), so it is the interruption, not an I/O error.
+    pub fn of(errno: Errno, side: Side) -> Failure {
+        match errno {
+            Errno::EINTR => Failure::Interrupted,
+            _ => Failure::Io(errno.into(), side),
+        }
+    }
+
     pub fn errno(&self) -> Option<Errno> {
         match self {
             Failure::Io(e, _) => e.raw_os_error().map(Errno::from_raw),
@@ -179,7 +189,7 @@ pub fn refuse_or_fail(errno: Errno, moved: u64, side: Side) -> Outcome {
     if moved == 0 && is_unsupported(errno) {
         Outcome::Fallback(0, Reason::Errno(errno))
     } else {
-        Outcome::Failed(moved, Failure::Io(io::Error::from(errno), side))
+        Outcome::Failed(moved, Failure::of(errno, side))
     }
 }
 
@@ -481,7 +491,7 @@ pub(crate) fn pump(
             Err(Errno::EINTR) => {}
             Err(Errno::EAGAIN) => {
                 if let Err(e) = wait() {
-                    return Outcome::Failed(moved, Failure::Io(e.into(), Side::Either));
+                    return Outcome::Failed(moved, Failure::of(e, Side::Either));
                 }
             }
             Err(e) => return refuse_or_fail(e, moved, side_of(e)),

@@ -31,7 +31,7 @@ pub fn clone(ends: &Ends<'_>, meter: &Meter) -> Outcome {
                 | Errno::EBADF
                 | Errno::EPERM),
             ) => return Outcome::Fallback(0, Reason::Errno(e)),
-            Err(e) => return Outcome::Failed(0, Failure::Io(e.into(), super::side_of(e))),
+            Err(e) => return Outcome::Failed(0, Failure::of(e, super::side_of(e))),
         }
     }
     // The clone replaced the whole destination: it now holds the source's size. A clone
@@ -48,6 +48,6 @@ pub fn clone(ends: &Ends<'_>, meter: &Meter) -> Outcome {
             meter.add_unpaced(size);
             Outcome::Ended(size)
         }
-        Err(e) => Outcome::Failed(0, Failure::Io(e.into(), Side::Sink)),
+        Err(e) => Outcome::Failed(0, Failure::of(e, Side::Sink)),
     }
 }

@@ -126,7 +126,7 @@ fn through(
     limit: u64,
 ) -> Outcome {
     if let Err(e) = pipe.ensure_empty() {
-        return Outcome::Failed(0, Failure::Io(e.into(), Side::Either));
+        return Outcome::Failed(0, Failure::of(e, Side::Either));
     }
     let outcome = fill_and_drain(src, dst, pipe, meter, limit);
     if let Outcome::Failed(..) = outcome {
@@ -161,7 +161,7 @@ fn fill_and_drain(
             Err(Errno::EINTR) => continue,
             Err(Errno::EAGAIN) => match sys::wait(src, PollFlags::POLLIN) {
                 Ok(()) => continue,
-                Err(e) => return Outcome::Failed(delivered, Failure::Io(e.into(), Side::Source)),
+                Err(e) => return Outcome::Failed(delivered, Failure::of(e, Side::Source)),
             },
             Err(e) => return refuse_or_fail(e, delivered, Side::Source),
         };
@@ -173,11 +173,12 @@ fn fill_and_drain(
                     delivered += n as u64;
                     meter.add(n as u64);
                 }
-                // Keep draining even when interrupted: these bytes left the source.
-                Err(Errno::EINTR) => {}
+                // Keep draining when interrupted, within the stop's grace: these bytes
+                // left the source.
+                Err(Errno::EINTR) if !crate::process::must_stop() => {}
                 Err(Errno::EAGAIN) => {
                     if let Err(e) = sys::wait(dst, PollFlags::POLLOUT) {
-                        return Outcome::Failed(delivered, Failure::Io(e.into(), Side::Sink));
+                        return Outcome::Failed(delivered, Failure::of(e, Side::Sink));
                     }
                 }
                 Err(e) if delivered == 0 && super::is_unsupported(e) => {
@@ -185,12 +186,10 @@ fn fill_and_drain(
                     // with plain writes, then the userspace path carries on.
                     return match drain_with_writes(pipe, dst, in_pipe, meter) {
                         Ok(()) => Outcome::Fallback(in_pipe as u64, Reason::Errno(e)),
-                        Err((done, err)) => {
-                            Outcome::Failed(done, Failure::Io(err.into(), Side::Sink))
-                        }
+                        Err((done, err)) => Outcome::Failed(done, Failure::of(err, Side::Sink)),
                     };
                 }
-                Err(e) => return Outcome::Failed(delivered, Failure::Io(e.into(), Side::Sink)),
+                Err(e) => return Outcome::Failed(delivered, Failure::of(e, Side::Sink)),
             }
         }
     }

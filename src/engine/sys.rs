@@ -107,7 +107,8 @@ pub fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> Result<usize, Errno> {
 
 /// Writes all of `buf`, retrying EINTR and short writes and waiting out EAGAIN.
 /// On error, returns how many bytes did go out. Bytes already read are delivered even
-/// when a signal asks us to stop: they left the source and exist nowhere else.
+/// when a signal asks us to stop: they left the source and exist nowhere else — but only
+/// within the stop's grace; after it, EINTR comes back ([`crate::process::must_stop`]).
 pub fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) -> Result<(), (usize, Errno)> {
     let mut done = 0;
     while !buf.is_empty() {
@@ -116,7 +117,7 @@ pub fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) -> Result<(), (usize, Errno
                 done += n;
                 buf = &buf[n..];
             }
-            Err(Errno::EINTR) => {}
+            Err(Errno::EINTR) if !crate::process::must_stop() => {}
             Err(Errno::EAGAIN) => wait(fd, PollFlags::POLLOUT).map_err(|e| (done, e))?,
             Err(e) => return Err((done, e)),
         }
@@ -125,10 +126,12 @@ pub fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) -> Result<(), (usize, Errno
 }
 
 /// Blocks until `fd` is ready for `events` (for fds someone handed us non-blocking).
-/// EINTR returns Ok so the caller's loop sees the signal flag.
+/// EINTR returns Ok so the caller's loop sees the signal flag, and EINTR itself once the
+/// stop's grace is over, for loops that deliver bytes after a signal.
 pub fn wait(fd: BorrowedFd<'_>, events: PollFlags) -> Result<(), Errno> {
     let mut fds = [PollFd::new(fd, events)];
     match poll(&mut fds, PollTimeout::NONE) {
+        Err(Errno::EINTR) if crate::process::must_stop() => Err(Errno::EINTR),
         Ok(_) | Err(Errno::EINTR) => Ok(()),
         Err(e) => Err(e),
     }

@@ -117,7 +117,7 @@ pub fn fan_out(
                 fallbacks: vec![fallback],
             },
             sinks: sinks.iter().map(|_| SinkOutcome::default()).collect(),
-            failure: Some(Failure::Io(errno.into(), Side::Either)),
+            failure: Some(Failure::of(errno, Side::Either)),
         };
     }
     let carry = match &pipes {
@@ -245,7 +245,7 @@ impl Lane<'_> {
     }
 
     fn fail(&mut self, errno: Errno) {
-        self.out.failure = Some(Failure::Io(errno.into(), Side::Sink));
+        self.out.failure = Some(Failure::of(errno, Side::Sink));
         // Bytes meant for a dead sink stay in its lane pipe, never read again.
         self.pending = 0;
         self.ahead = 0;
@@ -343,7 +343,11 @@ impl<'a> Kernel<'a> {
         let head = self.head;
         let mut stop = false;
         while !stop {
-            if crate::process::interrupted() && self.all_level() {
+            // A signal: take nothing more from the source, deliver what is in flight, and
+            // stop once it is out — or once the stop's grace is over, a sink that took
+            // nothing keeping its bytes (the report shows what each sink got).
+            let taking = !crate::process::interrupted();
+            if !taking && (self.all_level() || crate::process::must_stop()) {
                 self.failure = Some(Failure::Interrupted);
                 break;
             }
@@ -353,7 +357,7 @@ impl<'a> Kernel<'a> {
             // `--limit`: how much this round may take in (it may sleep first).
             let quota = meter.chunk(sys::MAX_CHUNK);
             // 1. Fill our inbound pipe once it is empty.
-            if self.inbound.is_some() && self.queued == 0 {
+            if self.inbound.is_some() && self.queued == 0 && taking {
                 match self.fill(quota) {
                     Ok(0) => break,
                     Ok(n) => self.queued = n,
@@ -362,16 +366,21 @@ impl<'a> Kernel<'a> {
                         return Err(Reason::Errno(e))
                     }
                     Err(e) => {
-                        self.failure = Some(Failure::Io(e.into(), Side::Source));
+                        self.failure = Some(Failure::of(e, Side::Source));
                         break;
                     }
                 }
             }
             // 2. tee the head of S into every lane that holds none of it.
             let mut eof = false;
+            let head_empty = self.inbound.is_some() && self.queued == 0;
             for i in 0..self.lanes.len() {
                 let lane = &self.lanes[i];
-                if !lane.live() || lane.ahead > 0 || matches!(lane.feed, Feed::Consumer) {
+                if head_empty
+                    || !lane.live()
+                    || lane.ahead > 0
+                    || matches!(lane.feed, Feed::Consumer)
+                {
                     continue;
                 }
                 let target = match &lane.feed {
@@ -396,10 +405,7 @@ impl<'a> Kernel<'a> {
                     Err(e) if !self.forced && !self.moved_anything() && is_unsupported(e) => {
                         return Err(Reason::Errno(e))
                     }
-                    Err(e) => {
-                        self.lanes[i].fail(e);
-                        stop |= on_error == OnError::Fail;
-                    }
+                    Err(e) => stop |= self.sink_failed(i, e, on_error),
                 }
                 if stop {
                     break;
@@ -413,28 +419,42 @@ impl<'a> Kernel<'a> {
                 match self.consume(quota) {
                     Ok(Some(0)) => break, // an external source pipe at EOF
                     Ok(_) => {}
-                    Err(()) => stop |= on_error == OnError::Fail,
+                    Err((consumer, e)) => stop |= self.sink_failed(consumer, e, on_error),
                 }
             }
             // 4. Empty every lane pipe into its sink, also when stopping.
             for i in 0..self.lanes.len() {
                 if let Err(e) = self.drain_lane(i) {
-                    self.lanes[i].fail(e);
-                    stop |= on_error == OnError::Fail;
+                    stop |= self.sink_failed(i, e, on_error);
                 }
             }
             self.slowest
                 .report(self.lanes.iter().map(|l| &l.out), meter);
         }
-        // After a stop, what is already in lane pipes still goes out.
+        // After a stop, what is already in lane pipes still goes out (within the grace
+        // of a stop signal).
         for i in 0..self.lanes.len() {
+            if crate::process::must_stop() {
+                break;
+            }
             if let Err(e) = self.drain_lane(i) {
-                self.lanes[i].fail(e);
+                self.sink_failed(i, e, on_error);
             }
         }
         self.slowest
             .report(self.lanes.iter().map(|l| &l.out), meter);
         Ok(())
+    }
+
+    /// Lane `i`'s sink failed with `e`; returns whether the fan-out stops. EINTR is the
+    /// stop's grace running out, not the sink's fault: the whole fan-out ends, interrupted.
+    fn sink_failed(&mut self, i: usize, e: Errno, on_error: OnError) -> bool {
+        if e == Errno::EINTR {
+            self.failure = Some(Failure::Interrupted);
+            return true;
+        }
+        self.lanes[i].fail(e);
+        on_error == OnError::Fail
     }
 
     /// splice up to `quota` bytes of the source into our inbound pipe (blocking until
@@ -453,8 +473,8 @@ impl<'a> Kernel<'a> {
     /// the consumer takes, at most `quota`), delivering them to the consumer, or
     /// discarding them when the consumer is gone. `Ok(Some(n))`: consumed n (0 = EOF of
     /// an external source); `Ok(None)`: nothing to consume yet; `Err`: the consumer
-    /// failed now.
-    fn consume(&mut self, quota: usize) -> Result<Option<usize>, ()> {
+    /// (this lane) failed now, with this errno.
+    fn consume(&mut self, quota: usize) -> Result<Option<usize>, (usize, Errno)> {
         let head = self.head;
         let bound = self
             .lanes
@@ -499,10 +519,7 @@ impl<'a> Kernel<'a> {
         self.consumed += taken as u64;
         match failed {
             None => Ok(Some(taken)),
-            Some(e) => {
-                self.lanes[consumer].fail(e);
-                Err(())
-            }
+            Some(e) => Err((consumer, e)),
         }
     }
 
@@ -533,7 +550,7 @@ impl<'a> Kernel<'a> {
                     lane.pending -= n;
                     lane.credit(n);
                 }
-                Err(Errno::EINTR) => {}
+                Err(Errno::EINTR) if !crate::process::must_stop() => {}
                 Err(Errno::EAGAIN) => sys::wait(lane.fd, PollFlags::POLLOUT)?,
                 Err(e) => lane.refuse(e, forced)?,
             }
@@ -624,7 +641,7 @@ fn feed_consumer(
         } else {
             match sys::splice(head, lane.fd, want) {
                 Ok(n) => Ok(n),
-                Err(Errno::EINTR) => continue,
+                Err(Errno::EINTR) if !crate::process::must_stop() => continue,
                 Err(Errno::EAGAIN) => {
                     // The head holds bytes when bounded; unbounded, it may be empty.
                     let waited = if limit.is_err() {
@@ -673,7 +690,7 @@ fn read_write(
     let n = loop {
         match sys::read(src, &mut scratch[..want]) {
             Ok(n) => break n,
-            Err(Errno::EINTR) => {}
+            Err(Errno::EINTR) if !crate::process::must_stop() => {}
             Err(Errno::EAGAIN) => sys::wait(src, PollFlags::POLLIN).map_err(|e| (0, 0, e))?,
             Err(e) => return Err((0, 0, e)),
         }
@@ -741,12 +758,12 @@ fn userspace(
             Err(Errno::EAGAIN) => match sys::wait(from, PollFlags::POLLIN) {
                 Ok(()) => continue,
                 Err(e) => {
-                    failure = Some(Failure::Io(e.into(), Side::Source));
+                    failure = Some(Failure::of(e, Side::Source));
                     break;
                 }
             },
             Err(e) => {
-                failure = Some(Failure::Io(e.into(), Side::Source));
+                failure = Some(Failure::of(e, Side::Source));
                 break;
             }
         };
@@ -758,9 +775,15 @@ fn userspace(
             }
             match sys::write_all(sink.fd, &buf[..n]) {
                 Ok(()) => out.record.add(Path::Userspace, n as u64),
+                // The stop's grace ran out with this sink taking nothing.
+                Err((done, Errno::EINTR)) => {
+                    out.record.add(Path::Userspace, done as u64);
+                    failure = Some(Failure::Interrupted);
+                    break 'rounds;
+                }
                 Err((done, e)) => {
                     out.record.add(Path::Userspace, done as u64);
-                    out.failure = Some(Failure::Io(e.into(), Side::Sink));
+                    out.failure = Some(Failure::of(e, Side::Sink));
                     if on_error == OnError::Fail {
                         break 'rounds;
                     }

@@ -32,13 +32,13 @@ pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit:
             Err(Errno::EINTR) => continue,
             Err(Errno::EAGAIN) => match sys::wait(src, PollFlags::POLLIN) {
                 Ok(()) => continue,
-                Err(e) => return Outcome::Failed(moved, Failure::Io(e.into(), Side::Source)),
+                Err(e) => return Outcome::Failed(moved, Failure::of(e, Side::Source)),
             },
-            Err(e) => return Outcome::Failed(moved, Failure::Io(e.into(), Side::Source)),
+            Err(e) => return Outcome::Failed(moved, Failure::of(e, Side::Source)),
         };
         if let Err((done, e)) = sys::write_all(dst, &buf[..n]) {
             meter.add(done as u64);
-            return Outcome::Failed(moved + done as u64, Failure::Io(e.into(), Side::Sink));
+            return Outcome::Failed(moved + done as u64, Failure::of(e, Side::Sink));
         }
         moved += n as u64;
         meter.add(n as u64);
@@ -75,9 +75,9 @@ pub fn copy_skipping_zeros(
             Err(Errno::EINTR) => continue,
             Err(Errno::EAGAIN) => match sys::wait(src, PollFlags::POLLIN) {
                 Ok(()) => continue,
-                Err(e) => return Outcome::Failed(written, Failure::Io(e.into(), Side::Source)),
+                Err(e) => return Outcome::Failed(written, Failure::of(e, Side::Source)),
             },
-            Err(e) => return Outcome::Failed(written, Failure::Io(e.into(), Side::Source)),
+            Err(e) => return Outcome::Failed(written, Failure::of(e, Side::Source)),
         };
         for block in buf[..n].chunks(ZERO_BLOCK) {
             let result = if block.len() == ZERO_BLOCK && block.iter().all(|&b| b == 0) {
@@ -95,7 +95,7 @@ pub fn copy_skipping_zeros(
             };
             if let Err((done, e)) = result {
                 meter.add(done as u64);
-                let failure = Failure::Io(e.into(), Side::Sink);
+                let failure = Failure::of(e, Side::Sink);
                 return Outcome::Failed(written + done as u64, failure);
             }
         }
