@@ -2,54 +2,18 @@
 //! and say which path ran.
 
 pub mod cli;
-pub mod copy;
+pub mod cmd;
 pub mod endpoint;
 pub mod engine;
 pub mod exit;
-pub mod fdkind;
-pub mod limit;
-pub mod man;
-pub mod pipe;
-pub mod process;
+pub mod options;
 pub mod progress;
-pub mod relay;
 pub mod report;
-pub mod tee;
+pub mod sys;
+pub mod units;
 
-use engine::Via;
-use report::StatsFormat;
-
-/// The global options, as the core sees them (clap's types stop in `cli`).
-#[derive(Debug, Clone, Default)]
-pub struct Options {
-    pub via: Via,
-    pub quiet: bool,
-    pub verbose: bool,
-    pub stats: StatsFormat,
-    pub explain: bool,
-    /// Draw a progress bar: `--progress`, or stderr is a terminal (and no `-q`).
-    pub progress: bool,
-    /// `--limit RATE`: bytes per second, per transfer (per direction for relay).
-    pub limit: Option<u64>,
-    /// `--size N`: the expected byte count, for progress and ETA on streams.
-    pub size: Option<u64>,
-}
-
-impl Options {
-    /// Prints the end-of-run report unless `-q`.
-    pub fn print_report(&self, report: &str) {
-        if !self.quiet {
-            eprintln!("{report}");
-        }
-    }
-
-    /// Prints a `-v` or `--explain` line.
-    pub fn print_plan(&self, plan: &str) {
-        if self.verbose || self.explain {
-            eprintln!("zerocat: {plan}");
-        }
-    }
-}
+use cmd::{copy, pipe, relay, tee};
+pub use options::Options;
 
 /// What the command line asked for, in the core's terms.
 #[derive(Debug, Clone)]

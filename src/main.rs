@@ -7,10 +7,11 @@ use zerocat::exit::{ExitCode, Interrupted, UsageError};
 /// /dev/null (see `process::reserve_standard_fds`).
 #[used]
 #[link_section = ".init_array"]
-static RESERVE_STANDARD_FDS: zerocat::process::InitArrayFn = zerocat::process::RESERVE_BEFORE_STD;
+static RESERVE_STANDARD_FDS: zerocat::sys::process::InitArrayFn =
+    zerocat::sys::process::RESERVE_BEFORE_STD;
 
 fn main() -> std::process::ExitCode {
-    zerocat::process::install_signal_handlers();
+    zerocat::sys::process::install_signal_handlers();
     let (options, invocation) = Cli::parse().into_invocation();
     let code = match zerocat::run(&options, &invocation) {
         Ok(code) => code,

@@ -16,7 +16,6 @@
 //! ```
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -24,70 +23,12 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::limit::Pacer;
-use crate::report::{amount, human_bytes};
-use crate::Options;
+use crate::engine::meter::Meter;
+use crate::options::Options;
+use crate::units::{amount, human_bytes};
 
 /// How often the bar is redrawn (and SIGUSR1 looked for).
 const TICK: Duration = Duration::from_millis(200);
-
-/// Bytes delivered to the sink so far, and the `--limit` pacer if any.
-#[derive(Debug, Default)]
-pub struct Meter {
-    delivered: AtomicU64,
-    /// Of those, bytes that moved no data (a reflink): shown, not paced.
-    unpaced: AtomicU64,
-    pacer: Option<Pacer>,
-}
-
-impl Meter {
-    pub fn new() -> Meter {
-        Meter::default()
-    }
-
-    /// A meter that holds the transfer to `rate` bytes per second (none: unlimited).
-    pub fn limited(rate: Option<u64>) -> Meter {
-        Meter {
-            pacer: rate.map(Pacer::new),
-            ..Meter::default()
-        }
-    }
-
-    pub fn add(&self, n: u64) {
-        self.delivered.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// Counts bytes that cost no transfer (a reflink shares extents): they show in the
-    /// progress, and `--limit` does not make the next file wait for them.
-    pub fn add_unpaced(&self, n: u64) {
-        self.unpaced.fetch_add(n, Ordering::Relaxed);
-        self.add(n);
-    }
-
-    pub fn delivered(&self) -> u64 {
-        self.delivered.load(Ordering::Relaxed)
-    }
-
-    /// The length the next syscall may ask for: `len` when unlimited; under `--limit`,
-    /// a slice of the rate, after sleeping while the transfer is ahead of it. Every path
-    /// calls this before its syscall (and before its interruption check, since it may
-    /// sleep), so pacing keeps the path that was chosen.
-    pub fn chunk(&self, len: usize) -> usize {
-        match &self.pacer {
-            None => len,
-            Some(pacer) => {
-                let paced = self
-                    .delivered()
-                    .saturating_sub(self.unpaced.load(Ordering::Relaxed));
-                pacer.next_chunk(paced, len)
-            }
-        }
-    }
-
-    pub fn limit(&self) -> Option<u64> {
-        self.pacer.as_ref().map(Pacer::rate)
-    }
-}
 
 /// The counter for one transfer (one direction of a relay), paced by `--limit`.
 pub fn meter(opts: &Options) -> Arc<Meter> {
@@ -269,7 +210,7 @@ impl Watch {
     pub fn start_with(self, mut display: Box<dyn Progress>) -> ProgressGuard {
         let (stop, stopped) = mpsc::channel::<String>();
         let started = Instant::now();
-        crate::process::take_progress_request(); // a request from before we started is stale
+        crate::sys::process::take_progress_request(); // a request from before we started is stale
         let thread = std::thread::Builder::new()
             .name("zerocat-progress".into())
             .spawn(move || {
@@ -289,7 +230,7 @@ impl Watch {
                     }
                     tick = Instant::now() + TICK;
                     let now = self.snapshot(started);
-                    if crate::process::take_progress_request() {
+                    if crate::sys::process::take_progress_request() {
                         display.println(&now.line());
                     }
                     display.update(&now);
@@ -306,7 +247,7 @@ impl Watch {
         let queued = self
             .sink_pipes
             .iter()
-            .map(|fd| crate::engine::sys::queued(fd.as_fd()).unwrap_or(0) as u64)
+            .map(|fd| crate::sys::queued(fd.as_fd()).unwrap_or(0) as u64)
             .max()
             .unwrap_or(0);
         let bytes = self.meter.delivered().saturating_sub(queued);

@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 
 use crate::engine::Record;
-use crate::fdkind::FdKind;
+use crate::sys::fdkind::FdKind;
+use crate::units::amount;
 
 /// How the report is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,15 +82,6 @@ impl Report {
     }
 }
 
-/// "1.00 GiB in 412 ms (2.43 GiB/s)"
-pub fn amount(bytes: u64, seconds: f64) -> String {
-    let mut s = format!("{} in {}", human_bytes(bytes), human_duration(seconds));
-    if seconds > 0.0 {
-        let _ = write!(s, " ({}/s)", human_bytes((bytes as f64 / seconds) as u64));
-    }
-    s
-}
-
 /// "copy_file_range -> userspace (EXDEV)": the paths in the order they ran, each
 /// fallback's reason after the path it handed over to.
 pub fn route(record: &Record) -> String {
@@ -110,59 +102,6 @@ pub fn route(record: &Record) -> String {
         let _ = write!(s, " (refused: {})", f.reason.short());
     }
     s
-}
-
-/// 3 significant digits: "0.25 ms", "412 ms", "2.41 s", "41.2 s"; then "2 min 03 s",
-/// "1 h 02 min".
-pub fn human_duration(seconds: f64) -> String {
-    let seconds = seconds.max(0.0);
-    if seconds < 1.0 {
-        let ms = seconds * 1000.0;
-        return format!("{} ms", three_digits(ms));
-    }
-    if seconds < 60.0 {
-        return format!("{} s", three_digits(seconds));
-    }
-    let whole = seconds.round() as u64;
-    if whole < 3600 {
-        format!("{} min {:02} s", whole / 60, whole % 60)
-    } else {
-        format!("{} h {:02} min", whole / 3600, whole / 60 % 60)
-    }
-}
-
-/// 3 significant digits for values below 1000: "412", "41.2", "4.12", "0.41".
-fn three_digits(value: f64) -> String {
-    let digits = if value >= 99.95 {
-        0
-    } else if value >= 9.995 {
-        1
-    } else {
-        2
-    };
-    format!("{value:.digits$}")
-}
-
-/// 3 significant digits with binary units: "512 B", "12.0 MiB", "1.00 GiB".
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut value = n as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    let digits = if value >= 100.0 {
-        0
-    } else if value >= 10.0 {
-        1
-    } else {
-        2
-    };
-    format!("{value:.digits$} {}", UNITS[unit])
 }
 
 pub fn named_json(named: &Named) -> String {
@@ -279,37 +218,16 @@ pub fn json_string(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{Fallback, Path, Reason};
+    use crate::engine::{DataPath, Fallback, Reason};
     use nix::errno::Errno;
-
-    #[test]
-    fn sizes_are_human() {
-        assert_eq!(human_bytes(0), "0 B");
-        assert_eq!(human_bytes(1023), "1023 B");
-        assert_eq!(human_bytes(12 << 20), "12.0 MiB");
-        assert_eq!(human_bytes(1 << 30), "1.00 GiB");
-        assert_eq!(human_bytes(300 << 10), "300 KiB");
-    }
-
-    #[test]
-    fn durations_are_human() {
-        assert_eq!(human_duration(0.00025), "0.25 ms");
-        assert_eq!(human_duration(0.412), "412 ms");
-        assert_eq!(human_duration(0.0412), "41.2 ms");
-        assert_eq!(human_duration(2.414), "2.41 s");
-        assert_eq!(human_duration(41.24), "41.2 s");
-        assert_eq!(human_duration(123.0), "2 min 03 s");
-        assert_eq!(human_duration(3720.0), "1 h 02 min");
-        assert_eq!(amount(1 << 30, 0.5), "1.00 GiB in 500 ms (2.00 GiB/s)");
-    }
 
     #[test]
     fn route_names_each_fallback_after_the_path_it_handed_to() {
         let record = Record {
-            paths: vec![(Path::CopyFileRange, 0), (Path::Userspace, 12)],
+            paths: vec![(DataPath::CopyFileRange, 0), (DataPath::Userspace, 12)],
             fallbacks: vec![Fallback {
-                from: Path::CopyFileRange,
-                to: Some(Path::Userspace),
+                from: DataPath::CopyFileRange,
+                to: Some(DataPath::Userspace),
                 reason: Reason::Errno(Errno::EXDEV),
             }],
         };

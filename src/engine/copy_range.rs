@@ -7,8 +7,9 @@ use nix::poll::PollFlags;
 use nix::sys::stat::fstat;
 use nix::unistd::{lseek, Whence};
 
-use super::{pump, sys, Outcome, Reason};
-use crate::progress::Meter;
+use super::{pump, Outcome, Reason};
+use crate::engine::meter::Meter;
+use crate::sys;
 
 pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
     copy_upto(src, dst, meter, u64::MAX)

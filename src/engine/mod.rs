@@ -6,13 +6,18 @@
 //! resumes exactly there. The walker records every path it ran and every fallback, so the
 //! report says what really happened (std's `kernel_copy` has the shape but keeps no record).
 
+mod chain;
 pub mod copy_range;
+pub mod fanout;
+pub mod meter;
 pub mod reflink;
 pub mod sendfile;
 pub mod splice;
-pub mod sys;
-pub mod tee;
 pub mod userspace;
+mod walk;
+
+pub use chain::{can_take, chain, chain_for_copy, ReflinkMode};
+pub use walk::{transfer, transfer_skipping_zeros, transfer_upto};
 
 use std::fmt;
 use std::io;
@@ -20,12 +25,12 @@ use std::os::fd::BorrowedFd;
 
 use nix::errno::Errno;
 
-use crate::fdkind::{FdInfo, FdKind};
-use crate::progress::Meter;
+use crate::engine::meter::Meter;
+use crate::sys::fdkind::FdInfo;
 
 /// A way of moving bytes. The names are the words of `--via` and of the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Path {
+pub enum DataPath {
     Reflink,
     CopyFileRange,
     Sendfile,
@@ -34,35 +39,35 @@ pub enum Path {
     Userspace,
 }
 
-impl Path {
-    pub const ALL: [Path; 6] = [
-        Path::Reflink,
-        Path::CopyFileRange,
-        Path::Sendfile,
-        Path::Splice,
-        Path::Tee,
-        Path::Userspace,
+impl DataPath {
+    pub const ALL: [DataPath; 6] = [
+        DataPath::Reflink,
+        DataPath::CopyFileRange,
+        DataPath::Sendfile,
+        DataPath::Splice,
+        DataPath::Tee,
+        DataPath::Userspace,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
-            Path::Reflink => "reflink",
-            Path::CopyFileRange => "copy_file_range",
-            Path::Sendfile => "sendfile",
-            Path::Splice => "splice",
-            Path::Tee => "tee",
-            Path::Userspace => "userspace",
+            DataPath::Reflink => "reflink",
+            DataPath::CopyFileRange => "copy_file_range",
+            DataPath::Sendfile => "sendfile",
+            DataPath::Splice => "splice",
+            DataPath::Tee => "tee",
+            DataPath::Userspace => "userspace",
         }
     }
 
     /// Parses a path word; `-` and `_` are interchangeable.
-    pub fn from_name(word: &str) -> Option<Path> {
+    pub fn from_name(word: &str) -> Option<DataPath> {
         let word = word.to_ascii_lowercase().replace('-', "_");
-        Path::ALL.into_iter().find(|p| p.name() == word)
+        DataPath::ALL.into_iter().find(|p| p.name() == word)
     }
 }
 
-impl fmt::Display for Path {
+impl fmt::Display for DataPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
@@ -73,7 +78,7 @@ impl fmt::Display for Path {
 pub enum Via {
     #[default]
     Auto,
-    Forced(Path),
+    Forced(DataPath),
 }
 
 /// Why a path handed over to the next one.
@@ -131,7 +136,7 @@ pub enum Failure {
 
 impl Failure {
     /// The failure an errno means: EINTR reaches here only once the stop's grace is over
-    /// ([`crate::process::must_stop`]), so it is the interruption, not an I/O error.
+    /// ([`crate::sys::process::must_stop`]), so it is the interruption, not an I/O error.
     pub fn of(errno: Errno, side: Side) -> Failure {
         match errno {
             Errno::EINTR => Failure::Interrupted,
@@ -193,108 +198,18 @@ pub fn refuse_or_fail(errno: Errno, moved: u64, side: Side) -> Outcome {
     }
 }
 
-/// Can `path` serve this pair of fds at all? Used to build the chain and to reject a
-/// forced `--via` before any byte moves. The kernel still has the last word.
-pub fn can_take(path: Path, src: &FdInfo, dst: &FdInfo) -> Result<(), String> {
-    let bad = |why: &str| {
-        Err(format!(
-            "{path} cannot move {} -> {}: {why}",
-            src.kind, dst.kind
-        ))
-    };
-    if src.kind == FdKind::Directory || dst.kind == FdKind::Directory {
-        return bad("a directory holds no byte stream");
-    }
-    match path {
-        Path::CopyFileRange | Path::Reflink
-            if src.kind != FdKind::File || dst.kind != FdKind::File =>
-        {
-            bad("it needs regular files on both sides")
-        }
-        Path::Reflink => bad("reflink is only for `zerocat copy`"),
-        Path::Sendfile if src.kind != FdKind::File => bad("it needs a regular file as source"),
-        Path::Tee => bad("tee(2) is for one-to-many: `zerocat tee`"),
-        _ => Ok(()),
-    }
-}
-
-/// `--reflink` of `zerocat copy`: whether FICLONE goes first in the chain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ReflinkMode {
-    /// Clone where the filesystem can, else copy.
-    #[default]
-    Auto,
-    /// Clone or fail.
-    Always,
-    /// Never clone.
-    Never,
-}
-
-/// The chain of `zerocat copy` for one file: [`chain`], with `Path::Reflink` in front when
-/// both ends are regular files and `reflink` allows it (`Always`: reflink alone, so a
-/// filesystem that cannot clone is an error). `--via reflink` is `--reflink=always`.
-pub fn chain_for_copy(
-    src: &FdInfo,
-    dst: &FdInfo,
-    via: Via,
-    reflink: ReflinkMode,
-) -> Result<Vec<Path>, String> {
-    let files = src.kind == FdKind::File && dst.kind == FdKind::File;
-    match (via, reflink) {
-        (Via::Forced(Path::Reflink), ReflinkMode::Never) => {
-            Err("--via reflink contradicts --reflink=never".to_string())
-        }
-        (Via::Forced(Path::Reflink), _) | (Via::Auto, ReflinkMode::Always) => {
-            if !files {
-                return Err(format!(
-                    "reflink cannot move {} -> {}: it needs regular files on both sides",
-                    src.kind, dst.kind
-                ));
-            }
-            Ok(vec![Path::Reflink])
-        }
-        (Via::Forced(path), ReflinkMode::Always) => {
-            Err(format!("--via {path} contradicts --reflink=always"))
-        }
-        (Via::Auto, ReflinkMode::Auto) if files => {
-            let mut paths = vec![Path::Reflink];
-            paths.extend(chain(src, dst, via)?);
-            Ok(paths)
-        }
-        _ => chain(src, dst, via),
-    }
-}
-
-/// The paths to try, in order (DESIGN §3).
-pub fn chain(src: &FdInfo, dst: &FdInfo, via: Via) -> Result<Vec<Path>, String> {
-    use FdKind::*;
-    if let Via::Forced(path) = via {
-        can_take(path, src, dst)?;
-        return Ok(vec![path]);
-    }
-    can_take(Path::Userspace, src, dst)?;
-    let fast: &[Path] = match (src.kind, dst.kind) {
-        (File, File) => &[Path::CopyFileRange, Path::Splice],
-        (Pipe, _) | (_, Pipe) => &[Path::Splice],
-        (File, Socket | CharDevice) => &[Path::Sendfile, Path::Splice],
-        (Socket, Socket | File | CharDevice) => &[Path::Splice],
-        _ => &[],
-    };
-    Ok(fast.iter().copied().chain([Path::Userspace]).collect())
-}
-
 /// One fallback, as the report shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fallback {
-    pub from: Path,
-    pub to: Option<Path>,
+    pub from: DataPath,
+    pub to: Option<DataPath>,
     pub reason: Reason,
 }
 
 /// What ran: every path tried with the bytes it delivered, in order, and every fallback.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Record {
-    pub paths: Vec<(Path, u64)>,
+    pub paths: Vec<(DataPath, u64)>,
     pub fallbacks: Vec<Fallback>,
 }
 
@@ -303,7 +218,7 @@ impl Record {
         self.paths.iter().map(|(_, n)| n).sum()
     }
 
-    pub fn add(&mut self, path: Path, bytes: u64) {
+    pub fn add(&mut self, path: DataPath, bytes: u64) {
         match self.paths.iter_mut().find(|(p, _)| *p == path) {
             Some((_, n)) => *n += bytes,
             None => self.paths.push((path, bytes)),
@@ -317,121 +232,6 @@ pub struct Ends<'a> {
     pub src_info: FdInfo,
     pub dst: BorrowedFd<'a>,
     pub dst_info: FdInfo,
-}
-
-/// Walks `chain` until a path ends or fails. Returns what ran, and the failure if any.
-pub fn transfer(
-    ends: &Ends<'_>,
-    chain: &[Path],
-    middle: Option<&splice::OwnPipe>,
-    meter: &Meter,
-) -> (Record, Option<Failure>) {
-    transfer_upto(ends, chain, middle, meter, u64::MAX)
-}
-
-/// [`transfer`], stopping after `limit` bytes (or at EOF, whichever comes first): one data
-/// extent of a sparse file. `Path::Reflink` clones the whole file whatever the limit, so a
-/// caller puts it only in the chain of a file's first extent.
-pub fn transfer_upto(
-    ends: &Ends<'_>,
-    chain: &[Path],
-    middle: Option<&splice::OwnPipe>,
-    meter: &Meter,
-    limit: u64,
-) -> (Record, Option<Failure>) {
-    let mut record = Record::default();
-    let mut carried = 0; // bytes a refused path delivered by plain writes
-    let mut short = 0; // bytes paths that stopped short delivered
-    for (i, &path) in chain.iter().enumerate() {
-        let outcome = run_path(path, ends, middle, meter, limit - carried - short);
-        let reason = match outcome {
-            Outcome::Ended(n) => {
-                record.add(path, n);
-                record_carried(&mut record, carried);
-                return (record, None);
-            }
-            Outcome::Failed(n, failure) => {
-                record.add(path, n);
-                record_carried(&mut record, carried);
-                return (record, Some(failure));
-            }
-            Outcome::Fallback(drained, reason) => {
-                record.add(path, 0);
-                carried += drained;
-                reason
-            }
-            Outcome::Short(n, reason) => {
-                record.add(path, n);
-                short += n;
-                reason
-            }
-        };
-        let next = chain.get(i + 1).copied();
-        record.fallbacks.push(Fallback {
-            from: path,
-            to: next,
-            reason,
-        });
-        if next.is_none() {
-            // A forced path the kernel refused: an error, not a silent switch.
-            record_carried(&mut record, carried);
-            let error = match reason {
-                Reason::Errno(errno) => io::Error::from(errno),
-                _ => io::Error::other(reason.to_string()),
-            };
-            return (record, Some(Failure::Io(error, Side::Either)));
-        }
-    }
-    unreachable!("every chain ends in a path that ends or fails")
-}
-
-/// `--sparse=always` inside one data extent of a regular file: the userspace path that
-/// seeks over blocks of zeros ([`userspace::copy_skipping_zeros`]), recorded like any
-/// transfer. `skipped` grows by the zeros not written.
-pub fn transfer_skipping_zeros(
-    ends: &Ends<'_>,
-    meter: &Meter,
-    limit: u64,
-    skipped: &mut u64,
-) -> (Record, Option<Failure>) {
-    let mut record = Record::default();
-    let outcome = userspace::copy_skipping_zeros(ends.src, ends.dst, meter, limit, skipped);
-    match outcome {
-        Outcome::Ended(n) => {
-            record.add(Path::Userspace, n);
-            (record, None)
-        }
-        Outcome::Failed(n, failure) => {
-            record.add(Path::Userspace, n);
-            (record, Some(failure))
-        }
-        Outcome::Fallback(..) | Outcome::Short(..) => {
-            unreachable!("the userspace path has nothing to fall back to")
-        }
-    }
-}
-
-fn record_carried(record: &mut Record, carried: u64) {
-    if carried > 0 {
-        record.add(Path::Userspace, carried);
-    }
-}
-
-fn run_path(
-    path: Path,
-    ends: &Ends<'_>,
-    middle: Option<&splice::OwnPipe>,
-    meter: &Meter,
-    limit: u64,
-) -> Outcome {
-    match path {
-        Path::Reflink => reflink::clone(ends, meter),
-        Path::CopyFileRange => copy_range::copy_upto(ends.src, ends.dst, meter, limit),
-        Path::Sendfile => sendfile::copy_upto(ends.src, ends.dst, meter, limit),
-        Path::Splice => splice::copy_upto(ends, middle, meter, limit),
-        Path::Userspace => userspace::copy_upto(ends.src, ends.dst, meter, limit),
-        Path::Tee => unreachable!("{path} is not a one-to-one path"),
-    }
 }
 
 /// The part of `limit` one call may ask for.
@@ -451,7 +251,7 @@ pub(crate) fn next_len(
         return Err(Outcome::Ended(moved));
     }
     let len = meter.chunk(chunk(limit - moved, max));
-    if crate::process::interrupted() {
+    if crate::sys::process::interrupted() {
         return Err(Outcome::Failed(moved, Failure::Interrupted));
     }
     Ok(len)

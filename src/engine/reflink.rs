@@ -8,7 +8,7 @@ use nix::errno::Errno;
 use nix::libc;
 
 use super::{Ends, Failure, Outcome, Reason, Side};
-use crate::progress::Meter;
+use crate::engine::meter::Meter;
 
 /// `_IOW(0x94, 9, int)` from <linux/fs.h>.
 const FICLONE: libc::c_ulong = 0x4004_9409;

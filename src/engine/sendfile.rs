@@ -4,8 +4,9 @@ use std::os::fd::BorrowedFd;
 
 use nix::poll::PollFlags;
 
-use super::{pump, sys, Outcome};
-use crate::progress::Meter;
+use super::{pump, Outcome};
+use crate::engine::meter::Meter;
+use crate::sys;
 
 /// One sendfile call moves at most 2,147,479,552 bytes (HAZARDS).
 const SENDFILE_CHUNK: usize = 0x7fff_f000;

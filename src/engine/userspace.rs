@@ -7,8 +7,9 @@ use nix::errno::Errno;
 use nix::poll::PollFlags;
 use nix::unistd::Whence;
 
-use super::{chunk, next_len, sys, Failure, Outcome, Side};
-use crate::progress::Meter;
+use super::{chunk, next_len, Failure, Outcome, Side};
+use crate::engine::meter::Meter;
+use crate::sys;
 
 /// Large enough to take a grown pipe's whole content in one read.
 pub const BUFFER_SIZE: usize = 1 << 20;

@@ -12,8 +12,8 @@ use super::flow::{abort_socket, set_nonblocking, Blame, End, Flow, Policy, Pools
 use super::poller::{Poller, Ready};
 use super::{ConnEnd, ConnReport, FlowReport, RelayConfig, Tally, GRACE};
 use crate::endpoint::{is_retryable_connect, ConnectOpts, Endpoint, Listener};
-use crate::report::human_bytes;
-use crate::Options;
+use crate::options::Options;
+use crate::units::human_bytes;
 
 const LISTENER: u64 = u64::MAX;
 const ACCEPT_RESUME: u64 = u64::MAX - 1;
@@ -195,7 +195,7 @@ impl<'a> Server<'a> {
         }
         let mut ready = Vec::new();
         loop {
-            if crate::process::interrupted() && self.grace_until.is_none() {
+            if crate::sys::process::interrupted() && self.grace_until.is_none() {
                 self.begin_grace();
             }
             if self.active == 0 && !self.accepting {
@@ -818,8 +818,8 @@ fn inherit(endpoint: &Endpoint, peer: &mut Peer) -> anyhow::Result<()> {
     let flags = set_nonblocking(rfd.as_raw_fd())?;
     shared_flags::remember(read, flags);
     peer.restore.push((rfd.as_raw_fd(), flags));
-    peer.socket = crate::fdkind::FdInfo::of(rfd.as_fd())
-        .map(|i| i.kind == crate::fdkind::FdKind::Socket)
+    peer.socket = crate::sys::fdkind::FdInfo::of(rfd.as_fd())
+        .map(|i| i.kind == crate::sys::fdkind::FdKind::Socket)
         .unwrap_or(false);
     if let Some(w) = write {
         let wfd = dup(w)?;

@@ -23,6 +23,7 @@ use nix::sys::socket::{
 use nix::sys::stat::{umask, Mode};
 
 use crate::exit::Interrupted;
+use crate::sys::fdkind::{FdInfo, FdKind};
 
 /// Options that may follow a comma (`file:x,append`). Each scheme accepts only its own.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -793,7 +794,7 @@ impl Endpoint {
                     match listener.accept() {
                         Ok((fd, _peer)) => return Ok(plain(fd)),
                         Err(e) if e.raw_os_error() == Some(Errno::EINTR as i32) => {
-                            if crate::process::interrupted() {
+                            if crate::sys::process::interrupted() {
                                 return Err(Interrupted(format!(
                                     "interrupted while waiting for a connection on {}",
                                     listener.local_addr()
@@ -936,8 +937,7 @@ fn open_file(path: &Path, opts: &FileOpts, role: Role) -> anyhow::Result<Opened>
     }
     let is_a_directory = || anyhow!("cannot open '{shown}' for {direction}: is a directory");
     // sys::open_interruptible: a FIFO without a peer, whose open blocks, ends on SIGINT.
-    let open = |flags: OFlag| match crate::engine::sys::open_interruptible(None, path, flags, mode)
-    {
+    let open = |flags: OFlag| match crate::sys::open_interruptible(None, path, flags, mode) {
         Ok(fd) => Ok(Ok(std::fs::File::from(fd))),
         Err(Errno::EINTR) => Err(anyhow::Error::from(Interrupted(format!(
             "interrupted while opening '{shown}' for {direction} \
@@ -1185,6 +1185,37 @@ impl Drop for Listener {
                 }
             }
         }
+    }
+}
+
+/// What an endpoint's fd will be, found without opening it (no file created, no
+/// connection made, no connection accepted): for `--explain`.
+pub fn predict(endpoint: &Endpoint, role: Role) -> std::io::Result<FdInfo> {
+    match endpoint {
+        Endpoint::Stdio => {
+            let fd = if role == Role::Source { 0 } else { 1 };
+            // SAFETY: fds 0 and 1 are open for the whole run (reserved at start-up).
+            Ok(FdInfo::of(unsafe { BorrowedFd::borrow_raw(fd) })?)
+        }
+        Endpoint::Fd(fd) => {
+            nix::fcntl::fcntl(*fd, nix::fcntl::FcntlArg::F_GETFD)?;
+            // SAFETY: just checked that the fd is open; it is only fstat'ed.
+            Ok(FdInfo::of(unsafe { BorrowedFd::borrow_raw(*fd) })?)
+        }
+        Endpoint::File { path, opts } => match nix::sys::stat::stat(path.as_path()) {
+            Ok(st) => Ok(FdInfo {
+                append: opts.append,
+                ..FdInfo::from_stat(&st)
+            }),
+            // A sink that does not exist yet: the empty file it would be created as.
+            Err(nix::errno::Errno::ENOENT) if role == Role::Sink => Ok(FdInfo {
+                append: opts.append,
+                size: Some(0),
+                ..FdInfo::assumed(FdKind::File)
+            }),
+            Err(e) => Err(e.into()),
+        },
+        _ => Ok(FdInfo::assumed(FdKind::Socket)),
     }
 }
 

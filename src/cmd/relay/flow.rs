@@ -54,8 +54,9 @@ use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::libc;
 
-use crate::engine::splice::{grow_pipe, OwnPipe};
-use crate::engine::{is_unsupported, sys, Fallback, Path, Reason, Record};
+use crate::engine::{is_unsupported, DataPath, Fallback, Reason, Record};
+use crate::sys;
+use crate::sys::pipe::{grow_pipe, OwnPipe};
 
 /// Size of a userspace buffer (one per busy direction, pooled).
 pub const BUFFER_SIZE: usize = 256 * 1024;
@@ -463,7 +464,7 @@ impl Flow {
                         self.start = 0;
                         self.end = 0;
                     }
-                    self.deliver(Path::Userspace, n);
+                    self.deliver(DataPath::Userspace, n);
                     Ok(n > 0)
                 }
                 Err(Errno::EINTR) => Ok(true),
@@ -483,7 +484,7 @@ impl Flow {
                 self.in_pipe -= n;
                 self.pipe_maybe_full = false;
                 self.spliced += n as u64;
-                self.deliver(Path::Splice, n);
+                self.deliver(DataPath::Splice, n);
                 Ok(n > 0)
             }
             Err(Errno::EINTR) => Ok(true),
@@ -723,17 +724,17 @@ impl Flow {
     }
 
     fn fall_back(&mut self, errno: Errno) {
-        self.record.add(Path::Splice, 0);
+        self.record.add(DataPath::Splice, 0);
         self.record.fallbacks.push(Fallback {
-            from: Path::Splice,
-            to: Some(Path::Userspace),
+            from: DataPath::Splice,
+            to: Some(DataPath::Userspace),
             reason: Reason::Errno(errno),
         });
         self.policy = Policy::Userspace;
         self.splicing = false;
     }
 
-    fn deliver(&mut self, path: Path, n: usize) {
+    fn deliver(&mut self, path: DataPath, n: usize) {
         self.delivered += n as u64;
         self.record.add(path, n as u64);
     }

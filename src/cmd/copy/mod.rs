@@ -29,16 +29,17 @@ use nix::fcntl::OFlag;
 use nix::sys::stat::{FileStat, Mode, SFlag};
 use nix::unistd::Whence;
 
+use crate::cmd::pipe::{self, PipeConfig};
 use crate::endpoint::{Endpoint, FileOpts};
-use crate::engine::{self, splice::OwnPipe, Ends, Failure, Path, Reason, Record, ReflinkMode};
+use crate::engine::meter::Meter;
+use crate::engine::{self, DataPath, Ends, Failure, Reason, Record, ReflinkMode};
 use crate::exit::{ExitCode, UsageError};
-use crate::fdkind::{FdInfo, FdKind};
-use crate::pipe::{self, PipeConfig};
-use crate::progress::{self, Meter, ProgressGuard, Watch};
-use crate::report::{
-    self, human_bytes, human_duration, json_array, json_string, JsonObject, StatsFormat,
-};
-use crate::Options;
+use crate::options::Options;
+use crate::progress::{self, ProgressGuard, Watch};
+use crate::report::{self, json_array, json_string, JsonObject, StatsFormat};
+use crate::sys::fdkind::{FdInfo, FdKind};
+use crate::sys::pipe::OwnPipe;
+use crate::units::{human_bytes, human_duration};
 
 /// `--sparse`: where the copy has holes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -94,7 +95,10 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
     }
     let sources: Vec<PathBuf> = cfg.sources.iter().filter_map(plain).collect();
     let dest = plain(&cfg.dest).expect("checked above");
-    if matches!(opts.via, engine::Via::Forced(Path::Tee | Path::Sendfile)) {
+    if matches!(
+        opts.via,
+        engine::Via::Forced(DataPath::Tee | DataPath::Sendfile)
+    ) {
         return Err(UsageError(format!(
             "--via {}: copy moves files with reflink, copy_file_range, splice or userspace",
             match opts.via {
@@ -133,7 +137,7 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
         pipe::chain_words(&chain),
         format!("{:?}", cfg.sparse).to_lowercase(),
         if cfg.resume { ", resume" } else { "" },
-        crate::limit::plan_words(opts.limit),
+        crate::engine::meter::plan_words(opts.limit),
     ));
     if opts.explain {
         return Ok(ExitCode::Success);
@@ -145,7 +149,7 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
     // just made. Refused, as cp does ("will not overwrite just-created").
     let mut made: HashSet<PathBuf> = HashSet::new();
     for src in &sources {
-        if crate::process::interrupted() {
+        if crate::sys::process::interrupted() {
             break;
         }
         let target = if dest_is_dir {
@@ -296,7 +300,7 @@ struct Copier<'a> {
     entries: Vec<Entry>,
     /// (source st_dev, destination st_dev, path) the kernel refused with an errno that is
     /// about the filesystems, not the file: not tried again this run (std probes once too).
-    refused: HashSet<(u64, u64, Path)>,
+    refused: HashSet<(u64, u64, DataPath)>,
     middle: Option<OwnPipe>,
     /// One for the whole run: `--limit` paces the copy, not each file.
     meter: Arc<Meter>,
@@ -389,7 +393,7 @@ impl<'a> Copier<'a> {
     }
 
     fn copy_entry(&mut self, src: &FsPath, dst: &FsPath, kind: Kind) {
-        if crate::process::interrupted() {
+        if crate::sys::process::interrupted() {
             self.interrupted = true;
             return;
         }
@@ -503,7 +507,7 @@ impl<'a> Copier<'a> {
             Some((dirfd, name)) => (Some(dirfd), FsPath::new(name)),
             None => (None, src),
         };
-        engine::sys::open_interruptible(dir, path, flags, Mode::empty())
+        crate::sys::open_interruptible(dir, path, flags, Mode::empty())
             .map(fs::File::from)
             .map_err(io::Error::from)
     }
@@ -707,14 +711,14 @@ impl<'a> Copier<'a> {
             let sizeless = src_size == 0 || pseudo;
             chain.retain(|&p| {
                 let unfit = match p {
-                    Path::Reflink => start > 0 || sizeless,
-                    Path::CopyFileRange => sizeless,
+                    DataPath::Reflink => start > 0 || sizeless,
+                    DataPath::CopyFileRange => sizeless,
                     _ => false,
                 };
                 !unfit && !self.refused.contains(&(sst.st_dev, dst_info.identity.0, p))
             });
         }
-        if chain.contains(&Path::Splice) && self.middle.is_none() {
+        if chain.contains(&DataPath::Splice) && self.middle.is_none() {
             self.middle = OwnPipe::new().ok();
         }
         let ends = Ends {
@@ -768,7 +772,7 @@ impl<'a> Copier<'a> {
     fn copy_extents(
         &mut self,
         ends: &Ends<'_>,
-        mut chain: Vec<Path>,
+        mut chain: Vec<DataPath>,
         start: u64,
         e: &mut Entry,
     ) -> Option<Failure> {
@@ -808,7 +812,7 @@ impl<'a> Copier<'a> {
             let cloned = record
                 .paths
                 .iter()
-                .any(|&(p, n)| p == Path::Reflink && n > 0);
+                .any(|&(p, n)| p == DataPath::Reflink && n > 0);
             merge(&mut e.record, &record);
             if failure.is_some() || cloned || moved < len {
                 // A clone took the whole file; fewer bytes than the extent: it shrank.
@@ -910,7 +914,7 @@ impl<'a> Copier<'a> {
             progress.finish();
         }
         let t = &self.totals;
-        let interrupted = self.interrupted || crate::process::interrupted();
+        let interrupted = self.interrupted || crate::sys::process::interrupted();
         if !self.opts.quiet {
             let text = match self.opts.stats {
                 StatsFormat::Text => total_line(t, seconds, interrupted),
@@ -1005,7 +1009,7 @@ fn total_line(t: &Totals, seconds: f64, interrupted: bool) -> String {
     let mut line = format!(
         "zerocat: copied {}, {}",
         plural(t.files, "file", "files"),
-        report::amount(t.record.bytes(), seconds)
+        crate::units::amount(t.record.bytes(), seconds)
     );
     if !t.record.paths.is_empty() {
         line.push_str(&format!(" via {}", report::route(&t.record)));
@@ -1131,7 +1135,7 @@ fn open_existing(dst: &FsPath, force: bool, src_mode: u32, resume: bool) -> io::
     };
     let flags = access | OFlag::O_CREAT | OFlag::O_CLOEXEC;
     let mode = Mode::from_bits_truncate(src_mode & 0o777);
-    let opened = engine::sys::open_interruptible(None, dst, flags, mode).map_err(io::Error::from);
+    let opened = crate::sys::open_interruptible(None, dst, flags, mode).map_err(io::Error::from);
     match opened {
         Err(e) if force => {
             fs::remove_file(dst).map_err(|_| e)?;

@@ -1,19 +1,21 @@
 //! The command line. clap's types stop here: `Cli::into_invocation` turns what the user
 //! typed into the core's `Options` and a command config.
 
+pub mod man;
+
 use std::io::IsTerminal;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::copy::{CopyConfig, SparseMode};
+use crate::cmd::copy::{CopyConfig, SparseMode};
+use crate::cmd::pipe::PipeConfig;
+use crate::cmd::relay::RelayConfig;
+use crate::cmd::tee::TeeConfig;
 use crate::endpoint::{self, Endpoint};
-use crate::engine::tee::OnError;
+use crate::engine::fanout::OnError;
 use crate::engine::ReflinkMode;
-use crate::engine::{Path, Via};
-use crate::pipe::PipeConfig;
-use crate::relay::RelayConfig;
+use crate::engine::{DataPath, Via};
 use crate::report::StatsFormat;
-use crate::tee::TeeConfig;
 use crate::{Invocation, Options};
 
 const AFTER_HELP: &str = "\
@@ -74,12 +76,12 @@ pub struct GlobalArgs {
     /// Hold each transfer (each direction of a relay) to RATE bytes per second:
     /// 500k, 10M, 1.5G (binary units, pv's -L). The kernel path stays the same; only
     /// the length of each call shrinks.
-    #[arg(long, global = true, value_name = "RATE", value_parser = crate::limit::parse_rate)]
+    #[arg(long, global = true, value_name = "RATE", value_parser = crate::units::parse_rate)]
     pub limit: Option<u64>,
 
     /// Expected size of a stream (binary units: 700M), so the progress bar shows a
     /// percentage and ETA where the source has no size of its own.
-    #[arg(long, global = true, value_name = "N", value_parser = crate::limit::parse_bytes)]
+    #[arg(long, global = true, value_name = "N", value_parser = crate::units::parse_bytes)]
     pub size: Option<u64>,
 }
 
@@ -258,7 +260,7 @@ pub struct RelayArgs {
     pub splice_first: bool,
     /// Under auto, run the first trial of the other path after this many bytes (tests;
     /// the default is flow::FIRST_TRIAL).
-    #[arg(long, hide = true, value_name = "BYTES", value_parser = crate::limit::parse_bytes)]
+    #[arg(long, hide = true, value_name = "BYTES", value_parser = crate::units::parse_bytes)]
     pub first_trial: Option<u64>,
 }
 
@@ -286,8 +288,8 @@ fn parse_via(arg: &str) -> Result<Via, String> {
     if arg.eq_ignore_ascii_case("auto") {
         return Ok(Via::Auto);
     }
-    Path::from_name(arg).map(Via::Forced).ok_or_else(|| {
-        let words: Vec<&str> = Path::ALL.iter().map(|p| p.name()).collect();
+    DataPath::from_name(arg).map(Via::Forced).ok_or_else(|| {
+        let words: Vec<&str> = DataPath::ALL.iter().map(|p| p.name()).collect();
         format!("unknown path '{arg}': expected auto, {}", words.join(", "))
     })
 }
@@ -380,7 +382,7 @@ pub fn completions(shell: clap_complete::Shell) -> String {
 
 /// The man page (roff), generated from the clap definition plus hand-written sections.
 pub fn man_page() -> String {
-    crate::man::page(Cli::command())
+    crate::cli::man::page(Cli::command())
 }
 
 #[cfg(test)]
@@ -396,11 +398,11 @@ mod tests {
     fn via_accepts_dashes_and_underscores() {
         assert_eq!(
             parse_via("copy-file-range"),
-            Ok(Via::Forced(Path::CopyFileRange))
+            Ok(Via::Forced(DataPath::CopyFileRange))
         );
         assert_eq!(
             parse_via("copy_file_range"),
-            Ok(Via::Forced(Path::CopyFileRange))
+            Ok(Via::Forced(DataPath::CopyFileRange))
         );
         assert_eq!(parse_via("AUTO"), Ok(Via::Auto));
         assert!(parse_via("carrier-pigeon").is_err());

@@ -1,73 +1,69 @@
-//! `--limit RATE`: pace a transfer by the length each syscall is asked for, so splice,
-//! sendfile and copy_file_range stay the path (pv's `-L`, without falling back to
-//! read/write). Also the parser of sizes and rates (`10M`, `1.5G`, `500k`, binary units).
+//! Units: parsing sizes and rates (`10M`, `1.5G`, `500k`, binary units) and writing bytes,
+//! durations and rates for people ("1.00 GiB in 412 ms (2.43 GiB/s)"). A leaf: imports
+//! nothing of the crate.
 
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::fmt::Write as _;
 
-/// How many slices a second is cut into: each syscall asks for at most rate/PACE_HZ bytes.
-const PACE_HZ: u64 = 8;
-
-/// Unused credit kept after a stall: a source that paused for a minute does not earn a
-/// minute of full speed.
-const MAX_CREDIT: Duration = Duration::from_secs(1);
-
-/// Longest single sleep, so SIGINT/SIGTERM are noticed quickly.
-const SLEEP_SLICE: Duration = Duration::from_millis(50);
-
-/// Holds a transfer to `rate` bytes per second.
-#[derive(Debug)]
-pub struct Pacer {
-    rate: u64,
-    /// When the bytes counted so far were "due from"; starts at the first request.
-    epoch: Mutex<Option<Instant>>,
+/// "1.00 GiB in 412 ms (2.43 GiB/s)"
+pub fn amount(bytes: u64, seconds: f64) -> String {
+    let mut s = format!("{} in {}", human_bytes(bytes), human_duration(seconds));
+    if seconds > 0.0 {
+        let _ = write!(s, " ({}/s)", human_bytes((bytes as f64 / seconds) as u64));
+    }
+    s
 }
 
-impl Pacer {
-    pub fn new(rate: u64) -> Pacer {
-        Pacer {
-            rate: rate.max(1),
-            epoch: Mutex::new(None),
-        }
+/// 3 significant digits: "0.25 ms", "412 ms", "2.41 s", "41.2 s"; then "2 min 03 s",
+/// "1 h 02 min".
+pub fn human_duration(seconds: f64) -> String {
+    let seconds = seconds.max(0.0);
+    if seconds < 1.0 {
+        let ms = seconds * 1000.0;
+        return format!("{} ms", three_digits(ms));
     }
-
-    pub fn rate(&self) -> u64 {
-        self.rate
+    if seconds < 60.0 {
+        return format!("{} s", three_digits(seconds));
     }
-
-    /// Called before each syscall with the bytes delivered so far: sleeps while the
-    /// transfer is ahead of the rate, then returns how many bytes the next call may ask
-    /// for (at most `len`, never 0). Returns early, unslept, once SIGINT/SIGTERM arrived.
-    pub fn next_chunk(&self, delivered: u64, len: usize) -> usize {
-        let due = Duration::from_secs_f64(delivered as f64 / self.rate as f64);
-        loop {
-            let now = Instant::now();
-            let wait = {
-                let mut epoch = self.epoch.lock().unwrap_or_else(|e| e.into_inner());
-                let start = epoch.get_or_insert(now);
-                let elapsed = now - *start;
-                if elapsed > due + MAX_CREDIT {
-                    // Stalled: forget the credit beyond MAX_CREDIT.
-                    *start = now - due - MAX_CREDIT;
-                }
-                due.checked_sub(elapsed).unwrap_or_default()
-            };
-            if wait.is_zero() || crate::process::interrupted() {
-                break;
-            }
-            std::thread::sleep(wait.min(SLEEP_SLICE));
-        }
-        let quantum = (self.rate / PACE_HZ).max(1);
-        len.min(usize::try_from(quantum).unwrap_or(usize::MAX))
-            .max(1)
+    let whole = seconds.round() as u64;
+    if whole < 3600 {
+        format!("{} min {:02} s", whole / 60, whole % 60)
+    } else {
+        format!("{} h {:02} min", whole / 3600, whole / 60 % 60)
     }
 }
 
-/// "; limited to 2.00 MiB/s" for a `-v` plan line, or nothing.
-pub fn plan_words(limit: Option<u64>) -> String {
-    limit.map_or_else(String::new, |rate| {
-        format!("; limited to {}/s", crate::report::human_bytes(rate))
-    })
+/// 3 significant digits for values below 1000: "412", "41.2", "4.12", "0.41".
+fn three_digits(value: f64) -> String {
+    let digits = if value >= 99.95 {
+        0
+    } else if value >= 9.995 {
+        1
+    } else {
+        2
+    };
+    format!("{value:.digits$}")
+}
+
+/// 3 significant digits with binary units: "512 B", "12.0 MiB", "1.00 GiB".
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    let digits = if value >= 100.0 {
+        0
+    } else if value >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{value:.digits$} {}", UNITS[unit])
 }
 
 /// Parses a byte count or rate: `4096`, `10M`, `1.5G`, `500k`, `2MiB`, `10M/s`.
@@ -177,19 +173,23 @@ mod tests {
     }
 
     #[test]
-    fn chunks_are_an_eighth_of_the_rate_and_never_zero() {
-        let pacer = Pacer::new(8 << 20);
-        assert_eq!(pacer.next_chunk(0, 1 << 30), 1 << 20);
-        assert_eq!(pacer.next_chunk(0, 4096), 4096);
-        assert_eq!(Pacer::new(3).next_chunk(0, 100), 1);
+    fn sizes_are_human() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(12 << 20), "12.0 MiB");
+        assert_eq!(human_bytes(1 << 30), "1.00 GiB");
+        assert_eq!(human_bytes(300 << 10), "300 KiB");
     }
 
     #[test]
-    fn a_transfer_ahead_of_the_rate_waits() {
-        let pacer = Pacer::new(1 << 20);
-        let started = Instant::now();
-        pacer.next_chunk(0, 1);
-        pacer.next_chunk(256 << 10, 1); // a quarter second's worth already delivered
-        assert!(started.elapsed() >= Duration::from_millis(240));
+    fn durations_are_human() {
+        assert_eq!(human_duration(0.00025), "0.25 ms");
+        assert_eq!(human_duration(0.412), "412 ms");
+        assert_eq!(human_duration(0.0412), "41.2 ms");
+        assert_eq!(human_duration(2.414), "2.41 s");
+        assert_eq!(human_duration(41.24), "41.2 s");
+        assert_eq!(human_duration(123.0), "2 min 03 s");
+        assert_eq!(human_duration(3720.0), "1 h 02 min");
+        assert_eq!(amount(1 << 30, 0.5), "1.00 GiB in 500 ms (2.00 GiB/s)");
     }
 }

@@ -6,8 +6,6 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::sys::stat::{fstat, FileStat, SFlag};
 
-use crate::endpoint::{Endpoint, Role};
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FdKind {
     /// A regular file (or a block device: both have a page cache and a size).
@@ -108,37 +106,6 @@ impl FdInfo {
     /// would eat its own output (cat: "input file is output file").
     pub fn same_file(&self, other: &FdInfo) -> bool {
         self.kind == FdKind::File && other.kind == FdKind::File && self.identity == other.identity
-    }
-}
-
-/// What an endpoint's fd will be, found without opening it (no file created, no
-/// connection made, no connection accepted): for `--explain`.
-pub fn predict(endpoint: &Endpoint, role: Role) -> std::io::Result<FdInfo> {
-    match endpoint {
-        Endpoint::Stdio => {
-            let fd = if role == Role::Source { 0 } else { 1 };
-            // SAFETY: fds 0 and 1 are open for the whole run (reserved at start-up).
-            Ok(FdInfo::of(unsafe { BorrowedFd::borrow_raw(fd) })?)
-        }
-        Endpoint::Fd(fd) => {
-            nix::fcntl::fcntl(*fd, FcntlArg::F_GETFD)?;
-            // SAFETY: just checked that the fd is open; it is only fstat'ed.
-            Ok(FdInfo::of(unsafe { BorrowedFd::borrow_raw(*fd) })?)
-        }
-        Endpoint::File { path, opts } => match nix::sys::stat::stat(path.as_path()) {
-            Ok(st) => Ok(FdInfo {
-                append: opts.append,
-                ..FdInfo::from_stat(&st)
-            }),
-            // A sink that does not exist yet: the empty file it would be created as.
-            Err(nix::errno::Errno::ENOENT) if role == Role::Sink => Ok(FdInfo {
-                append: opts.append,
-                size: Some(0),
-                ..FdInfo::assumed(FdKind::File)
-            }),
-            Err(e) => Err(e.into()),
-        },
-        _ => Ok(FdInfo::assumed(FdKind::Socket)),
     }
 }
 

@@ -21,12 +21,11 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context};
 
 use crate::endpoint::Endpoint;
-use crate::engine::{Path, Record, Via};
+use crate::engine::{DataPath, Record, Via};
 use crate::exit::{ExitCode, UsageError};
-use crate::report::{
-    amount, human_bytes, json_array, json_string, record_json, route, JsonObject, StatsFormat,
-};
-use crate::Options;
+use crate::options::Options;
+use crate::report::{json_array, json_string, record_json, route, JsonObject, StatsFormat};
+use crate::units::{amount, human_bytes};
 
 use flow::Policy;
 use server::{Server, Spec};
@@ -302,8 +301,8 @@ fn writes_stdout_broke(cfg: &RelayConfig, r: &ConnReport) -> bool {
 fn policy(via: Via) -> anyhow::Result<Policy> {
     match via {
         Via::Auto => Ok(Policy::Auto),
-        Via::Forced(Path::Splice) => Ok(Policy::Splice),
-        Via::Forced(Path::Userspace) => Ok(Policy::Userspace),
+        Via::Forced(DataPath::Splice) => Ok(Policy::Splice),
+        Via::Forced(DataPath::Userspace) => Ok(Policy::Userspace),
         Via::Forced(other) => Err(UsageError(format!(
             "--via {other}: relay moves streams with splice or userspace"
         ))

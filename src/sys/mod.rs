@@ -1,5 +1,10 @@
 //! Thin wrappers over the raw syscalls the paths use: one place for the unsafe calls and
-//! for waiting on non-blocking fds.
+//! for waiting on non-blocking fds; fd classification, our own pipes and the process's
+//! signal state. Imports nothing of the crate.
+
+pub mod fdkind;
+pub mod pipe;
+pub mod process;
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr;
@@ -108,7 +113,7 @@ pub fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> Result<usize, Errno> {
 /// Writes all of `buf`, retrying EINTR and short writes and waiting out EAGAIN.
 /// On error, returns how many bytes did go out. Bytes already read are delivered even
 /// when a signal asks us to stop: they left the source and exist nowhere else — but only
-/// within the stop's grace; after it, EINTR comes back ([`crate::process::must_stop`]).
+/// within the stop's grace; after it, EINTR comes back ([`crate::sys::process::must_stop`]).
 pub fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) -> Result<(), (usize, Errno)> {
     let mut done = 0;
     while !buf.is_empty() {
@@ -117,7 +122,7 @@ pub fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) -> Result<(), (usize, Errno
                 done += n;
                 buf = &buf[n..];
             }
-            Err(Errno::EINTR) if !crate::process::must_stop() => {}
+            Err(Errno::EINTR) if !crate::sys::process::must_stop() => {}
             Err(Errno::EAGAIN) => wait(fd, PollFlags::POLLOUT).map_err(|e| (done, e))?,
             Err(e) => return Err((done, e)),
         }
@@ -131,7 +136,7 @@ pub fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) -> Result<(), (usize, Errno
 pub fn wait(fd: BorrowedFd<'_>, events: PollFlags) -> Result<(), Errno> {
     let mut fds = [PollFd::new(fd, events)];
     match poll(&mut fds, PollTimeout::NONE) {
-        Err(Errno::EINTR) if crate::process::must_stop() => Err(Errno::EINTR),
+        Err(Errno::EINTR) if crate::sys::process::must_stop() => Err(Errno::EINTR),
         Ok(_) | Err(Errno::EINTR) => Ok(()),
         Err(e) => Err(e),
     }
@@ -180,7 +185,7 @@ pub fn open_interruptible(
             None => nix::fcntl::open(path, flags, mode),
         };
         match opened {
-            Err(Errno::EINTR) if !crate::process::interrupted() => {}
+            Err(Errno::EINTR) if !crate::sys::process::interrupted() => {}
             // SAFETY: open just returned this descriptor; nothing else owns it.
             other => return other.map(|raw| unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) }),
         }

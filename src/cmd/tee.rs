@@ -6,21 +6,21 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context};
 
-use crate::endpoint::{Endpoint, Opened, Role};
-use crate::engine::tee::{self as fan, FanOut, OnError, Sink, SinkOutcome};
-use crate::engine::{Failure, Path, Record, Side, Via};
-use crate::exit::{ExitCode, UsageError};
-use crate::fdkind::{self, FdInfo, FdKind};
-use crate::pipe::{
+use crate::cmd::pipe::{
     describe, failure_message, finish_socket_sink, refuse_same_file, remaining_in,
     truncate_if_pending, PipeConfig,
 };
+use crate::endpoint::{Endpoint, Opened, Role};
+use crate::engine::fanout::{self as fan, FanOut, OnError, Sink, SinkOutcome};
+use crate::engine::{DataPath, Failure, Record, Side, Via};
+use crate::exit::{ExitCode, UsageError};
+use crate::options::Options;
 use crate::progress::{self, Watch};
 use crate::report::{
-    amount, ending_json, json_array, named_json, record_json, route, Ending, JsonObject, Named,
-    StatsFormat,
+    ending_json, json_array, named_json, record_json, route, Ending, JsonObject, Named, StatsFormat,
 };
-use crate::Options;
+use crate::sys::fdkind::{FdInfo, FdKind};
+use crate::units::amount;
 
 #[derive(Debug, Clone)]
 pub struct TeeConfig {
@@ -85,7 +85,8 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         .collect();
     let infos: Vec<FdInfo> = opened.iter().map(|(_, info)| *info).collect();
     opts.print_plan(
-        &(plan_line(opts.via, cfg, &src_info, &infos) + &crate::limit::plan_words(opts.limit)),
+        &(plan_line(opts.via, cfg, &src_info, &infos)
+            + &crate::engine::meter::plan_words(opts.limit)),
     );
 
     // Counts what every sink got (the slowest one), less what still sits in sink pipes.
@@ -120,7 +121,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
 /// tee moves bytes with tee(2) and splice, or in userspace; nothing else fans out.
 fn check_via(via: Via) -> anyhow::Result<()> {
     match via {
-        Via::Auto | Via::Forced(Path::Tee | Path::Splice | Path::Userspace) => Ok(()),
+        Via::Auto | Via::Forced(DataPath::Tee | DataPath::Splice | DataPath::Userspace) => Ok(()),
         Via::Forced(path) => Err(UsageError(format!(
             "--via {path}: tee fans out with tee (or splice, the same kernel path) or userspace"
         ))
@@ -240,12 +241,14 @@ fn writes_stdout(dst: &Endpoint) -> bool {
 
 /// `--explain`: the plan from what the endpoints are, opening nothing.
 fn explain(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
-    let src_info = fdkind::predict(&cfg.src, Role::Source)
+    let src_info = crate::endpoint::predict(&cfg.src, Role::Source)
         .with_context(|| format!("cannot inspect '{}'", cfg.src))?;
     let infos = cfg
         .sinks
         .iter()
-        .map(|s| fdkind::predict(s, Role::Sink).with_context(|| format!("cannot inspect '{s}'")))
+        .map(|s| {
+            crate::endpoint::predict(s, Role::Sink).with_context(|| format!("cannot inspect '{s}'"))
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     opts.print_plan(&plan_line(opts.via, cfg, &src_info, &infos));
     Ok(ExitCode::Success)
@@ -255,7 +258,7 @@ fn explain(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
 fn plan_line(via: Via, cfg: &TeeConfig, src: &FdInfo, sinks: &[FdInfo]) -> String {
     let kinds: Vec<FdKind> = sinks.iter().map(|i| i.kind).collect();
     let words = match via {
-        Via::Forced(Path::Userspace) => vec!["userspace"; sinks.len()],
+        Via::Forced(DataPath::Userspace) => vec!["userspace"; sinks.len()],
         _ => fan::lane_words(&kinds),
     };
     let lanes: Vec<String> = cfg

@@ -7,12 +7,12 @@ use anyhow::{anyhow, bail, Context};
 use nix::sys::socket::{shutdown, Shutdown};
 
 use crate::endpoint::{Endpoint, Opened, Role};
-use crate::engine::{self, splice, Ends, Failure, Path, Side, Via};
+use crate::engine::{self, DataPath, Ends, Failure, Side, Via};
 use crate::exit::{ExitCode, UsageError};
-use crate::fdkind::{self, FdInfo, FdKind};
+use crate::options::Options;
 use crate::progress::{self, Watch};
 use crate::report::{Ending, Named, Report};
-use crate::Options;
+use crate::sys::fdkind::{FdInfo, FdKind};
 
 #[derive(Debug, Clone)]
 pub struct PipeConfig {
@@ -43,7 +43,7 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     };
     let middle = prepare_splice(&ends, &chain)?;
     let plan = plan_line(cfg, &ends, &chain, middle.as_ref());
-    opts.print_plan(&(plan + &crate::limit::plan_words(opts.limit)));
+    opts.print_plan(&(plan + &crate::engine::meter::plan_words(opts.limit)));
 
     let meter = progress::meter(opts);
     let mut watch = Watch::new(&meter).total(opts.size.or_else(|| remaining(&ends)));
@@ -113,9 +113,9 @@ pub fn remaining_in(src: BorrowedFd<'_>, info: &FdInfo) -> Option<u64> {
 
 /// `--explain`: the plan from what the endpoints are, opening nothing.
 fn explain(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
-    let src_info = fdkind::predict(&cfg.src, Role::Source)
+    let src_info = crate::endpoint::predict(&cfg.src, Role::Source)
         .with_context(|| format!("cannot inspect '{}'", cfg.src))?;
-    let dst_info = fdkind::predict(&cfg.dst, Role::Sink)
+    let dst_info = crate::endpoint::predict(&cfg.dst, Role::Sink)
         .with_context(|| format!("cannot inspect '{}'", cfg.dst))?;
     let chain = engine::chain(&src_info, &dst_info, opts.via)
         .map_err(|e| UsageError(format!("--via: {e}")))?;
@@ -167,28 +167,31 @@ pub fn truncate_if_pending(opened: &Opened, endpoint: &Endpoint) -> anyhow::Resu
 
 /// Splice goes faster through big pipes: grow the pipes on either side (ours to create
 /// when neither side is one). Best effort: the size granted is what `-v` reports.
-pub fn prepare_splice(ends: &Ends<'_>, chain: &[Path]) -> anyhow::Result<Option<splice::OwnPipe>> {
-    if !chain.contains(&Path::Splice) {
+pub fn prepare_splice(
+    ends: &Ends<'_>,
+    chain: &[DataPath],
+) -> anyhow::Result<Option<crate::sys::pipe::OwnPipe>> {
+    if !chain.contains(&DataPath::Splice) {
         return Ok(None);
     }
     let mut grew = false;
     for (fd, info) in [(ends.src, &ends.src_info), (ends.dst, &ends.dst_info)] {
         if info.kind == FdKind::Pipe {
-            splice::grow_pipe(fd);
+            crate::sys::pipe::grow_pipe(fd);
             grew = true;
         }
     }
     if grew {
         return Ok(None);
     }
-    Ok(splice::OwnPipe::new().ok())
+    Ok(crate::sys::pipe::OwnPipe::new().ok())
 }
 
 fn plan_line(
     cfg: &PipeConfig,
     ends: &Ends<'_>,
-    chain: &[Path],
-    middle: Option<&splice::OwnPipe>,
+    chain: &[DataPath],
+    middle: Option<&crate::sys::pipe::OwnPipe>,
 ) -> String {
     let mut line = format!(
         "plan: {} ({}) -> {} ({}) via {}",
@@ -205,7 +208,7 @@ fn plan_line(
 }
 
 /// "copy_file_range -> splice -> userspace"
-pub fn chain_words(chain: &[Path]) -> String {
+pub fn chain_words(chain: &[DataPath]) -> String {
     chain
         .iter()
         .map(|p| p.name())
@@ -242,7 +245,7 @@ fn describe_fd(info: &FdInfo, fd: BorrowedFd<'_>) -> String {
 pub fn finish_socket_sink(fd: BorrowedFd<'_>) {
     let _ = shutdown(fd.as_raw_fd(), Shutdown::Write);
     let mut buf = [0u8; 16 * 1024];
-    while let Ok(n @ 1..) = engine::sys::queued(fd) {
+    while let Ok(n @ 1..) = crate::sys::queued(fd) {
         match nix::sys::socket::recv(
             fd.as_raw_fd(),
             &mut buf[..n.min(16 * 1024)],

@@ -20,10 +20,11 @@ use std::os::fd::{AsFd, BorrowedFd};
 use nix::errno::Errno;
 use nix::poll::PollFlags;
 
-use super::splice::{grow_pipe, OwnPipe};
-use super::{is_unsupported, sys, Failure, Fallback, Path, Reason, Record, Side, Via};
-use crate::fdkind::{FdInfo, FdKind};
-use crate::progress::Meter;
+use super::{is_unsupported, DataPath, Failure, Fallback, Reason, Record, Side, Via};
+use crate::engine::meter::Meter;
+use crate::sys;
+use crate::sys::fdkind::{FdInfo, FdKind};
+use crate::sys::pipe::{grow_pipe, OwnPipe};
 
 /// The most one userspace write round (or one pipe drain with writes) holds in memory.
 const SCRATCH: usize = super::userspace::BUFFER_SIZE;
@@ -81,12 +82,12 @@ pub fn fan_out(
     meter: &Meter,
 ) -> FanOut {
     let kernel_path = if sinks.len() > 1 {
-        Path::Tee
+        DataPath::Tee
     } else {
-        Path::Splice
+        DataPath::Splice
     };
     let forced = via != Via::Auto;
-    if via == Via::Forced(Path::Userspace) {
+    if via == Via::Forced(DataPath::Userspace) {
         return userspace(src, None, sinks, on_error, meter);
     }
     let pipes = Pipes::new(src_info, sinks);
@@ -104,7 +105,7 @@ pub fn fan_out(
     };
     let fallback = Fallback {
         from: kernel_path,
-        to: (!forced).then_some(Path::Userspace),
+        to: (!forced).then_some(DataPath::Userspace),
         reason: refused,
     };
     if forced {
@@ -207,7 +208,7 @@ struct Lane<'a> {
     /// The sink takes no splice from a pipe: deliver with read/write from the pipe's data.
     writes: bool,
     /// The path this lane's bytes take when the kernel takes them (tee or splice).
-    path: Path,
+    path: DataPath,
     out: SinkOutcome,
 }
 
@@ -222,7 +223,7 @@ impl Lane<'_> {
 
     fn credit(&mut self, n: usize) {
         let path = if self.writes {
-            Path::Userspace
+            DataPath::Userspace
         } else {
             self.path
         };
@@ -238,7 +239,7 @@ impl Lane<'_> {
         self.writes = true;
         self.out.record.fallbacks.push(Fallback {
             from: self.path,
-            to: Some(Path::Userspace),
+            to: Some(DataPath::Userspace),
             reason: Reason::Errno(errno),
         });
         Ok(())
@@ -262,7 +263,7 @@ struct Kernel<'a> {
     /// Bytes in our inbound pipe.
     queued: usize,
     consumed: u64,
-    path: Path,
+    path: DataPath,
     forced: bool,
     /// Shared by every delivery with writes (and by discarding): constant memory.
     scratch: Vec<u8>,
@@ -276,7 +277,7 @@ impl<'a> Kernel<'a> {
         src: BorrowedFd<'a>,
         sinks: &[Sink<'a>],
         pipes: &'a Pipes,
-        path: Path,
+        path: DataPath,
         forced: bool,
     ) -> Kernel<'a> {
         let inbound = pipes.inbound.as_ref();
@@ -297,8 +298,8 @@ impl<'a> Kernel<'a> {
                     grow_unless_shrunk(sink.fd);
                 }
                 let path = match feed {
-                    Feed::Consumer => Path::Splice,
-                    _ => Path::Tee,
+                    Feed::Consumer => DataPath::Splice,
+                    _ => DataPath::Tee,
                 };
                 let mut out = SinkOutcome::default();
                 out.record.add(path, 0);
@@ -346,8 +347,8 @@ impl<'a> Kernel<'a> {
             // A signal: take nothing more from the source, deliver what is in flight, and
             // stop once it is out — or once the stop's grace is over, a sink that took
             // nothing keeping its bytes (the report shows what each sink got).
-            let taking = !crate::process::interrupted();
-            if !taking && (self.all_level() || crate::process::must_stop()) {
+            let taking = !crate::sys::process::interrupted();
+            if !taking && (self.all_level() || crate::sys::process::must_stop()) {
                 self.failure = Some(Failure::Interrupted);
                 break;
             }
@@ -434,7 +435,7 @@ impl<'a> Kernel<'a> {
         // After a stop, what is already in lane pipes still goes out (within the grace
         // of a stop signal).
         for i in 0..self.lanes.len() {
-            if crate::process::must_stop() {
+            if crate::sys::process::must_stop() {
                 break;
             }
             if let Err(e) = self.drain_lane(i) {
@@ -550,7 +551,7 @@ impl<'a> Kernel<'a> {
                     lane.pending -= n;
                     lane.credit(n);
                 }
-                Err(Errno::EINTR) if !crate::process::must_stop() => {}
+                Err(Errno::EINTR) if !crate::sys::process::must_stop() => {}
                 Err(Errno::EAGAIN) => sys::wait(lane.fd, PollFlags::POLLOUT)?,
                 Err(e) => lane.refuse(e, forced)?,
             }
@@ -641,7 +642,7 @@ fn feed_consumer(
         } else {
             match sys::splice(head, lane.fd, want) {
                 Ok(n) => Ok(n),
-                Err(Errno::EINTR) if !crate::process::must_stop() => continue,
+                Err(Errno::EINTR) if !crate::sys::process::must_stop() => continue,
                 Err(Errno::EAGAIN) => {
                     // The head holds bytes when bounded; unbounded, it may be empty.
                     let waited = if limit.is_err() {
@@ -690,7 +691,7 @@ fn read_write(
     let n = loop {
         match sys::read(src, &mut scratch[..want]) {
             Ok(n) => break n,
-            Err(Errno::EINTR) if !crate::process::must_stop() => {}
+            Err(Errno::EINTR) if !crate::sys::process::must_stop() => {}
             Err(Errno::EAGAIN) => sys::wait(src, PollFlags::POLLIN).map_err(|e| (0, 0, e))?,
             Err(e) => return Err((0, 0, e)),
         }
@@ -732,7 +733,7 @@ fn userspace(
         .iter()
         .map(|_| {
             let mut out = SinkOutcome::default();
-            out.record.add(Path::Userspace, 0);
+            out.record.add(DataPath::Userspace, 0);
             out
         })
         .collect();
@@ -743,7 +744,7 @@ fn userspace(
     'rounds: while outs.iter().any(|o| o.failure.is_none()) {
         slowest.report(&outs, meter);
         let quota = meter.chunk(buf.len());
-        if crate::process::interrupted() && carry_left == 0 {
+        if crate::sys::process::interrupted() && carry_left == 0 {
             failure = Some(Failure::Interrupted);
             break;
         }
@@ -774,15 +775,15 @@ fn userspace(
                 continue;
             }
             match sys::write_all(sink.fd, &buf[..n]) {
-                Ok(()) => out.record.add(Path::Userspace, n as u64),
+                Ok(()) => out.record.add(DataPath::Userspace, n as u64),
                 // The stop's grace ran out with this sink taking nothing.
                 Err((done, Errno::EINTR)) => {
-                    out.record.add(Path::Userspace, done as u64);
+                    out.record.add(DataPath::Userspace, done as u64);
                     failure = Some(Failure::Interrupted);
                     break 'rounds;
                 }
                 Err((done, e)) => {
-                    out.record.add(Path::Userspace, done as u64);
+                    out.record.add(DataPath::Userspace, done as u64);
                     out.failure = Some(Failure::of(e, Side::Sink));
                     if on_error == OnError::Fail {
                         break 'rounds;
@@ -793,7 +794,7 @@ fn userspace(
     }
     slowest.report(&outs, meter);
     let mut record = Record::default();
-    record.add(Path::Userspace, read_total);
+    record.add(DataPath::Userspace, read_total);
     FanOut {
         record,
         sinks: outs,
