@@ -1,5 +1,6 @@
 """The outputs of a run: results.csv (every row) and RESULTS.md (the meta lines, one
-table per group, then what the families add)."""
+table per group, then what the families add; the hand-written notes below the KEEP line
+of an existing RESULTS.md stay)."""
 import csv
 import os
 
@@ -69,8 +70,26 @@ def markdown(rows, meta, after_group, tail):
     return L + tail
 
 
+# In RESULTS.md, the line after which the text is hand-written (the measurements behind
+# the code's constants): a new run rewrites what is above it and keeps the rest.
+KEEP = "<!-- bench/run rewrites everything above this line and keeps everything below it -->"
+
+
+def kept_notes(path):
+    """The hand-written part of an existing RESULTS.md, from the KEEP line on, or ""."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return ""
+    at = text.find(KEEP)
+    return "" if at < 0 else "\n" + text[at:]
+
+
 def write_outputs(out, rows, meta, after_group, tail):
     os.makedirs(out, exist_ok=True)
     write_csv(os.path.join(out, "results.csv"), rows)
-    with open(os.path.join(out, "RESULTS.md"), "w") as f:
-        f.write("\n".join(markdown(rows, meta, after_group, tail)) + "\n")
+    path = os.path.join(out, "RESULTS.md")
+    notes = kept_notes(path)
+    with open(path, "w") as f:
+        f.write("\n".join(markdown(rows, meta, after_group, tail)) + "\n" + notes)
