@@ -1,0 +1,46 @@
+"""Paths, sizes and small helpers every module of bench/run uses."""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(BENCH)
+WORK = os.path.join(BENCH, "work")
+ZCB = os.path.join(WORK, "zcb")
+# The zerocat under test: this checkout's release build, or --zerocat PATH (set by
+# peers.setup before any run; read it as common.ZC, never import the name).
+ZC = os.path.join(ROOT, "target", "release", "zerocat")
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+
+
+class Failed(Exception):
+    """A run that did not move the right bytes (or did not end)."""
+
+
+def log(*a):
+    print("bench:", *a, file=sys.stderr, flush=True)
+
+
+def parse_size(s):
+    m = re.fullmatch(r"(\d+)\s*([kmg]?)(i?b)?", s.strip().lower())
+    if not m:
+        raise argparse.ArgumentTypeError(f"bad size {s!r} (e.g. 1G, 64M, 1048576)")
+    return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2)]
+
+
+def human(n):
+    return f"{n / GiB:g} GiB" if n >= GiB else f"{n / MiB:g} MiB"
+
+
+def quiet(argv, **kw):
+    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def first_line(argv):
+    try:
+        out = quiet(argv, timeout=10).stdout.strip().splitlines()
+        return next((line for line in out if line.strip()), "?")
+    except (OSError, subprocess.SubprocessError):
+        return "not installed"

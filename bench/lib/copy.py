@@ -1,0 +1,72 @@
+"""The copy family: zerocat copy vs cp, cat > and xcp on one big file (ext4 warm, tmpfs),
+and cp -r / xcp -r on a tree of small files."""
+import os
+import shutil
+import time
+
+from . import common
+from .checks import Sample, check_tree
+from .common import WORK, Failed, human
+from .measure import contender, scenario
+from .procs import Procs, result, settle, timeout_for
+
+GROUP = "copy"
+
+
+def run_copy(ctx, argv, src, dst, redirect=False, tree=False):
+    """TOOL SRC DST (or TOOL SRC > DST); dst removed first, outside the clock."""
+    if os.path.isdir(dst):
+        shutil.rmtree(dst)
+    elif os.path.exists(dst):
+        os.unlink(dst)
+    size = ctx["tree_bytes"] if tree else ctx["size"]
+    sample = None if tree else Sample(src, size, ctx["rng"])
+    ps = Procs(timeout_for(size) + (60 if tree else 0))
+    out = None
+    try:
+        settle()
+        start = time.perf_counter()
+        if redirect:
+            out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            ps.spawn("tool", argv, stdout=out)
+            os.close(out)
+            out = None
+        else:
+            ps.spawn("tool", argv)
+        end = ps.wait()
+        ps.check_exits()
+        err = check_tree(src, dst, ctx["rng"]) if tree else sample.check_file(dst)
+        if err:
+            raise Failed(err)
+        return result(ps, start, end, size)
+    finally:
+        if out is not None:
+            os.close(out)
+        ps.close()
+
+
+def scenarios(ctx):
+    d, dt, n = ctx["data"], ctx["data_tmpfs"], ctx["size"]
+    zc = [common.ZC, "--stats", "json"]
+    S = []
+    for fs, src in (("ext4, warm", d), ("tmpfs", dt)):
+        dst = os.path.join(os.path.dirname(src), "copy.out")
+
+        def runner(argv, redirect=False, src=src, dst=dst):
+            return lambda: run_copy(ctx, argv, src, dst, redirect)
+        cs = [contender("zerocat", "zerocat", runner([*zc, "copy", src, dst]), ("copy",)),
+              contender("cp", "peer", runner(["cp", src, dst])),
+              contender("cat >", "peer", runner(["cat", src], redirect=True)),
+              contender("xcp", "peer", runner(["xcp", src, dst]), ("xcp",))]
+        S.append(scenario(GROUP, f"copy {human(n)} ({fs})", n, cs))
+    tsrc, tdst = ctx["tree"], os.path.join(WORK, "tree.out")
+
+    def trunner(argv):
+        return lambda: run_copy(ctx, argv, tsrc, tdst, tree=True)
+    # -q: --stats json would print one entry per file, a cost the peers do not pay
+    cs = [contender("zerocat -q", "zerocat", trunner([common.ZC, "-q", "copy", "-r", tsrc, tdst]), ("copy",)),
+          contender("cp -r", "peer", trunner(["cp", "-r", tsrc, tdst])),
+          contender("xcp -r", "peer", trunner(["xcp", "-r", tsrc, tdst]), ("xcp",))]
+    S.append(scenario(GROUP, f"copy tree {ctx['tree_files']:,} x 4 KiB (ext4)", ctx["tree_bytes"], cs,
+                      ref="zerocat -q", files=ctx["tree_files"]))
+    return S

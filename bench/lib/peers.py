@@ -1,0 +1,83 @@
+"""Before the runs: build zerocat and the feeder, install missing peers; and the
+machine's description for RESULTS.md."""
+import os
+import shutil
+import subprocess
+
+from . import common
+from .common import GiB, ROOT, WORK, ZCB, first_line, log, quiet
+
+
+def setup(args):
+    os.makedirs(WORK, exist_ok=True)
+    os.environ["PATH"] += os.pathsep + os.path.expanduser("~/.cargo/bin")
+    if args.zerocat:
+        common.ZC = os.path.abspath(args.zerocat)
+    else:
+        log("building zerocat (cargo build --release)")
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    subprocess.run(["cc", "-O2", "-Wall", "-o", ZCB, os.path.join(common.BENCH, "zcb.c")], check=True)
+    if not args.no_install:
+        install_peers()
+    have = {c: quiet([common.ZC, c, "--help"]).returncode == 0 for c in ("pipe", "tee", "copy", "relay")}
+    log("zerocat subcommands:", ", ".join(c for c, ok in have.items() if ok))
+    return have
+
+
+def install_peers():
+    want = {"socat": "socat", "pv": "pv", "mbuffer": "mbuffer", "nc": "netcat-openbsd"}
+    missing = [pkg for cmd, pkg in want.items() if not shutil.which(cmd)]
+    if missing and shutil.which("apt-get"):
+        log("installing", *missing)
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        quiet(["apt-get", "update", "-qq"], env=env)
+        r = quiet(["apt-get", "install", "-y", "-qq", *missing], env=env)
+        if r.returncode:
+            log("apt-get install failed; rows needing", missing, "will be skipped")
+    if not shutil.which("xcp") and shutil.which("cargo"):
+        log("installing xcp (cargo install xcp)")
+        if quiet(["cargo", "install", "--quiet", "xcp"]).returncode:
+            log("cargo install xcp failed; xcp rows will be skipped")
+
+
+def machine():
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem = int(f.readline().split()[1]) * 1024
+    fs = lambda p: (quiet(["findmnt", "-no", "FSTYPE", "-T", p]).stdout.split() or ["?"])[0]
+    return (f"{cpu}, {os.cpu_count()} cores, {mem / GiB:.0f} GiB RAM, Linux {os.uname().release}; "
+            f"bench/work on {fs(WORK)}, /dev/shm on {fs('/dev/shm')}; TCP congestion control {tcp_cc()}")
+
+
+CC_SYSCTL = "/proc/sys/net/ipv4/tcp_congestion_control"
+
+
+def tcp_cc():
+    try:
+        with open(CC_SYSCTL) as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+def set_tcp_cc(name):
+    """Sets the machine's TCP congestion control (root); returns the one it had."""
+    old = tcp_cc()
+    with open(CC_SYSCTL, "w") as f:
+        f.write(name)
+    return old
+
+
+def versions():
+    commit = quiet(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).stdout.strip()
+    dirty = "+dirty" if quiet(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"]).stdout.strip() else ""
+    return [f"{first_line([common.ZC, '--version'])} ({commit}{dirty})", first_line(["cat", "--version"]),
+            first_line(["pv", "--version"]), first_line(["dd", "--version"]),
+            next((ln for ln in quiet(["socat", "-V"]).stdout.splitlines() if "socat version" in ln), "socat ?"),
+            first_line(["tee", "--version"]), first_line(["mbuffer", "-V"]), first_line(["cp", "--version"]),
+            first_line(["xcp", "--version"])]

@@ -1,0 +1,183 @@
+"""The relay family: zerocat relay --once vs socat (default and 1 MiB buffers) and the
+feeder connected straight to the sink, over TCP and unix sockets; and one relay holding
+many idle connections."""
+import os
+import re
+import resource
+import selectors
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+from . import common
+from .checks import Sample, sink_check
+from .common import Failed
+from .measure import contender, scenario
+from .procs import Procs, free_port, proc_cpu, read_line, result, timeout_for
+
+GROUP = "relay"
+
+
+def run_relay(ctx, tool, pair, chunk=0, nbytes=None, pin=None):
+    """zcb src -> A [TOOL relays A to B] -> B zcb sink. tool: ("zerocat", via) |
+    ("socat", extra args) | None (direct: the feeder connects to the sink). pin: see
+    seed.seed_pinning."""
+    a_kind, b_kind = pair.split("-to-")
+    data = ctx["seed_data"] if nbytes else ctx["data"]
+    size = nbytes or ctx["size"]
+    sample = Sample(data, size, ctx["rng"])
+    a_path, b_path = os.path.join(ctx["sock"], "a.sock"), os.path.join(ctx["sock"], "b.sock")
+    for path in (a_path, b_path):
+        if os.path.exists(path):
+            os.unlink(path)
+    ps = Procs(timeout_for(size), pin)
+    try:
+        listen = "tcp-listen:127.0.0.1:0" if b_kind == "tcp" else f"unix-listen:{b_path}"
+        sink = ps.spawn("sink", [common.ZCB, "sink", sample.arg(), os.path.join(ctx["tmp"], "sample0"), listen],
+                        stdout=subprocess.PIPE)
+        sink.sample_path, sink.label = sink.argv[3], "sink"
+        ready = sink.stdout.readline().decode().strip()
+        if not ready:
+            raise Failed("sink did not listen: " + os.pread(sink.errfile.fileno(), 4096, 0).decode(errors="replace"))
+        b = f"tcp:127.0.0.1:{ready}" if b_kind == "tcp" else f"unix:{b_path}"
+        if tool is None:
+            a = b
+        elif tool[0] == "zerocat":
+            via = ["--via", tool[1]] if tool[1] else []
+            a_listen = "tcp-listen:127.0.0.1:0" if a_kind == "tcp" else f"unix-listen:{a_path}"
+            p = ps.spawn("tool", [common.ZC, "--stats", "json", *via, "relay", "--once", a_listen, b])
+            line = read_line(p)
+            m = re.search(r"listening on (\S+)", line)
+            if not m:
+                raise Failed(f"unexpected first line from zerocat: {line!r}")
+            a = f"tcp:{m.group(1)}" if a_kind == "tcp" else f"unix:{a_path}"
+        else:
+            port = free_port()
+            left = f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr" if a_kind == "tcp" else f"UNIX-LISTEN:{a_path}"
+            right = f"TCP:127.0.0.1:{ready}" if b_kind == "tcp" else f"UNIX-CONNECT:{b_path}"
+            ps.spawn("tool", ["socat", *tool[1], left, right])
+            a = f"tcp:127.0.0.1:{port}" if a_kind == "tcp" else f"unix:{a_path}"
+        start = time.perf_counter()
+        ps.spawn("src", [common.ZCB, "src", data, str(chunk), a])
+        end = ps.wait()
+        ps.check_exits()
+        sink_check(sink, sample)
+        return result(ps, start, end, size)
+    finally:
+        ps.close()
+
+
+def scenarios(ctx):
+    n = ctx["size"]
+    S = []
+    for pair in ("tcp-to-tcp", "unix-to-unix", "tcp-to-unix"):
+        def runner(tool, pair=pair):
+            return lambda: run_relay(ctx, tool, pair)
+        cs = [contender("zerocat", "zerocat", runner(("zerocat", None)), ("relay",)),
+              contender("socat", "peer", runner(("socat", [])), ("socat",)),
+              contender("socat -b1048576", "peer", runner(("socat", ["-b1048576"])), ("socat",)),
+              contender("direct (src -> sink)", "ceiling", runner(None))]
+        S.append(scenario(GROUP, f"relay {pair.replace('-to-', ' -> ')}", n, cs))
+    return S
+
+
+def idle_relay(conns, seconds):
+    """`conns` connections through one relay (a listener) to an echo backend, each checked
+    with a 4-byte round trip, then left idle: the relay's peak RSS (VmHWM) and its CPU
+    (utime+stime) over `seconds`. SIGINT then ends the relay, which must exit 130."""
+    need = 2 * conns + 256
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            return {"error": f"RLIMIT_NOFILE hard limit {hard} < {need}"}
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))  # the relay inherits it
+    listener = socket.create_server(("127.0.0.1", 0), backlog=conns)
+    stop = threading.Event()
+
+    def echo_backend():
+        sel = selectors.DefaultSelector()
+        sel.register(listener, selectors.EVENT_READ)
+        held = []
+        while not stop.is_set():
+            for key, _ in sel.select(0.05):
+                if key.fileobj is listener:
+                    c, _ = listener.accept()
+                    held.append(c)
+                    sel.register(c, selectors.EVENT_READ)
+                else:
+                    data = key.fileobj.recv(4096)
+                    if data:
+                        key.fileobj.sendall(data)
+                    else:
+                        sel.unregister(key.fileobj)
+        for c in held:
+            c.close()
+
+    backend = threading.Thread(target=echo_backend, daemon=True)
+    backend.start()
+    ps = Procs(60 + 2 * seconds)
+    clients = []
+    try:
+        p = ps.spawn("tool", [common.ZC, "--stats", "json", "relay", "tcp-listen:127.0.0.1:0",
+                              f"tcp:127.0.0.1:{listener.getsockname()[1]}"])
+        m = re.search(r"listening on (\S+):(\d+)", read_line(p))
+        if not m:
+            raise Failed("no 'listening on' line from zerocat")
+        for _ in range(conns):
+            clients.append(socket.create_connection((m.group(1), int(m.group(2))), timeout=20))
+        for i, c in enumerate(clients):
+            c.sendall(i.to_bytes(4, "big"))
+        for i, c in enumerate(clients):
+            got = b""
+            while len(got) < 4:
+                chunk = c.recv(4 - len(got))
+                if not chunk:
+                    raise Failed(f"connection {i} closed before its echo")
+                got += chunk
+            if got != i.to_bytes(4, "big"):
+                raise Failed(f"connection {i} echoed {got!r}")
+        time.sleep(0.5)
+        cpu0 = proc_cpu(p.pid)
+        time.sleep(seconds)
+        cpu1 = proc_cpu(p.pid)
+        with open(f"/proc/{p.pid}/status") as f:
+            rss = next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:"))
+        for c in clients:
+            c.close()
+        clients = []
+        os.kill(p.pid, signal.SIGINT)
+        ps.wait()
+        if p.returncode != 130:
+            raise Failed(f"relay exited {p.returncode} after SIGINT, not 130")
+        return {"conns": conns, "seconds": seconds, "rss_kib": rss, "cpu_s": cpu1 - cpu0}
+    except (Failed, OSError) as e:
+        return {"error": str(e)}
+    finally:
+        for c in clients:
+            c.close()
+        stop.set()
+        backend.join()
+        listener.close()
+        ps.close()
+
+
+def idle_summary(idle):
+    """The log line of idle_relay's result."""
+    return "relay idle connections: " + (f"FAILED: {idle['error']}" if "error" in idle else
+                                         f"{idle['conns']} connections, peak RSS {idle['rss_kib'] / 1024:.1f} MiB, "
+                                         f"{idle['cpu_s']:.2f} s CPU over {idle['seconds']} s idle")
+
+
+def idle_table(idle):
+    """RESULTS.md's lines for idle_relay's result, under the relay table."""
+    L = [f"### relay: {idle.get('conns', '')} idle connections\n",
+         "One relay (`tcp-listen` to an echo backend), every connection checked with a 4-byte "
+         "round trip, then left idle; VmHWM is the relay's peak RSS over the whole run.\n",
+         "| connections | peak RSS (VmHWM) | CPU while idle | exit on SIGINT |", "|---:|---:|---:|---:|"]
+    L.append(f"| FAILED: {idle['error']} | | | |" if "error" in idle else
+             f"| {idle['conns']} | {idle['rss_kib'] / 1024:.1f} MiB | {idle['cpu_s']:.2f} s over "
+             f"{idle['seconds']} s | 130 |")
+    L.append("")
+    return L
