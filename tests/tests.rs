@@ -1,6 +1,7 @@
 //! Integration tests: they drive the built binary over real files, pipes and loopback
 //! sockets. One test binary, one module per subcommand.
 
+mod rig;
 mod util;
 
 mod audit;

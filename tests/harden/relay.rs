@@ -13,6 +13,7 @@ use std::hash::Hasher;
 use std::net::Shutdown;
 
 use super::*;
+use crate::rig::{accept_until, connections, dir_paths, Finished, Rig, Running};
 use crate::util::linger_zero;
 
 // =============================================================================================
@@ -349,117 +350,26 @@ impl Client {
 // The relay under test
 // =============================================================================================
 
-struct Relay {
-    child: Child,
-    addr: String,
-    stderr: Option<JoinHandle<Vec<u8>>>,
-    started: Instant,
+/// `zerocat --stats json GLOBAL relay OPTS tcp-listen:0,backlog=128 tcp:BACKEND`, maybe
+/// under strace.
+fn start_relay(wrap: &[String], global: &[&str], opts: &[&str], backend: &str) -> Running {
+    let backend = format!("tcp:{backend}");
+    let mut args = opts.to_vec();
+    args.extend(["tcp-listen:0,backlog=128", &backend]);
+    Rig::new().under(wrap).args(global).relay(&args)
 }
 
-struct RelayEnd {
-    status: ExitStatus,
-    stderr: String,
-    report: Value,
-}
-
-impl Relay {
-    /// `zerocat --stats json GLOBAL relay OPTS tcp-listen:0 tcp:BACKEND`, maybe under strace.
-    fn start(wrap: &[String], global: &[&str], opts: &[&str], backend: &str) -> Relay {
-        let mut cmd = zerocat_under(wrap);
-        cmd.args(["--stats", "json"])
-            .args(global)
-            .arg("relay")
-            .args(opts)
-            .arg("tcp-listen:0,backlog=128")
-            .arg(format!("tcp:{backend}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let started = Instant::now();
-        let mut child = cmd.spawn().expect("spawn zerocat");
-        let (addr, stderr) = crate::util::listening_addr(&mut child);
-        Relay {
-            child,
-            addr,
-            stderr: Some(stderr),
-            started,
-        }
-    }
-
-    /// zerocat's pid: the child, or under strace the child's child (a signal to strace
-    /// would make it detach, not stop zerocat).
-    fn pid(&self) -> Pid {
-        let pid = self.child.id();
-        let children =
-            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-        let traced = children
-            .split_whitespace()
-            .next()
-            .and_then(|p| p.parse().ok());
-        Pid::from_raw(traced.unwrap_or(pid as i32))
-    }
-
-    fn signal(&self, signal: Signal) {
-        kill(self.pid(), signal).unwrap();
-    }
-
-    /// SIGINT (unless it already ended, `--once`), then its status and report.
-    fn stop(mut self) -> RelayEnd {
-        if self.child.try_wait().unwrap().is_none() {
-            // It may be ending on its own (`--once`): gone already is fine.
-            let _ = kill(self.pid(), Signal::SIGINT);
-        }
-        self.wait()
-    }
-
-    fn wait(mut self) -> RelayEnd {
-        let status = wait_or_kill(&mut self.child, self.started, &AtomicBool::new(false));
-        let stderr = self.stderr.take().unwrap().join().unwrap();
-        let stderr = String::from_utf8_lossy(&stderr).into_owned();
-        let report = json_line(&stderr).unwrap_or_else(|| panic!("no JSON report: {stderr}"));
-        RelayEnd {
-            status,
-            stderr,
-            report,
-        }
-    }
-}
-
-impl RelayEnd {
-    /// The report's entry for the connection from client address `local`.
-    fn conn(&self, local: &str) -> &Value {
-        self.report["connections"]
-            .as_array()
-            .expect("connections")
-            .iter()
-            .find(|c| c["peer"] == local)
-            .unwrap_or_else(|| panic!("no connection from {local} in {}", self.report))
-    }
-
-    fn fallbacks(&self) -> Vec<(String, Value)> {
-        let mut out = Vec::new();
-        for c in self.report["connections"].as_array().unwrap() {
-            for key in ["a_to_b", "b_to_a"] {
-                for f in c[key]["fallbacks"].as_array().unwrap() {
-                    out.push((key.to_string(), f.clone()));
-                }
+/// Every fallback of every connection's directions, with the direction's name.
+fn relay_fallbacks(report: &Value) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for c in connections(report) {
+        for key in ["a_to_b", "b_to_a"] {
+            for f in c[key]["fallbacks"].as_array().unwrap() {
+                out.push((key.to_string(), f.clone()));
             }
         }
-        out
     }
-}
-
-/// A direction's paths add up to its bytes; returns the path names.
-fn dir_paths(dir: &Value) -> Result<Vec<String>, String> {
-    let paths = dir["paths"].as_array().ok_or("no paths")?;
-    let sum: u64 = paths.iter().map(|p| p["bytes"].as_u64().unwrap()).sum();
-    if sum != dir["bytes"].as_u64().unwrap() {
-        return Err(format!("paths do not add up to the bytes: {dir}"));
-    }
-    Ok(paths
-        .iter()
-        .map(|p| p["path"].as_str().unwrap().to_string())
-        .collect())
+    out
 }
 
 /// One connection of a finished run, both sides and the report's entry.
@@ -592,8 +502,8 @@ fn join_clients(clients: Vec<Client>) -> Vec<(u64, Side, String)> {
 
 /// Runs `n` connections at once against `relay` and `backend` (A as `how_a` says), waits for
 /// every client and backend, stops the relay.
-fn serve(relay: Relay, backend: &Backend, n: u64, how_a: Sender) -> (RelayEnd, Conns) {
-    let done = run_clients(&relay.addr, n, how_a);
+fn serve(relay: Running, backend: &Backend, n: u64, how_a: Sender) -> (Finished, Conns) {
+    let done = run_clients(relay.addr(), n, how_a);
     // A backend that never got its stamp never reports; give the others a moment.
     let started = Instant::now();
     while backend.sides.lock().unwrap().len() < backend.progress.lock().unwrap().len() {
@@ -721,7 +631,7 @@ fn run_relay_fault(case: &RelayFault) -> Result<String, String> {
     if case.via == "auto" && case.syscalls.contains("splice") {
         opts.push("--splice-first");
     }
-    let relay = Relay::start(&wrap, &["--via", case.via], &opts, &backend.addr);
+    let relay = start_relay(&wrap, &["--via", case.via], &opts, &backend.addr);
     let how_a = Sender {
         len,
         ..Default::default()
@@ -751,26 +661,26 @@ fn run_relay_fault(case: &RelayFault) -> Result<String, String> {
             broken.push((*c, run.entry["ended"].as_str().unwrap().to_string()));
         }
     }
-    let fallbacks = end.fallbacks();
+    let fallbacks = relay_fallbacks(end.report());
     let want_code = if case.conns == 1 { 0 } else { 130 };
     match case.expect {
         RelayExpect::FellBack | RelayExpect::Exact => {
             if !broken.is_empty() {
                 return fail(format!("connections broke: {broken:?}"));
             }
-            if end.status.code() != Some(want_code) {
-                return fail(format!("exit {:?}", end.status.code()));
+            if end.code() != Some(want_code) {
+                return fail(format!("exit {:?}", end.code()));
             }
         }
         RelayExpect::OneBroken => {
             if broken.len() != 1 {
                 return fail(format!("{} connections broke, want 1", broken.len()));
             }
-            if end.report["failed"].as_u64() != Some(1) || end.status.code() != Some(130) {
+            if end.report()["failed"].as_u64() != Some(1) || end.code() != Some(130) {
                 return fail(format!(
                     "exit {:?}, failed {}",
-                    end.status.code(),
-                    end.report["failed"]
+                    end.code(),
+                    end.report()["failed"]
                 ));
             }
         }
@@ -785,7 +695,7 @@ fn run_relay_fault(case: &RelayFault) -> Result<String, String> {
             return fail(format!("fallbacks {fallbacks:?}: want one naming {errno}"));
         }
         let dir = named[0].0.clone();
-        let paths = dir_paths(&end.report["connections"][0][&dir])?;
+        let paths = dir_paths(&end.report()["connections"][0][&dir])?;
         if paths.first().map(String::as_str) != Some("splice")
             || !paths.contains(&"userspace".into())
         {
@@ -837,7 +747,7 @@ fn relay_accept_failures_keep_serving_without_spinning() {
             len: 1 << 20,
             ..Default::default()
         });
-        let relay = Relay::start(&wrap, &[], &[], &backend.addr);
+        let relay = start_relay(&wrap, &[], &[], &backend.addr);
         let how = Sender {
             len: 1 << 20,
             ..Default::default()
@@ -860,8 +770,8 @@ fn relay_accept_failures_keep_serving_without_spinning() {
                 }
                 .exact()?;
             }
-            if end.status.code() != Some(130) {
-                return Err(format!("exit {:?}", end.status.code()));
+            if end.code() != Some(130) {
+                return Err(format!("exit {:?}", end.code()));
             }
             // 4 failures, 2 accepts, an EAGAIN after a burst: accept4 runs only when epoll
             // says the listener is ready (it ran once per turn of the loop: 12-23 here).
@@ -888,8 +798,8 @@ fn relay_persistent_emfile_backs_off() {
     let log = logdir.path().join("strace.log");
     let wrap = strace_wrap(&log, "accept4", "error=EMFILE", "1+");
     let backend = Backend::start(Sender::default());
-    let relay = Relay::start(&wrap, &[], &[], &backend.addr);
-    let _waiting = TcpStream::connect(&relay.addr).unwrap();
+    let relay = start_relay(&wrap, &[], &[], &backend.addr);
+    let _waiting = TcpStream::connect(relay.addr()).unwrap();
     thread::sleep(Duration::from_millis(1500));
     let end = relay.stop();
     let calls = std::fs::read_to_string(&log)
@@ -897,10 +807,10 @@ fn relay_persistent_emfile_backs_off() {
         .matches("accept4(")
         .count();
     let complaints = end.stderr.matches("cannot accept").count();
-    assert_eq!(end.status.code(), Some(130), "{}", end.stderr);
+    assert_eq!(end.code(), Some(130), "{}", end.stderr);
     assert!((2..=15).contains(&calls), "{calls} accept4 calls in 1.5 s");
     assert_eq!(complaints, calls, "{}", end.stderr);
-    assert_eq!(end.report["connections"], serde_json::json!([]));
+    assert_eq!(end.report()["connections"], serde_json::json!([]));
     eprintln!(
         "relay accept4 EMFILE on every call for 1.5 s | backed off, {calls} calls | exit 130"
     );
@@ -934,9 +844,9 @@ fn relay_signal_case(signal: Signal, via: &str) {
     let flags: Vec<Arc<AtomicBool>> = (0..4).map(|_| Arc::new(AtomicBool::new(false))).collect();
     let f = flags.clone();
     let backend = Backend::start_with(move |c| (slow, f[c as usize % 4].clone()));
-    let relay = Relay::start(&[], &["--via", via], &[], &backend.addr);
+    let relay = start_relay(&[], &["--via", via], &[], &backend.addr);
     let clients: Vec<Client> = (0..4u64)
-        .map(|c| Client::start(&relay.addr, c, slow, flags[c as usize].clone()))
+        .map(|c| Client::start(relay.addr(), c, slow, flags[c as usize].clone()))
         .collect();
     let started = Instant::now();
     while !clients.iter().all(|c| {
@@ -949,16 +859,16 @@ fn relay_signal_case(signal: Signal, via: &str) {
     flags[0].store(true, Ordering::SeqCst);
     flags[2].store(true, Ordering::SeqCst);
     thread::sleep(Duration::from_millis(300));
-    let refused = TcpStream::connect(&relay.addr);
+    let refused = TcpStream::connect(relay.addr());
     assert!(
         refused.is_err(),
         "{name}: a new client was accepted during the grace"
     );
     let done = join_clients(clients);
     let sides = backend.wait_for(&[0, 1, 2, 3]);
-    let end = relay.wait();
-    assert_eq!(end.status.code(), Some(130), "{name}: {}", end.stderr);
-    assert_eq!(end.report["ended"], "signal", "{name}");
+    let end = relay.finish();
+    assert_eq!(end.code(), Some(130), "{name}: {}", end.stderr);
+    assert_eq!(end.report()["ended"], "signal", "{name}");
     for (c, client, local) in &done {
         let run = ConnRun {
             conn: *c,
@@ -1001,7 +911,7 @@ fn relay_signal_case(signal: Signal, via: &str) {
     eprintln!(
         "{name} | new client refused, 2 wrapped up exact (eof), 2 cut at GRACE (signal, RST), \
          exit 130 | every receiver = report ({} B in all)",
-        end.report["bytes"]
+        end.report()["bytes"]
     );
 }
 
@@ -1032,14 +942,14 @@ fn relay_a_reset_mid_stream_reaches_the_other_side_as_a_reset() {
             } else {
                 Sender::default()
             });
-            let relay = Relay::start(&[], &["--via", via], &["--once"], &backend.addr);
+            let relay = start_relay(&[], &["--via", via], &["--once"], &backend.addr);
             let how_a = if backend_resets { quiet } else { cut };
             let (end, runs) = serve(relay, &backend, 1, how_a);
             let (_, client, b, local) = &runs[0];
             let b = b.as_ref().expect("the backend got the stamp");
             let entry = end.conn(local);
             assert_eq!(entry["ended"], "reset", "{name}: {entry}");
-            assert_eq!(end.status.code(), Some(1), "{name}: {}", end.stderr);
+            assert_eq!(end.code(), Some(1), "{name}: {}", end.stderr);
             let (listener, key) = if backend_resets {
                 (client, "b_to_a")
             } else {
@@ -1082,7 +992,7 @@ fn relay_a_half_close_reaches_the_other_side_after_every_byte() {
         for (how_a, how_b, first) in [(small, big, "client"), (big, small, "backend")] {
             let name = format!("relay via {via}: the {first} half-closes first");
             let backend = Backend::start(how_b);
-            let relay = Relay::start(&[], &["--via", via], &["--once"], &backend.addr);
+            let relay = start_relay(&[], &["--via", via], &["--once"], &backend.addr);
             let (end, runs) = serve(relay, &backend, 1, how_a);
             let (c, client, b, local) = &runs[0];
             ConnRun {
@@ -1093,7 +1003,7 @@ fn relay_a_half_close_reaches_the_other_side_after_every_byte() {
             }
             .exact()
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!(end.status.code(), Some(0), "{name}: {}", end.stderr);
+            assert_eq!(end.code(), Some(0), "{name}: {}", end.stderr);
             eprintln!("{name} | EOF after every byte both ways (hash equal) | exit 0");
         }
     }
@@ -1116,20 +1026,14 @@ pub(super) fn relay_soak(soak: &Soak, bytes: u64) -> SoakFigures {
         ..Default::default()
     };
     let backend = Backend::start(how);
-    let relay = Relay::start(&[], &["--via", soak.via], &[], &backend.addr);
-    let pid = relay.pid();
+    let relay = start_relay(&[], &["--via", soak.via], &[], &backend.addr);
     let started = Instant::now();
-    let done = run_clients(&relay.addr, SOAK_CONNS, how);
+    let done = run_clients(relay.addr(), SOAK_CONNS, how);
     let sides = backend.wait_for(&(0..SOAK_CONNS).collect::<Vec<_>>());
     let seconds = started.elapsed().as_secs_f64();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let max_rss_kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM");
+    let max_rss_kib = relay.status_kib("VmHWM:") as i64;
     let end = relay.stop();
-    assert_eq!(end.status.code(), Some(130), "{}", end.stderr);
+    assert_eq!(end.code(), Some(130), "{}", end.stderr);
     let mut total = 0;
     for (c, client, local) in &done {
         ConnRun {
@@ -1143,11 +1047,11 @@ pub(super) fn relay_soak(soak: &Soak, bytes: u64) -> SoakFigures {
         total += client.seen.bytes + sides[c].seen.bytes;
     }
     assert_eq!(total, 2 * SOAK_CONNS * each);
-    assert_eq!(end.report["bytes"].as_u64(), Some(total));
+    assert_eq!(end.report()["bytes"].as_u64(), Some(total));
     SoakFigures {
         bytes: total,
         seconds,
         max_rss_kib,
-        report: end.report,
+        report: end.report().clone(),
     }
 }
