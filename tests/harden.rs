@@ -8,7 +8,7 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -18,6 +18,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
 
+use crate::rig::{Finished, Pace, Rig, Running};
 use crate::util::{assert_bytes_eq, bin, data, paths, tempdir, DEADLINE};
 
 // =============================================================================================
@@ -95,339 +96,48 @@ fn shape_name((src, dst): Shape) -> String {
     format!("{s}->{d}")
 }
 
-/// How one run is set up.
-struct Setup<'a> {
-    sub: Sub,
-    shape: Shape,
-    payload: Arc<Vec<u8>>,
-    /// Program and arguments put before zerocat (strace ...).
-    wrap: Vec<String>,
-    /// Global options before the subcommand (`--stats json` is always given).
-    global: Vec<&'a str>,
-    /// A stream source (pipe, socket) sends `chunk` bytes, then sleeps this long.
-    pace: Option<Duration>,
-    chunk: usize,
-    /// Where a file sink lives (a small tmpfs for the full-disk cases).
-    sink_dir: Option<&'a Path>,
-}
-
-impl<'a> Setup<'a> {
-    fn new(sub: Sub, shape: Shape, payload: Arc<Vec<u8>>) -> Setup<'a> {
-        Setup {
-            sub,
-            shape,
-            payload,
-            wrap: Vec::new(),
-            global: Vec::new(),
-            pace: None,
-            chunk: 256 << 10,
-            sink_dir: None,
-        }
-    }
-
-    /// The same with `--via VIA`: the tables below run each shape on several paths.
-    fn via(sub: Sub, shape: Shape, payload: Arc<Vec<u8>>, via: &'a str) -> Setup<'a> {
-        let mut setup = Setup::new(sub, shape, payload);
-        setup.global = vec!["--via", via];
-        setup
+/// Writes the source of kind `src` on `rig` (a stream at `pace`); returns its argument.
+fn source(rig: &mut Rig, src: Src, payload: &Arc<Vec<u8>>, pace: Pace) -> String {
+    match src {
+        Src::File => rig.file("src.bin", payload),
+        Src::Pipe => rig.stdin(payload.clone(), pace),
+        Src::Socket => rig.tcp_source(payload.clone(), pace),
     }
 }
 
-/// A zerocat run in progress, with the threads feeding and draining it.
-struct Running {
-    child: Child,
-    _dir: tempfile::TempDir,
-    stop: Arc<AtomicBool>,
-    /// Bytes the sink holds so far (pipe and socket sinks; file sinks are stat'ed).
-    received: Arc<AtomicU64>,
-    sink_file: Option<PathBuf>,
-    sink_bytes: Arc<Mutex<Vec<u8>>>,
-    sink_thread: Option<JoinHandle<()>>,
-    stderr_thread: Option<JoinHandle<Vec<u8>>>,
-    dst: Dst,
-    started: Instant,
-}
-
-/// What a finished run left behind.
-struct Finished {
-    status: ExitStatus,
-    stderr: String,
-    report: Option<Value>,
-    /// The bytes the sink holds; None for /dev/null and /dev/full.
-    sink: Option<Vec<u8>>,
-}
-
-impl Finished {
-    fn code(&self) -> Option<i32> {
-        self.status.code()
-    }
-
-    fn report(&self) -> &Value {
-        self.report
-            .as_ref()
-            .unwrap_or_else(|| panic!("no JSON report; stderr: {}", self.stderr))
-    }
-
-    fn report_bytes(&self) -> u64 {
-        self.report()["bytes"].as_u64().expect("bytes")
-    }
-}
-
-fn start(setup: &Setup<'_>) -> Running {
-    let dir = tempdir();
-    let stop = Arc::new(AtomicBool::new(false));
-    let received = Arc::new(AtomicU64::new(0));
-    let sink_bytes = Arc::new(Mutex::new(Vec::new()));
-    let (src, dst) = setup.shape;
-
-    let mut cmd = zerocat_under(&setup.wrap);
-    cmd.args(["--stats", "json"]).args(&setup.global);
-
-    let src_arg = match src {
-        Src::File => {
-            let path = dir.path().join("src.bin");
-            std::fs::write(&path, &*setup.payload).unwrap();
-            path.display().to_string()
-        }
-        Src::Pipe => "-".to_string(),
-        Src::Socket => {
-            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = listener.local_addr().unwrap();
-            let (payload, stop, chunk, pace) =
-                (setup.payload.clone(), stop.clone(), setup.chunk, setup.pace);
-            thread::spawn(move || {
-                if let Some(mut s) = accept_until(&listener, &stop) {
-                    feed(&mut s, &payload, chunk, pace, &stop);
-                }
-            });
-            format!("tcp:{addr}")
-        }
-    };
-    let mut sink_file = None;
-    let mut sink_thread = None;
-    let dst_arg = match dst {
+/// Adds a sink of kind `dst` on `rig` (a file goes in `dir`, else the rig's directory);
+/// returns its argument.
+fn sink(rig: &mut Rig, dst: Dst, dir: Option<&Path>) -> String {
+    match dst {
         Dst::File => {
-            let path = setup.sink_dir.unwrap_or(dir.path()).join("dst.bin");
-            sink_file = Some(path.clone());
-            path.display().to_string()
+            let path = dir.map_or_else(|| rig.path("dst.bin"), |d| d.join("dst.bin"));
+            rig.file_sink(path)
         }
-        Dst::Null => "/dev/null".to_string(),
-        Dst::Full => "/dev/full".to_string(),
-        Dst::Pipe => "-".to_string(),
-        Dst::Socket => {
-            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = listener.local_addr().unwrap();
-            let (stop, received, bytes) = (stop.clone(), received.clone(), sink_bytes.clone());
-            sink_thread = Some(thread::spawn(move || {
-                if let Some(s) = accept_until(&listener, &stop) {
-                    keep(s, &received, &bytes);
-                }
-            }));
-            format!("tcp:{addr}")
-        }
-    };
-    cmd.args(setup.sub.args(&src_arg, &dst_arg));
-    cmd.stdin(if src == Src::Pipe {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    });
-    cmd.stdout(if dst == Dst::Pipe {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    });
-    cmd.stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn zerocat");
-
-    if let Some(mut stdin) = child.stdin.take() {
-        let (payload, stop, chunk, pace) =
-            (setup.payload.clone(), stop.clone(), setup.chunk, setup.pace);
-        thread::spawn(move || feed(&mut stdin, &payload, chunk, pace, &stop));
-    }
-    if let Some(stdout) = child.stdout.take() {
-        let (received, bytes) = (received.clone(), sink_bytes.clone());
-        sink_thread = Some(thread::spawn(move || keep(stdout, &received, &bytes)));
-    }
-    let mut stderr = child.stderr.take().unwrap();
-    let stderr_thread = Some(thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = stderr.read_to_end(&mut buf);
-        buf
-    }));
-    Running {
-        child,
-        _dir: dir,
-        stop,
-        received,
-        sink_file,
-        sink_bytes,
-        sink_thread,
-        stderr_thread,
-        dst,
-        started: Instant::now(),
+        Dst::Null => rig.device_sink("/dev/null"),
+        Dst::Full => rig.device_sink("/dev/full"),
+        Dst::Pipe => rig.stdout_sink(Pace::Full),
+        Dst::Socket => rig.tcp_sink(Pace::Full),
     }
 }
 
-impl Running {
-    fn pid(&self) -> Pid {
-        Pid::from_raw(self.child.id() as i32)
-    }
-
-    /// Waits until the sink holds at least `n` bytes (zerocat is mid-transfer then).
-    fn wait_for_sink(&mut self, n: u64) {
-        let (file, received) = (self.sink_file.clone(), self.received.clone());
-        let held = || match &file {
-            Some(path) => std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
-            None => received.load(Ordering::SeqCst),
-        };
-        wait_until_held(&mut self.child, self.started, "the sink", n, held);
-    }
-
-    fn finish(mut self) -> Finished {
-        let status = wait_or_kill(&mut self.child, self.started, &self.stop);
-        if let Some(t) = self.sink_thread.take() {
-            t.join().unwrap();
-        }
-        let stderr = self.stderr_thread.take().unwrap().join().unwrap();
-        let stderr = String::from_utf8_lossy(&stderr).into_owned();
-        let report = json_line(&stderr);
-        let sink = match self.dst {
-            Dst::File => Some(std::fs::read(self.sink_file.as_ref().unwrap()).unwrap_or_default()),
-            Dst::Null | Dst::Full => None,
-            Dst::Pipe | Dst::Socket => Some(std::mem::take(&mut *self.sink_bytes.lock().unwrap())),
-        };
-        Finished {
-            status,
-            stderr,
-            report,
-            sink,
-        }
-    }
+/// `sub` moving `payload` from a source to a sink (sink 0) of the shape's kinds.
+fn shaped(mut rig: Rig, sub: Sub, (src, dst): Shape, payload: &Arc<Vec<u8>>, pace: Pace) -> Rig {
+    let src = source(&mut rig, src, payload, pace);
+    let dst = sink(&mut rig, dst, None);
+    rig.args(sub.args(&src, &dst))
 }
 
-/// zerocat under `wrap` (strace ...) when given, with a clean environment.
-fn zerocat_under(wrap: &[String]) -> Command {
-    let mut cmd = match wrap.split_first() {
-        None => Command::new(bin()),
-        Some((program, rest)) => {
-            let mut c = Command::new(program);
-            c.args(rest).arg(bin());
-            c
-        }
-    };
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
-    cmd
-}
-
-/// Waits for `child` (started at `started`) until [`DEADLINE`], then kills it and fails;
-/// sets `stop` either way, so the feeding and draining threads end.
-fn wait_or_kill(child: &mut Child, started: Instant, stop: &AtomicBool) -> ExitStatus {
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            stop.store(true, Ordering::SeqCst);
-            panic!("zerocat did not finish within {DEADLINE:?}");
-        }
-        thread::sleep(Duration::from_millis(2));
-    };
-    stop.store(true, Ordering::SeqCst);
-    status
-}
-
-/// Waits until `held()` (bytes some sink holds) reaches `n`, while `child` still runs.
-fn wait_until_held(
-    child: &mut Child,
-    started: Instant,
-    what: &str,
-    n: u64,
-    held: impl Fn() -> u64,
-) {
-    while held() < n {
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("zerocat ended ({status}) before {what} held {n} bytes");
-        }
-        assert!(started.elapsed() < DEADLINE, "{what} never held {n} bytes");
-        thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// The `--stats json` object on stderr, if there is one.
-fn json_line(stderr: &str) -> Option<Value> {
-    stderr
-        .lines()
-        .find(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON ({e}): {l}")))
-}
-
-fn run_setup(setup: &Setup<'_>) -> Finished {
-    start(setup).finish()
-}
-
-/// Accepts one connection, giving up when `stop` is set (zerocat ended without connecting).
-fn accept_until(listener: &TcpListener, stop: &AtomicBool) -> Option<TcpStream> {
-    listener.set_nonblocking(true).unwrap();
-    let started = Instant::now();
-    loop {
-        match listener.accept() {
-            Ok((s, _)) => {
-                s.set_nonblocking(false).unwrap();
-                return Some(s);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if stop.load(Ordering::SeqCst) || started.elapsed() > DEADLINE {
-                    return None;
-                }
-                thread::sleep(Duration::from_millis(1));
-            }
-            Err(_) => return None,
-        }
-    }
-}
-
-/// Writes `payload` in chunks (pausing between them when paced) until done, stopped, or
-/// the reader went away (zerocat failed: that is what some cases test).
-fn feed(
-    out: &mut impl Write,
-    payload: &[u8],
-    chunk: usize,
-    pace: Option<Duration>,
-    stop: &AtomicBool,
-) {
-    for piece in payload.chunks(chunk) {
-        if stop.load(Ordering::SeqCst) || out.write_all(piece).is_err() {
-            return;
-        }
-        if let Some(pause) = pace {
-            thread::sleep(pause);
-        }
-    }
-}
-
-/// Reads until EOF or an error, keeping every byte and counting them.
-fn keep(mut input: impl Read, received: &AtomicU64, bytes: &Mutex<Vec<u8>>) {
-    let mut buf = vec![0u8; 256 << 10];
-    loop {
-        match input.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                bytes.lock().unwrap().extend_from_slice(&buf[..n]);
-                received.fetch_add(n as u64, Ordering::SeqCst);
-            }
-        }
-    }
-}
+/// 64 KiB every 2 ms: a source slower than zerocat, so a signal comes mid-transfer.
+const SLOW: Pace = Pace::Slow {
+    chunk: 64 << 10,
+    pause: Duration::from_millis(2),
+};
 
 /// The sink must hold exactly what the report says was delivered, and those bytes must be
 /// the start of the payload (nothing lost, duplicated or reordered before the stop).
 fn check_delivered(run: &Finished, payload: &[u8]) -> Result<(), String> {
     let reported = run.report_bytes();
-    let Some(sink) = &run.sink else {
+    let Some(sink) = run.held(0) else {
         return Ok(());
     };
     if sink.len() as u64 != reported {
@@ -436,7 +146,7 @@ fn check_delivered(run: &Finished, payload: &[u8]) -> Result<(), String> {
             sink.len()
         ));
     }
-    if payload.get(..sink.len()) != Some(&sink[..]) {
+    if payload.get(..sink.len()) != Some(sink) {
         return Err("the sink's bytes are not the start of the payload".into());
     }
     Ok(())
@@ -640,9 +350,13 @@ fn run_fault(case: &FaultCase<'_>, payload: &Arc<Vec<u8>>) -> Result<String, Str
     let site = case.site;
     let logdir = tempdir();
     let log = logdir.path().join("strace.log");
-    let mut setup = Setup::new(site.sub, site.shape, payload.clone());
-    setup.wrap = strace_wrap(&log, site.syscall, &case.action, &case.when.to_string());
-    let run = run_setup(&setup);
+    let rig = Rig::new().under(strace_wrap(
+        &log,
+        site.syscall,
+        &case.action,
+        &case.when.to_string(),
+    ));
+    let run = shaped(rig, site.sub, site.shape, payload, Pace::Full).run();
     let log_text = std::fs::read_to_string(&log).unwrap_or_default();
     let what = format!(
         "{} {} {} {}@{}",
@@ -668,8 +382,8 @@ fn run_fault(case: &FaultCase<'_>, payload: &Arc<Vec<u8>>) -> Result<String, Str
             if run.report_bytes() != payload.len() as u64 {
                 return fail(format!("report says {} bytes", run.report_bytes()));
             }
-            if let Some(sink) = &run.sink {
-                if sink[..] != payload[..] {
+            if let Some(sink) = run.held(0) {
+                if sink != &payload[..] {
                     return fail(format!("sink holds {} wrong bytes", sink.len()));
                 }
             }
@@ -788,17 +502,16 @@ fn eintr_on_every_other_call_is_retried() {
     ] {
         let logdir = tempdir();
         let log = logdir.path().join("strace.log");
-        let mut setup = Setup::new(Sub::Pipe, shape, payload.clone());
-        setup.wrap = strace_wrap(&log, syscalls, "error=EINTR", "1+2");
-        let run = run_setup(&setup);
+        let rig = Rig::new().under(strace_wrap(&log, syscalls, "error=EINTR", "1+2"));
+        let run = shaped(rig, Sub::Pipe, shape, &payload, Pace::Full).run();
         let name = shape_name(shape);
         let log_text = std::fs::read_to_string(&log).unwrap();
         assert!(log_text.contains("INJECTED"), "{name}: nothing injected");
         assert_eq!(run.code(), Some(0), "{name}: {}", run.stderr);
         assert_eq!(run.report_bytes(), payload.len() as u64, "{name}");
         assert_eq!(run.report()["fallbacks"], serde_json::json!([]), "{name}");
-        if let Some(sink) = &run.sink {
-            assert_bytes_eq(sink, &payload, &name);
+        if run.held(0).is_some() {
+            run.assert_held(0, &payload, &name);
         }
         eprintln!("pipe {name} EINTR on every other call | retried | exact");
     }
@@ -844,8 +557,8 @@ fn short_returns(len: usize) {
         ((Src::Socket, Dst::File), "auto"),
         ((Src::File, Dst::File), "userspace"),
     ] {
-        let setup = Setup::via(Sub::Pipe, shape, payload.clone(), via);
-        let running = start(&setup);
+        let rig = Rig::new().args(["--via", via]);
+        let running = shaped(rig, Sub::Pipe, shape, &payload, Pace::Full).start();
         let stop = Arc::new(AtomicBool::new(false));
         let stopper = stop_and_continue(running.pid(), stop.clone());
         let run = running.finish();
@@ -854,8 +567,8 @@ fn short_returns(len: usize) {
         let name = format!("{} via {via}", shape_name(shape));
         assert_eq!(run.code(), Some(0), "{name}: {}", run.stderr);
         assert_eq!(run.report_bytes(), len as u64, "{name}");
-        if let Some(sink) = &run.sink {
-            assert_bytes_eq(sink, &payload, &name);
+        if run.held(0).is_some() {
+            run.assert_held(0, &payload, &name);
         }
         eprintln!("pipe {name} stopped/continued {stops} times | exact");
     }
@@ -952,9 +665,10 @@ fn fill_up(dst: Dst, sink_dir: Option<&Path>, payload: &Arc<Vec<u8>>) -> Vec<(St
         (Src::Pipe, "auto"),
         (Src::Socket, "auto"),
     ] {
-        let mut setup = Setup::via(Sub::Pipe, (src, dst), payload.clone(), via);
-        setup.sink_dir = sink_dir;
-        let run = run_setup(&setup);
+        let mut rig = Rig::new().args(["--via", via]);
+        let src_arg = source(&mut rig, src, payload, Pace::Full);
+        let dst_arg = sink(&mut rig, dst, sink_dir);
+        let run = rig.args(Sub::Pipe.args(&src_arg, &dst_arg)).run();
         let name = format!("pipe {} via {via}", shape_name((src, dst)));
         assert_disk_full(&run, payload, &name);
         if let Some(dir) = sink_dir {
@@ -971,7 +685,7 @@ fn full_disk_on_a_1mib_tmpfs() {
         return;
     };
     for (name, run) in fill_up(Dst::File, Some(fs.path()), &Arc::new(data(3 << 20))) {
-        let held = run.sink.as_ref().unwrap().len();
+        let held = run.held(0).unwrap().len();
         assert!(held > 0, "{name}: the tmpfs took no byte at all?");
         eprintln!("{name} (1 MiB tmpfs) | clean error ENOSPC, exit 1 | {held} B delivered = sink");
     }
@@ -1004,11 +718,9 @@ fn sigint_and_sigterm_mid_transfer() {
     ] {
         for signal in [Signal::SIGINT, Signal::SIGTERM] {
             for via in ["auto", "userspace"] {
-                let mut setup = Setup::via(sub, shape, payload.clone(), via);
-                setup.pace = Some(Duration::from_millis(2));
-                setup.chunk = 64 << 10;
-                let mut running = start(&setup);
-                running.wait_for_sink(512 << 10);
+                let rig = Rig::new().args(["--via", via]);
+                let mut running = shaped(rig, sub, shape, &payload, SLOW).start();
+                running.wait_for_sink(0, 512 << 10);
                 kill(running.pid(), signal).unwrap();
                 let run = running.finish();
                 let name = format!("{} {} via {via} {signal}", sub.name(), shape_name(shape));
@@ -1034,63 +746,18 @@ fn sigpipe_from_a_closed_stdout_is_141_without_a_message() {
         ((Src::Pipe, Dst::Pipe), "auto"),
         ((Src::Socket, Dst::Pipe), "auto"),
     ] {
-        let dir = tempdir();
-        let src = dir.path().join("big.bin");
-        std::fs::write(&src, &*payload).unwrap();
         let name = format!("{} via {via}", shape_name(shape));
-        let mut cmd = crate::util::zerocat();
-        cmd.args(["--via", via]);
-        let mut feeder = None;
-        let mut source_arg = src.display().to_string();
-        match shape.0 {
-            Src::File => {}
-            Src::Pipe => {
-                cmd.stdin(Stdio::piped());
-                source_arg = "-".into();
-            }
-            Src::Socket => {
-                let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-                source_arg = format!("tcp:{}", listener.local_addr().unwrap());
-                let p = payload.clone();
-                thread::spawn(move || {
-                    let stop = AtomicBool::new(false);
-                    if let Some(mut s) = accept_until(&listener, &stop) {
-                        feed(&mut s, &p, 64 << 10, None, &stop);
-                    }
-                });
-            }
-        }
-        cmd.args(["pipe", &source_arg, "-"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        if let Some(mut stdin) = child.stdin.take() {
-            let p = payload.clone();
-            feeder = Some(thread::spawn(move || {
-                let stop = AtomicBool::new(false);
-                feed(&mut stdin, &p, 64 << 10, None, &stop);
-            }));
-        }
-        let mut stdout = child.stdout.take().unwrap();
+        let mut rig = Rig::bare().args(["--via", via]).stdout_to_test();
+        let src = source(&mut rig, shape.0, &payload, Pace::Full);
+        let mut running = rig.args(["pipe", &src, "-"]).start();
+        let mut stdout = running.take_stdout();
         let mut one = [0u8; 1];
         stdout.read_exact(&mut one).unwrap();
         assert_eq!(one[0], payload[0], "{name}");
         drop(stdout); // head -c 1 exits
-        let out = crate::util::wait_with_deadline(child, DEADLINE);
-        if let Some(f) = feeder {
-            f.join().unwrap();
-        }
-        assert_eq!(
-            out.status.code(),
-            Some(141),
-            "{name}: {}",
-            crate::util::stderr_text(&out)
-        );
-        assert!(
-            out.stderr.is_empty(),
-            "{name}: {}",
-            crate::util::stderr_text(&out)
-        );
+        let run = running.finish();
+        run.assert_code(141, &name);
+        assert!(run.stderr.is_empty(), "{name}: {}", run.stderr);
         eprintln!("pipe {name} reader gone | exit 141, silent");
     }
 }
@@ -1110,39 +777,16 @@ fn sigint_delivers_every_byte_taken_from_the_source() {
             let name = format!("pipe fd:3 (file) -> slow socket via {via} {signal}");
             let file = std::fs::File::open(&src).unwrap();
             let raw = file.as_raw_fd();
-            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = listener.local_addr().unwrap();
-            let received = Arc::new(AtomicU64::new(0));
-            let kept = Arc::new(Mutex::new(Vec::new()));
-            let (r, k) = (received.clone(), kept.clone());
-            let sink = thread::spawn(move || {
-                let (mut s, _) = listener.accept().unwrap();
-                let mut buf = vec![0u8; 64 << 10];
-                while let Ok(n @ 1..) = s.read(&mut buf) {
-                    k.lock().unwrap().extend_from_slice(&buf[..n]);
-                    r.fetch_add(n as u64, Ordering::SeqCst);
-                    thread::sleep(Duration::from_millis(2));
-                }
-            });
-            let mut cmd = crate::util::zerocat();
-            cmd.args(["--stats", "json", "--via", via, "pipe", "fd:3"])
-                .arg(format!("tcp:{addr}"))
-                .stderr(Stdio::piped());
-            share_as_fd3(&mut cmd, raw);
-            let child = cmd.spawn().unwrap();
-            let started = Instant::now();
-            while received.load(Ordering::SeqCst) < 2 << 20 {
-                assert!(started.elapsed() < DEADLINE, "{name}: no bytes arrive");
-                thread::sleep(Duration::from_millis(2));
-            }
-            kill(Pid::from_raw(child.id() as i32), signal).unwrap();
-            let out = crate::util::wait_with_deadline(child, DEADLINE);
-            sink.join().unwrap();
-            let stderr = crate::util::stderr_text(&out);
-            assert_eq!(out.status.code(), Some(130), "{name}: {stderr}");
-            let report = crate::util::json_report(&out.stderr);
+            let mut rig = Rig::new().args(["--via", via]).fd3(raw);
+            let dst = rig.tcp_sink(SLOW);
+            let mut running = rig.args(["pipe", "fd:3", &dst]).start();
+            running.wait_for_sink(0, 2 << 20);
+            running.signal(signal);
+            let run = running.finish();
+            run.assert_code(130, &name);
+            let report = run.report();
             let taken = nix::unistd::lseek(raw, 0, nix::unistd::Whence::SeekCur).unwrap() as u64;
-            let kept = kept.lock().unwrap();
+            let kept = run.held(0).unwrap();
             assert_eq!(report["ended"], "signal", "{name}");
             assert_eq!(report["bytes"].as_u64(), Some(kept.len() as u64), "{name}");
             assert_eq!(
@@ -1150,33 +794,13 @@ fn sigint_delivers_every_byte_taken_from_the_source() {
                 kept.len() as u64,
                 "{name}: taken from the source != delivered"
             );
-            assert_bytes_eq(&kept, &payload[..kept.len()], &name);
+            assert_bytes_eq(kept, &payload[..kept.len()], &name);
             assert!(
                 kept.len() < payload.len(),
                 "{name}: the signal came too late to test"
             );
             eprintln!("{name} | exit 130 | {taken} B taken from the source = delivered = reported");
         }
-    }
-}
-
-/// The child gets our open file description `raw` as its fd 3 (`fd:3`): the offset is
-/// shared, so afterwards it says how many bytes the child took.
-fn share_as_fd3(cmd: &mut Command, raw: std::os::fd::RawFd) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            let ret = if raw == 3 {
-                nix::libc::fcntl(3, nix::libc::F_SETFD, 0)
-            } else {
-                nix::libc::dup2(raw, 3)
-            };
-            if ret < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
     }
 }
 

@@ -23,217 +23,43 @@ enum Out {
     Full,
 }
 
-struct TeeRig<'a> {
+/// `tee SRC SINKS` on `rig` (which holds the options up to `tee`'s own): a source of kind
+/// `src` (stdin fed at `pace`), then `sinks` in order (`Out::Small` in `small`).
+fn tee_endpoints(
+    mut rig: Rig,
     src: Src,
-    sinks: &'a [Out],
-    payload: Arc<Vec<u8>>,
-    wrap: Vec<String>,
-    /// Global options (`--stats json` is always given).
-    global: Vec<&'a str>,
-    /// Options of the subcommand (`--on-error=continue`).
-    tee_opts: Vec<&'a str>,
-    /// A stdin source sends `chunk` bytes, then sleeps this long.
-    pace: Option<Duration>,
-    chunk: usize,
-    /// Where `Out::Small` lives.
-    small: Option<&'a Path>,
-    /// Bytes the test reads from stdout per 2 ms (a slow reader); None reads at full speed.
-    slow_stdout: Option<usize>,
-}
-
-impl<'a> TeeRig<'a> {
-    fn new(src: Src, sinks: &'a [Out], payload: &Arc<Vec<u8>>) -> TeeRig<'a> {
-        TeeRig {
-            src,
-            sinks,
-            payload: payload.clone(),
-            wrap: Vec::new(),
-            global: Vec::new(),
-            tee_opts: Vec::new(),
-            pace: None,
-            chunk: 256 << 10,
-            small: None,
-            slow_stdout: None,
-        }
-    }
-}
-
-struct TeeRunning {
-    child: Child,
-    _dir: tempfile::TempDir,
-    stop: Arc<AtomicBool>,
-    files: Vec<Option<PathBuf>>,
-    sinks: Vec<Out>,
-    stdout_len: Arc<AtomicU64>,
-    stdout_bytes: Arc<Mutex<Vec<u8>>>,
-    stdout_thread: Option<JoinHandle<()>>,
-    stderr_thread: Option<JoinHandle<Vec<u8>>>,
-    started: Instant,
-}
-
-struct TeeFinished {
-    status: ExitStatus,
-    stderr: String,
-    report: Option<Value>,
-    /// What each sink holds (None for /dev/full).
-    held: Vec<Option<Vec<u8>>>,
-}
-
-impl TeeFinished {
-    fn code(&self) -> Option<i32> {
-        self.status.code()
-    }
-
-    fn report(&self) -> &Value {
-        self.report
-            .as_ref()
-            .unwrap_or_else(|| panic!("no JSON report; stderr: {}", self.stderr))
-    }
-
-    fn sink(&self, i: usize) -> &Value {
-        &self.report()["sinks"][i]
-    }
-}
-
-fn start_tee(rig: &TeeRig<'_>) -> TeeRunning {
-    let dir = tempdir();
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut cmd = zerocat_under(&rig.wrap);
-    cmd.args(["--stats", "json"])
-        .args(&rig.global)
-        .arg("tee")
-        .args(&rig.tee_opts);
-    match rig.src {
-        Src::File => {
-            let path = dir.path().join("src.bin");
-            std::fs::write(&path, &*rig.payload).unwrap();
-            cmd.arg(path).stdin(Stdio::null());
-        }
-        Src::Pipe => {
-            cmd.arg("-").stdin(Stdio::piped());
-        }
+    sinks: &[Out],
+    payload: &Arc<Vec<u8>>,
+    pace: Pace,
+    small: Option<&Path>,
+) -> Rig {
+    let src = match src {
+        Src::File => rig.file("src.bin", payload),
+        Src::Pipe => rig.stdin(payload.clone(), pace),
         Src::Socket => unreachable!("the tee rig reads a file or stdin"),
-    }
-    let mut files = Vec::new();
-    for (i, out) in rig.sinks.iter().enumerate() {
-        let (arg, file) = match out {
-            Out::File => {
-                let p = dir.path().join(format!("out{i}"));
-                (p.display().to_string(), Some(p))
-            }
-            Out::Small => {
-                let p = rig.small.expect("a small tmpfs").join(format!("out{i}"));
-                (p.display().to_string(), Some(p))
-            }
-            Out::Stdout => ("-".to_string(), None),
-            Out::Full => ("/dev/full".to_string(), None),
-        };
-        cmd.arg(arg);
-        files.push(file);
-    }
-    let wants_stdout = rig.sinks.contains(&Out::Stdout);
-    cmd.stdout(if wants_stdout {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    });
-    cmd.stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn zerocat");
-    if let Some(mut stdin) = child.stdin.take() {
-        let (payload, stop, chunk, pace) = (rig.payload.clone(), stop.clone(), rig.chunk, rig.pace);
-        thread::spawn(move || feed(&mut stdin, &payload, chunk, pace, &stop));
-    }
-    let stdout_len = Arc::new(AtomicU64::new(0));
-    let stdout_bytes = Arc::new(Mutex::new(Vec::new()));
-    let stdout_thread = child.stdout.take().map(|stdout| {
-        let (len, bytes, slow) = (stdout_len.clone(), stdout_bytes.clone(), rig.slow_stdout);
-        thread::spawn(move || match slow {
-            None => keep(stdout, &len, &bytes),
-            Some(step) => keep_slowly(stdout, step, &len, &bytes),
-        })
-    });
-    let mut stderr = child.stderr.take().unwrap();
-    let stderr_thread = Some(thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = stderr.read_to_end(&mut buf);
-        buf
-    }));
-    TeeRunning {
-        child,
-        _dir: dir,
-        stop,
-        files,
-        sinks: rig.sinks.to_vec(),
-        stdout_len,
-        stdout_bytes,
-        stdout_thread,
-        stderr_thread,
-        started: Instant::now(),
-    }
-}
-
-/// Reads `step` bytes every 2 ms until EOF: a reader slower than zerocat.
-fn keep_slowly(mut input: impl Read, step: usize, received: &AtomicU64, bytes: &Mutex<Vec<u8>>) {
-    let mut buf = vec![0u8; step];
-    while let Ok(n @ 1..) = input.read(&mut buf) {
-        bytes.lock().unwrap().extend_from_slice(&buf[..n]);
-        received.fetch_add(n as u64, Ordering::SeqCst);
-        thread::sleep(Duration::from_millis(2));
-    }
-}
-
-impl TeeRunning {
-    fn pid(&self) -> Pid {
-        Pid::from_raw(self.child.id() as i32)
-    }
-
-    /// Waits until stdout has received at least `n` bytes.
-    fn wait_for_stdout(&mut self, n: u64) {
-        let len = self.stdout_len.clone();
-        wait_until_held(&mut self.child, self.started, "stdout", n, || {
-            len.load(Ordering::SeqCst)
+    };
+    let mut args = vec![src];
+    for (i, out) in sinks.iter().enumerate() {
+        args.push(match out {
+            Out::File => rig.file_sink(rig.path(&format!("out{i}"))),
+            Out::Small => rig.file_sink(small.expect("a small tmpfs").join(format!("out{i}"))),
+            Out::Stdout => rig.stdout_sink(Pace::Full),
+            Out::Full => rig.device_sink("/dev/full"),
         });
     }
-
-    fn finish(mut self) -> TeeFinished {
-        let status = wait_or_kill(&mut self.child, self.started, &self.stop);
-        if let Some(t) = self.stdout_thread.take() {
-            t.join().unwrap();
-        }
-        let stderr = self.stderr_thread.take().unwrap().join().unwrap();
-        let stderr = String::from_utf8_lossy(&stderr).into_owned();
-        let report = json_line(&stderr);
-        let stdout = std::mem::take(&mut *self.stdout_bytes.lock().unwrap());
-        let held = self
-            .sinks
-            .iter()
-            .zip(&self.files)
-            .map(|(out, file)| match out {
-                Out::File | Out::Small => {
-                    Some(std::fs::read(file.as_ref().unwrap()).unwrap_or_default())
-                }
-                Out::Stdout => Some(stdout.clone()),
-                Out::Full => None,
-            })
-            .collect();
-        TeeFinished {
-            status,
-            stderr,
-            report,
-            held,
-        }
-    }
+    rig.args(args)
 }
 
-fn run_tee(rig: &TeeRig<'_>) -> TeeFinished {
-    start_tee(rig).finish()
+/// Sink `i`'s entry in the report.
+fn sink_entry(run: &Finished, i: usize) -> &Value {
+    &run.report()["sinks"][i]
 }
 
 /// Every sink holds exactly the bytes its report entry counts, and they are the start of
 /// the payload.
-fn check_each_sink(run: &TeeFinished, payload: &[u8]) -> Result<(), String> {
-    for (i, held) in run.held.iter().enumerate() {
-        let reported = run.sink(i)["bytes"].as_u64().ok_or("no bytes")?;
+fn check_each_sink(run: &Finished, payload: &[u8]) -> Result<(), String> {
+    for (i, held) in run.held_all().iter().enumerate() {
+        let reported = sink_entry(run, i)["bytes"].as_u64().ok_or("no bytes")?;
         let Some(held) = held else { continue };
         if held.len() as u64 != reported {
             return Err(format!(
@@ -251,9 +77,9 @@ fn check_each_sink(run: &TeeFinished, payload: &[u8]) -> Result<(), String> {
 }
 
 /// Every sink holds the whole payload and its report entry says so.
-fn check_every_sink_exact(run: &TeeFinished, payload: &[u8]) -> Result<(), String> {
+fn check_every_sink_exact(run: &Finished, payload: &[u8]) -> Result<(), String> {
     check_each_sink(run, payload)?;
-    for (i, held) in run.held.iter().enumerate() {
+    for (i, held) in run.held_all().iter().enumerate() {
         if held.as_ref().is_some_and(|h| h.len() != payload.len()) {
             return Err(format!(
                 "sink {i} holds {} bytes",
@@ -364,10 +190,16 @@ fn tee_fault_cases() -> Vec<TeeFault> {
 fn run_tee_fault(case: &TeeFault, payload: &Arc<Vec<u8>>) -> Result<String, String> {
     let logdir = tempdir();
     let log = logdir.path().join("strace.log");
-    let mut rig = TeeRig::new(case.src, case.sinks, payload);
     let action = format!("error={}", case.errno.0);
-    rig.wrap = strace_wrap(&log, case.syscall, &action, &case.when.to_string());
-    let run = run_tee(&rig);
+    let rig = Rig::new()
+        .under(strace_wrap(
+            &log,
+            case.syscall,
+            &action,
+            &case.when.to_string(),
+        ))
+        .arg("tee");
+    let run = tee_endpoints(rig, case.src, case.sinks, payload, Pace::Full, None).run();
     let what = format!(
         "tee {} {} {action}@{}",
         tee_shape(case.src, case.sinks),
@@ -403,7 +235,7 @@ fn run_tee_fault(case: &TeeFault, payload: &Arc<Vec<u8>>) -> Result<String, Stri
             }
             let (fell, row) = match case.expect {
                 TeeExpect::SinkFellBack(i, from) => (
-                    names(&run.sink(i)["fallbacks"], from) && fallbacks.is_empty(),
+                    names(&sink_entry(&run, i)["fallbacks"], from) && fallbacks.is_empty(),
                     format!("sink {i} fell back {from} -> userspace"),
                 ),
                 _ => {
@@ -435,22 +267,23 @@ fn run_tee_fault(case: &TeeFault, payload: &Arc<Vec<u8>>) -> Result<String, Stri
                 return fail(format!("report ended {}", report["ended"]));
             }
             let any_fallback = !fallbacks.is_empty()
-                || (0..case.sinks.len()).any(|i| run.sink(i)["fallbacks"] != serde_json::json!([]));
+                || (0..case.sinks.len())
+                    .any(|i| sink_entry(&run, i)["fallbacks"] != serde_json::json!([]));
             if any_fallback {
                 return fail(format!("no fallback allowed here: {report}"));
             }
             let uri = match blame {
                 Blame::Src => report["src"]["uri"].as_str().unwrap().to_string(),
                 Blame::Sink(i) => {
-                    if run.sink(i)["ended"] != "error"
-                        || run.sink(i)["error"]
+                    if sink_entry(&run, i)["ended"] != "error"
+                        || sink_entry(&run, i)["error"]
                             .as_str()
                             .unwrap()
                             .starts_with("stopped")
                     {
                         return fail(format!("sink {i} is not the one that failed"));
                     }
-                    run.sink(i)["uri"].as_str().unwrap().to_string()
+                    sink_entry(&run, i)["uri"].as_str().unwrap().to_string()
                 }
             };
             let message = report["error"].as_str().unwrap_or_default();
@@ -465,7 +298,7 @@ fn run_tee_fault(case: &TeeFault, payload: &Arc<Vec<u8>>) -> Result<String, Stri
                 return fail(why);
             }
             let held: Vec<String> = run
-                .held
+                .held_all()
                 .iter()
                 .map(|h| h.as_ref().map_or("-".into(), |h| h.len().to_string()))
                 .collect();
@@ -540,19 +373,17 @@ fn tee_into_a_full_sink(full: Out, small: Option<&Path>, payload: &Arc<Vec<u8>>)
     let sinks = [full, Out::File, Out::Stdout];
     for via in ["auto", "userspace"] {
         for on_error in ["fail", "continue"] {
-            let mut rig = TeeRig::new(Src::File, &sinks, payload);
-            rig.global = vec!["--via", via];
-            let opt = format!("--on-error={on_error}");
-            rig.tee_opts = vec![&opt];
-            rig.small = small;
-            let run = run_tee(&rig);
+            let rig = Rig::new()
+                .args(["--via", via, "tee"])
+                .arg(format!("--on-error={on_error}"));
+            let run = tee_endpoints(rig, Src::File, &sinks, payload, Pace::Full, small).run();
             let name = format!(
                 "tee {} via {via} --on-error={on_error}",
                 tee_shape(Src::File, &sinks)
             );
             assert_eq!(run.code(), Some(1), "{name}: {}", run.stderr);
             let report = run.report();
-            let uri = run.sink(0)["uri"].as_str().unwrap();
+            let uri = sink_entry(&run, 0)["uri"].as_str().unwrap();
             let line = run
                 .stderr
                 .lines()
@@ -562,9 +393,9 @@ fn tee_into_a_full_sink(full: Out, small: Option<&Path>, payload: &Arc<Vec<u8>>)
                 line.contains(&format!("'{uri}'")) && line.contains("No space left on device"),
                 "{name}: {line}"
             );
-            assert_eq!(run.sink(0)["ended"], "error", "{name}");
+            assert_eq!(sink_entry(&run, 0)["ended"], "error", "{name}");
             let refused_enospc = (0..3).any(|i| {
-                run.sink(i)["fallbacks"]
+                sink_entry(&run, i)["fallbacks"]
                     .as_array()
                     .unwrap()
                     .iter()
@@ -580,13 +411,12 @@ fn tee_into_a_full_sink(full: Out, small: Option<&Path>, payload: &Arc<Vec<u8>>)
                     "{name}"
                 );
                 for i in 1..3 {
-                    assert_eq!(run.sink(i)["ended"], "eof", "{name} sink {i}");
-                    let held = run.held[i].as_ref().unwrap();
-                    assert_bytes_eq(held, payload, &format!("{name} sink {i}"));
+                    assert_eq!(sink_entry(&run, i)["ended"], "eof", "{name} sink {i}");
+                    run.assert_held(i, payload, &format!("{name} sink {i}"));
                 }
             }
             let held: Vec<String> = run
-                .held
+                .held_all()
                 .iter()
                 .map(|h| h.as_ref().map_or("-".into(), |h| h.len().to_string()))
                 .collect();
@@ -627,12 +457,9 @@ fn tee_sigint_and_sigterm_mid_transfer() {
     let sinks = [Out::File, Out::Stdout];
     for signal in [Signal::SIGINT, Signal::SIGTERM] {
         for via in ["auto", "userspace"] {
-            let mut rig = TeeRig::new(Src::Pipe, &sinks, &payload);
-            rig.global = vec!["--via", via];
-            rig.pace = Some(Duration::from_millis(2));
-            rig.chunk = 64 << 10;
-            let mut running = start_tee(&rig);
-            running.wait_for_stdout(512 << 10);
+            let rig = Rig::new().args(["--via", via, "tee"]);
+            let mut running = tee_endpoints(rig, Src::Pipe, &sinks, &payload, SLOW, None).start();
+            running.wait_for_sink(1, 512 << 10);
             kill(running.pid(), signal).unwrap();
             let run = running.finish();
             let name = format!("tee {} via {via} {signal}", tee_shape(Src::Pipe, &sinks));
@@ -643,11 +470,11 @@ fn tee_sigint_and_sigterm_mid_transfer() {
             let total = report["bytes"].as_u64().unwrap();
             for i in 0..sinks.len() {
                 assert_eq!(
-                    run.sink(i)["bytes"].as_u64(),
+                    sink_entry(&run, i)["bytes"].as_u64(),
                     Some(total),
                     "{name} sink {i}"
                 );
-                assert_eq!(run.sink(i)["ended"], "signal", "{name} sink {i}");
+                assert_eq!(sink_entry(&run, i)["ended"], "signal", "{name} sink {i}");
             }
             assert!(
                 total < payload.len() as u64,
@@ -673,34 +500,17 @@ fn tee_sigint_delivers_every_byte_taken_from_the_source() {
             let name = format!("tee fd:3 (file) -> [file, slow stdout] via {via} {signal}");
             let file = std::fs::File::open(&src).unwrap();
             let raw = file.as_raw_fd();
-            let copy = dir.path().join("copy");
-            let mut cmd = crate::util::zerocat();
-            cmd.args(["--stats", "json", "--via", via, "tee", "fd:3"])
-                .arg(&copy)
-                .arg("-")
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            share_as_fd3(&mut cmd, raw);
-            let mut child = cmd.spawn().unwrap();
-            let received = Arc::new(AtomicU64::new(0));
-            let kept = Arc::new(Mutex::new(Vec::new()));
-            let stdout = child.stdout.take().unwrap();
-            let (r, k) = (received.clone(), kept.clone());
-            let reader = thread::spawn(move || keep_slowly(stdout, 64 << 10, &r, &k));
-            let started = Instant::now();
-            while received.load(Ordering::SeqCst) < 2 << 20 {
-                assert!(started.elapsed() < DEADLINE, "{name}: no bytes arrive");
-                thread::sleep(Duration::from_millis(2));
-            }
-            kill(Pid::from_raw(child.id() as i32), signal).unwrap();
-            let out = crate::util::wait_with_deadline(child, DEADLINE);
-            reader.join().unwrap();
-            let stderr = crate::util::stderr_text(&out);
-            assert_eq!(out.status.code(), Some(130), "{name}: {stderr}");
-            let report = crate::util::json_report(&out.stderr);
+            let mut rig = Rig::new().args(["--via", via, "tee", "fd:3"]).fd3(raw);
+            let copy = rig.file_sink(rig.path("copy"));
+            let stdout = rig.stdout_sink(SLOW);
+            let mut running = rig.args([copy, stdout]).start();
+            running.wait_for_sink(1, 2 << 20);
+            running.signal(signal);
+            let run = running.finish();
+            run.assert_code(130, &name);
+            let report = run.report();
             let taken = nix::unistd::lseek(raw, 0, nix::unistd::Whence::SeekCur).unwrap() as u64;
-            let kept = kept.lock().unwrap();
-            let in_file = std::fs::read(&copy).unwrap();
+            let (in_file, kept) = (run.held(0).unwrap(), run.held(1).unwrap());
             assert_eq!(report["ended"], "signal", "{name}");
             assert_eq!(
                 report["bytes"].as_u64(),
@@ -709,7 +519,7 @@ fn tee_sigint_delivers_every_byte_taken_from_the_source() {
             );
             assert_eq!(kept.len() as u64, taken, "{name}: stdout != taken");
             assert_eq!(in_file.len() as u64, taken, "{name}: file != taken");
-            for (i, held) in [&in_file[..], &kept[..]].into_iter().enumerate() {
+            for (i, held) in [in_file, kept].into_iter().enumerate() {
                 assert_eq!(report["sinks"][i]["bytes"].as_u64(), Some(taken), "{name}");
                 assert_bytes_eq(held, &payload[..held.len()], &name);
             }
@@ -740,131 +550,62 @@ enum What {
     Tree,
 }
 
-struct CopyRig<'a> {
-    what: What,
-    wrap: Vec<String>,
-    global: Vec<&'a str>,
-    /// Where the destination goes (the test's directory when None).
-    dest_dir: Option<&'a Path>,
-    /// Or this destination exactly (/dev/full).
-    dest: Option<&'a str>,
-}
+/// What each destination file must hold: its source's contents, by destination path.
+type Want = BTreeMap<PathBuf, Vec<u8>>;
 
-impl<'a> CopyRig<'a> {
-    fn new(what: What) -> CopyRig<'a> {
-        CopyRig {
-            what,
-            wrap: Vec::new(),
-            global: Vec::new(),
-            dest_dir: None,
-            dest: None,
-        }
-    }
-}
-
-struct CopyRunning {
-    child: Child,
-    dir: tempfile::TempDir,
-    dst: PathBuf,
-}
-
-struct CopyFinished {
-    out: std::process::Output,
-    stderr: String,
-    report: Option<Value>,
-    /// Source contents by destination path.
-    want: BTreeMap<PathBuf, Vec<u8>>,
-    _dir: tempfile::TempDir,
-}
-
-impl CopyFinished {
-    fn code(&self) -> Option<i32> {
-        self.out.status.code()
-    }
-
-    fn report(&self) -> &Value {
-        self.report
-            .as_ref()
-            .unwrap_or_else(|| panic!("no JSON report; stderr: {}", self.stderr))
-    }
-
-    fn entries(&self) -> Vec<Value> {
-        self.report()["entries"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    fn failed(&self) -> Vec<Value> {
-        self.entries()
-            .into_iter()
-            .filter(|e| !e["error"].is_null())
-            .collect()
-    }
-}
-
-fn start_copy(rig: &CopyRig<'_>) -> CopyRunning {
-    let dir = tempdir();
-    let src = match rig.what {
-        What::File(len) => crate::util::write_file(dir.path(), "src.bin", &data(len)),
+/// `copy [-r] SRC DST` on `rig`: `what` is written in the rig's directory, copied to `dst`
+/// (`dst` in the rig's directory when None). Returns the run started, its destination and
+/// what each destination file must hold.
+fn start_copy(rig: Rig, what: What, dst: Option<PathBuf>) -> (Running, PathBuf, Want) {
+    let dst = dst.unwrap_or_else(|| rig.path("dst"));
+    let (src, want) = match what {
+        What::File(len) => (
+            rig.file("src.bin", &data(len)),
+            BTreeMap::from([(dst.clone(), data(len))]),
+        ),
         What::Tree => {
-            let root = dir.path().join("tree");
+            let root = rig.path("tree");
             std::fs::create_dir(&root).unwrap();
             for (name, len) in TREE {
                 crate::util::write_file(&root, name, &data(len));
             }
-            root
+            let want = TREE
+                .iter()
+                .map(|&(name, len)| (dst.join(name), data(len)))
+                .collect();
+            (root.display().to_string(), want)
         }
     };
-    let dst = match rig.dest {
-        Some(path) => PathBuf::from(path),
-        None => rig.dest_dir.unwrap_or(dir.path()).join("dst"),
+    let rig = rig.arg("copy");
+    let rig = match what {
+        What::Tree => rig.arg("-r"),
+        What::File(_) => rig,
     };
-    let mut cmd = zerocat_under(&rig.wrap);
-    cmd.args(["--stats", "json"]).args(&rig.global).arg("copy");
-    if rig.what == What::Tree {
-        cmd.arg("-r");
-    }
-    cmd.arg(&src)
-        .arg(&dst)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    CopyRunning {
-        child: cmd.spawn().expect("spawn zerocat"),
-        dir,
-        dst,
-    }
+    let running = rig
+        .args([std::ffi::OsString::from(src), dst.clone().into_os_string()])
+        .start();
+    (running, dst, want)
 }
 
-impl CopyRunning {
-    fn wait_for_dst(&mut self, n: u64) {
-        let dst = self.dst.clone();
-        let started = Instant::now();
-        wait_until_held(&mut self.child, started, "the destination", n, || {
-            bytes_under(&dst)
-        });
-    }
+fn run_copy(rig: Rig, what: What, dst: Option<PathBuf>) -> (Finished, Want) {
+    let (running, _, want) = start_copy(rig, what, dst);
+    (running.finish(), want)
+}
 
-    fn finish(self, what: What) -> CopyFinished {
-        let out = crate::util::wait_with_deadline(self.child, DEADLINE);
-        let stderr = crate::util::stderr_text(&out);
-        let report = json_line(&stderr);
-        let want = match what {
-            What::File(len) => BTreeMap::from([(self.dst.clone(), data(len))]),
-            What::Tree => TREE
-                .iter()
-                .map(|&(name, len)| (self.dst.join(name), data(len)))
-                .collect(),
-        };
-        CopyFinished {
-            out,
-            stderr,
-            report,
-            want,
-            _dir: self.dir,
-        }
-    }
+/// The report's entries.
+fn entries(run: &Finished) -> Vec<Value> {
+    run.report()["entries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The entries that failed.
+fn failed(run: &Finished) -> Vec<Value> {
+    entries(run)
+        .into_iter()
+        .filter(|e| !e["error"].is_null())
+        .collect()
 }
 
 /// Bytes a destination (a file, or a directory's files) holds now.
@@ -878,18 +619,14 @@ fn bytes_under(dst: &Path) -> u64 {
     }
 }
 
-fn run_copy(rig: &CopyRig<'_>) -> CopyFinished {
-    start_copy(rig).finish(rig.what)
-}
-
 /// Every file entry's destination holds exactly the bytes the entry counts, a prefix of
 /// its source (the whole source when the entry has no error); no destination file exists
 /// that the report does not account for.
-fn check_entries(run: &CopyFinished) -> Result<(), String> {
+fn check_entries(run: &Finished, want: &Want) -> Result<(), String> {
     let mut seen = Vec::new();
-    for e in run.entries().iter().filter(|e| e["kind"] == "file") {
+    for e in entries(run).iter().filter(|e| e["kind"] == "file") {
         let dst = PathBuf::from(e["dst"].as_str().unwrap());
-        let want = run.want.get(&dst).ok_or(format!("unexpected entry {e}"))?;
+        let want = want.get(&dst).ok_or(format!("unexpected entry {e}"))?;
         // A device (/dev/full reads as endless zeros) holds nothing to compare.
         let held = match dst.starts_with("/dev") {
             true => Vec::new(),
@@ -916,7 +653,7 @@ fn check_entries(run: &CopyFinished) -> Result<(), String> {
         }
         seen.push(dst);
     }
-    for path in run.want.keys() {
+    for path in want.keys() {
         if !seen.contains(path) && path.exists() && !path.starts_with("/dev") {
             return Err(format!(
                 "{} exists but no entry accounts for it",
@@ -1055,9 +792,7 @@ fn run_copy_fault(case: &CopyFault) -> Result<String, String> {
         wrap.push("-e".into());
         wrap.push(format!("inject={syscall}:{action}:when={when}"));
     }
-    let mut rig = CopyRig::new(case.what);
-    rig.wrap = wrap;
-    let run = run_copy(&rig);
+    let (run, want) = run_copy(Rig::new().under(wrap), case.what, None);
     let (syscall, action, when) = case.injects.last().unwrap();
     let what = format!("{} {syscall} {action}@{when}", what_name(case.what));
     let what = match case.injects.len() {
@@ -1086,14 +821,14 @@ fn run_copy_fault(case: &CopyFault) -> Result<String, String> {
             if run.code() != Some(0) {
                 return fail(format!("exit {:?}, want 0 after a fallback", run.code()));
             }
-            let total: usize = run.want.values().map(Vec::len).sum();
+            let total: usize = want.values().map(Vec::len).sum();
             if report["bytes"].as_u64() != Some(total as u64) {
                 return fail(format!(
                     "report says {} bytes, want {total}",
                     report["bytes"]
                 ));
             }
-            if let Err(why) = check_entries(&run) {
+            if let Err(why) = check_entries(&run, &want) {
                 return fail(why);
             }
             if !fallbacks
@@ -1115,7 +850,7 @@ fn run_copy_fault(case: &CopyFault) -> Result<String, String> {
             if report["ended"] != "error" {
                 return fail(format!("report ended {}", report["ended"]));
             }
-            let failed = run.failed();
+            let failed = failed(&run);
             if failed.len() != 1 {
                 return fail(format!("want exactly one failed entry, got {failed:?}"));
             }
@@ -1147,7 +882,7 @@ fn run_copy_fault(case: &CopyFault) -> Result<String, String> {
             {
                 return fail("no '1 of 4 entries' line".into());
             }
-            if let Err(why) = check_entries(&run) {
+            if let Err(why) = check_entries(&run, &want) {
                 return fail(why);
             }
             Ok(format!(
@@ -1173,9 +908,9 @@ fn faults_in_copy() {
 /// A file (3 MiB) or the tree (6 MiB) into a 1 MiB tmpfs, or a file to /dev/full: exit 1,
 /// each failed file named with ENOSPC, every destination holds what its entry says.
 #[track_caller]
-fn assert_copy_disk_full(run: &CopyFinished, name: &str) {
+fn assert_copy_disk_full(run: &Finished, want: &Want, name: &str) {
     assert_eq!(run.code(), Some(1), "{name}: {}", run.stderr);
-    let failed = run.failed();
+    let failed = failed(run);
     assert!(!failed.is_empty(), "{name}: no entry failed");
     for e in &failed {
         let (src, dst) = (e["src"].as_str().unwrap(), e["dst"].as_str().unwrap());
@@ -1196,7 +931,7 @@ fn assert_copy_disk_full(run: &CopyFinished, name: &str) {
         .iter()
         .any(|f| f["errno"] == "ENOSPC");
     assert!(!refused_enospc, "{name}: ENOSPC must never fall back");
-    check_entries(run).unwrap_or_else(|e| panic!("{name}: {e}"));
+    check_entries(run, want).unwrap_or_else(|e| panic!("{name}: {e}"));
 }
 
 #[test]
@@ -1206,21 +941,18 @@ fn copy_full_disk_on_a_1mib_tmpfs() {
     };
     for what in [What::File(3 << 20), What::Tree] {
         for via in ["auto", "userspace"] {
-            let mut rig = CopyRig::new(what);
-            rig.global = vec!["--via", via];
-            rig.dest_dir = Some(fs.path());
-            let run = run_copy(&rig);
+            let rig = Rig::new().args(["--via", via]);
+            let (run, want) = run_copy(rig, what, Some(fs.path().join("dst")));
             let name = format!("{} via {via} (1 MiB tmpfs)", what_name(what));
-            assert_copy_disk_full(&run, &name);
-            let held: u64 = run
-                .entries()
+            assert_copy_disk_full(&run, &want, &name);
+            let held: u64 = entries(&run)
                 .iter()
                 .filter_map(|e| e["bytes"].as_u64())
                 .sum();
             assert!(held > 0, "{name}: the tmpfs took no byte at all?");
             eprintln!(
                 "{name} | clean error ENOSPC naming {} file(s), exit 1 | {held} B delivered = held",
-                run.failed().len()
+                failed(&run).len()
             );
             let dst = fs.path().join("dst");
             let _ = std::fs::remove_dir_all(&dst).or_else(|_| std::fs::remove_file(&dst));
@@ -1231,12 +963,10 @@ fn copy_full_disk_on_a_1mib_tmpfs() {
 #[test]
 fn copy_to_dev_full_is_enospc() {
     for via in ["auto", "userspace"] {
-        let mut rig = CopyRig::new(What::File(1 << 20));
-        rig.global = vec!["--via", via];
-        rig.dest = Some("/dev/full");
-        let run = run_copy(&rig);
+        let rig = Rig::new().args(["--via", via]);
+        let (run, want) = run_copy(rig, What::File(1 << 20), Some("/dev/full".into()));
         let name = format!("copy file /dev/full via {via}");
-        assert_copy_disk_full(&run, &name);
+        assert_copy_disk_full(&run, &want, &name);
         assert_eq!(run.report()["bytes"].as_u64(), Some(0), "{name}");
         eprintln!("{name} | clean error ENOSPC, exit 1 | 0 B delivered");
     }
@@ -1254,20 +984,20 @@ fn copy_sigint_and_sigterm_mid_transfer() {
     for what in [What::File(64 << 20), What::Tree] {
         for signal in [Signal::SIGINT, Signal::SIGTERM] {
             for via in ["auto", "userspace"] {
-                let mut rig = CopyRig::new(what);
-                rig.global = vec!["--via", via, "--limit", "8M"];
-                let mut running = start_copy(&rig);
-                running.wait_for_dst(match what {
+                let rig = Rig::new().args(["--via", via, "--limit", "8M"]);
+                let (mut running, dst, want) = start_copy(rig, what, None);
+                let n = match what {
                     What::File(_) => 1 << 20,
                     What::Tree => (2 << 20) + 100,
-                });
-                kill(Pid::from_raw(running.child.id() as i32), signal).unwrap();
-                let run = running.finish(what);
+                };
+                running.wait_until("the destination", n, || bytes_under(&dst));
+                running.signal(signal);
+                let run = running.finish();
                 let name = format!("{} via {via} --limit 8M {signal}", what_name(what));
                 assert_eq!(run.code(), Some(130), "{name}: {}", run.stderr);
                 assert_eq!(run.report()["ended"], "signal", "{name}");
-                check_entries(&run).unwrap_or_else(|e| panic!("{name}: {e}"));
-                let total: usize = run.want.values().map(Vec::len).sum();
+                check_entries(&run, &want).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let total: usize = want.values().map(Vec::len).sum();
                 let bytes = run.report()["bytes"].as_u64().unwrap();
                 assert!(bytes < total as u64, "{name}: the signal came too late");
                 eprintln!("{name} | exit 130, report printed | {bytes} B delivered = held");
