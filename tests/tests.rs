@@ -7,7 +7,7 @@ mod util;
 mod audit;
 mod cli;
 mod copy;
-mod harden;
+mod faults;
 mod pipe;
 mod relay;
 mod tee;
