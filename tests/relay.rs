@@ -158,8 +158,8 @@ fn every_size(listen: &str, backend: &str, first: [&str; 2]) {
         assert_bytes_eq(&got, &reversed(&payload), &format!("{size} bytes"));
     }
     let end = relay.stop();
-    let (status, report) = (end.status, end.report());
-    assert_eq!(status.code(), Some(130));
+    end.assert_code(130, "relay");
+    let report = end.report();
     let conns = connections(report);
     assert_eq!(conns.len(), SIZES.len());
     for (conn, size) in conns.iter().zip(SIZES) {
@@ -244,8 +244,8 @@ fn sixty_four_mib_both_ways_at_once() {
     let got = echo_both_ways(relay.addr(), &payload, payload.len());
     assert_bytes_eq(&got, &payload, "64 MiB echoed");
     let end = relay.finish();
-    let (status, report) = (end.status, end.report());
-    assert!(status.success(), "{report}");
+    end.assert_code(0, "relay");
+    let report = end.report();
     let conn = &connections(report)[0];
     for key in ["a_to_b", "b_to_a"] {
         assert_eq!(conn[key]["bytes"].as_u64(), Some(64 << 20));
@@ -261,8 +261,8 @@ fn echo_through_trials(backend: &str) -> Value {
     let got = echo_both_ways(relay.addr(), &payload, 7919);
     assert_bytes_eq(&got, &payload, "32 MiB echoed through trials");
     let end = relay.finish();
-    let (status, report) = (end.status, end.report());
-    assert!(status.success(), "{report}");
+    end.assert_code(0, "relay");
+    let report = end.report();
     let conn = connections(report)[0].clone();
     for key in ["a_to_b", "b_to_a"] {
         assert_eq!(conn[key]["bytes"].as_u64(), Some(32 << 20), "{conn}");
@@ -331,8 +331,8 @@ fn tiny_segments_from_a_socket_go_to_userspace() {
             &format!("24 MiB in {write_size}-byte writes"),
         );
         let end = relay.finish();
-        let (status, report) = (end.status, end.report());
-        assert!(status.success(), "{report}");
+        end.assert_code(0, "relay");
+        let report = end.report();
         let conn = &connections(report)[0];
         let mut paths = direction_paths(&conn["a_to_b"]);
         paths.sort();
@@ -358,8 +358,8 @@ fn via_splice_and_via_userspace_are_honoured() {
         let payload = data(3 << 20);
         assert_bytes_eq(&exchange(relay.addr(), &payload), &reversed(&payload), via);
         let end = relay.finish();
-        let (status, report) = (end.status, end.report());
-        assert!(status.success());
+        end.assert_code(0, "relay");
+        let report = end.report();
         let conn = &connections(report)[0];
         for key in ["a_to_b", "b_to_a"] {
             assert_eq!(direction_paths(&conn[key]), vec![via.to_string()], "{conn}");
@@ -375,8 +375,8 @@ fn half_close_waits_for_a_late_answer() {
     let got = exchange(relay.addr(), &request);
     assert_bytes_eq(&got, &reversed(&request), "answer 2 s after the half-close");
     let end = relay.finish();
-    let (status, report) = (end.status, end.report());
-    assert!(status.success());
+    end.assert_code(0, "relay");
+    let report = end.report();
     let conn = &connections(report)[0];
     assert_eq!(conn["ended"], "eof");
     assert_eq!(conn["b_to_a"]["bytes"].as_u64(), Some(100_000));
@@ -427,8 +427,8 @@ fn two_hundred_concurrent_connections() {
         .collect();
     let total: u64 = clients.into_iter().map(|c| c.join().unwrap()).sum();
     let end = relay.stop();
-    let (status, report) = (end.status, end.report());
-    assert_eq!(status.code(), Some(130));
+    end.assert_code(130, "relay");
+    let report = end.report();
     let conns = connections(report);
     assert_eq!(conns.len(), 200);
     assert!(conns.iter().all(|c| c["ended"] == "eof"));
@@ -454,12 +454,8 @@ fn a_reset_backend_resets_the_client() {
     };
     assert_eq!(err.kind(), ErrorKind::ConnectionReset, "{err}");
     let end = relay.finish();
-    let (status, report) = (end.status, end.report());
-    assert_eq!(
-        status.code(),
-        Some(1),
-        "--once: the connection's failure is the run's"
-    );
+    end.assert_code(1, "--once: the connection's failure is the run's");
+    let report = end.report();
     let conn = &connections(report)[0];
     assert_eq!(conn["ended"], "reset", "{conn}");
     assert_eq!(conn["a_to_b"]["bytes"].as_u64(), Some(1));
@@ -568,8 +564,8 @@ fn once_serves_one_connection_and_exits() {
     let addr = relay.addr().to_string();
     assert_eq!(exchange(&addr, b"abc"), b"cba");
     let end = relay.finish();
-    let (status, report) = (end.status, end.report());
-    assert!(status.success());
+    end.assert_code(0, "relay");
+    let report = end.report();
     assert_eq!(connections(report).len(), 1);
     assert_eq!(direction_paths(&connections(report)[0]["a_to_b"]).len(), 1);
     assert!(TcpStream::connect(&addr).is_err(), "the listener is closed");
@@ -600,8 +596,8 @@ fn connect_retries_until_a_late_backend_is_up() {
     );
     late.join().unwrap();
     let end = relay.finish();
-    let (status, report) = (end.status, end.report());
-    assert!(status.success());
+    end.assert_code(0, "relay");
+    let report = end.report();
     assert_eq!(direction_paths(&connections(report)[0]["b_to_a"]).len(), 1);
 }
 
@@ -621,8 +617,8 @@ fn a_refusing_backend_closes_the_client_and_the_relay_keeps_serving() {
         }
     }
     let end = relay.stop();
-    let (status, report, text) = (end.status, end.report(), &end.stderr);
-    assert_eq!(status.code(), Some(130), "{text}");
+    end.assert_code(130, "relay");
+    let report = end.report();
     let conns = connections(report);
     assert_eq!(conns.len(), 3);
     for conn in conns {
@@ -656,8 +652,8 @@ fn out_of_fds_the_relay_backs_off_and_serves_everyone() {
         c.join().unwrap();
     }
     let end = relay.stop();
-    let (status, report, text) = (end.status, end.report(), &end.stderr);
-    assert_eq!(status.code(), Some(130), "{text}");
+    end.assert_code(130, "relay");
+    let (report, text) = (end.report(), &end.stderr);
     let conns = connections(report);
     assert_eq!(conns.len(), 100);
     assert!(conns.iter().all(|c| c["ended"] == "eof"), "{report}");

@@ -395,8 +395,8 @@ fn relay_under_a_low_fd_limit_queues_idle_clients_instead_of_running_out_of_fds(
         h.join().unwrap();
     }
     let end = relay.stop();
-    let (code, report, text) = (end.code(), end.report(), &end.stderr);
-    assert_eq!(code, Some(130));
+    end.assert_code(130, "relay");
+    let (report, text) = (end.report(), &end.stderr);
     assert_eq!(served.load(Ordering::SeqCst), 40);
     assert_eq!(connection_count(report), 40);
     assert_eq!(report["failed"].as_u64(), Some(0), "{text}");
