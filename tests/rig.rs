@@ -10,7 +10,7 @@
 //! let dst = rig.file_sink(rig.path("dst.bin"));
 //! let run = rig.args(["pipe", &src, &dst]).run();
 //! run.assert_code(0, "pipe file file");
-//! run.assert_final_path("splice");
+//! run.assert_final_path("splice", "pipe file file");
 //! run.assert_held(0, &payload, "pipe file file");
 //! ```
 //!
@@ -34,7 +34,7 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use crate::util::{
-    assert_bytes_eq, bin, final_path, listening_addr, tempdir, write_file, DEADLINE,
+    assert_bytes_eq, bin, final_path, json_report, listening_addr, tempdir, write_file, DEADLINE,
 };
 
 /// How the test writes a stream into zerocat, or reads one out of it.
@@ -216,7 +216,29 @@ impl Rig {
     }
 
     /// Spawns zerocat; the test's threads start feeding and draining it.
-    pub fn start(mut self) -> Running {
+    pub fn start(self) -> Running {
+        let mut running = self.spawn();
+        let mut stderr = running.child.stderr.take().unwrap();
+        running.stderr = Some(thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = stderr.read_to_end(&mut buf);
+            buf
+        }));
+        running
+    }
+
+    /// Starts zerocat and reads where it listens from its "listening on ADDR" line (a
+    /// thread then keeps the rest of stderr).
+    pub fn listen(self) -> Running {
+        let mut running = self.spawn();
+        let (addr, stderr) = listening_addr(&mut running.child);
+        running.addr = Some(addr);
+        running.stderr = Some(stderr);
+        running
+    }
+
+    /// Spawns zerocat with its stderr still to be read.
+    fn spawn(mut self) -> Running {
         let mut cmd = match self.wrap.split_first() {
             None => Command::new(bin()),
             Some((program, rest)) => {
@@ -268,15 +290,6 @@ impl Rig {
         self.start().finish()
     }
 
-    /// Starts zerocat and reads where it listens from its "listening on ADDR" line.
-    pub fn listen(self) -> Running {
-        let mut running = self.start();
-        let (addr, stderr) = listening_addr(&mut running.child);
-        running.addr = Some(addr);
-        running.stderr = Some(stderr);
-        running
-    }
-
     /// `zerocat ... relay ARGS`, started and listening.
     pub fn relay(self, args: &[&str]) -> Running {
         self.arg("relay").args(args).listen()
@@ -290,7 +303,7 @@ pub struct Running {
     stop: Arc<AtomicBool>,
     sinks: Vec<Sink>,
     threads: Vec<JoinHandle<()>>,
-    /// Already handed to a thread when the run listens ([`Rig::listen`]).
+    /// The thread keeping stderr (set as soon as the run is started).
     stderr: Option<JoinHandle<Vec<u8>>>,
     addr: Option<String>,
     started: Instant,
@@ -386,14 +399,6 @@ impl Running {
     /// Waits for zerocat until [`DEADLINE`] (then kills it and fails), and collects what
     /// the run left.
     pub fn finish(mut self) -> Finished {
-        if self.stderr.is_none() {
-            let mut stderr = self.child.stderr.take().unwrap();
-            self.stderr = Some(thread::spawn(move || {
-                let mut buf = Vec::new();
-                let _ = stderr.read_to_end(&mut buf);
-                buf
-            }));
-        }
         let status = loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 break status;
@@ -414,8 +419,8 @@ impl Running {
         let stderr = String::from_utf8_lossy(&stderr).into_owned();
         let report = stderr
             .lines()
-            .find(|l| l.starts_with('{'))
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON ({e}): {l}")));
+            .any(|l| l.starts_with('{'))
+            .then(|| json_report(stderr.as_bytes()));
         let held = self
             .sinks
             .iter()
