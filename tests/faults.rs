@@ -136,7 +136,8 @@ fn shaped(mut rig: Rig, sub: Sub, (src, dst): Shape, payload: &Arc<Vec<u8>>, pac
     rig.args(sub.args(&src, &dst))
 }
 
-/// 64 KiB every 2 ms: a source slower than zerocat, so a signal comes mid-transfer.
+/// 64 KiB every 2 ms: a peer (source or reader) slower than zerocat, so a signal comes
+/// mid-transfer.
 const SLOW: Pace = Pace::Slow {
     chunk: 64 << 10,
     pause: Duration::from_millis(2),
