@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::rig::Rig;
 use crate::util::{
     assert_bytes_eq, data, final_path, json_report, paths, run, stderr_text, tempdir, write_file,
     zerocat,
@@ -61,13 +62,14 @@ fn exact_copies_in(dir: &Path, extra: &[usize]) {
         let bytes = data(size);
         let src = write_file(dir, &format!("src-{size}"), &bytes);
         let dst = dir.join(format!("dst-{size}"));
-        let (code, report, err) = copy(&[&src, &dst]);
-        assert_eq!(code, 0, "size {size}: {err}");
-        assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, &format!("size {size}"));
-        assert_eq!(report["bytes"].as_u64(), Some(size as u64), "{err}");
+        let run = Rig::new().arg("copy").args([&src, &dst]).run();
+        let what = format!("size {size}");
+        run.assert_code(0, &what);
+        assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, &what);
+        assert_eq!(run.report_bytes(), size as u64, "{}", run.stderr);
         if size > 0 {
             // An empty source may be procfs; it skips copy_file_range (see copy.rs).
-            assert_eq!(final_path(&report), "copy_file_range", "size {size}: {err}");
+            run.assert_final_path("copy_file_range", &what);
         }
         fs::remove_file(&src).unwrap();
         fs::remove_file(&dst).unwrap();

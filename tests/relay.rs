@@ -5,12 +5,13 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::rig::{connections, dir_paths, Rig};
 use crate::util::*;
 
 /// A stream to a relay or from a backend, TCP or unix.
@@ -125,76 +126,10 @@ fn reset(s: TcpStream) {
     linger_zero(&s);
 }
 
-/// A running `zerocat --stats json relay ...` with a listener.
-struct Relay {
-    child: Child,
-    addr: String,
-    stderr: thread::JoinHandle<Vec<u8>>,
-}
-
-impl Relay {
-    fn start(args: &[&str]) -> Relay {
-        Relay::start_with(zerocat(), args)
-    }
-
-    fn start_with(mut cmd: Command, args: &[&str]) -> Relay {
-        cmd.args(["--stats", "json", "relay"]).args(args);
-        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn zerocat");
-        let (addr, stderr) = listening_addr(&mut child);
-        Relay {
-            child,
-            addr,
-            stderr,
-        }
-    }
-
-    /// SIGINT, then the exit status and the JSON report.
-    fn stop(self) -> (ExitStatus, Value, String) {
-        let pid = self.child.id().to_string();
-        Command::new("kill").args(["-INT", &pid]).status().unwrap();
-        self.wait()
-    }
-
-    fn wait(mut self) -> (ExitStatus, Value, String) {
-        let started = Instant::now();
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if started.elapsed() > DEADLINE {
-                let _ = self.child.kill();
-                panic!("relay did not exit");
-            }
-            thread::sleep(Duration::from_millis(10));
-        };
-        let stderr = self.stderr.join().unwrap();
-        let text = String::from_utf8_lossy(&stderr).into_owned();
-        (status, json_report(&stderr), text)
-    }
-}
-
-fn connections(report: &Value) -> &Vec<Value> {
-    report["connections"].as_array().expect("connections array")
-}
-
 /// The paths of one direction of a connection, and that their bytes add up.
 #[track_caller]
 fn direction_paths(dir: &Value) -> Vec<String> {
-    let paths: Vec<(String, u64)> = dir["paths"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["path"].as_str().unwrap().to_string(),
-                p["bytes"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    let sum: u64 = paths.iter().map(|p| p.1).sum();
-    assert_eq!(sum, dir["bytes"].as_u64().unwrap(), "{dir}");
-    paths.into_iter().map(|p| p.0).collect()
+    dir_paths(dir).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Sends `payload`, half-closes, reads the whole answer.
@@ -216,15 +151,16 @@ const SIZES: [usize; 6] = [0, 1, 4096, 65_537, 1 << 20, 8 << 20];
 /// `first`: the path auto runs each direction on (a_to_b, b_to_a) below its first trial:
 /// read/write into a TCP socket, splice into anything else (flow.rs's prior).
 fn every_size(listen: &str, backend: &str, first: [&str; 2]) {
-    let relay = Relay::start(&[listen, backend]);
+    let relay = Rig::new().relay(&[listen, backend]);
     for size in SIZES {
         let payload = data(size);
-        let got = exchange(&relay.addr, &payload);
+        let got = exchange(relay.addr(), &payload);
         assert_bytes_eq(&got, &reversed(&payload), &format!("{size} bytes"));
     }
-    let (status, report, _) = relay.stop();
-    assert_eq!(status.code(), Some(130));
-    let conns = connections(&report);
+    let end = relay.stop();
+    end.assert_code(130, "relay");
+    let report = end.report();
+    let conns = connections(report);
     assert_eq!(conns.len(), SIZES.len());
     for (conn, size) in conns.iter().zip(SIZES) {
         assert_eq!(conn["ended"], "eof", "{conn}");
@@ -303,13 +239,14 @@ fn echo_both_ways(addr: &str, payload: &[u8], write_size: usize) -> Vec<u8> {
 #[test]
 fn sixty_four_mib_both_ways_at_once() {
     let backend = tcp_backend(Serve::Echo);
-    let relay = Relay::start(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
+    let relay = Rig::new().relay(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
     let payload = data(64 << 20);
-    let got = echo_both_ways(&relay.addr, &payload, payload.len());
+    let got = echo_both_ways(relay.addr(), &payload, payload.len());
     assert_bytes_eq(&got, &payload, "64 MiB echoed");
-    let (status, report, _) = relay.wait();
-    assert!(status.success(), "{report}");
-    let conn = &connections(&report)[0];
+    let end = relay.finish();
+    end.assert_code(0, "relay");
+    let report = end.report();
+    let conn = &connections(report)[0];
     for key in ["a_to_b", "b_to_a"] {
         assert_eq!(conn[key]["bytes"].as_u64(), Some(64 << 20));
         assert!(!direction_paths(&conn[key]).is_empty());
@@ -319,13 +256,14 @@ fn sixty_four_mib_both_ways_at_once() {
 /// Echoes 32 MiB through a relay whose trials start at 3 MiB; returns each direction's
 /// JSON (bytes checked).
 fn echo_through_trials(backend: &str) -> Value {
-    let relay = Relay::start(&["--once", "--first-trial", "3M", "tcp-listen:0", backend]);
+    let relay = Rig::new().relay(&["--once", "--first-trial", "3M", "tcp-listen:0", backend]);
     let payload = data(32 << 20);
-    let got = echo_both_ways(&relay.addr, &payload, 7919);
+    let got = echo_both_ways(relay.addr(), &payload, 7919);
     assert_bytes_eq(&got, &payload, "32 MiB echoed through trials");
-    let (status, report, _) = relay.wait();
-    assert!(status.success(), "{report}");
-    let conn = connections(&report)[0].clone();
+    let end = relay.finish();
+    end.assert_code(0, "relay");
+    let report = end.report();
+    let conn = connections(report)[0].clone();
     for key in ["a_to_b", "b_to_a"] {
         assert_eq!(conn[key]["bytes"].as_u64(), Some(32 << 20), "{conn}");
     }
@@ -380,7 +318,7 @@ fn tiny_segments_from_a_socket_go_to_userspace() {
         (4096, &["splice"]),
     ] {
         let front = dir.path().join(format!("front{write_size}.sock"));
-        let relay = Relay::start(&[
+        let relay = Rig::new().relay(&[
             "--once",
             &format!("unix-listen:{}", front.display()),
             &format!("unix:{}", backend.display()),
@@ -392,9 +330,10 @@ fn tiny_segments_from_a_socket_go_to_userspace() {
             &payload,
             &format!("24 MiB in {write_size}-byte writes"),
         );
-        let (status, report, _) = relay.wait();
-        assert!(status.success(), "{report}");
-        let conn = &connections(&report)[0];
+        let end = relay.finish();
+        end.assert_code(0, "relay");
+        let report = end.report();
+        let conn = &connections(report)[0];
         let mut paths = direction_paths(&conn["a_to_b"]);
         paths.sort();
         assert_eq!(paths, expect, "{write_size}: {conn}");
@@ -411,14 +350,17 @@ fn tiny_segments_from_a_socket_go_to_userspace() {
 fn via_splice_and_via_userspace_are_honoured() {
     let backend = tcp_backend(Serve::Answer(Duration::ZERO));
     for via in ["splice", "userspace"] {
-        let mut cmd = zerocat();
-        cmd.args(["--via", via]);
-        let relay = Relay::start_with(cmd, &["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
+        let relay = Rig::new().args(["--via", via]).relay(&[
+            "--once",
+            "tcp-listen:0",
+            &format!("tcp:{backend}"),
+        ]);
         let payload = data(3 << 20);
-        assert_bytes_eq(&exchange(&relay.addr, &payload), &reversed(&payload), via);
-        let (status, report, _) = relay.wait();
-        assert!(status.success());
-        let conn = &connections(&report)[0];
+        assert_bytes_eq(&exchange(relay.addr(), &payload), &reversed(&payload), via);
+        let end = relay.finish();
+        end.assert_code(0, "relay");
+        let report = end.report();
+        let conn = &connections(report)[0];
         for key in ["a_to_b", "b_to_a"] {
             assert_eq!(direction_paths(&conn[key]), vec![via.to_string()], "{conn}");
         }
@@ -428,13 +370,14 @@ fn via_splice_and_via_userspace_are_honoured() {
 #[test]
 fn half_close_waits_for_a_late_answer() {
     let backend = tcp_backend(Serve::Answer(Duration::from_secs(2)));
-    let relay = Relay::start(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
+    let relay = Rig::new().relay(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
     let request = data(100_000);
-    let got = exchange(&relay.addr, &request);
+    let got = exchange(relay.addr(), &request);
     assert_bytes_eq(&got, &reversed(&request), "answer 2 s after the half-close");
-    let (status, report, _) = relay.wait();
-    assert!(status.success());
-    let conn = &connections(&report)[0];
+    let end = relay.finish();
+    end.assert_code(0, "relay");
+    let report = end.report();
+    let conn = &connections(report)[0];
     assert_eq!(conn["ended"], "eof");
     assert_eq!(conn["b_to_a"]["bytes"].as_u64(), Some(100_000));
     assert!(!direction_paths(&conn["b_to_a"]).is_empty());
@@ -475,29 +418,30 @@ fn echo_client(addr: &str, seed: u64) -> u64 {
 #[test]
 fn two_hundred_concurrent_connections() {
     let backend = tcp_backend(Serve::Echo);
-    let relay = Relay::start(&["tcp-listen:0,backlog=256", &format!("tcp:{backend}")]);
+    let relay = Rig::new().relay(&["tcp-listen:0,backlog=256", &format!("tcp:{backend}")]);
     let clients: Vec<_> = (0..200u64)
         .map(|i| {
-            let addr = relay.addr.clone();
+            let addr = relay.addr().to_string();
             thread::spawn(move || echo_client(&addr, i + 1))
         })
         .collect();
     let total: u64 = clients.into_iter().map(|c| c.join().unwrap()).sum();
-    let (status, report, _) = relay.stop();
-    assert_eq!(status.code(), Some(130));
-    let conns = connections(&report);
+    let end = relay.stop();
+    end.assert_code(130, "relay");
+    let report = end.report();
+    let conns = connections(report);
     assert_eq!(conns.len(), 200);
     assert!(conns.iter().all(|c| c["ended"] == "eof"));
     assert_eq!(report["bytes_a_to_b"].as_u64(), Some(total));
     assert_eq!(report["bytes_b_to_a"].as_u64(), Some(total));
-    assert!(!paths(&report).is_empty());
+    assert!(!paths(report).is_empty());
 }
 
 #[test]
 fn a_reset_backend_resets_the_client() {
     let backend = tcp_backend(Serve::Reset);
-    let relay = Relay::start(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
-    let mut s = TcpStream::connect(&relay.addr).unwrap();
+    let relay = Rig::new().relay(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
+    let mut s = TcpStream::connect(relay.addr()).unwrap();
     s.set_read_timeout(Some(DEADLINE)).unwrap();
     s.write_all(b"x").unwrap();
     let mut buf = [0u8; 16];
@@ -509,13 +453,10 @@ fn a_reset_backend_resets_the_client() {
         }
     };
     assert_eq!(err.kind(), ErrorKind::ConnectionReset, "{err}");
-    let (status, report, _) = relay.wait();
-    assert_eq!(
-        status.code(),
-        Some(1),
-        "--once: the connection's failure is the run's"
-    );
-    let conn = &connections(&report)[0];
+    let end = relay.finish();
+    end.assert_code(1, "--once: the connection's failure is the run's");
+    let report = end.report();
+    let conn = &connections(report)[0];
     assert_eq!(conn["ended"], "reset", "{conn}");
     assert_eq!(conn["a_to_b"]["bytes"].as_u64(), Some(1));
     assert_eq!(direction_paths(&conn["a_to_b"]).len(), 1);
@@ -525,8 +466,8 @@ fn a_reset_backend_resets_the_client() {
 fn a_reset_client_resets_the_backend() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let backend = listener.local_addr().unwrap().to_string();
-    let relay = Relay::start(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
-    let mut client = TcpStream::connect(&relay.addr).unwrap();
+    let relay = Rig::new().relay(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
+    let mut client = TcpStream::connect(relay.addr()).unwrap();
     client.write_all(b"hi").unwrap();
     let (mut server, _) = listener.accept().unwrap();
     server.set_read_timeout(Some(DEADLINE)).unwrap();
@@ -543,8 +484,9 @@ fn a_reset_client_resets_the_backend() {
         }
     };
     assert_eq!(err.kind(), ErrorKind::ConnectionReset, "{err}");
-    let (_, report, _) = relay.wait();
-    let conn = &connections(&report)[0];
+    let end = relay.finish();
+    let report = end.report();
+    let conn = &connections(report)[0];
     assert_eq!(conn["ended"], "reset", "{conn}");
     assert_eq!(direction_paths(&conn["a_to_b"]).len(), 1);
 }
@@ -552,13 +494,13 @@ fn a_reset_client_resets_the_backend() {
 #[test]
 fn idle_connections_are_closed_after_the_timeout() {
     let backend = tcp_backend(Serve::Echo);
-    let relay = Relay::start(&[
+    let relay = Rig::new().relay(&[
         "--idle-timeout",
         "300ms",
         "tcp-listen:0",
         &format!("tcp:{backend}"),
     ]);
-    let mut s = connect(&relay.addr);
+    let mut s = connect(relay.addr());
     s.write_all(b"ping").unwrap();
     let mut four = [0u8; 4];
     s.read_exact(&mut four).unwrap();
@@ -568,8 +510,9 @@ fn idle_connections_are_closed_after_the_timeout() {
     let _ = s.read_to_end(&mut rest); // closed by the relay (EOF or reset), not by us
     assert!(rest.is_empty());
     assert!(started.elapsed() < DEADLINE);
-    let (_, report, _) = relay.stop();
-    let conn = &connections(&report)[0];
+    let end = relay.stop();
+    let report = end.report();
+    let conn = &connections(report)[0];
     assert_eq!(conn["ended"], "idle-timeout", "{conn}");
     assert_eq!(direction_paths(&conn["a_to_b"]).len(), 1);
     assert_eq!(conn["b_to_a"]["bytes"].as_u64(), Some(4));
@@ -578,17 +521,17 @@ fn idle_connections_are_closed_after_the_timeout() {
 #[test]
 fn max_conns_keeps_the_next_client_waiting() {
     let backend = tcp_backend(Serve::Echo);
-    let relay = Relay::start(&[
+    let relay = Rig::new().relay(&[
         "--max-conns",
         "1",
         "tcp-listen:0",
         &format!("tcp:{backend}"),
     ]);
-    let mut first = connect(&relay.addr);
+    let mut first = connect(relay.addr());
     first.write_all(b"1").unwrap();
     let mut one = [0u8; 1];
     first.read_exact(&mut one).unwrap();
-    let mut second = connect(&relay.addr); // sits in the backlog
+    let mut second = connect(relay.addr()); // sits in the backlog
     second.write_all(b"2").unwrap();
     second.set_timeout(Some(Duration::from_millis(300)));
     let err = second
@@ -606,8 +549,9 @@ fn max_conns_keeps_the_next_client_waiting() {
     second.read_exact(&mut one).unwrap();
     assert_eq!(&one, b"2");
     drop(second);
-    let (_, report, _) = relay.stop();
-    let conns = connections(&report);
+    let end = relay.stop();
+    let report = end.report();
+    let conns = connections(report);
     assert!(!conns.is_empty());
     assert_eq!(conns[0]["ended"], "eof");
     assert_eq!(direction_paths(&conns[0]["a_to_b"]).len(), 1);
@@ -616,13 +560,14 @@ fn max_conns_keeps_the_next_client_waiting() {
 #[test]
 fn once_serves_one_connection_and_exits() {
     let backend = tcp_backend(Serve::Answer(Duration::ZERO));
-    let relay = Relay::start(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
-    let addr = relay.addr.clone();
+    let relay = Rig::new().relay(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
+    let addr = relay.addr().to_string();
     assert_eq!(exchange(&addr, b"abc"), b"cba");
-    let (status, report, _) = relay.wait();
-    assert!(status.success());
-    assert_eq!(connections(&report).len(), 1);
-    assert_eq!(direction_paths(&connections(&report)[0]["a_to_b"]).len(), 1);
+    let end = relay.finish();
+    end.assert_code(0, "relay");
+    let report = end.report();
+    assert_eq!(connections(report).len(), 1);
+    assert_eq!(direction_paths(&connections(report)[0]["a_to_b"]).len(), 1);
     assert!(TcpStream::connect(&addr).is_err(), "the listener is closed");
 }
 
@@ -632,7 +577,7 @@ fn connect_retries_until_a_late_backend_is_up() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let relay = Relay::start(&[
+    let relay = Rig::new().relay(&[
         "--once",
         "tcp-listen:0",
         &format!("tcp:127.0.0.1:{port},retry=100,interval=50ms"),
@@ -645,14 +590,15 @@ fn connect_retries_until_a_late_backend_is_up() {
     });
     let payload = data(200_000);
     assert_bytes_eq(
-        &exchange(&relay.addr, &payload),
+        &exchange(relay.addr(), &payload),
         &reversed(&payload),
         "late",
     );
     late.join().unwrap();
-    let (status, report, _) = relay.wait();
-    assert!(status.success());
-    assert_eq!(direction_paths(&connections(&report)[0]["b_to_a"]).len(), 1);
+    let end = relay.finish();
+    end.assert_code(0, "relay");
+    let report = end.report();
+    assert_eq!(direction_paths(&connections(report)[0]["b_to_a"]).len(), 1);
 }
 
 #[test]
@@ -661,18 +607,19 @@ fn a_refusing_backend_closes_the_client_and_the_relay_keeps_serving() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let relay = Relay::start(&["tcp-listen:0", &format!("tcp:127.0.0.1:{port}")]);
+    let relay = Rig::new().relay(&["tcp-listen:0", &format!("tcp:127.0.0.1:{port}")]);
     for _ in 0..3 {
-        let mut s = connect(&relay.addr);
+        let mut s = connect(relay.addr());
         let mut buf = Vec::new();
         match s.read_to_end(&mut buf) {
             Ok(_) => assert!(buf.is_empty()),
             Err(e) => assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}"),
         }
     }
-    let (status, report, text) = relay.stop();
-    assert_eq!(status.code(), Some(130), "{text}");
-    let conns = connections(&report);
+    let end = relay.stop();
+    end.assert_code(130, "relay");
+    let report = end.report();
+    let conns = connections(report);
     assert_eq!(conns.len(), 3);
     for conn in conns {
         assert_eq!(conn["ended"], "connect-failed");
@@ -682,7 +629,7 @@ fn a_refusing_backend_closes_the_client_and_the_relay_keeps_serving() {
         );
         assert!(direction_paths(&conn["a_to_b"]).is_empty());
     }
-    assert!(paths(&report).is_empty());
+    assert!(paths(report).is_empty());
 }
 
 #[test]
@@ -692,40 +639,39 @@ fn out_of_fds_the_relay_backs_off_and_serves_everyone() {
         return;
     }
     let backend = tcp_backend(Serve::Echo);
-    let mut cmd = Command::new("prlimit");
-    cmd.arg("--nofile=64").arg(bin());
-    let relay = Relay::start_with(
-        cmd,
-        &["tcp-listen:0,backlog=256", &format!("tcp:{backend}")],
-    );
+    let relay = Rig::new()
+        .under(["prlimit", "--nofile=64"])
+        .relay(&["tcp-listen:0,backlog=256", &format!("tcp:{backend}")]);
     let clients: Vec<_> = (0..100u64)
         .map(|i| {
-            let addr = relay.addr.clone();
+            let addr = relay.addr().to_string();
             thread::spawn(move || echo_client(&addr, 1000 + i))
         })
         .collect();
     for c in clients {
         c.join().unwrap();
     }
-    let (status, report, text) = relay.stop();
-    assert_eq!(status.code(), Some(130), "{text}");
-    let conns = connections(&report);
+    let end = relay.stop();
+    end.assert_code(130, "relay");
+    let (report, text) = (end.report(), &end.stderr);
+    let conns = connections(report);
     assert_eq!(conns.len(), 100);
     assert!(conns.iter().all(|c| c["ended"] == "eof"), "{report}");
     // Backing off, not spinning: a handful of complaints, not thousands.
     let complaints = text.matches("cannot accept").count();
     eprintln!("EMFILE complaints: {complaints}");
     assert!(complaints < 200, "{complaints} accept complaints");
-    assert!(!paths(&report).is_empty());
+    assert!(!paths(report).is_empty());
 }
 
 #[test]
 fn listeners_bind_loopback_by_default() {
     let backend = tcp_backend(Serve::Echo);
-    let relay = Relay::start(&["tcp-listen:0", &format!("tcp:{backend}")]);
-    assert!(relay.addr.starts_with("127.0.0.1:"), "{}", relay.addr);
-    let (_, report, _) = relay.stop();
-    assert!(connections(&report).is_empty());
+    let relay = Rig::new().relay(&["tcp-listen:0", &format!("tcp:{backend}")]);
+    assert!(relay.addr().starts_with("127.0.0.1:"), "{}", relay.addr());
+    let end = relay.stop();
+    let report = end.report();
+    assert!(connections(report).is_empty());
 }
 
 #[test]

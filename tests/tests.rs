@@ -1,12 +1,13 @@
 //! Integration tests: they drive the built binary over real files, pipes and loopback
 //! sockets. One test binary, one module per subcommand.
 
+mod rig;
 mod util;
 
 mod audit;
 mod cli;
 mod copy;
-mod harden;
+mod faults;
 mod pipe;
 mod relay;
 mod tee;

@@ -3,7 +3,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -12,74 +12,8 @@ use std::time::{Duration, Instant};
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use serde_json::Value;
 
+use crate::rig::{connections, Rig};
 use crate::util::*;
-
-/// A running `zerocat --stats json relay ...` with a listener.
-struct Relay {
-    child: Child,
-    addr: String,
-    stderr: thread::JoinHandle<Vec<u8>>,
-}
-
-impl Relay {
-    fn start_with(mut cmd: Command, args: &[&str]) -> Relay {
-        cmd.args(["--stats", "json", "relay"]).args(args);
-        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn zerocat");
-        let (addr, stderr) = listening_addr(&mut child);
-        Relay {
-            child,
-            addr,
-            stderr,
-        }
-    }
-
-    fn start(args: &[&str]) -> Relay {
-        Relay::start_with(zerocat(), args)
-    }
-
-    /// A field of /proc/PID/status, in KiB.
-    fn status_kib(&self, field: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or_else(|| panic!("{field} in /proc status"))
-    }
-
-    /// utime + stime, in clock ticks.
-    fn cpu_ticks(&self) -> u64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
-        let after = &stat[stat.rfind(')').unwrap() + 2..];
-        let fields: Vec<&str> = after.split(' ').collect();
-        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
-    }
-
-    /// SIGINT, then the exit code, the JSON report and stderr.
-    fn stop(mut self) -> (Option<i32>, Value, String) {
-        let pid = self.child.id().to_string();
-        Command::new("kill").args(["-INT", &pid]).status().unwrap();
-        let started = Instant::now();
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if started.elapsed() > DEADLINE {
-                let _ = self.child.kill();
-                panic!("relay did not exit");
-            }
-            thread::sleep(Duration::from_millis(10));
-        };
-        let stderr = self.stderr.join().unwrap();
-        let text = String::from_utf8_lossy(&stderr).into_owned();
-        (status.code(), json_report(&stderr), text)
-    }
-}
-
-fn connections(report: &Value) -> &Vec<Value> {
-    report["connections"].as_array().expect("connections array")
-}
 
 /// Connections the report accounts for: those listed, and those it only counts.
 fn connection_count(report: &Value) -> u64 {
@@ -193,7 +127,7 @@ fn relay_pipe_budget_comes_back_from_connections_cut_with_bytes_in_their_pipes()
     let dir = tempdir();
     let sock = dir.path().join("backend.sock");
     stalling_unix_backend(&sock, STALLED);
-    let relay = Relay::start(&[
+    let relay = Rig::new().relay(&[
         "--via",
         "splice",
         "--grow-pipes",
@@ -208,7 +142,7 @@ fn relay_pipe_budget_comes_back_from_connections_cut_with_bytes_in_their_pipes()
     for _round in 0..2 {
         let mut clients: Vec<(TcpStream, usize)> = (0..ROUND)
             .map(|_| {
-                let s = TcpStream::connect(&relay.addr).unwrap();
+                let s = TcpStream::connect(relay.addr()).unwrap();
                 s.set_nonblocking(true).unwrap();
                 (s, 0)
             })
@@ -250,14 +184,16 @@ fn relay_pipe_budget_comes_back_from_connections_cut_with_bytes_in_their_pipes()
     }
     // The budget is whole again: a new connection relays every byte.
     let payload = data(3 << 20);
-    let got = std::panic::catch_unwind(|| echo_through(&relay.addr, &payload));
-    let (code, report, text) = relay.stop();
-    let conns = connections(&report);
+    let addr = relay.addr().to_string();
+    let got = std::panic::catch_unwind(|| echo_through(&addr, &payload));
+    let end = relay.stop();
+    let (code, report, text) = (end.code(), end.report(), &end.stderr);
+    let conns = connections(report);
     let last = conns.last().unwrap();
     let got = got.unwrap_or_else(|_| panic!("no echo after 48 cut connections: {last}"));
     assert_bytes_eq(&got, &payload, "echo after 48 cut connections");
     assert_eq!(code, Some(130), "{text}");
-    assert_eq!(connection_count(&report), STALLED as u64 + 1, "{text}");
+    assert_eq!(connection_count(report), STALLED as u64 + 1, "{text}");
     assert_eq!(last["ended"], "eof", "{last}");
     assert_eq!(last["a_to_b"]["bytes"].as_u64(), Some(payload.len() as u64));
     assert_eq!(last["b_to_a"]["bytes"].as_u64(), Some(payload.len() as u64));
@@ -283,11 +219,11 @@ fn relay_pipe_budget_comes_back_from_connections_cut_with_bytes_in_their_pipes()
 #[test]
 fn relay_memory_stays_flat_over_two_thousand_short_connections() {
     let backend = echo_backend();
-    let relay = Relay::start(&["tcp-listen:0,backlog=256", &format!("tcp:{backend}")]);
+    let relay = Rig::new().relay(&["tcp-listen:0,backlog=256", &format!("tcp:{backend}")]);
     let payload = data(1000);
     let mut rss_at_200 = 0;
     for n in 1..=2000u64 {
-        let got = echo_through(&relay.addr, &payload);
+        let got = echo_through(relay.addr(), &payload);
         assert_bytes_eq(&got, &payload, &format!("connection {n}"));
         if n == 200 {
             thread::sleep(Duration::from_millis(50));
@@ -296,10 +232,11 @@ fn relay_memory_stays_flat_over_two_thousand_short_connections() {
     }
     thread::sleep(Duration::from_millis(50));
     let rss_at_2000 = relay.status_kib("VmRSS:");
-    let (code, report, _) = relay.stop();
+    let end = relay.stop();
+    let (code, report) = (end.code(), end.report());
     eprintln!("relay RSS: {rss_at_200} KiB at connection 200, {rss_at_2000} KiB at 2000");
     assert_eq!(code, Some(130));
-    assert_eq!(connection_count(&report), 2000);
+    assert_eq!(connection_count(report), 2000);
     assert_eq!(report["bytes_a_to_b"].as_u64(), Some(2000 * 1000));
     assert_eq!(report["bytes_b_to_a"].as_u64(), Some(2000 * 1000));
     assert_eq!(report["failed"].as_u64(), Some(0));
@@ -309,9 +246,9 @@ fn relay_memory_stays_flat_over_two_thousand_short_connections() {
         "RSS grew by {growth} KiB over 1,800 connections"
     );
     assert!(
-        connections(&report).len() <= 256,
+        connections(report).len() <= 256,
         "{} listed",
-        connections(&report).len()
+        connections(report).len()
     );
 }
 
@@ -361,7 +298,7 @@ fn relay_userspace_buffers_stay_under_a_budget_with_two_hundred_stalled_clients(
     let dir = tempdir();
     let sock = dir.path().join("backend.sock");
     stalling_unix_backend(&sock, STALLED);
-    let relay = Relay::start(&[
+    let relay = Rig::new().relay(&[
         "--via",
         "userspace",
         "--idle-timeout",
@@ -370,7 +307,7 @@ fn relay_userspace_buffers_stay_under_a_budget_with_two_hundred_stalled_clients(
         &format!("unix:{}", sock.display()),
     ]);
     let mut clients: Vec<TcpStream> = (0..STALLED)
-        .map(|_| TcpStream::connect(&relay.addr).unwrap())
+        .map(|_| TcpStream::connect(relay.addr()).unwrap())
         .collect();
     push_until_stalled(&mut clients, 768 * 1024);
     let hwm = relay.status_kib("VmHWM:");
@@ -381,16 +318,17 @@ fn relay_userspace_buffers_stay_under_a_budget_with_two_hundred_stalled_clients(
         assert!(matches!(c.read(&mut buf), Ok(0) | Err(_)));
     }
     let payload = data(3 << 20);
-    let got = echo_through(&relay.addr, &payload);
+    let got = echo_through(relay.addr(), &payload);
     drop(clients);
-    let (code, report, _) = relay.stop();
+    let end = relay.stop();
+    let (code, report) = (end.code(), end.report());
     eprintln!("relay, {STALLED} stalled userspace clients: VmHWM {hwm} KiB");
     assert!(hwm < 28 * 1024, "peak RSS {hwm} KiB");
     assert_bytes_eq(&got, &payload, "echo after the stalled clients");
     assert_eq!(code, Some(130));
-    assert_eq!(connection_count(&report), STALLED as u64 + 1);
+    assert_eq!(connection_count(report), STALLED as u64 + 1);
     assert_eq!(report["failed"].as_u64(), Some(STALLED as u64));
-    let last = connections(&report).last().unwrap().clone();
+    let last = connections(report).last().unwrap().clone();
     assert_eq!(last["ended"], "eof", "{last}");
     assert_eq!(last["b_to_a"]["bytes"].as_u64(), Some(payload.len() as u64));
 }
@@ -424,14 +362,11 @@ fn relay_under_a_low_fd_limit_queues_idle_clients_instead_of_running_out_of_fds(
         return;
     }
     let backend = echo_backend();
-    let mut cmd = Command::new("prlimit");
-    cmd.arg("--nofile=64").arg(bin());
-    let relay = Relay::start_with(
-        cmd,
-        &["tcp-listen:0,backlog=256", &format!("tcp:{backend}")],
-    );
+    let relay = Rig::new()
+        .under(["prlimit", "--nofile=64"])
+        .relay(&["tcp-listen:0,backlog=256", &format!("tcp:{backend}")]);
     let clients: Vec<TcpStream> = (0..40)
-        .map(|_| TcpStream::connect(&relay.addr).unwrap())
+        .map(|_| TcpStream::connect(relay.addr()).unwrap())
         .collect();
     thread::sleep(Duration::from_millis(300));
     let ticks_before = relay.cpu_ticks();
@@ -459,10 +394,11 @@ fn relay_under_a_low_fd_limit_queues_idle_clients_instead_of_running_out_of_fds(
     for h in handles {
         h.join().unwrap();
     }
-    let (code, report, text) = relay.stop();
-    assert_eq!(code, Some(130));
+    let end = relay.stop();
+    end.assert_code(130, "relay");
+    let (report, text) = (end.report(), &end.stderr);
     assert_eq!(served.load(Ordering::SeqCst), 40);
-    assert_eq!(connection_count(&report), 40);
+    assert_eq!(connection_count(report), 40);
     assert_eq!(report["failed"].as_u64(), Some(0), "{text}");
     // Idle clients never ran the relay out of fds, so it never had to back off.
     let complaints: Vec<&str> = text
