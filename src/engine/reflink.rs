@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 use nix::errno::Errno;
 use nix::libc;
 
-use super::{Ends, Failure, Outcome, Reason, Side};
+use super::{refuse_or_fail, side_of, Ends, Failure, Outcome, Side};
 use crate::engine::meter::Meter;
 
 /// `_IOW(0x94, 9, int)` from <linux/fs.h>.
@@ -20,18 +20,8 @@ pub fn clone(ends: &Ends<'_>, meter: &Meter) -> Outcome {
         match Errno::result(ret) {
             Ok(_) => break,
             Err(Errno::EINTR) => continue,
-            // What xcp and coreutils take for "this filesystem (pair) cannot clone".
-            Err(
-                e @ (Errno::EOPNOTSUPP
-                | Errno::EINVAL
-                | Errno::EXDEV
-                | Errno::ETXTBSY
-                | Errno::ENOTTY
-                | Errno::ENOSYS
-                | Errno::EBADF
-                | Errno::EPERM),
-            ) => return Outcome::Fallback(0, Reason::Errno(e)),
-            Err(e) => return Outcome::Failed(0, Failure::of(e, super::side_of(e))),
+            // Nothing moves before FICLONE answers: the rule decides alone.
+            Err(e) => return refuse_or_fail(e, 0, side_of(e)),
         }
     }
     // The clone replaced the whole destination: it now holds the source's size. A clone
