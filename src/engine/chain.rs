@@ -92,3 +92,4 @@ pub fn chain(src: &FdInfo, dst: &FdInfo, via: Via) -> Result<Vec<DataPath>, Stri
     };
     Ok(fast.iter().copied().chain([DataPath::Userspace]).collect())
 }
+

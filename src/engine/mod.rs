@@ -136,15 +136,6 @@ pub enum Failure {
     Interrupted,
 }
 
-impl Failure {
-    pub fn errno(&self) -> Option<Errno> {
-        match self {
-            Failure::Io(e, _) => e.raw_os_error().map(Errno::from_raw),
-            Failure::Interrupted => None,
-        }
-    }
-}
-
 /// What one path did.
 #[derive(Debug)]
 pub enum Outcome {

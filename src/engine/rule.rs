@@ -78,3 +78,4 @@ pub fn side_of(errno: Errno) -> Side {
         _ => Side::Either,
     }
 }
+

@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::poll::PollFlags;
 
 /// A pipe that belongs to zerocat, grown as far as the system allows.
 pub struct OwnPipe {
@@ -31,22 +32,30 @@ impl OwnPipe {
     /// they are read out and dropped, never handed to the next transfer (nor to the sink
     /// probe, which would move one of them).
     pub fn ensure_empty(&self) -> Result<(), Errno> {
-        let mut left = self.queued()?;
-        if left == 0 {
-            return Ok(());
-        }
-        let mut buf = vec![0u8; left.min(64 * 1024)];
-        while left > 0 {
-            let want = left.min(buf.len());
-            match super::read(self.read.as_fd(), &mut buf[..want]) {
-                Ok(0) => break,
-                Ok(n) => left -= n,
-                Err(Errno::EINTR) => {}
-                Err(e) => return Err(e),
-            }
+        let left = self.queued()?;
+        if left > 0 {
+            let mut buf = vec![0u8; left.min(64 * 1024)];
+            discard(self.read.as_fd(), left, &mut buf)?;
         }
         Ok(())
     }
+}
+
+/// Reads and drops up to `len` bytes at the head of pipe `fd` through `buf` (fewer at its
+/// end), waiting out EAGAIN. Returns how many were dropped.
+pub fn discard(fd: BorrowedFd<'_>, len: usize, buf: &mut [u8]) -> Result<usize, Errno> {
+    let mut left = len;
+    while left > 0 {
+        let want = left.min(buf.len());
+        match super::read(fd, &mut buf[..want]) {
+            Ok(0) => break,
+            Ok(n) => left -= n,
+            Err(Errno::EINTR) => {}
+            Err(Errno::EAGAIN) => super::wait(fd, PollFlags::POLLIN)?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(len - left)
 }
 
 /// `pipe-max-size`, read once: the most an unprivileged F_SETPIPE_SZ may ask for.
@@ -60,11 +69,23 @@ fn pipe_max_size() -> usize {
     })
 }
 
+/// A pipe's capacity (F_GETPIPE_SZ).
+pub fn pipe_size(fd: BorrowedFd<'_>) -> Result<usize, Errno> {
+    fcntl(fd.as_raw_fd(), FcntlArg::F_GETPIPE_SZ).map(|n| n as usize)
+}
+
+/// Grows a pipe someone handed us, unless it was shrunk below the default on purpose.
+pub fn grow_unless_shrunk(fd: BorrowedFd<'_>) {
+    if pipe_size(fd).is_ok_and(|size| size >= 64 * 1024) {
+        grow_pipe(fd);
+    }
+}
+
 /// Grows a pipe toward `pipe-max-size`, best effort (EPERM past a user's soft limit,
 /// EBUSY below what is queued): halves the request until the kernel agrees, never
 /// shrinks. Returns the size the pipe has now.
 pub fn grow_pipe(fd: BorrowedFd<'_>) -> Option<usize> {
-    let current = fcntl(fd.as_raw_fd(), FcntlArg::F_GETPIPE_SZ).ok()? as usize;
+    let current = pipe_size(fd).ok()?;
     let mut want = pipe_max_size();
     while want > current {
         if let Ok(granted) = fcntl(fd.as_raw_fd(), FcntlArg::F_SETPIPE_SZ(want as i32)) {
@@ -74,3 +95,4 @@ pub fn grow_pipe(fd: BorrowedFd<'_>) -> Option<usize> {
     }
     Some(current)
 }
+

@@ -18,10 +18,11 @@ use nix::poll::PollFlags;
 
 use super::{FanOut, OnError, Sink, SinkOutcome, Slowest, SCRATCH};
 use crate::engine::meter::Meter;
+use crate::engine::userspace::read_write;
 use crate::engine::{falls_back, DataPath, Failure, Fallback, Reason, Record, Side};
 use crate::sys;
 use crate::sys::fdkind::{FdInfo, FdKind};
-use crate::sys::pipe::{grow_pipe, OwnPipe};
+use crate::sys::pipe::{discard, grow_pipe, grow_unless_shrunk, OwnPipe};
 
 /// The kernel fan-out refused before any sink was given a byte.
 pub(super) struct Refusal {
@@ -189,7 +190,8 @@ struct Kernel<'a> {
     consumed: u64,
     path: DataPath,
     forced: bool,
-    /// Shared by every delivery with writes (and by discarding): constant memory.
+    /// Shared by every delivery with writes (and by discarding): constant memory, and
+    /// no page of it touched unless used.
     scratch: Vec<u8>,
     failure: Option<Failure>,
     /// What the meter was told every live sink has got.
@@ -247,7 +249,7 @@ impl<'a> Kernel<'a> {
             consumed: 0,
             path,
             forced,
-            scratch: Vec::new(),
+            scratch: vec![0u8; SCRATCH],
             failure: None,
             slowest: Slowest::default(),
         }
@@ -506,20 +508,11 @@ impl<'a> Kernel<'a> {
     }
 }
 
-/// A sink pipe someone shrank on purpose stays as it is; a default-sized one is grown.
-fn grow_unless_shrunk(fd: BorrowedFd<'_>) {
-    use std::os::fd::AsRawFd;
-    let size = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_GETPIPE_SZ);
-    if size.is_ok_and(|s| s >= 64 * 1024) {
-        grow_pipe(fd);
-    }
-}
-
 /// One tee(2) of the head of `head` (at most `quota` bytes) into `target`, waiting out
 /// EAGAIN (an empty non-blocking source, or a full non-blocking sink).
 fn tee_once(head: BorrowedFd<'_>, target: BorrowedFd<'_>, quota: usize) -> Result<usize, Errno> {
     loop {
-        match sys::tee(head, target, quota, false) {
+        match sys::tee(head, target, quota) {
             Err(Errno::EAGAIN) => {
                 sys::wait(head, PollFlags::POLLIN)?;
                 sys::wait(target, PollFlags::POLLOUT)?;
@@ -537,7 +530,7 @@ fn feed_consumer(
     lane: &mut Lane<'_>,
     limit: Result<usize, usize>,
     forced: bool,
-    scratch: &mut Vec<u8>,
+    scratch: &mut [u8],
 ) -> Result<usize, (usize, Errno)> {
     let mut taken = 0;
     loop {
@@ -587,48 +580,4 @@ fn feed_consumer(
             Err((done, e)) => return Err((taken + done, e)),
         }
     }
-}
-
-/// One read of up to `len` bytes from `src` (a pipe) and a write of all of them to `dst`.
-/// Returns the bytes read (0 at EOF); on error, the bytes read (all gone from `src`), the
-/// bytes written, and the errno.
-fn read_write(
-    src: BorrowedFd<'_>,
-    dst: BorrowedFd<'_>,
-    len: usize,
-    scratch: &mut Vec<u8>,
-) -> Result<usize, (usize, usize, Errno)> {
-    if scratch.is_empty() {
-        scratch.resize(SCRATCH, 0);
-    }
-    let want = len.min(scratch.len());
-    let n = loop {
-        match sys::read(src, &mut scratch[..want]) {
-            Ok(n) => break n,
-            Err(Errno::EINTR) if !crate::sys::process::must_stop() => {}
-            Err(Errno::EAGAIN) => sys::wait(src, PollFlags::POLLIN).map_err(|e| (0, 0, e))?,
-            Err(e) => return Err((0, 0, e)),
-        }
-    };
-    sys::write_all(dst, &scratch[..n]).map_err(|(written, e)| (n, written, e))?;
-    Ok(n)
-}
-
-/// Throws away `len` bytes at the head of a pipe (the consumer is gone, others go on).
-fn discard(head: BorrowedFd<'_>, mut len: usize, scratch: &mut Vec<u8>) -> Result<usize, Errno> {
-    if scratch.is_empty() {
-        scratch.resize(SCRATCH, 0);
-    }
-    let total = len;
-    while len > 0 {
-        let want = len.min(scratch.len());
-        match sys::read(head, &mut scratch[..want]) {
-            Ok(0) => break,
-            Ok(n) => len -= n,
-            Err(Errno::EINTR) => {}
-            Err(Errno::EAGAIN) => sys::wait(head, PollFlags::POLLIN)?,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(total - len)
 }

@@ -3,11 +3,9 @@
 
 use std::os::fd::BorrowedFd;
 
-use nix::errno::Errno;
-use nix::poll::PollFlags;
-
 use super::{FanOut, OnError, Sink, SinkOutcome, Slowest, SCRATCH};
 use crate::engine::meter::Meter;
+use crate::engine::userspace::read_step;
 use crate::engine::{DataPath, Failure, Record, Side};
 use crate::sys;
 
@@ -44,17 +42,10 @@ pub(super) fn fan_out(
             0 => (src, quota),
             left => (carry_fd, left.min(quota)),
         };
-        let n = match sys::read(from, &mut buf[..want]) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(Errno::EINTR) => continue,
-            Err(Errno::EAGAIN) => match sys::wait(from, PollFlags::POLLIN) {
-                Ok(()) => continue,
-                Err(e) => {
-                    failure = Some(Failure::of(e, Side::Source));
-                    break;
-                }
-            },
+        let n = match read_step(from, &mut buf[..want]) {
+            Ok(Some(0)) => break,
+            Ok(Some(n)) => n,
+            Ok(None) => continue,
             Err(e) => {
                 failure = Some(Failure::of(e, Side::Source));
                 break;
