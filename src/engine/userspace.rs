@@ -118,3 +118,45 @@ pub(crate) fn read_write(
     sys::write_all(dst, &buf[..n]).map_err(|(written, e)| (n, written, e))?;
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    use std::os::fd::AsFd;
+
+    use super::*;
+
+    #[test]
+    fn whole_blocks_of_zeros_are_seeked_over_and_the_rest_written() {
+        let mut bytes = vec![1u8; ZERO_BLOCK];
+        bytes.extend(vec![0u8; 2 * ZERO_BLOCK]);
+        bytes.extend(vec![0u8; 100]); // a short block of zeros is written
+        let mut src = tempfile::tempfile().unwrap();
+        src.write_all(&bytes).unwrap();
+        src.seek(SeekFrom::Start(0)).unwrap();
+        let mut dst = tempfile::tempfile().unwrap();
+        let (meter, mut skipped) = (Meter::new(), 0);
+        let limit = bytes.len() as u64;
+        let outcome = copy_skipping_zeros(src.as_fd(), dst.as_fd(), &meter, limit, &mut skipped);
+        assert!(matches!(outcome, Outcome::Ended(4196)), "{outcome:?}");
+        assert_eq!((skipped, meter.delivered()), (2 * ZERO_BLOCK as u64, 4196));
+        let mut got = Vec::new();
+        dst.seek(SeekFrom::Start(0)).unwrap();
+        dst.read_to_end(&mut got).unwrap();
+        assert_eq!(got, bytes);
+    }
+
+    #[test]
+    fn copy_upto_stops_at_its_limit() {
+        let mut src = tempfile::tempfile().unwrap();
+        src.write_all(b"0123456789").unwrap();
+        src.seek(SeekFrom::Start(0)).unwrap();
+        let mut dst = tempfile::tempfile().unwrap();
+        let outcome = copy_upto(src.as_fd(), dst.as_fd(), &Meter::new(), 4);
+        assert!(matches!(outcome, Outcome::Ended(4)), "{outcome:?}");
+        let mut got = String::new();
+        dst.seek(SeekFrom::Start(0)).unwrap();
+        dst.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "0123");
+    }
+}

@@ -96,3 +96,61 @@ pub fn grow_pipe(fd: BorrowedFd<'_>) -> Option<usize> {
     Some(current)
 }
 
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+    use std::io::{Read, Write};
+
+    use super::*;
+
+    fn put(pipe: &OwnPipe, bytes: &[u8]) {
+        crate::sys::write_all(pipe.write.as_fd(), bytes).unwrap();
+    }
+
+    #[test]
+    fn a_fresh_pipe_is_empty_and_grown() {
+        let pipe = OwnPipe::new().unwrap();
+        assert_eq!(pipe.queued(), Ok(0));
+        assert!(pipe.size >= 64 * 1024, "{}", pipe.size);
+        assert_eq!(pipe_size(pipe.write.as_fd()), Ok(pipe.size));
+    }
+
+    #[test]
+    fn ensure_empty_leaves_nothing_for_the_next_transfer() {
+        let pipe = OwnPipe::new().unwrap();
+        // More than its 64 KiB read buffer: it reads in several rounds.
+        let stale = vec![9u8; pipe.size.min(200_000)];
+        put(&pipe, &stale);
+        assert_eq!(pipe.queued(), Ok(stale.len()));
+        pipe.ensure_empty().unwrap();
+        assert_eq!(pipe.queued(), Ok(0));
+        // An empty pipe: nothing to do, and the next bytes are the only ones there.
+        pipe.ensure_empty().unwrap();
+        put(&pipe, b"next");
+        let mut got = [0u8; 16];
+        let n = crate::sys::read(pipe.read.as_fd(), &mut got).unwrap();
+        assert_eq!(&got[..n], b"next");
+    }
+
+    #[test]
+    fn discard_drops_what_is_asked_and_stops_at_the_end() {
+        let (read, write) = nix::unistd::pipe().unwrap();
+        let mut write = File::from(write);
+        write.write_all(b"0123456789").unwrap();
+        let mut buf = [0u8; 3];
+        assert_eq!(discard(read.as_fd(), 4, &mut buf), Ok(4));
+        drop(write);
+        assert_eq!(discard(read.as_fd(), 100, &mut buf), Ok(6));
+        let mut rest = Vec::new();
+        File::from(read).read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty());
+    }
+
+    #[test]
+    fn a_pipe_shrunk_on_purpose_stays_shrunk() {
+        let (read, write) = nix::unistd::pipe().unwrap();
+        fcntl(write.as_raw_fd(), FcntlArg::F_SETPIPE_SZ(4096)).unwrap();
+        grow_unless_shrunk(write.as_fd());
+        assert_eq!(pipe_size(read.as_fd()), Ok(4096));
+    }
+}
