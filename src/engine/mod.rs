@@ -5,6 +5,16 @@
 //! it failed. Offsets are left to the kernel (NULL), so whatever a path moved, the next one
 //! resumes exactly there. The walker records every path it ran and every fallback, so the
 //! report says what really happened (std's `kernel_copy` has the shape but keeps no record).
+//!
+//! Where each decision lives: this file, the vocabulary ([`DataPath`], [`Via`],
+//! [`Reason`], [`Failure`], [`Outcome`], [`Record`], [`Ends`]) and the loop of the
+//! single-call paths; `chain.rs`, which paths to try; `rule.rs`, what an errno means;
+//! `walk.rs`, the one walker; one file per path (`reflink`, `copy_range`, `sendfile`,
+//! `splice`, `userspace`); `fanout/`, one source to many sinks; `meter.rs`, counting and
+//! `--limit`.
+//!
+//! The engine imports only `crate::sys` and `crate::units`: it knows nothing of the
+//! command line, the endpoints, the report text or the commands that call it.
 
 mod chain;
 pub mod copy_range;

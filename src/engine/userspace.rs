@@ -25,7 +25,7 @@ const ZERO_BLOCK: usize = 4096;
 /// `--sparse=always` inside one data extent of a regular-file sink: [`copy_upto`], except
 /// that each whole block of zeros is seeked over instead of written, and added to
 /// `skipped`. The outcome counts the bytes written; with the blocks skipped, that is what
-/// left the source. Paced and interrupted like every path, through [`next_len`]; the pace
+/// left the source. Paced and interrupted like every path, through `next_len`; the pace
 /// counts written bytes only (a skipped block costs the sink nothing).
 pub fn copy_skipping_zeros(
     src: BorrowedFd<'_>,

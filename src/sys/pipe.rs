@@ -1,4 +1,5 @@
-//! Pipes of zerocat's own, and growing any pipe toward `pipe-max-size`.
+//! Pipes of zerocat's own, with their invariant (empty whenever a transfer starts), and
+//! the pipe controls: size, growth toward `pipe-max-size`, dropping bytes.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::OnceLock;

@@ -1,8 +1,8 @@
-//! The kernel fan-out: the source's bytes sit in one pipe `S` (the source itself when it is a
-//! pipe, else a pipe of ours filled by splice). tee(2) duplicates the head of `S` into one
-//! pipe per sink (the sink itself when it is a pipe, else a lane pipe of ours that is then
-//! spliced into the sink), and one sink, the *consumer*, is fed by splicing straight out of
-//! `S`, which is what consumes the bytes.
+//! The kernel fan-out, its pipes and its loop. The source's bytes sit in one pipe `S` (the
+//! source itself when it is a pipe, else a pipe of ours filled by splice). tee(2)
+//! duplicates the head of `S` into one pipe per sink (the sink itself when it is a pipe,
+//! else a lane pipe of ours that is then spliced into the sink), and one sink, the
+//! *consumer*, is fed by splicing straight out of `S`, which is what consumes the bytes.
 //!
 //! tee(2) always copies from the head of `S` and does not consume. So a lane that already
 //! holds `ahead` bytes of that head must not be teed again until `S` has been consumed past

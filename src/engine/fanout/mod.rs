@@ -1,7 +1,7 @@
 //! One source, many sinks: the fan-out of `zerocat tee`. This file owns its vocabulary
 //! (sinks, outcomes, `--output-error`) and the choice of path: the kernel fan-out
-//! ([`kernel`]: tee(2) and splice) unless `--via userspace`; when the kernel refuses
-//! before a byte moved (the engine's rule), the userspace fan-out ([`userspace`]: read once,
+//! (`kernel.rs`: tee(2) and splice) unless `--via userspace`; when the kernel refuses
+//! before a byte moved (the engine's rule), the userspace fan-out (`userspace.rs`: read once,
 //! write to every sink) carries on, first delivering what the kernel fan-out had already
 //! taken from the source.
 
