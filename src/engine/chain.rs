@@ -92,3 +92,240 @@ pub fn chain(src: &FdInfo, dst: &FdInfo, via: Via) -> Result<Vec<DataPath>, Stri
     };
     Ok(fast.iter().copied().chain([DataPath::Userspace]).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    //! The table of DESIGN §3, row by row, on fds classified from real ones.
+
+    use std::fs::File;
+    use std::os::fd::{AsFd, OwnedFd};
+    use std::os::unix::net::UnixStream;
+
+    use super::*;
+    use DataPath::{CopyFileRange, Reflink, Sendfile, Splice, Tee, Userspace};
+    use FdKind::{CharDevice, Directory, Other, Pipe, Socket, Tty};
+
+    /// Real fds of each kind zerocat meets, kept open while their info is used. A tty and
+    /// "other" (an eventfd, a block of /proc…) are not always at hand: assumed.
+    struct Fds {
+        _keep: Vec<OwnedFd>,
+        infos: Vec<FdInfo>,
+    }
+
+    fn fds() -> Fds {
+        let file: OwnedFd = tempfile::tempfile().unwrap().into();
+        let (pipe, pipe_w) = nix::unistd::pipe().unwrap();
+        let (socket, peer) = UnixStream::pair().unwrap();
+        let null: OwnedFd = File::open("/dev/null").unwrap().into();
+        let dir: OwnedFd = File::open(std::env::temp_dir()).unwrap().into();
+        let keep = vec![file, pipe, pipe_w, socket.into(), peer.into(), null, dir];
+        let mut infos: Vec<FdInfo> = [0, 1, 3, 5, 6]
+            .iter()
+            .map(|&i| FdInfo::of(keep[i].as_fd()).unwrap())
+            .collect();
+        infos.extend([FdInfo::assumed(Tty), FdInfo::assumed(Other)]);
+        let kinds: Vec<FdKind> = infos.iter().map(|i| i.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                FdKind::File,
+                Pipe,
+                Socket,
+                CharDevice,
+                Directory,
+                Tty,
+                Other
+            ]
+        );
+        Fds { _keep: keep, infos }
+    }
+
+    impl Fds {
+        fn of(&self, kind: FdKind) -> &FdInfo {
+            self.infos.iter().find(|i| i.kind == kind).unwrap()
+        }
+    }
+
+    const STREAMS: [FdKind; 6] = [FdKind::File, Pipe, Socket, Tty, CharDevice, Other];
+
+    #[test]
+    fn auto_follows_the_table_of_design_section_3() {
+        let fds = fds();
+        let auto = |src, dst| chain(fds.of(src), fds.of(dst), Via::Auto).unwrap();
+        // file -> file: copy_file_range, then splice through our pipe, then userspace.
+        assert_eq!(
+            auto(FdKind::File, FdKind::File),
+            [CopyFileRange, Splice, Userspace]
+        );
+        // file -> socket or char device: sendfile first.
+        for dst in [Socket, CharDevice] {
+            assert_eq!(
+                auto(FdKind::File, dst),
+                [Sendfile, Splice, Userspace],
+                "{dst}"
+            );
+        }
+        // pipe -> anything, anything -> pipe: splice.
+        for other in STREAMS {
+            assert_eq!(auto(Pipe, other), [Splice, Userspace], "pipe -> {other}");
+            assert_eq!(auto(other, Pipe), [Splice, Userspace], "{other} -> pipe");
+        }
+        // socket -> socket / file / char device: splice through our pipe.
+        for dst in [Socket, FdKind::File, CharDevice] {
+            assert_eq!(auto(Socket, dst), [Splice, Userspace], "socket -> {dst}");
+        }
+        // tty, other, and what no fast path serves: userspace alone.
+        for (src, dst) in [
+            (FdKind::File, Tty),
+            (FdKind::File, Other),
+            (Tty, FdKind::File),
+            (CharDevice, FdKind::File),
+            (CharDevice, Socket),
+            (Socket, Tty),
+            (Other, Socket),
+            (Tty, Tty),
+        ] {
+            assert_eq!(auto(src, dst), [Userspace], "{src} -> {dst}");
+        }
+    }
+
+    #[test]
+    fn every_auto_chain_ends_in_userspace_and_holds_only_paths_that_can_take_the_pair() {
+        let fds = fds();
+        for src in STREAMS {
+            for dst in STREAMS {
+                let (s, d) = (fds.of(src), fds.of(dst));
+                let paths = chain(s, d, Via::Auto).unwrap();
+                assert_eq!(paths.last(), Some(&Userspace), "{src} -> {dst}");
+                for path in paths {
+                    assert_eq!(can_take(path, s, d), Ok(()), "{path}: {src} -> {dst}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_directory_on_either_side_is_refused_whatever_the_path() {
+        let fds = fds();
+        let (dir, file) = (fds.of(Directory), fds.of(FdKind::File));
+        for via in [Via::Auto, Via::Forced(Userspace), Via::Forced(Splice)] {
+            for (s, d) in [(dir, file), (file, dir)] {
+                let err = chain(s, d, via).unwrap_err();
+                assert!(err.contains("a directory holds no byte stream"), "{err}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_forced_path_is_the_whole_chain_or_refused_before_any_byte() {
+        let fds = fds();
+        let forced = |path, src, dst| chain(fds.of(src), fds.of(dst), Via::Forced(path));
+        assert_eq!(
+            forced(CopyFileRange, FdKind::File, FdKind::File),
+            Ok(vec![CopyFileRange])
+        );
+        assert_eq!(forced(Sendfile, FdKind::File, Pipe), Ok(vec![Sendfile]));
+        assert_eq!(forced(Splice, Socket, Socket), Ok(vec![Splice]));
+        assert_eq!(forced(Userspace, Tty, Other), Ok(vec![Userspace]));
+        // What can_take refuses: the message names the path, the kinds and why.
+        let refusals = [
+            (
+                CopyFileRange,
+                FdKind::File,
+                Pipe,
+                "regular files on both sides",
+            ),
+            (
+                CopyFileRange,
+                Socket,
+                FdKind::File,
+                "regular files on both sides",
+            ),
+            (
+                Reflink,
+                FdKind::File,
+                FdKind::File,
+                "only for `zerocat copy`",
+            ),
+            (Reflink, Pipe, FdKind::File, "regular files on both sides"),
+            (Sendfile, Pipe, Socket, "a regular file as source"),
+            (Sendfile, Socket, FdKind::File, "a regular file as source"),
+            (Tee, Pipe, Pipe, "one-to-many"),
+        ];
+        for (path, src, dst, why) in refusals {
+            let err = forced(path, src, dst).unwrap_err();
+            assert!(
+                err.starts_with(&format!("{path} cannot move {src} -> {dst}")),
+                "{err}"
+            );
+            assert!(err.contains(why), "{err}");
+        }
+    }
+
+    #[test]
+    fn copy_puts_reflink_first_between_files_as_its_mode_says() {
+        use ReflinkMode::{Always, Auto, Never};
+        let fds = fds();
+        let (file, pipe) = (fds.of(FdKind::File), fds.of(Pipe));
+        let copy = |src, dst, via, mode| chain_for_copy(src, dst, via, mode);
+        assert_eq!(
+            copy(file, file, Via::Auto, Auto),
+            Ok(vec![Reflink, CopyFileRange, Splice, Userspace])
+        );
+        assert_eq!(
+            copy(file, file, Via::Auto, Never),
+            Ok(vec![CopyFileRange, Splice, Userspace])
+        );
+        assert_eq!(copy(file, file, Via::Auto, Always), Ok(vec![Reflink]));
+        assert_eq!(
+            copy(file, file, Via::Forced(Reflink), Auto),
+            Ok(vec![Reflink])
+        );
+        assert_eq!(
+            copy(file, file, Via::Forced(CopyFileRange), Auto),
+            Ok(vec![CopyFileRange])
+        );
+        assert_eq!(
+            copy(file, file, Via::Forced(Userspace), Never),
+            Ok(vec![Userspace])
+        );
+        // Not between files: no reflink in an automatic chain…
+        assert_eq!(
+            copy(file, pipe, Via::Auto, Auto),
+            Ok(vec![Splice, Userspace])
+        );
+        assert_eq!(
+            copy(pipe, file, Via::Auto, Never),
+            Ok(vec![Splice, Userspace])
+        );
+        // …and a refusal where reflink is demanded; contradictions are refused too.
+        let refused = [
+            (file, pipe, Via::Auto, Always, "regular files on both sides"),
+            (
+                pipe,
+                file,
+                Via::Forced(Reflink),
+                Auto,
+                "regular files on both sides",
+            ),
+            (
+                file,
+                file,
+                Via::Forced(Reflink),
+                Never,
+                "contradicts --reflink=never",
+            ),
+            (
+                file,
+                file,
+                Via::Forced(Splice),
+                Always,
+                "contradicts --reflink=always",
+            ),
+        ];
+        for (src, dst, via, mode, why) in refused {
+            let err = copy(src, dst, via, mode).unwrap_err();
+            assert!(err.contains(why), "{via:?} {mode:?}: {err}");
+        }
+    }
+}

@@ -11,11 +11,7 @@ use super::{pump, Outcome, Reason};
 use crate::engine::meter::Meter;
 use crate::sys;
 
-pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
-    copy_upto(src, dst, meter, u64::MAX)
-}
-
-/// [`copy`], stopping after `limit` bytes.
+/// Moves bytes with copy_file_range until EOF or `limit` bytes.
 pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
     // A 0 is not always EOF. On the first call: procfs/sysfs, overlayfs and CIFS have said
     // 0 for files with data (golang/go#44272, docker/for-linux#1015). Later, short of the

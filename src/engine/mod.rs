@@ -5,18 +5,30 @@
 //! it failed. Offsets are left to the kernel (NULL), so whatever a path moved, the next one
 //! resumes exactly there. The walker records every path it ran and every fallback, so the
 //! report says what really happened (std's `kernel_copy` has the shape but keeps no record).
+//!
+//! Where each decision lives: this file, the vocabulary ([`DataPath`], [`Via`],
+//! [`Reason`], [`Failure`], [`Outcome`], [`Record`], [`Ends`]) and the loop of the
+//! single-call paths; `chain.rs`, which paths to try; `rule.rs`, what an errno means;
+//! `walk.rs`, the one walker; one file per path (`reflink`, `copy_range`, `sendfile`,
+//! `splice`, `userspace`); `fanout/`, one source to many sinks; `meter.rs`, counting and
+//! `--limit`.
+//!
+//! The engine imports only `crate::sys` and `crate::units`: it knows nothing of the
+//! command line, the endpoints, the report text or the commands that call it.
 
 mod chain;
 pub mod copy_range;
 pub mod fanout;
 pub mod meter;
 pub mod reflink;
+mod rule;
 pub mod sendfile;
 pub mod splice;
 pub mod userspace;
 mod walk;
 
 pub use chain::{can_take, chain, chain_for_copy, ReflinkMode};
+pub use rule::{falls_back, is_unsupported, refuse_or_fail, refuses_the_filesystems, side_of};
 pub use walk::{transfer, transfer_skipping_zeros, transfer_upto};
 
 use std::fmt;
@@ -134,24 +146,6 @@ pub enum Failure {
     Interrupted,
 }
 
-impl Failure {
-    /// The failure an errno means: EINTR reaches here only once the stop's grace is over
-    /// ([`crate::sys::process::must_stop`]), so it is the interruption, not an I/O error.
-    pub fn of(errno: Errno, side: Side) -> Failure {
-        match errno {
-            Errno::EINTR => Failure::Interrupted,
-            _ => Failure::Io(errno.into(), side),
-        }
-    }
-
-    pub fn errno(&self) -> Option<Errno> {
-        match self {
-            Failure::Io(e, _) => e.raw_os_error().map(Errno::from_raw),
-            Failure::Interrupted => None,
-        }
-    }
-}
-
 /// What one path did.
 #[derive(Debug)]
 pub enum Outcome {
@@ -167,35 +161,6 @@ pub enum Outcome {
     /// (copy_file_range's early 0). The offsets are the kernel's, so the next path
     /// carries on exactly there: nothing is sent twice or skipped.
     Short(u64, Reason),
-}
-
-/// Errnos that mean "this path cannot serve these fds" — but only while nothing has moved.
-/// EIO, ENOSPC, EDQUOT, EPIPE are never among them: falling back after EIO can copy stale
-/// pages (coreutils), and a full disk is full whatever the path.
-pub fn is_unsupported(errno: Errno) -> bool {
-    matches!(
-        errno,
-        Errno::ENOSYS
-            | Errno::EINVAL
-            | Errno::EXDEV
-            | Errno::EOPNOTSUPP
-            | Errno::EPERM
-            | Errno::EBADF
-            | Errno::ETXTBSY
-            | Errno::EACCES
-            | Errno::ENOTTY
-            | Errno::ESPIPE
-    )
-}
-
-/// The common end of every fast path's error arm: an unsupported errno before any byte
-/// moved falls back; anything else is a failure with the bytes delivered so far.
-pub fn refuse_or_fail(errno: Errno, moved: u64, side: Side) -> Outcome {
-    if moved == 0 && is_unsupported(errno) {
-        Outcome::Fallback(0, Reason::Errno(errno))
-    } else {
-        Outcome::Failed(moved, Failure::of(errno, side))
-    }
 }
 
 /// One fallback, as the report shows it.
@@ -296,13 +261,5 @@ pub(crate) fn pump(
             }
             Err(e) => return refuse_or_fail(e, moved, side_of(e)),
         }
-    }
-}
-
-/// Best guess at which end an errno from a two-fd call belongs to.
-pub fn side_of(errno: Errno) -> Side {
-    match errno {
-        Errno::ENOSPC | Errno::EDQUOT | Errno::EPIPE | Errno::EFBIG => Side::Sink,
-        _ => Side::Either,
     }
 }

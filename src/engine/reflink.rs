@@ -5,33 +5,18 @@
 use std::os::fd::AsRawFd;
 
 use nix::errno::Errno;
-use nix::libc;
 
-use super::{Ends, Failure, Outcome, Reason, Side};
+use super::{refuse_or_fail, side_of, Ends, Failure, Outcome, Side};
 use crate::engine::meter::Meter;
-
-/// `_IOW(0x94, 9, int)` from <linux/fs.h>.
-const FICLONE: libc::c_ulong = 0x4004_9409;
+use crate::sys;
 
 pub fn clone(ends: &Ends<'_>, meter: &Meter) -> Outcome {
     loop {
-        // SAFETY: FICLONE takes the source fd as its argument; both fds are valid.
-        let ret = unsafe { libc::ioctl(ends.dst.as_raw_fd(), FICLONE, ends.src.as_raw_fd()) };
-        match Errno::result(ret) {
+        match sys::ficlone(ends.src, ends.dst) {
             Ok(_) => break,
             Err(Errno::EINTR) => continue,
-            // What xcp and coreutils take for "this filesystem (pair) cannot clone".
-            Err(
-                e @ (Errno::EOPNOTSUPP
-                | Errno::EINVAL
-                | Errno::EXDEV
-                | Errno::ETXTBSY
-                | Errno::ENOTTY
-                | Errno::ENOSYS
-                | Errno::EBADF
-                | Errno::EPERM),
-            ) => return Outcome::Fallback(0, Reason::Errno(e)),
-            Err(e) => return Outcome::Failed(0, Failure::of(e, super::side_of(e))),
+            // Nothing moves before FICLONE answers: the rule decides alone.
+            Err(e) => return refuse_or_fail(e, 0, side_of(e)),
         }
     }
     // The clone replaced the whole destination: it now holds the source's size. A clone

@@ -11,11 +11,7 @@ use crate::sys;
 /// One sendfile call moves at most 2,147,479,552 bytes (HAZARDS).
 const SENDFILE_CHUNK: usize = 0x7fff_f000;
 
-pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
-    copy_upto(src, dst, meter, u64::MAX)
-}
-
-/// [`copy`], stopping after `limit` bytes.
+/// Moves bytes with sendfile until EOF or `limit` bytes.
 pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
     let room = || sys::wait(dst, PollFlags::POLLOUT);
     pump(

@@ -8,15 +8,13 @@ use nix::poll::PollFlags;
 
 use super::{next_len, pump, refuse_or_fail, Ends, Failure, Outcome, Reason, Side};
 use crate::engine::meter::Meter;
+use crate::engine::userspace::read_write;
 use crate::sys;
 use crate::sys::fdkind::FdKind;
 use crate::sys::pipe::OwnPipe;
 
-pub fn copy(ends: &Ends<'_>, middle: Option<&OwnPipe>, meter: &Meter) -> Outcome {
-    copy_upto(ends, middle, meter, u64::MAX)
-}
-
-/// [`copy`], stopping after `limit` bytes.
+/// Moves bytes with splice until EOF or `limit` bytes; `middle` is the pipe of ours to
+/// go through when neither side is a pipe (else one is made for this transfer).
 pub fn copy_upto(ends: &Ends<'_>, middle: Option<&OwnPipe>, meter: &Meter, limit: u64) -> Outcome {
     if ends.src_info.kind == FdKind::Pipe || ends.dst_info.kind == FdKind::Pipe {
         return direct(ends.src, ends.dst, meter, limit);
@@ -127,7 +125,7 @@ fn fill_and_drain(
 }
 
 /// Moves `len` bytes out of our pipe into `dst` with read/write.
-pub fn drain_with_writes(
+fn drain_with_writes(
     pipe: &OwnPipe,
     dst: BorrowedFd<'_>,
     mut len: usize,
@@ -136,13 +134,8 @@ pub fn drain_with_writes(
     let mut buf = vec![0u8; len.min(pipe.size)];
     let mut done = 0u64;
     while len > 0 {
-        let want = len.min(buf.len());
-        let n = match sys::read(pipe.read.as_fd(), &mut buf[..want]) {
-            Ok(n) => n,
-            Err(Errno::EINTR) => continue,
-            Err(e) => return Err((done, e)),
-        };
-        sys::write_all(dst, &buf[..n]).map_err(|(w, e)| (done + w as u64, e))?;
+        let n = read_write(pipe.read.as_fd(), dst, len, &mut buf)
+            .map_err(|(_, written, e)| (done + written as u64, e))?;
         meter.add(n as u64);
         done += n as u64;
         len -= n;

@@ -14,45 +14,18 @@ use crate::sys;
 /// Large enough to take a grown pipe's whole content in one read.
 pub const BUFFER_SIZE: usize = 1 << 20;
 
-pub fn copy(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter) -> Outcome {
-    copy_upto(src, dst, meter, u64::MAX)
-}
-
-/// [`copy`], stopping after `limit` bytes.
+/// Moves bytes with read/write until EOF or `limit` bytes.
 pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
-    let mut buf = vec![0u8; chunk(limit, BUFFER_SIZE)];
-    let mut moved = 0u64;
-    loop {
-        let len = match next_len(moved, limit, buf.len(), meter) {
-            Ok(len) => len,
-            Err(done) => return done,
-        };
-        let n = match sys::read(src, &mut buf[..len]) {
-            Ok(0) => return Outcome::Ended(moved),
-            Ok(n) => n,
-            Err(Errno::EINTR) => continue,
-            Err(Errno::EAGAIN) => match sys::wait(src, PollFlags::POLLIN) {
-                Ok(()) => continue,
-                Err(e) => return Outcome::Failed(moved, Failure::of(e, Side::Source)),
-            },
-            Err(e) => return Outcome::Failed(moved, Failure::of(e, Side::Source)),
-        };
-        if let Err((done, e)) = sys::write_all(dst, &buf[..n]) {
-            meter.add(done as u64);
-            return Outcome::Failed(moved + done as u64, Failure::of(e, Side::Sink));
-        }
-        moved += n as u64;
-        meter.add(n as u64);
-    }
+    copy_with(src, dst, meter, limit, None)
 }
 
 /// The zero-detecting block of `--sparse=always`: whole filesystem blocks become holes.
-pub const ZERO_BLOCK: usize = 4096;
+const ZERO_BLOCK: usize = 4096;
 
 /// `--sparse=always` inside one data extent of a regular-file sink: [`copy_upto`], except
 /// that each whole block of zeros is seeked over instead of written, and added to
 /// `skipped`. The outcome counts the bytes written; with the blocks skipped, that is what
-/// left the source. Paced and interrupted like every path, through [`next_len`]; the pace
+/// left the source. Paced and interrupted like every path, through `next_len`; the pace
 /// counts written bytes only (a skipped block costs the sink nothing).
 pub fn copy_skipping_zeros(
     src: BorrowedFd<'_>,
@@ -60,6 +33,17 @@ pub fn copy_skipping_zeros(
     meter: &Meter,
     limit: u64,
     skipped: &mut u64,
+) -> Outcome {
+    copy_with(src, dst, meter, limit, Some(skipped))
+}
+
+/// The one read/write loop of both: with `skipped`, blocks of zeros are seeked over.
+fn copy_with(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    meter: &Meter,
+    limit: u64,
+    mut skipped: Option<&mut u64>,
 ) -> Outcome {
     let mut buf = vec![0u8; chunk(limit, BUFFER_SIZE)];
     let mut written = 0u64;
@@ -70,35 +54,109 @@ pub fn copy_skipping_zeros(
             Ok(len) => len,
             Err(done) => return done,
         };
-        let n = match sys::read(src, &mut buf[..len]) {
-            Ok(0) => return Outcome::Ended(written),
-            Ok(n) => n,
-            Err(Errno::EINTR) => continue,
-            Err(Errno::EAGAIN) => match sys::wait(src, PollFlags::POLLIN) {
-                Ok(()) => continue,
-                Err(e) => return Outcome::Failed(written, Failure::of(e, Side::Source)),
-            },
+        let n = match read_step(src, &mut buf[..len]) {
+            Ok(Some(0)) => return Outcome::Ended(written),
+            Ok(Some(n)) => n,
+            Ok(None) => continue,
             Err(e) => return Outcome::Failed(written, Failure::of(e, Side::Source)),
         };
-        for block in buf[..n].chunks(ZERO_BLOCK) {
-            let result = if block.len() == ZERO_BLOCK && block.iter().all(|&b| b == 0) {
-                nix::unistd::lseek(dst.as_raw_fd(), ZERO_BLOCK as i64, Whence::SeekCur)
-                    .map(|_| {
-                        zeros += ZERO_BLOCK as u64;
-                        *skipped += ZERO_BLOCK as u64;
-                    })
-                    .map_err(|e| (0, e))
-            } else {
-                sys::write_all(dst, block).map(|()| {
+        let block_size = if skipped.is_some() { ZERO_BLOCK } else { n };
+        for block in buf[..n].chunks(block_size) {
+            let result = match skipped.as_deref_mut() {
+                Some(skipped) if block.len() == ZERO_BLOCK && block.iter().all(|&b| b == 0) => {
+                    nix::unistd::lseek(dst.as_raw_fd(), ZERO_BLOCK as i64, Whence::SeekCur)
+                        .map(|_| {
+                            zeros += ZERO_BLOCK as u64;
+                            *skipped += ZERO_BLOCK as u64;
+                        })
+                        .map_err(|e| (0, e))
+                }
+                _ => sys::write_all(dst, block).map(|()| {
                     written += block.len() as u64;
                     meter.add(block.len() as u64);
-                })
+                }),
             };
             if let Err((done, e)) = result {
                 meter.add(done as u64);
-                let failure = Failure::of(e, Side::Sink);
-                return Outcome::Failed(written + done as u64, failure);
+                return Outcome::Failed(written + done as u64, Failure::of(e, Side::Sink));
             }
         }
+    }
+}
+
+/// One read in a loop whose top checks the stop flag ([`next_len`]). `Ok(None)`: go round
+/// again — EINTR, or a non-blocking source someone handed us that was empty and now has
+/// data or its end.
+pub(crate) fn read_step(src: BorrowedFd<'_>, buf: &mut [u8]) -> Result<Option<usize>, Errno> {
+    match sys::read(src, buf) {
+        Ok(n) => Ok(Some(n)),
+        Err(Errno::EINTR) => Ok(None),
+        Err(Errno::EAGAIN) => sys::wait(src, PollFlags::POLLIN).map(|()| None),
+        Err(e) => Err(e),
+    }
+}
+
+/// One read of up to `len` bytes from `src` (a pipe) into `buf` and a write of all of
+/// them to `dst`: how bytes leave a pipe of ours, or the source's pipe, for a sink that
+/// takes no splice. Returns the bytes read (0 at EOF); on error, the bytes read (all gone
+/// from `src`), the bytes written, and the errno.
+pub(crate) fn read_write(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    len: usize,
+    buf: &mut [u8],
+) -> Result<usize, (usize, usize, Errno)> {
+    let want = len.min(buf.len());
+    let n = loop {
+        match sys::read(src, &mut buf[..want]) {
+            Ok(n) => break n,
+            Err(Errno::EINTR) if !crate::sys::process::must_stop() => {}
+            Err(Errno::EAGAIN) => sys::wait(src, PollFlags::POLLIN).map_err(|e| (0, 0, e))?,
+            Err(e) => return Err((0, 0, e)),
+        }
+    };
+    sys::write_all(dst, &buf[..n]).map_err(|(written, e)| (n, written, e))?;
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    use std::os::fd::AsFd;
+
+    use super::*;
+
+    #[test]
+    fn whole_blocks_of_zeros_are_seeked_over_and_the_rest_written() {
+        let mut bytes = vec![1u8; ZERO_BLOCK];
+        bytes.extend(vec![0u8; 2 * ZERO_BLOCK]);
+        bytes.extend(vec![0u8; 100]); // a short block of zeros is written
+        let mut src = tempfile::tempfile().unwrap();
+        src.write_all(&bytes).unwrap();
+        src.seek(SeekFrom::Start(0)).unwrap();
+        let mut dst = tempfile::tempfile().unwrap();
+        let (meter, mut skipped) = (Meter::new(), 0);
+        let limit = bytes.len() as u64;
+        let outcome = copy_skipping_zeros(src.as_fd(), dst.as_fd(), &meter, limit, &mut skipped);
+        assert!(matches!(outcome, Outcome::Ended(4196)), "{outcome:?}");
+        assert_eq!((skipped, meter.delivered()), (2 * ZERO_BLOCK as u64, 4196));
+        let mut got = Vec::new();
+        dst.seek(SeekFrom::Start(0)).unwrap();
+        dst.read_to_end(&mut got).unwrap();
+        assert_eq!(got, bytes);
+    }
+
+    #[test]
+    fn copy_upto_stops_at_its_limit() {
+        let mut src = tempfile::tempfile().unwrap();
+        src.write_all(b"0123456789").unwrap();
+        src.seek(SeekFrom::Start(0)).unwrap();
+        let mut dst = tempfile::tempfile().unwrap();
+        let outcome = copy_upto(src.as_fd(), dst.as_fd(), &Meter::new(), 4);
+        assert!(matches!(outcome, Outcome::Ended(4)), "{outcome:?}");
+        let mut got = String::new();
+        dst.seek(SeekFrom::Start(0)).unwrap();
+        dst.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "0123");
     }
 }

@@ -89,15 +89,19 @@ pub fn sink_takes_splice(empty: BorrowedFd<'_>, dst: BorrowedFd<'_>) -> Result<(
 }
 
 /// tee(2): duplicate up to `len` bytes from pipe `src` into pipe `dst` without consuming.
-pub fn tee(
-    src: BorrowedFd<'_>,
-    dst: BorrowedFd<'_>,
-    len: usize,
-    nonblock: bool,
-) -> Result<usize, Errno> {
-    let flags = if nonblock { libc::SPLICE_F_NONBLOCK } else { 0 };
-    // SAFETY: valid fds.
-    cvt(unsafe { libc::tee(src.as_raw_fd(), dst.as_raw_fd(), len, flags) })
+pub fn tee(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, len: usize) -> Result<usize, Errno> {
+    // SAFETY: valid fds. No SPLICE_F_NONBLOCK, as for splice.
+    cvt(unsafe { libc::tee(src.as_raw_fd(), dst.as_raw_fd(), len, 0) })
+}
+
+/// `_IOW(0x94, 9, int)` from <linux/fs.h>.
+const FICLONE: libc::c_ulong = 0x4004_9409;
+
+/// ioctl(FICLONE): `dst` shares all of `src`'s extents, replacing its content.
+pub fn ficlone(src: BorrowedFd<'_>, dst: BorrowedFd<'_>) -> Result<(), Errno> {
+    // SAFETY: FICLONE takes the source fd as its argument; both fds are valid.
+    let ret = unsafe { libc::ioctl(dst.as_raw_fd(), FICLONE, src.as_raw_fd()) };
+    Errno::result(ret).map(drop)
 }
 
 pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<usize, Errno> {

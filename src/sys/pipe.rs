@@ -1,10 +1,12 @@
-//! Pipes of zerocat's own, and growing any pipe toward `pipe-max-size`.
+//! Pipes of zerocat's own, with their invariant (empty whenever a transfer starts), and
+//! the pipe controls: size, growth toward `pipe-max-size`, dropping bytes.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::OnceLock;
 
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::poll::PollFlags;
 
 /// A pipe that belongs to zerocat, grown as far as the system allows.
 pub struct OwnPipe {
@@ -31,22 +33,30 @@ impl OwnPipe {
     /// they are read out and dropped, never handed to the next transfer (nor to the sink
     /// probe, which would move one of them).
     pub fn ensure_empty(&self) -> Result<(), Errno> {
-        let mut left = self.queued()?;
-        if left == 0 {
-            return Ok(());
-        }
-        let mut buf = vec![0u8; left.min(64 * 1024)];
-        while left > 0 {
-            let want = left.min(buf.len());
-            match super::read(self.read.as_fd(), &mut buf[..want]) {
-                Ok(0) => break,
-                Ok(n) => left -= n,
-                Err(Errno::EINTR) => {}
-                Err(e) => return Err(e),
-            }
+        let left = self.queued()?;
+        if left > 0 {
+            let mut buf = vec![0u8; left.min(64 * 1024)];
+            discard(self.read.as_fd(), left, &mut buf)?;
         }
         Ok(())
     }
+}
+
+/// Reads and drops up to `len` bytes at the head of pipe `fd` through `buf` (fewer at its
+/// end), waiting out EAGAIN. Returns how many were dropped.
+pub fn discard(fd: BorrowedFd<'_>, len: usize, buf: &mut [u8]) -> Result<usize, Errno> {
+    let mut left = len;
+    while left > 0 {
+        let want = left.min(buf.len());
+        match super::read(fd, &mut buf[..want]) {
+            Ok(0) => break,
+            Ok(n) => left -= n,
+            Err(Errno::EINTR) => {}
+            Err(Errno::EAGAIN) => super::wait(fd, PollFlags::POLLIN)?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(len - left)
 }
 
 /// `pipe-max-size`, read once: the most an unprivileged F_SETPIPE_SZ may ask for.
@@ -60,11 +70,23 @@ fn pipe_max_size() -> usize {
     })
 }
 
+/// A pipe's capacity (F_GETPIPE_SZ).
+pub fn pipe_size(fd: BorrowedFd<'_>) -> Result<usize, Errno> {
+    fcntl(fd.as_raw_fd(), FcntlArg::F_GETPIPE_SZ).map(|n| n as usize)
+}
+
+/// Grows a pipe someone handed us, unless it was shrunk below the default on purpose.
+pub fn grow_unless_shrunk(fd: BorrowedFd<'_>) {
+    if pipe_size(fd).is_ok_and(|size| size >= 64 * 1024) {
+        grow_pipe(fd);
+    }
+}
+
 /// Grows a pipe toward `pipe-max-size`, best effort (EPERM past a user's soft limit,
 /// EBUSY below what is queued): halves the request until the kernel agrees, never
 /// shrinks. Returns the size the pipe has now.
 pub fn grow_pipe(fd: BorrowedFd<'_>) -> Option<usize> {
-    let current = fcntl(fd.as_raw_fd(), FcntlArg::F_GETPIPE_SZ).ok()? as usize;
+    let current = pipe_size(fd).ok()?;
     let mut want = pipe_max_size();
     while want > current {
         if let Ok(granted) = fcntl(fd.as_raw_fd(), FcntlArg::F_SETPIPE_SZ(want as i32)) {
@@ -73,4 +95,63 @@ pub fn grow_pipe(fd: BorrowedFd<'_>) -> Option<usize> {
         want /= 2;
     }
     Some(current)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+    use std::io::{Read, Write};
+
+    use super::*;
+
+    fn put(pipe: &OwnPipe, bytes: &[u8]) {
+        crate::sys::write_all(pipe.write.as_fd(), bytes).unwrap();
+    }
+
+    #[test]
+    fn a_fresh_pipe_is_empty_and_grown() {
+        let pipe = OwnPipe::new().unwrap();
+        assert_eq!(pipe.queued(), Ok(0));
+        assert!(pipe.size >= 64 * 1024, "{}", pipe.size);
+        assert_eq!(pipe_size(pipe.write.as_fd()), Ok(pipe.size));
+    }
+
+    #[test]
+    fn ensure_empty_leaves_nothing_for_the_next_transfer() {
+        let pipe = OwnPipe::new().unwrap();
+        // More than its 64 KiB read buffer: it reads in several rounds.
+        let stale = vec![9u8; pipe.size.min(200_000)];
+        put(&pipe, &stale);
+        assert_eq!(pipe.queued(), Ok(stale.len()));
+        pipe.ensure_empty().unwrap();
+        assert_eq!(pipe.queued(), Ok(0));
+        // An empty pipe: nothing to do, and the next bytes are the only ones there.
+        pipe.ensure_empty().unwrap();
+        put(&pipe, b"next");
+        let mut got = [0u8; 16];
+        let n = crate::sys::read(pipe.read.as_fd(), &mut got).unwrap();
+        assert_eq!(&got[..n], b"next");
+    }
+
+    #[test]
+    fn discard_drops_what_is_asked_and_stops_at_the_end() {
+        let (read, write) = nix::unistd::pipe().unwrap();
+        let mut write = File::from(write);
+        write.write_all(b"0123456789").unwrap();
+        let mut buf = [0u8; 3];
+        assert_eq!(discard(read.as_fd(), 4, &mut buf), Ok(4));
+        drop(write);
+        assert_eq!(discard(read.as_fd(), 100, &mut buf), Ok(6));
+        let mut rest = Vec::new();
+        File::from(read).read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty());
+    }
+
+    #[test]
+    fn a_pipe_shrunk_on_purpose_stays_shrunk() {
+        let (read, write) = nix::unistd::pipe().unwrap();
+        fcntl(write.as_raw_fd(), FcntlArg::F_SETPIPE_SZ(4096)).unwrap();
+        grow_unless_shrunk(write.as_fd());
+        assert_eq!(pipe_size(read.as_fd()), Ok(4096));
+    }
 }

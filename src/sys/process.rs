@@ -1,4 +1,5 @@
-//! Process-wide setup: signal dispositions and the standard fds.
+//! Process-wide state: signal dispositions, the stop flags every loop checks
+//! ([`interrupted`], [`must_stop`] and its grace) and the standard fds.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 

@@ -1,10 +1,8 @@
-//! One source, many sinks: the fan-out of `zerocat tee`.
-//!
-//! The kernel path: the source's bytes sit in one pipe `S` (the source itself when it is a
-//! pipe, else a pipe of ours filled by splice). tee(2) duplicates the head of `S` into one
-//! pipe per sink (the sink itself when it is a pipe, else a lane pipe of ours that is then
-//! spliced into the sink), and one sink, the *consumer*, is fed by splicing straight out of
-//! `S`, which is what consumes the bytes.
+//! The kernel fan-out, its pipes and its loop. The source's bytes sit in one pipe `S` (the
+//! source itself when it is a pipe, else a pipe of ours filled by splice). tee(2)
+//! duplicates the head of `S` into one pipe per sink (the sink itself when it is a pipe,
+//! else a lane pipe of ours that is then spliced into the sink), and one sink, the
+//! *consumer*, is fed by splicing straight out of `S`, which is what consumes the bytes.
 //!
 //! tee(2) always copies from the head of `S` and does not consume. So a lane that already
 //! holds `ahead` bytes of that head must not be teed again until `S` has been consumed past
@@ -12,126 +10,53 @@
 //! tees only into lanes with `ahead == 0`, and consumes exactly the least `ahead` of all
 //! lanes: what every sink has been given. Lane pipes are emptied into their sinks every
 //! round, so memory is the pipes and nothing else, and a slow sink slows everyone.
-//!
-//! The userspace fan-out reads once into one buffer and writes it to every sink.
 
 use std::os::fd::{AsFd, BorrowedFd};
 
 use nix::errno::Errno;
 use nix::poll::PollFlags;
 
-use super::{is_unsupported, DataPath, Failure, Fallback, Reason, Record, Side, Via};
+use super::{FanOut, OnError, Sink, SinkOutcome, Slowest, SCRATCH};
 use crate::engine::meter::Meter;
+use crate::engine::userspace::read_write;
+use crate::engine::{falls_back, DataPath, Failure, Fallback, Reason, Record, Side};
 use crate::sys;
 use crate::sys::fdkind::{FdInfo, FdKind};
-use crate::sys::pipe::{grow_pipe, OwnPipe};
+use crate::sys::pipe::{discard, grow_pipe, grow_unless_shrunk, OwnPipe};
 
-/// The most one userspace write round (or one pipe drain with writes) holds in memory.
-const SCRATCH: usize = super::userspace::BUFFER_SIZE;
-
-/// What to do when a sink fails (GNU tee's `--output-error`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OnError {
-    /// Stop the whole fan-out (after draining what is already in lane pipes).
-    #[default]
-    Fail,
-    /// Drop that sink and keep feeding the others; the run still fails at the end.
-    Continue,
+/// The kernel fan-out refused before any sink was given a byte.
+pub(super) struct Refusal {
+    pub reason: Reason,
+    /// Our inbound pipe with the bytes already taken from the source into it: they exist
+    /// nowhere else and go out first.
+    pub carried: Option<(OwnPipe, usize)>,
 }
 
-/// One sink handed to the fan-out.
-pub struct Sink<'a> {
-    pub fd: BorrowedFd<'a>,
-    pub info: FdInfo,
-}
-
-/// What happened to one sink.
-#[derive(Debug, Default)]
-pub struct SinkOutcome {
-    /// How its bytes arrived: `tee`, `splice` (the consumer) or `userspace`, with counts.
-    pub record: Record,
-    /// Why it stopped early, if it did.
-    pub failure: Option<Failure>,
-}
-
-impl SinkOutcome {
-    pub fn bytes(&self) -> u64 {
-        self.record.bytes()
-    }
-}
-
-/// What the fan-out did.
-#[derive(Debug)]
-pub struct FanOut {
-    /// The fan-out path(s) and the bytes taken from the source on each.
-    pub record: Record,
-    /// One per sink, in the order given.
-    pub sinks: Vec<SinkOutcome>,
-    /// A failure of the source, a refused forced path, or an interruption.
-    pub failure: Option<Failure>,
-}
-
-/// Moves every byte of `src` to every sink. `via` may force `tee`/`splice` (the kernel
-/// fan-out, no fallback) or `userspace`.
-pub fn fan_out(
+/// Runs the kernel fan-out to the end, or returns its refusal. `forced`: `--via`
+/// named the path, so a refusal is a failure (there is no next path).
+pub(super) fn fan_out(
     src: BorrowedFd<'_>,
     src_info: &FdInfo,
     sinks: &[Sink<'_>],
-    via: Via,
+    path: DataPath,
+    forced: bool,
     on_error: OnError,
     meter: &Meter,
-) -> FanOut {
-    let kernel_path = if sinks.len() > 1 {
-        DataPath::Tee
-    } else {
-        DataPath::Splice
+) -> Result<FanOut, Refusal> {
+    let pipes = Pipes::new(src_info, sinks).map_err(|errno| Refusal {
+        reason: Reason::Errno(errno),
+        carried: None,
+    })?;
+    let mut kernel = Kernel::new(src, sinks, &pipes, path, forced);
+    let (reason, queued) = match kernel.run(on_error, meter) {
+        Ok(()) => return Ok(kernel.finish()),
+        Err(reason) => (reason, kernel.queued),
     };
-    let forced = via != Via::Auto;
-    if via == Via::Forced(DataPath::Userspace) {
-        return userspace(src, None, sinks, on_error, meter);
-    }
-    let pipes = Pipes::new(src_info, sinks);
-    // What the kernel fan-out had already taken from the source into our inbound pipe
-    // when it was refused: those bytes exist nowhere else and go out first.
-    let (refused, carried) = match &pipes {
-        Ok(pipes) => {
-            let mut kernel = Kernel::new(src, sinks, pipes, kernel_path, forced);
-            match kernel.run(on_error, meter) {
-                Ok(()) => return kernel.finish(),
-                Err(reason) => (reason, kernel.queued),
-            }
-        }
-        Err(errno) => (Reason::Errno(*errno), 0),
-    };
-    let fallback = Fallback {
-        from: kernel_path,
-        to: (!forced).then_some(DataPath::Userspace),
-        reason: refused,
-    };
-    if forced {
-        let Reason::Errno(errno) = refused else {
-            unreachable!("the kernel fan-out refuses only with an errno")
-        };
-        return FanOut {
-            record: Record {
-                paths: vec![(kernel_path, 0)],
-                fallbacks: vec![fallback],
-            },
-            sinks: sinks.iter().map(|_| SinkOutcome::default()).collect(),
-            failure: Some(Failure::of(errno, Side::Either)),
-        };
-    }
-    let carry = match &pipes {
-        Ok(Pipes {
-            inbound: Some(pipe),
-            ..
-        }) if carried > 0 => Some((pipe.read.as_fd(), carried)),
-        _ => None,
-    };
-    let mut out = userspace(src, carry, sinks, on_error, meter);
-    out.record.paths.insert(0, (kernel_path, 0));
-    out.record.fallbacks.insert(0, fallback);
-    out
+    let carried = pipes
+        .inbound
+        .filter(|_| queued > 0)
+        .map(|pipe| (pipe, queued));
+    Err(Refusal { reason, carried })
 }
 
 /// The pipes of the kernel fan-out, owned apart from the loop's state.
@@ -230,10 +155,10 @@ impl Lane<'_> {
         self.out.record.add(path, n as u64);
     }
 
-    /// A splice out of a pipe into this sink was refused: switch to writes, if nothing
-    /// was delivered to it yet and the path was not forced.
+    /// A splice out of a pipe into this sink was refused: switch to writes when the
+    /// engine's rule says so for what this sink got, unless the path was forced.
     fn refuse(&mut self, errno: Errno, forced: bool) -> Result<(), Errno> {
-        if forced || self.writes || self.delivered() > 0 || !is_unsupported(errno) {
+        if forced || self.writes || !falls_back(errno, self.delivered()) {
             return Err(errno);
         }
         self.writes = true;
@@ -245,8 +170,8 @@ impl Lane<'_> {
         Ok(())
     }
 
-    fn fail(&mut self, errno: Errno) {
-        self.out.failure = Some(Failure::of(errno, Side::Sink));
+    fn fail(&mut self, failure: Failure) {
+        self.out.failure = Some(failure);
         // Bytes meant for a dead sink stay in its lane pipe, never read again.
         self.pending = 0;
         self.ahead = 0;
@@ -265,7 +190,8 @@ struct Kernel<'a> {
     consumed: u64,
     path: DataPath,
     forced: bool,
-    /// Shared by every delivery with writes (and by discarding): constant memory.
+    /// Shared by every delivery with writes (and by discarding): constant memory, and
+    /// no page of it touched unless used.
     scratch: Vec<u8>,
     failure: Option<Failure>,
     /// What the meter was told every live sink has got.
@@ -323,14 +249,22 @@ impl<'a> Kernel<'a> {
             consumed: 0,
             path,
             forced,
-            scratch: Vec::new(),
+            scratch: vec![0u8; SCRATCH],
             failure: None,
             slowest: Slowest::default(),
         }
     }
 
-    fn moved_anything(&self) -> bool {
-        self.consumed > 0 || self.lanes.iter().any(|l| l.ahead > 0 || l.delivered() > 0)
+    /// The fallback rule's "moved", summed over the sinks: what each was given (teed into
+    /// its lane, or delivered), and what was consumed from `S`. Bytes only taken into our
+    /// inbound pipe do not count: a refusal carries them to the userspace fan-out.
+    fn given(&self) -> u64 {
+        let lanes: u64 = self
+            .lanes
+            .iter()
+            .map(|l| l.ahead as u64 + l.delivered())
+            .sum();
+        self.consumed + lanes
     }
 
     /// Nothing is in flight: our inbound pipe is empty and every lane has delivered all
@@ -363,7 +297,7 @@ impl<'a> Kernel<'a> {
                     Ok(0) => break,
                     Ok(n) => self.queued = n,
                     Err(Errno::EINTR) => continue,
-                    Err(e) if !self.forced && !self.moved_anything() && is_unsupported(e) => {
+                    Err(e) if !self.forced && falls_back(e, self.given()) => {
                         return Err(Reason::Errno(e))
                     }
                     Err(e) => {
@@ -403,7 +337,7 @@ impl<'a> Kernel<'a> {
                     }
                     // Back to the top: it decides whether to stop or go on.
                     Err(Errno::EINTR) => break,
-                    Err(e) if !self.forced && !self.moved_anything() && is_unsupported(e) => {
+                    Err(e) if !self.forced && falls_back(e, self.given()) => {
                         return Err(Reason::Errno(e))
                     }
                     Err(e) => stop |= self.sink_failed(i, e, on_error),
@@ -450,12 +384,16 @@ impl<'a> Kernel<'a> {
     /// Lane `i`'s sink failed with `e`; returns whether the fan-out stops. EINTR is the
     /// stop's grace running out, not the sink's fault: the whole fan-out ends, interrupted.
     fn sink_failed(&mut self, i: usize, e: Errno, on_error: OnError) -> bool {
-        if e == Errno::EINTR {
-            self.failure = Some(Failure::Interrupted);
-            return true;
+        match Failure::of(e, Side::Sink) {
+            Failure::Interrupted => {
+                self.failure = Some(Failure::Interrupted);
+                true
+            }
+            failure => {
+                self.lanes[i].fail(failure);
+                on_error == OnError::Fail
+            }
         }
-        self.lanes[i].fail(e);
-        on_error == OnError::Fail
     }
 
     /// splice up to `quota` bytes of the source into our inbound pipe (blocking until
@@ -570,42 +508,11 @@ impl<'a> Kernel<'a> {
     }
 }
 
-/// The progress count of a fan-out: bytes delivered to every sink still running, i.e. to
-/// the slowest one (a sink that failed no longer holds the others back).
-#[derive(Debug, Default)]
-struct Slowest {
-    told: u64,
-}
-
-impl Slowest {
-    /// Tells `meter` what the slowest live sink got since the last call.
-    fn report<'o>(&mut self, sinks: impl IntoIterator<Item = &'o SinkOutcome>, meter: &Meter) {
-        let least = sinks
-            .into_iter()
-            .filter(|s| s.failure.is_none())
-            .map(SinkOutcome::bytes)
-            .min();
-        if let Some(least) = least.filter(|&n| n > self.told) {
-            meter.add(least - self.told);
-            self.told = least;
-        }
-    }
-}
-
-/// A sink pipe someone shrank on purpose stays as it is; a default-sized one is grown.
-fn grow_unless_shrunk(fd: BorrowedFd<'_>) {
-    use std::os::fd::AsRawFd;
-    let size = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_GETPIPE_SZ);
-    if size.is_ok_and(|s| s >= 64 * 1024) {
-        grow_pipe(fd);
-    }
-}
-
 /// One tee(2) of the head of `head` (at most `quota` bytes) into `target`, waiting out
 /// EAGAIN (an empty non-blocking source, or a full non-blocking sink).
 fn tee_once(head: BorrowedFd<'_>, target: BorrowedFd<'_>, quota: usize) -> Result<usize, Errno> {
     loop {
-        match sys::tee(head, target, quota, false) {
+        match sys::tee(head, target, quota) {
             Err(Errno::EAGAIN) => {
                 sys::wait(head, PollFlags::POLLIN)?;
                 sys::wait(target, PollFlags::POLLOUT)?;
@@ -623,7 +530,7 @@ fn feed_consumer(
     lane: &mut Lane<'_>,
     limit: Result<usize, usize>,
     forced: bool,
-    scratch: &mut Vec<u8>,
+    scratch: &mut [u8],
 ) -> Result<usize, (usize, Errno)> {
     let mut taken = 0;
     loop {
@@ -672,132 +579,5 @@ fn feed_consumer(
             // A write that failed after its read: those bytes left the head too.
             Err((done, e)) => return Err((taken + done, e)),
         }
-    }
-}
-
-/// One read of up to `len` bytes from `src` (a pipe) and a write of all of them to `dst`.
-/// Returns the bytes read (0 at EOF); on error, the bytes read (all gone from `src`), the
-/// bytes written, and the errno.
-fn read_write(
-    src: BorrowedFd<'_>,
-    dst: BorrowedFd<'_>,
-    len: usize,
-    scratch: &mut Vec<u8>,
-) -> Result<usize, (usize, usize, Errno)> {
-    if scratch.is_empty() {
-        scratch.resize(SCRATCH, 0);
-    }
-    let want = len.min(scratch.len());
-    let n = loop {
-        match sys::read(src, &mut scratch[..want]) {
-            Ok(n) => break n,
-            Err(Errno::EINTR) if !crate::sys::process::must_stop() => {}
-            Err(Errno::EAGAIN) => sys::wait(src, PollFlags::POLLIN).map_err(|e| (0, 0, e))?,
-            Err(e) => return Err((0, 0, e)),
-        }
-    };
-    sys::write_all(dst, &scratch[..n]).map_err(|(written, e)| (n, written, e))?;
-    Ok(n)
-}
-
-/// Throws away `len` bytes at the head of a pipe (the consumer is gone, others go on).
-fn discard(head: BorrowedFd<'_>, mut len: usize, scratch: &mut Vec<u8>) -> Result<usize, Errno> {
-    if scratch.is_empty() {
-        scratch.resize(SCRATCH, 0);
-    }
-    let total = len;
-    while len > 0 {
-        let want = len.min(scratch.len());
-        match sys::read(head, &mut scratch[..want]) {
-            Ok(0) => break,
-            Ok(n) => len -= n,
-            Err(Errno::EINTR) => {}
-            Err(Errno::EAGAIN) => sys::wait(head, PollFlags::POLLIN)?,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(total - len)
-}
-
-/// The userspace fan-out: one read into one buffer, written to every live sink. `carry`:
-/// bytes already taken from the source into a pipe of ours, read (and delivered) first.
-fn userspace(
-    src: BorrowedFd<'_>,
-    carry: Option<(BorrowedFd<'_>, usize)>,
-    sinks: &[Sink<'_>],
-    on_error: OnError,
-    meter: &Meter,
-) -> FanOut {
-    let (carry_fd, mut carry_left) = carry.unwrap_or((src, 0));
-    let mut outs: Vec<SinkOutcome> = sinks
-        .iter()
-        .map(|_| {
-            let mut out = SinkOutcome::default();
-            out.record.add(DataPath::Userspace, 0);
-            out
-        })
-        .collect();
-    let mut buf = vec![0u8; SCRATCH];
-    let mut read_total = 0u64;
-    let mut failure = None;
-    let mut slowest = Slowest::default();
-    'rounds: while outs.iter().any(|o| o.failure.is_none()) {
-        slowest.report(&outs, meter);
-        let quota = meter.chunk(buf.len());
-        if crate::sys::process::interrupted() && carry_left == 0 {
-            failure = Some(Failure::Interrupted);
-            break;
-        }
-        let (from, want) = match carry_left {
-            0 => (src, quota),
-            left => (carry_fd, left.min(quota)),
-        };
-        let n = match sys::read(from, &mut buf[..want]) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(Errno::EINTR) => continue,
-            Err(Errno::EAGAIN) => match sys::wait(from, PollFlags::POLLIN) {
-                Ok(()) => continue,
-                Err(e) => {
-                    failure = Some(Failure::of(e, Side::Source));
-                    break;
-                }
-            },
-            Err(e) => {
-                failure = Some(Failure::of(e, Side::Source));
-                break;
-            }
-        };
-        carry_left = carry_left.saturating_sub(n);
-        read_total += n as u64;
-        for (sink, out) in sinks.iter().zip(outs.iter_mut()) {
-            if out.failure.is_some() {
-                continue;
-            }
-            match sys::write_all(sink.fd, &buf[..n]) {
-                Ok(()) => out.record.add(DataPath::Userspace, n as u64),
-                // The stop's grace ran out with this sink taking nothing.
-                Err((done, Errno::EINTR)) => {
-                    out.record.add(DataPath::Userspace, done as u64);
-                    failure = Some(Failure::Interrupted);
-                    break 'rounds;
-                }
-                Err((done, e)) => {
-                    out.record.add(DataPath::Userspace, done as u64);
-                    out.failure = Some(Failure::of(e, Side::Sink));
-                    if on_error == OnError::Fail {
-                        break 'rounds;
-                    }
-                }
-            }
-        }
-    }
-    slowest.report(&outs, meter);
-    let mut record = Record::default();
-    record.add(DataPath::Userspace, read_total);
-    FanOut {
-        record,
-        sinks: outs,
-        failure,
     }
 }
