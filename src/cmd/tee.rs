@@ -6,13 +6,13 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context};
 
-use crate::cmd::pipe::{
-    describe, failure_message, finish_socket_sink, refuse_same_file, remaining_in,
-    truncate_if_pending, PipeConfig,
+use super::common::{
+    describe, failure_message, finish_socket_sink, inspect, predict, refuse_same_file, remaining,
+    stdout_gone, truncate_if_pending,
 };
 use crate::endpoint::{Endpoint, Opened, Role};
 use crate::engine::fanout::{self as fan, FanOut, OnError, Sink, SinkOutcome};
-use crate::engine::{DataPath, Failure, Record, Side, Via};
+use crate::engine::{DataPath, Failure, Record, Via};
 use crate::exit::{ExitCode, UsageError};
 use crate::options::Options;
 use crate::progress::{self, Watch};
@@ -30,16 +30,6 @@ pub struct TeeConfig {
     pub on_error: OnError,
 }
 
-impl TeeConfig {
-    /// The one-to-one view of source and sink `i`, for the shared error messages.
-    fn pair(&self, i: usize) -> PipeConfig {
-        PipeConfig {
-            src: self.src.clone(),
-            dst: self.sinks[i].clone(),
-        }
-    }
-}
-
 pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     check_via(opts.via)?;
     if opts.explain {
@@ -52,8 +42,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         .map(|s| s.is_listener().then(|| s.listen()).transpose())
         .collect::<anyhow::Result<Vec<_>>>()?;
     let src = cfg.src.open(Role::Source)?;
-    let src_info =
-        FdInfo::of(src.fd.as_fd()).with_context(|| format!("cannot inspect '{}'", cfg.src))?;
+    let src_info = inspect(src.fd.as_fd(), &cfg.src)?;
     let mut opened = Vec::with_capacity(cfg.sinks.len());
     for (sink, listener) in cfg.sinks.iter().zip(listeners) {
         let sink_fd = match listener {
@@ -68,8 +57,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
             }
             None => sink.open(Role::Sink)?,
         };
-        let info =
-            FdInfo::of(sink_fd.fd.as_fd()).with_context(|| format!("cannot inspect '{sink}'"))?;
+        let info = inspect(sink_fd.fd.as_fd(), sink)?;
         refuse_same_file(&cfg.src, &src_info, sink, &info)?;
         opened.push((sink_fd, info));
     }
@@ -91,10 +79,8 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
 
     // Counts what every sink got (the slowest one), less what still sits in sink pipes.
     let meter = progress::meter(opts);
-    let mut watch = Watch::new(&meter).total(
-        opts.size
-            .or_else(|| remaining_in(src.fd.as_fd(), &src_info)),
-    );
+    let mut watch =
+        Watch::new(&meter).total(opts.size.or_else(|| remaining(src.fd.as_fd(), &src_info)));
     for sink in sinks.iter().filter(|s| s.info.kind == FdKind::Pipe) {
         watch = watch.sink_pipe(sink.fd);
     }
@@ -143,9 +129,10 @@ fn conclude(
         .iter()
         .enumerate()
         .filter_map(|(i, s)| match &s.failure {
-            Some(Failure::Io(err, side)) => {
-                Some((i, failure_message(opts.via, &cfg.pair(i), err, *side)))
-            }
+            Some(Failure::Io(err, side)) => Some((
+                i,
+                failure_message(opts.via, &cfg.src, &cfg.sinks[i], err, *side),
+            )),
             _ => None,
         })
         .collect();
@@ -167,7 +154,13 @@ fn conclude(
         }
         Some(Failure::Interrupted) => (Ending::Signal, ExitCode::Interrupted),
         Some(Failure::Io(err, side)) => (
-            Ending::Error(failure_message(opts.via, &cfg.pair(0), err, *side)),
+            Ending::Error(failure_message(
+                opts.via,
+                &cfg.src,
+                &cfg.sinks[0],
+                err,
+                *side,
+            )),
             ExitCode::Failure,
         ),
     };
@@ -201,8 +194,7 @@ fn conclude(
     let stdout_gone = cfg.on_error == OnError::Fail
         && out.failure.is_none()
         && sink_errors.len() == 1
-        && writes_stdout(&cfg.sinks[sink_errors[0].0])
-        && is_epipe(&out.sinks[sink_errors[0].0]);
+        && stdout_went_away(&cfg.sinks[sink_errors[0].0], &out.sinks[sink_errors[0].0]);
     if stdout_gone {
         return Ok(ExitCode::BrokenPipe);
     }
@@ -231,24 +223,17 @@ fn sink_ending(
     }
 }
 
-fn is_epipe(result: &SinkOutcome) -> bool {
-    matches!(&result.failure, Some(Failure::Io(e, Side::Sink)) if e.raw_os_error() == Some(nix::libc::EPIPE))
-}
-
-fn writes_stdout(dst: &Endpoint) -> bool {
-    matches!(dst, Endpoint::Stdio | Endpoint::Fd(1))
+fn stdout_went_away(sink: &Endpoint, result: &SinkOutcome) -> bool {
+    matches!(&result.failure, Some(Failure::Io(err, side)) if stdout_gone(sink, err, *side))
 }
 
 /// `--explain`: the plan from what the endpoints are, opening nothing.
 fn explain(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
-    let src_info = crate::endpoint::predict(&cfg.src, Role::Source)
-        .with_context(|| format!("cannot inspect '{}'", cfg.src))?;
+    let src_info = predict(&cfg.src, Role::Source)?;
     let infos = cfg
         .sinks
         .iter()
-        .map(|s| {
-            crate::endpoint::predict(s, Role::Sink).with_context(|| format!("cannot inspect '{s}'"))
-        })
+        .map(|s| predict(s, Role::Sink))
         .collect::<anyhow::Result<Vec<_>>>()?;
     opts.print_plan(&plan_line(opts.via, cfg, &src_info, &infos));
     Ok(ExitCode::Success)
