@@ -12,15 +12,12 @@ use super::common::{
 };
 use crate::endpoint::{Endpoint, Opened, Role};
 use crate::engine::fanout::{self as fan, FanOut, OnError, Sink, SinkOutcome};
-use crate::engine::{DataPath, Failure, Record, Via};
+use crate::engine::{DataPath, Failure, Via};
 use crate::exit::{ExitCode, UsageError};
 use crate::options::Options;
 use crate::progress::{self, Watch};
-use crate::report::{
-    ending_json, json_array, named_json, record_json, route, Ending, JsonObject, Named, StatsFormat,
-};
+use crate::report::{sinks_word, Ending, FanOutReport, Named, SinkReport};
 use crate::sys::fdkind::{FdInfo, FdKind};
-use crate::units::amount;
 
 #[derive(Debug, Clone)]
 pub struct TeeConfig {
@@ -165,7 +162,7 @@ fn conclude(
         ),
     };
     let survivors_whole = out.failure.is_none() && cfg.on_error == OnError::Continue;
-    let report = TeeReport {
+    let report = FanOutReport {
         src: Named {
             uri: cfg.src.to_string(),
             kind: src_info.kind,
@@ -183,6 +180,7 @@ fn conclude(
                 },
                 ending: sink_ending(i, &sink_errors, &ending, survivors_whole),
                 record: result.record.clone(),
+                failed_itself: sink_errors.iter().any(|(j, _)| *j == i),
             })
             .collect(),
         record: out.record,
@@ -191,11 +189,11 @@ fn conclude(
     };
     // stdout's reader went away and stopped the run: the shell's 141, without a message
     // (DESIGN §5), like `pipe` and like GNU tee killed by SIGPIPE.
-    let stdout_gone = cfg.on_error == OnError::Fail
+    let reader_left = cfg.on_error == OnError::Fail
         && out.failure.is_none()
         && sink_errors.len() == 1
         && stdout_went_away(&cfg.sinks[sink_errors[0].0], &out.sinks[sink_errors[0].0]);
-    if stdout_gone {
+    if reader_left {
         return Ok(ExitCode::BrokenPipe);
     }
     opts.print_report(&report.render(opts.stats));
@@ -264,96 +262,4 @@ fn plan_line(via: Via, cfg: &TeeConfig, src: &FdInfo, sinks: &[FdInfo]) -> Strin
         sinks_word(sinks.len()),
         lanes.join("; ")
     )
-}
-
-fn sinks_word(n: usize) -> String {
-    match n {
-        1 => "1 sink".to_string(),
-        n => format!("{n} sinks"),
-    }
-}
-
-struct SinkReport {
-    named: Named,
-    record: Record,
-    ending: Ending,
-}
-
-/// The report of a fan-out: the source, what left it, and one entry per sink.
-struct TeeReport {
-    src: Named,
-    sinks: Vec<SinkReport>,
-    /// The fan-out path(s) and the bytes taken from the source.
-    record: Record,
-    seconds: f64,
-    ending: Ending,
-}
-
-impl TeeReport {
-    fn render(&self, format: StatsFormat) -> String {
-        match format {
-            StatsFormat::Text => self.text(),
-            StatsFormat::Json => self.json(),
-        }
-    }
-
-    /// "zerocat: 1.00 GiB in 0.41 s (2.44 GiB/s) file -> 2 sinks via tee: 'out' file via
-    /// tee, '-' pipe via splice"
-    fn text(&self) -> String {
-        let total = self.record.bytes();
-        let sinks: Vec<String> = self
-            .sinks
-            .iter()
-            .map(|s| {
-                let mut line = format!(
-                    "'{}' {} via {}",
-                    s.named.uri,
-                    s.named.kind,
-                    route(&s.record)
-                );
-                if s.record.bytes() != total {
-                    line.push_str(&format!(" ({} bytes)", s.record.bytes()));
-                }
-                if let Ending::Error(message) = &s.ending {
-                    if !message.starts_with("stopped: ") {
-                        line.push_str(&format!(" [{message}]"));
-                    }
-                }
-                line
-            })
-            .collect();
-        format!(
-            "zerocat: {} {} -> {} via {}: {}",
-            amount(total, self.seconds),
-            self.src.kind,
-            sinks_word(self.sinks.len()),
-            route(&self.record),
-            sinks.join(", ")
-        )
-    }
-
-    fn json(&self) -> String {
-        let sinks: Vec<String> = self
-            .sinks
-            .iter()
-            .map(|s| {
-                let mut o = JsonObject::new();
-                o.str("uri", &s.named.uri)
-                    .str("kind", s.named.kind.name())
-                    .num("bytes", s.record.bytes());
-                record_json(&mut o, &s.record);
-                ending_json(&mut o, &s.ending);
-                o.finish()
-            })
-            .collect();
-        let mut o = JsonObject::new();
-        o.str("command", "tee")
-            .num("bytes", self.record.bytes())
-            .float("seconds", self.seconds)
-            .raw("src", &named_json(&self.src));
-        record_json(&mut o, &self.record);
-        ending_json(&mut o, &self.ending);
-        o.raw("sinks", &json_array(&sinks));
-        o.finish()
-    }
 }
