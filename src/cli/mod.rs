@@ -294,6 +294,12 @@ fn parse_via(arg: &str) -> Result<Via, String> {
     })
 }
 
+/// What the process's arguments ask for. clap itself ends the process on a usage error
+/// (exit 2), `--help` and `--version` (exit 0).
+pub fn parse_args() -> (Options, Invocation) {
+    Cli::parse().into_invocation()
+}
+
 impl Cli {
     pub fn into_invocation(self) -> (Options, Invocation) {
         let g = self.global;
