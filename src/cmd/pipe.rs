@@ -16,6 +16,7 @@ use crate::options::Options;
 use crate::progress::{self, Watch};
 use crate::report::{Ending, Named, Report};
 use crate::sys::fdkind::{FdInfo, FdKind};
+use crate::sys::pipe::{grow_pipe, OwnPipe};
 
 // copy still calls `pipe::chain_words`; it lives in `common` now (imports fixed at the merge).
 pub use super::common::chain_words;
@@ -44,8 +45,16 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         dst: dst.fd.as_fd(),
         dst_info,
     };
-    let middle = prepare_splice(&ends, &chain)?;
-    let plan = plan_line(cfg, &ends, &chain, middle.as_ref());
+    let middle = prepare_splice(&ends, &chain);
+    let mut plan = plan_line(
+        cfg,
+        describe_fd(&ends.src_info, ends.src),
+        describe_fd(&ends.dst_info, ends.dst),
+        &chain,
+    );
+    if let Some(pipe) = &middle {
+        plan.push_str(&format!("; own pipe of {} bytes", pipe.size));
+    }
     opts.print_plan(&(plan + &crate::engine::meter::plan_words(opts.limit)));
 
     let meter = progress::meter(opts);
@@ -104,13 +113,11 @@ fn explain(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     let src_info = predict(&cfg.src, Role::Source)?;
     let dst_info = predict(&cfg.dst, Role::Sink)?;
     let chain = chain_for(&src_info, &dst_info, opts.via)?;
-    opts.print_plan(&format!(
-        "plan: {} ({}) -> {} ({}) via {}",
-        cfg.src,
+    opts.print_plan(&plan_line(
+        cfg,
         describe(&src_info),
-        cfg.dst,
         describe(&dst_info),
-        chain_words(&chain)
+        &chain,
     ));
     Ok(ExitCode::Success)
 }
@@ -122,46 +129,34 @@ fn chain_for(src: &FdInfo, dst: &FdInfo, via: Via) -> anyhow::Result<Vec<DataPat
 
 /// Splice goes faster through big pipes: grow the pipes on either side (ours to create
 /// when neither side is one). Best effort: the size granted is what `-v` reports.
-fn prepare_splice(
-    ends: &Ends<'_>,
-    chain: &[DataPath],
-) -> anyhow::Result<Option<crate::sys::pipe::OwnPipe>> {
+fn prepare_splice(ends: &Ends<'_>, chain: &[DataPath]) -> Option<OwnPipe> {
     if !chain.contains(&DataPath::Splice) {
-        return Ok(None);
+        return None;
     }
     let mut grew = false;
     for (fd, info) in [(ends.src, &ends.src_info), (ends.dst, &ends.dst_info)] {
         if info.kind == FdKind::Pipe {
-            crate::sys::pipe::grow_pipe(fd);
+            grow_pipe(fd);
             grew = true;
         }
     }
     if grew {
-        return Ok(None);
+        return None;
     }
-    Ok(crate::sys::pipe::OwnPipe::new().ok())
+    OwnPipe::new().ok()
 }
 
-fn plan_line(
-    cfg: &PipeConfig,
-    ends: &Ends<'_>,
-    chain: &[DataPath],
-    middle: Option<&crate::sys::pipe::OwnPipe>,
-) -> String {
-    let mut line = format!(
-        "plan: {} ({}) -> {} ({}) via {}",
+/// "plan: in.bin (file, 4096 bytes) -> - (pipe) via splice -> userspace"
+fn plan_line(cfg: &PipeConfig, src: String, dst: String, chain: &[DataPath]) -> String {
+    format!(
+        "plan: {} ({src}) -> {} ({dst}) via {}",
         cfg.src,
-        describe_fd(&ends.src_info, ends.src),
         cfg.dst,
-        describe_fd(&ends.dst_info, ends.dst),
         chain_words(chain)
-    );
-    if let Some(pipe) = middle {
-        line.push_str(&format!("; own pipe of {} bytes", pipe.size));
-    }
-    line
+    )
 }
 
+/// [`describe`], plus the size of a pipe.
 fn describe_fd(info: &FdInfo, fd: BorrowedFd<'_>) -> String {
     let mut s = describe(info);
     if info.kind == FdKind::Pipe {

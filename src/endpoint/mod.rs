@@ -9,7 +9,7 @@
 mod grammar;
 mod open;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use grammar::{parse, parse_timeout, ParseError};
@@ -90,6 +90,15 @@ impl Endpoint {
             Endpoint::File { opts, .. } if opts.append => Some("append"),
             Endpoint::File { opts, .. } if opts.excl => Some("excl"),
             Endpoint::File { opts, .. } if opts.mode.is_some() => Some("mode="),
+            _ => None,
+        }
+    }
+
+    /// The path of a file named with no options (`data.bin`, `file:x`): an operand copy
+    /// takes as cp would. Anything else (a stream, `file:x,append`) makes copy a pipe.
+    pub fn plain_file(&self) -> Option<&Path> {
+        match self {
+            Endpoint::File { path, opts } if *opts == FileOpts::default() => Some(path),
             _ => None,
         }
     }
