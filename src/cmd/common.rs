@@ -139,3 +139,96 @@ pub fn failure_message(
         Side::Either => format!("cannot move bytes from '{src}' to '{dst}': {err}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::fdkind::FdKind;
+    use nix::errno::Errno;
+    use std::io::Error;
+
+    fn endpoint(arg: &str) -> Endpoint {
+        endpoint::parse(arg).unwrap()
+    }
+
+    #[test]
+    fn a_failure_names_the_side_that_failed() {
+        let (src, dst) = (endpoint("in.bin"), endpoint("out.bin"));
+        let enospc = Error::from(Errno::ENOSPC);
+        assert_eq!(
+            failure_message(Via::Auto, &src, &dst, &enospc, Side::Sink),
+            format!("cannot write to 'file:out.bin': {enospc}")
+        );
+        assert_eq!(
+            failure_message(Via::Auto, &src, &dst, &enospc, Side::Source),
+            format!("cannot read from 'file:in.bin': {enospc}")
+        );
+        assert_eq!(
+            failure_message(Via::Auto, &src, &dst, &enospc, Side::Either),
+            format!("cannot move bytes from 'file:in.bin' to 'file:out.bin': {enospc}")
+        );
+    }
+
+    #[test]
+    fn a_forced_path_the_kernel_refuses_is_named() {
+        let (src, dst) = (endpoint("in.bin"), endpoint("-"));
+        let einval = Error::from(Errno::EINVAL);
+        let forced = Via::Forced(DataPath::Splice);
+        assert_eq!(
+            failure_message(forced, &src, &dst, &einval, Side::Sink),
+            format!("--via splice: the kernel refused splice from 'file:in.bin' to '-': {einval}")
+        );
+        // A real error under a forced path is still the side's error.
+        let eio = Error::from(Errno::EIO);
+        assert_eq!(
+            failure_message(forced, &src, &dst, &eio, Side::Sink),
+            format!("cannot write to '-': {eio}")
+        );
+    }
+
+    #[test]
+    fn only_epipe_writing_stdout_is_the_quiet_141() {
+        let epipe = Error::from(Errno::EPIPE);
+        assert!(stdout_gone(&endpoint("-"), &epipe, Side::Sink));
+        assert!(stdout_gone(&endpoint("fd:1"), &epipe, Side::Either));
+        assert!(!stdout_gone(&endpoint("-"), &epipe, Side::Source));
+        assert!(!stdout_gone(&endpoint("fd:3"), &epipe, Side::Sink));
+        assert!(!stdout_gone(&endpoint("out.bin"), &epipe, Side::Sink));
+        let eio = Error::from(Errno::EIO);
+        assert!(!stdout_gone(&endpoint("-"), &eio, Side::Sink));
+    }
+
+    #[test]
+    fn one_file_as_source_and_sink_is_refused() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let other = tempfile::NamedTempFile::new().unwrap();
+        let info = |f: &tempfile::NamedTempFile| FdInfo::of(f.as_file().as_fd()).unwrap();
+        let (src, dst) = (endpoint("a"), endpoint("file:b,append"));
+        let e = refuse_same_file(&src, &info(&file), &dst, &info(&file)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "'file:a' and 'file:b,append' are the same file: refusing to read and write it at once"
+        );
+        assert!(refuse_same_file(&src, &info(&file), &dst, &info(&other)).is_ok());
+    }
+
+    #[test]
+    fn plan_words_name_the_paths_and_what_each_fd_is() {
+        assert_eq!(
+            chain_words(&[
+                DataPath::CopyFileRange,
+                DataPath::Splice,
+                DataPath::Userspace
+            ]),
+            "copy_file_range -> splice -> userspace"
+        );
+        let info = FdInfo {
+            append: true,
+            nonblocking: true,
+            size: Some(4096),
+            ..FdInfo::assumed(FdKind::File)
+        };
+        assert_eq!(describe(&info), "file, append, non-blocking, 4096 bytes");
+        assert_eq!(describe(&FdInfo::assumed(FdKind::Pipe)), "pipe");
+    }
+}

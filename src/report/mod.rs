@@ -293,4 +293,47 @@ mod tests {
         };
         assert_eq!(route(&record), "copy_file_range -> userspace (EXDEV)");
     }
+
+    #[test]
+    fn a_fan_out_line_shows_the_error_of_a_sink_that_failed_itself_only() {
+        let record = |bytes| Record {
+            paths: vec![(DataPath::Tee, bytes)],
+            fallbacks: Vec::new(),
+        };
+        let sink = |uri: &str, bytes, ending, failed_itself| SinkReport {
+            named: Named {
+                uri: uri.into(),
+                kind: FdKind::File,
+            },
+            record: record(bytes),
+            ending,
+            failed_itself,
+        };
+        let report = FanOutReport {
+            src: Named {
+                uri: "-".into(),
+                kind: FdKind::Pipe,
+            },
+            sinks: vec![
+                sink("a", 4, Ending::Error("disk full".into()), true),
+                sink("b", 10, Ending::Error("stopped: disk full".into()), false),
+            ],
+            record: record(10),
+            seconds: 1.0,
+            ending: Ending::Error("disk full".into()),
+        };
+        let text = report.text();
+        assert!(text.starts_with("zerocat: 10 B in "), "{text}");
+        assert!(
+            text.ends_with(
+                " pipe -> 2 sinks via tee: 'a' file via tee (4 bytes) [disk full], 'b' file via tee"
+            ),
+            "{text}"
+        );
+        let json = report.json();
+        assert!(
+            json.contains(r#""ended":"error","error":"stopped: disk full"}]"#),
+            "{json}"
+        );
+    }
 }
