@@ -1,5 +1,9 @@
 //! zerocat: move bytes between files, pipes and sockets along the cheapest kernel path,
 //! and say which path ran.
+//!
+//! Each module imports only the ones listed before it: `sys`, `units`, `exit` → `engine` →
+//! `endpoint`, `report` → `options` → `progress` → `cmd` → `cli`. Only `cli` and this file
+//! name a command; clap's types stop in `cli`.
 
 pub mod cli;
 pub mod cmd;

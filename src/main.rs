@@ -1,6 +1,3 @@
-use clap::Parser;
-
-use zerocat::cli::Cli;
 use zerocat::exit::{ExitCode, Interrupted, UsageError};
 
 /// Closed standard fds are reserved before std's start-up replaces them with a read-write
@@ -12,7 +9,7 @@ static RESERVE_STANDARD_FDS: zerocat::sys::process::InitArrayFn =
 
 fn main() -> std::process::ExitCode {
     zerocat::sys::process::install_signal_handlers();
-    let (options, invocation) = Cli::parse().into_invocation();
+    let (options, invocation) = zerocat::cli::parse_args();
     let code = match zerocat::run(&options, &invocation) {
         Ok(code) => code,
         Err(err) => {

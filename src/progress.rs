@@ -3,13 +3,13 @@
 //! prints one line on SIGUSR1 (dd's habit) whether a bar is shown or not.
 //!
 //! A command calls [`meter`] for its counter (it carries the `--limit` pacer), hands the
-//! counter to the engine, and brackets the transfer with [`start`] (or [`Watch`] for more:
-//! a pipe sink whose queue is not delivered yet, a status text) and
+//! counter to the engine, and brackets the transfer with [`Watch::start`] (the watch also
+//! takes a total, a pipe sink whose queue is not delivered yet, a status text) and
 //! [`ProgressGuard::finish`] before printing its report:
 //!
 //! ```ignore
 //! let meter = progress::meter(opts);
-//! let progress = progress::start(opts, Some(total), &meter);
+//! let progress = Watch::new(&meter).total(Some(total)).start(opts);
 //! let (record, failure) = engine::transfer(&ends, &chain, middle.as_ref(), &meter);
 //! progress.finish();
 //! opts.print_report(...);
@@ -298,11 +298,6 @@ impl Drop for ProgressGuard {
     fn drop(&mut self) {
         self.stop_thread();
     }
-}
-
-/// Progress for one transfer of `total` bytes (if known) counted by `meter`.
-pub fn start(opts: &Options, total: Option<u64>, meter: &Arc<Meter>) -> ProgressGuard {
-    Watch::new(meter).total(total).start(opts)
 }
 
 #[cfg(test)]

@@ -294,6 +294,12 @@ fn parse_via(arg: &str) -> Result<Via, String> {
     })
 }
 
+/// What the process's arguments ask for. clap itself ends the process on a usage error
+/// (exit 2), `--help` and `--version` (exit 0).
+pub fn parse_args() -> (Options, Invocation) {
+    Cli::parse().into_invocation()
+}
+
 impl Cli {
     pub fn into_invocation(self) -> (Options, Invocation) {
         let g = self.global;
@@ -317,36 +323,7 @@ impl Cli {
                 src: args.src,
                 dst: args.dst,
             }),
-            Command::Copy(mut args) => {
-                let dest = args.paths.pop().expect("clap requires two paths");
-                for source in &args.paths {
-                    if let Err(message) = check_source(&source.to_string(), source) {
-                        Cli::command()
-                            .error(clap::error::ErrorKind::ValueValidation, message)
-                            .exit();
-                    }
-                }
-                Invocation::Copy(CopyConfig {
-                    sources: args.paths,
-                    dest,
-                    recursive: args.recursive,
-                    no_clobber: args.no_clobber,
-                    force: args.force,
-                    preserve: args.preserve,
-                    reflink: match args.reflink {
-                        ReflinkArg::Auto => ReflinkMode::Auto,
-                        ReflinkArg::Always => ReflinkMode::Always,
-                        ReflinkArg::Never => ReflinkMode::Never,
-                    },
-                    sparse: match args.sparse {
-                        SparseArg::Auto => SparseMode::Auto,
-                        SparseArg::Always => SparseMode::Always,
-                        SparseArg::Never => SparseMode::Never,
-                    },
-                    resume: args.resume,
-                    special: args.special,
-                })
-            }
+            Command::Copy(args) => copy_invocation(args),
             Command::Tee(args) => Invocation::Tee(TeeConfig {
                 src: args.src,
                 sinks: args.dst,
@@ -371,6 +348,49 @@ impl Cli {
         };
         (options, invocation)
     }
+}
+
+/// `copy SRC... DST`: a copy of files, or a pipe when its one source or its destination is
+/// not a plain file path.
+fn copy_invocation(mut args: CopyArgs) -> Invocation {
+    let dest = args.paths.pop().expect("clap requires two paths");
+    for source in &args.paths {
+        if let Err(message) = check_source(&source.to_string(), source) {
+            Cli::command()
+                .error(clap::error::ErrorKind::ValueValidation, message)
+                .exit();
+        }
+    }
+    // One stream, or a file with options: what `pipe` does (the help says so).
+    let plain = |e: &Endpoint| e.plain_file().is_some();
+    if let [src] = &args.paths[..] {
+        if !plain(src) || !plain(&dest) {
+            return Invocation::Pipe(PipeConfig {
+                src: src.clone(),
+                dst: dest,
+            });
+        }
+    }
+    Invocation::Copy(CopyConfig {
+        sources: args.paths,
+        dest,
+        recursive: args.recursive,
+        no_clobber: args.no_clobber,
+        force: args.force,
+        preserve: args.preserve,
+        reflink: match args.reflink {
+            ReflinkArg::Auto => ReflinkMode::Auto,
+            ReflinkArg::Always => ReflinkMode::Always,
+            ReflinkArg::Never => ReflinkMode::Never,
+        },
+        sparse: match args.sparse {
+            SparseArg::Auto => SparseMode::Auto,
+            SparseArg::Always => SparseMode::Always,
+            SparseArg::Never => SparseMode::Never,
+        },
+        resume: args.resume,
+        special: args.special,
+    })
 }
 
 /// The completion script for `shell`, generated from the clap definition.

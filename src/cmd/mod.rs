@@ -1,6 +1,7 @@
 //! The subcommands: each opens its endpoints, asks the engine to move the bytes, and
 //! reports. Nothing below `cmd` imports a command.
 
+pub mod common;
 pub mod copy;
 pub mod pipe;
 pub mod relay;

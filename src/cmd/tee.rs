@@ -6,21 +6,18 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context};
 
-use crate::cmd::pipe::{
-    describe, failure_message, finish_socket_sink, refuse_same_file, remaining_in,
-    truncate_if_pending, PipeConfig,
+use super::common::{
+    describe, failure_message, finish_socket_sink, inspect, predict, refuse_same_file, remaining,
+    stdout_gone, truncate_if_pending,
 };
 use crate::endpoint::{Endpoint, Opened, Role};
 use crate::engine::fanout::{self as fan, FanOut, OnError, Sink, SinkOutcome};
-use crate::engine::{DataPath, Failure, Record, Side, Via};
+use crate::engine::{DataPath, Failure, Via};
 use crate::exit::{ExitCode, UsageError};
 use crate::options::Options;
 use crate::progress::{self, Watch};
-use crate::report::{
-    ending_json, json_array, named_json, record_json, route, Ending, JsonObject, Named, StatsFormat,
-};
+use crate::report::{sinks_word, Ending, FanOutReport, Named, SinkReport};
 use crate::sys::fdkind::{FdInfo, FdKind};
-use crate::units::amount;
 
 #[derive(Debug, Clone)]
 pub struct TeeConfig {
@@ -28,16 +25,6 @@ pub struct TeeConfig {
     /// At least one.
     pub sinks: Vec<Endpoint>,
     pub on_error: OnError,
-}
-
-impl TeeConfig {
-    /// The one-to-one view of source and sink `i`, for the shared error messages.
-    fn pair(&self, i: usize) -> PipeConfig {
-        PipeConfig {
-            src: self.src.clone(),
-            dst: self.sinks[i].clone(),
-        }
-    }
 }
 
 pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
@@ -52,8 +39,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         .map(|s| s.is_listener().then(|| s.listen()).transpose())
         .collect::<anyhow::Result<Vec<_>>>()?;
     let src = cfg.src.open(Role::Source)?;
-    let src_info =
-        FdInfo::of(src.fd.as_fd()).with_context(|| format!("cannot inspect '{}'", cfg.src))?;
+    let src_info = inspect(src.fd.as_fd(), &cfg.src)?;
     let mut opened = Vec::with_capacity(cfg.sinks.len());
     for (sink, listener) in cfg.sinks.iter().zip(listeners) {
         let sink_fd = match listener {
@@ -68,8 +54,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
             }
             None => sink.open(Role::Sink)?,
         };
-        let info =
-            FdInfo::of(sink_fd.fd.as_fd()).with_context(|| format!("cannot inspect '{sink}'"))?;
+        let info = inspect(sink_fd.fd.as_fd(), sink)?;
         refuse_same_file(&cfg.src, &src_info, sink, &info)?;
         opened.push((sink_fd, info));
     }
@@ -91,10 +76,8 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
 
     // Counts what every sink got (the slowest one), less what still sits in sink pipes.
     let meter = progress::meter(opts);
-    let mut watch = Watch::new(&meter).total(
-        opts.size
-            .or_else(|| remaining_in(src.fd.as_fd(), &src_info)),
-    );
+    let mut watch =
+        Watch::new(&meter).total(opts.size.or_else(|| remaining(src.fd.as_fd(), &src_info)));
     for sink in sinks.iter().filter(|s| s.info.kind == FdKind::Pipe) {
         watch = watch.sink_pipe(sink.fd);
     }
@@ -143,9 +126,10 @@ fn conclude(
         .iter()
         .enumerate()
         .filter_map(|(i, s)| match &s.failure {
-            Some(Failure::Io(err, side)) => {
-                Some((i, failure_message(opts.via, &cfg.pair(i), err, *side)))
-            }
+            Some(Failure::Io(err, side)) => Some((
+                i,
+                failure_message(opts.via, &cfg.src, &cfg.sinks[i], err, *side),
+            )),
             _ => None,
         })
         .collect();
@@ -167,12 +151,18 @@ fn conclude(
         }
         Some(Failure::Interrupted) => (Ending::Signal, ExitCode::Interrupted),
         Some(Failure::Io(err, side)) => (
-            Ending::Error(failure_message(opts.via, &cfg.pair(0), err, *side)),
+            Ending::Error(failure_message(
+                opts.via,
+                &cfg.src,
+                &cfg.sinks[0],
+                err,
+                *side,
+            )),
             ExitCode::Failure,
         ),
     };
     let survivors_whole = out.failure.is_none() && cfg.on_error == OnError::Continue;
-    let report = TeeReport {
+    let report = FanOutReport {
         src: Named {
             uri: cfg.src.to_string(),
             kind: src_info.kind,
@@ -190,6 +180,7 @@ fn conclude(
                 },
                 ending: sink_ending(i, &sink_errors, &ending, survivors_whole),
                 record: result.record.clone(),
+                failed_itself: sink_errors.iter().any(|(j, _)| *j == i),
             })
             .collect(),
         record: out.record,
@@ -198,12 +189,11 @@ fn conclude(
     };
     // stdout's reader went away and stopped the run: the shell's 141, without a message
     // (DESIGN §5), like `pipe` and like GNU tee killed by SIGPIPE.
-    let stdout_gone = cfg.on_error == OnError::Fail
+    let reader_left = cfg.on_error == OnError::Fail
         && out.failure.is_none()
         && sink_errors.len() == 1
-        && writes_stdout(&cfg.sinks[sink_errors[0].0])
-        && is_epipe(&out.sinks[sink_errors[0].0]);
-    if stdout_gone {
+        && stdout_went_away(&cfg.sinks[sink_errors[0].0], &out.sinks[sink_errors[0].0]);
+    if reader_left {
         return Ok(ExitCode::BrokenPipe);
     }
     opts.print_report(&report.render(opts.stats));
@@ -231,24 +221,17 @@ fn sink_ending(
     }
 }
 
-fn is_epipe(result: &SinkOutcome) -> bool {
-    matches!(&result.failure, Some(Failure::Io(e, Side::Sink)) if e.raw_os_error() == Some(nix::libc::EPIPE))
-}
-
-fn writes_stdout(dst: &Endpoint) -> bool {
-    matches!(dst, Endpoint::Stdio | Endpoint::Fd(1))
+fn stdout_went_away(sink: &Endpoint, result: &SinkOutcome) -> bool {
+    matches!(&result.failure, Some(Failure::Io(err, side)) if stdout_gone(sink, err, *side))
 }
 
 /// `--explain`: the plan from what the endpoints are, opening nothing.
 fn explain(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
-    let src_info = crate::endpoint::predict(&cfg.src, Role::Source)
-        .with_context(|| format!("cannot inspect '{}'", cfg.src))?;
+    let src_info = predict(&cfg.src, Role::Source)?;
     let infos = cfg
         .sinks
         .iter()
-        .map(|s| {
-            crate::endpoint::predict(s, Role::Sink).with_context(|| format!("cannot inspect '{s}'"))
-        })
+        .map(|s| predict(s, Role::Sink))
         .collect::<anyhow::Result<Vec<_>>>()?;
     opts.print_plan(&plan_line(opts.via, cfg, &src_info, &infos));
     Ok(ExitCode::Success)
@@ -279,96 +262,4 @@ fn plan_line(via: Via, cfg: &TeeConfig, src: &FdInfo, sinks: &[FdInfo]) -> Strin
         sinks_word(sinks.len()),
         lanes.join("; ")
     )
-}
-
-fn sinks_word(n: usize) -> String {
-    match n {
-        1 => "1 sink".to_string(),
-        n => format!("{n} sinks"),
-    }
-}
-
-struct SinkReport {
-    named: Named,
-    record: Record,
-    ending: Ending,
-}
-
-/// The report of a fan-out: the source, what left it, and one entry per sink.
-struct TeeReport {
-    src: Named,
-    sinks: Vec<SinkReport>,
-    /// The fan-out path(s) and the bytes taken from the source.
-    record: Record,
-    seconds: f64,
-    ending: Ending,
-}
-
-impl TeeReport {
-    fn render(&self, format: StatsFormat) -> String {
-        match format {
-            StatsFormat::Text => self.text(),
-            StatsFormat::Json => self.json(),
-        }
-    }
-
-    /// "zerocat: 1.00 GiB in 0.41 s (2.44 GiB/s) file -> 2 sinks via tee: 'out' file via
-    /// tee, '-' pipe via splice"
-    fn text(&self) -> String {
-        let total = self.record.bytes();
-        let sinks: Vec<String> = self
-            .sinks
-            .iter()
-            .map(|s| {
-                let mut line = format!(
-                    "'{}' {} via {}",
-                    s.named.uri,
-                    s.named.kind,
-                    route(&s.record)
-                );
-                if s.record.bytes() != total {
-                    line.push_str(&format!(" ({} bytes)", s.record.bytes()));
-                }
-                if let Ending::Error(message) = &s.ending {
-                    if !message.starts_with("stopped: ") {
-                        line.push_str(&format!(" [{message}]"));
-                    }
-                }
-                line
-            })
-            .collect();
-        format!(
-            "zerocat: {} {} -> {} via {}: {}",
-            amount(total, self.seconds),
-            self.src.kind,
-            sinks_word(self.sinks.len()),
-            route(&self.record),
-            sinks.join(", ")
-        )
-    }
-
-    fn json(&self) -> String {
-        let sinks: Vec<String> = self
-            .sinks
-            .iter()
-            .map(|s| {
-                let mut o = JsonObject::new();
-                o.str("uri", &s.named.uri)
-                    .str("kind", s.named.kind.name())
-                    .num("bytes", s.record.bytes());
-                record_json(&mut o, &s.record);
-                ending_json(&mut o, &s.ending);
-                o.finish()
-            })
-            .collect();
-        let mut o = JsonObject::new();
-        o.str("command", "tee")
-            .num("bytes", self.record.bytes())
-            .float("seconds", self.seconds)
-            .raw("src", &named_json(&self.src));
-        record_json(&mut o, &self.record);
-        ending_json(&mut o, &self.ending);
-        o.raw("sinks", &json_array(&sinks));
-        o.finish()
-    }
 }

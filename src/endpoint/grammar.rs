@@ -1,0 +1,617 @@
+//! The endpoint grammar: `-` is stdio; `WORD:REST` (WORD = a letter, then letters, digits,
+//! `+ . -`) is a URI whose scheme must be known; anything else is a bare file path. Options
+//! follow a comma (`file:x,append`) and each scheme accepts only its own. Pure: parsing and
+//! display open nothing, and an endpoint displays as the canonical URI that parses back to it.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{ConnectOpts, Endpoint, FileOpts, UnixAddr};
+
+/// A malformed endpoint argument: a usage error (exit 2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    pub arg: String,
+    pub message: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid endpoint '{}': {}", self.arg, self.message)
+    }
+}
+impl std::error::Error for ParseError {}
+
+/// `sun_path` holds 108 bytes; a path needs its NUL, an abstract name its leading NUL.
+const SUN_PATH_MAX: usize = 107;
+/// The most a `mode=` may set: permission bits plus setuid/setgid/sticky.
+const MODE_MAX: u32 = 0o7777;
+
+/// Every scheme word, canonical names first (the order suggestions prefer on a tie).
+const SCHEMES: &[&str] = &[
+    "fd",
+    "file",
+    "tcp",
+    "tcp-listen",
+    "unix",
+    "unix-listen",
+    "tcp-l",
+    "unix-l",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scheme {
+    Fd,
+    File,
+    Tcp,
+    TcpListen,
+    Unix,
+    UnixListen,
+}
+
+impl Scheme {
+    fn from_word(word: &str) -> Option<Scheme> {
+        Some(match word.to_ascii_lowercase().as_str() {
+            "fd" => Scheme::Fd,
+            "file" => Scheme::File,
+            "tcp" => Scheme::Tcp,
+            "tcp-listen" | "tcp-l" => Scheme::TcpListen,
+            "unix" => Scheme::Unix,
+            "unix-listen" | "unix-l" => Scheme::UnixListen,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Scheme::Fd => "fd",
+            Scheme::File => "file",
+            Scheme::Tcp => "tcp",
+            Scheme::TcpListen => "tcp-listen",
+            Scheme::Unix => "unix",
+            Scheme::UnixListen => "unix-listen",
+        }
+    }
+
+    /// Option names this scheme takes, as shown in error messages.
+    fn option_help(self) -> &'static str {
+        match self {
+            Scheme::File => "append, excl, mode=OCTAL",
+            Scheme::TcpListen => "backlog=N",
+            Scheme::UnixListen => "mode=OCTAL, backlog=N",
+            Scheme::Tcp | Scheme::Unix => "retry=N, interval=DURATION",
+            Scheme::Fd => "",
+        }
+    }
+
+    fn takes_option(self, name: &str) -> bool {
+        matches!(
+            (self, name),
+            (Scheme::File, "append" | "excl" | "mode")
+                | (Scheme::TcpListen, "backlog")
+                | (Scheme::UnixListen, "mode" | "backlog")
+                | (Scheme::Tcp | Scheme::Unix, "retry" | "interval")
+        )
+    }
+}
+
+/// Options as written after the commas, already checked against the scheme.
+#[derive(Default)]
+struct RawOpts {
+    append: bool,
+    excl: bool,
+    mode: Option<u32>,
+    backlog: Option<i32>,
+    connect: ConnectOpts,
+}
+
+/// Parse one endpoint argument. Pure: opens nothing.
+pub fn parse(arg: &str) -> Result<Endpoint, ParseError> {
+    let fail = |message: String| ParseError {
+        arg: arg.to_string(),
+        message,
+    };
+    if arg.is_empty() {
+        return Err(fail(
+            "empty argument; expected -, a file path, or SCHEME:ADDRESS".into(),
+        ));
+    }
+    if arg == "-" {
+        return Ok(Endpoint::Stdio);
+    }
+    let Some((word, rest)) = split_scheme(arg) else {
+        return Ok(Endpoint::File {
+            path: PathBuf::from(arg),
+            opts: FileOpts::default(),
+        });
+    };
+    let scheme = Scheme::from_word(word).ok_or_else(|| fail(unknown_scheme_message(word, arg)))?;
+    parse_uri(scheme, rest).map_err(fail)
+}
+
+/// The part after `SCHEME:`: the address, then options after commas (socat style).
+fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
+    let mut pieces = rest.split(',');
+    let address = pieces.next().unwrap_or("");
+    let opts = parse_options(scheme, pieces)?;
+
+    match scheme {
+        Scheme::Fd => parse_fd(address).map(Endpoint::Fd),
+        Scheme::File => {
+            if address.is_empty() {
+                return Err("empty path; expected file:PATH".into());
+            }
+            Ok(Endpoint::File {
+                path: PathBuf::from(address),
+                opts: FileOpts {
+                    append: opts.append,
+                    excl: opts.excl,
+                    mode: opts.mode,
+                },
+            })
+        }
+        Scheme::Tcp => {
+            let expected = "expected tcp:HOST:PORT";
+            let (host, port) = split_host_port(address, "tcp", expected)?;
+            let host = host.ok_or_else(|| format!("missing HOST; {expected}"))?;
+            let port = parse_port(port, expected)?;
+            if port == 0 {
+                return Err(format!(
+                    "port 0 is not a port to connect to; {expected} with PORT 1-65535"
+                ));
+            }
+            Ok(Endpoint::Tcp {
+                host,
+                port,
+                connect: opts.connect,
+            })
+        }
+        Scheme::TcpListen => {
+            let expected = "expected tcp-listen:[HOST:]PORT";
+            let (host, port) = split_host_port(address, "tcp-listen", expected)?;
+            let port = parse_port(port, expected)?;
+            Ok(Endpoint::TcpListen {
+                host,
+                port,
+                backlog: opts.backlog,
+            })
+        }
+        Scheme::Unix => Ok(Endpoint::Unix {
+            addr: parse_unix_addr(address, "unix")?,
+            connect: opts.connect,
+        }),
+        Scheme::UnixListen => {
+            let addr = parse_unix_addr(address, "unix-listen")?;
+            if opts.mode.is_some() && matches!(addr, UnixAddr::Abstract(_)) {
+                return Err(
+                    "mode= does not apply to an abstract socket (@NAME has no file to chmod)"
+                        .into(),
+                );
+            }
+            Ok(Endpoint::UnixListen {
+                addr,
+                mode: opts.mode,
+                backlog: opts.backlog,
+            })
+        }
+    }
+}
+
+/// `WORD:REST` when the argument starts with a scheme-shaped word and a colon.
+fn split_scheme(arg: &str) -> Option<(&str, &str)> {
+    let (word, rest) = arg.split_once(':')?;
+    let mut chars = word.chars();
+    let first_is_letter = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '.' | '-'));
+    (first_is_letter && rest_ok).then_some((word, rest))
+}
+
+fn unknown_scheme_message(word: &str, arg: &str) -> String {
+    let lower = word.to_ascii_lowercase();
+    // Only suggest a scheme that is plausibly a typo of what was written.
+    let nearest = SCHEMES
+        .iter()
+        .map(|s| (edit_distance(&lower, s), *s))
+        .min_by_key(|(distance, _)| *distance)
+        .filter(|(distance, s)| *distance <= 2 && *distance < s.len().max(lower.len()));
+    let hint = match nearest {
+        Some((_, s)) => format!("did you mean '{s}'?"),
+        None => "known schemes: fd, file, tcp, tcp-listen, unix, unix-listen".to_string(),
+    };
+    format!(
+        "unknown scheme '{word}' ({hint}); to name a file called '{arg}', \
+         write ./{arg} or file:{arg}"
+    )
+}
+
+/// Optimal string alignment distance: Levenshtein plus adjacent swaps (`tpc` -> `tcp` is 1).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+fn parse_options<'a>(
+    scheme: Scheme,
+    pieces: impl Iterator<Item = &'a str>,
+) -> Result<RawOpts, String> {
+    let mut opts = RawOpts::default();
+    let mut seen: Vec<String> = Vec::new();
+    let takes = || {
+        let help = scheme.option_help();
+        if help.is_empty() {
+            format!("{}: takes no options", scheme.name())
+        } else {
+            format!("{}: takes {help}", scheme.name())
+        }
+    };
+    for piece in pieces {
+        let (name, value) = match piece.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (piece, None),
+        };
+        let name = name.to_ascii_lowercase();
+        if name.is_empty() {
+            return Err(format!("empty option after ','; {}", takes()));
+        }
+        if !scheme.takes_option(&name) {
+            let known =
+                ["append", "excl", "mode", "backlog", "retry", "interval"].contains(&name.as_str());
+            let what = if known {
+                "does not apply to"
+            } else {
+                "is not an option of"
+            };
+            return Err(format!(
+                "option '{name}' {what} {}: ({})",
+                scheme.name(),
+                takes()
+            ));
+        }
+        if seen.contains(&name) {
+            return Err(format!("option '{name}' is given twice ({})", takes()));
+        }
+        seen.push(name.clone());
+        match (name.as_str(), value) {
+            ("append" | "excl", Some(_)) => {
+                return Err(format!(
+                    "option '{name}' is a flag and takes no value ({})",
+                    takes()
+                ));
+            }
+            ("append", None) => opts.append = true,
+            ("excl", None) => opts.excl = true,
+            ("mode", value) => opts.mode = Some(parse_mode(value)?),
+            ("backlog", value) => opts.backlog = Some(parse_backlog(value)?),
+            ("retry", value) => opts.connect.retry = parse_retry(value)?,
+            ("interval", value) => {
+                let value =
+                    option_value("interval", value, "expected interval=DURATION, e.g. 500ms")?;
+                opts.connect.interval =
+                    Some(parse_duration(value).map_err(|e| format!("interval: {e}"))?);
+            }
+            _ => unreachable!("takes_option admitted an option with no parser"),
+        }
+    }
+    Ok(opts)
+}
+
+/// The value of `name=VALUE`; a missing or empty one is an error that says what fits.
+fn option_value<'a>(name: &str, value: Option<&'a str>, expected: &str) -> Result<&'a str, String> {
+    value
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| format!("option '{name}' needs a value; {expected}"))
+}
+
+/// `name=N` with N written in decimal digits only (no sign, no space), and `fits`.
+fn option_number<T: std::str::FromStr>(
+    name: &str,
+    value: Option<&str>,
+    expected: &str,
+    fits: impl Fn(&T) -> bool,
+) -> Result<T, String> {
+    let value = option_value(name, value, expected)?;
+    match value.parse::<T>() {
+        Ok(n) if fits(&n) && value.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
+        _ => Err(format!("{name} '{value}' is not valid; {expected}")),
+    }
+}
+
+fn parse_mode(value: Option<&str>) -> Result<u32, String> {
+    let expected = "expected mode=OCTAL, e.g. mode=0600";
+    let value = option_value("mode", value, expected)?;
+    if !value.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+        return Err(format!("mode '{value}' is not octal; {expected}"));
+    }
+    match u32::from_str_radix(value, 8) {
+        Ok(mode) if mode <= MODE_MAX => Ok(mode),
+        _ => Err(format!("mode '{value}' is above 07777; {expected}")),
+    }
+}
+
+fn parse_backlog(value: Option<&str>) -> Result<i32, String> {
+    let expected = "expected backlog=N with N a positive integer";
+    option_number("backlog", value, expected, |n: &i32| *n > 0)
+}
+
+fn parse_retry(value: Option<&str>) -> Result<u32, String> {
+    let expected = "expected retry=N with N the number of further attempts (0 or more)";
+    option_number("retry", value, expected, |_: &u32| true)
+}
+
+/// The longest duration a timeout or retry interval may ask for: far beyond any real
+/// need, and far inside what `Instant` arithmetic can hold (a huge one would panic).
+const DURATION_MAX: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// A duration as written on the command line: a number with a unit `ms`, `s`, `m` or `h`
+/// (`500ms`, `2s`, `1.5s`, `5m`); a bare number is seconds. At most [`DURATION_MAX`].
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let expected = "expected a duration such as 500ms, 2s, 1.5s, 5m or 1h";
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale = match unit {
+        "ms" => 0.001,
+        "" | "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(format!("unknown unit in '{text}'; {expected}")),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration; {expected}"))?;
+    match Duration::try_from_secs_f64(value * scale) {
+        Ok(duration) if duration <= DURATION_MAX => Ok(duration),
+        _ => Err(format!(
+            "'{text}' is too long: a duration may be at most 8760h (one year)"
+        )),
+    }
+}
+
+/// A timeout: a duration above 0 (a timeout of 0 would end everything at once).
+pub fn parse_timeout(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        Duration::ZERO => Err(format!("'{text}': a timeout must be above 0")),
+        duration => Ok(duration),
+    }
+}
+
+fn parse_fd(address: &str) -> Result<i32, String> {
+    let expected = "expected fd:N with N a descriptor number (0, 1, 2, ...)";
+    if address.is_empty() {
+        return Err(format!("missing N; {expected}"));
+    }
+    if !address.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "'{address}' is not a descriptor number; {expected}"
+        ));
+    }
+    address
+        .parse::<i32>()
+        .map_err(|_| format!("fd {address} is out of range; {expected}"))
+}
+
+/// Split `HOST:PORT`, `[V6]:PORT` or (for listeners) a bare `PORT`. Returns the host without
+/// brackets and the port text, unparsed.
+fn split_host_port<'a>(
+    address: &'a str,
+    scheme: &str,
+    expected: &str,
+) -> Result<(Option<String>, &'a str), String> {
+    if address.is_empty() {
+        return Err(format!("missing address; {expected}"));
+    }
+    if let Some(bracketed) = address.strip_prefix('[') {
+        let Some((host, after)) = bracketed.split_once(']') else {
+            return Err(format!("missing ']' after the IPv6 address; {expected}"));
+        };
+        if host.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(format!(
+                "'[{host}]' is not an IPv6 address (brackets are for IPv6 only); {expected}"
+            ));
+        }
+        let Some(port) = after.strip_prefix(':') else {
+            return Err(format!("missing ':PORT' after '[{host}]'; {expected}"));
+        };
+        return Ok((Some(host.to_string()), port));
+    }
+    match address.matches(':').count() {
+        // Only a listener may leave out the host.
+        0 if scheme == "tcp-listen" => Ok((None, address)),
+        0 => Err(format!("missing PORT; {expected}")),
+        1 => {
+            let (host, port) = address.split_once(':').unwrap_or_default();
+            if host.is_empty() {
+                return Err(format!("missing HOST before ':'; {expected}"));
+            }
+            if host.contains(']') {
+                return Err(format!("unbalanced ']' in host '{host}'; {expected}"));
+            }
+            Ok((Some(host.to_string()), port))
+        }
+        _ => {
+            // Suggest the bracketed form only when the split is unambiguous.
+            let example = match address.rsplit_once(':') {
+                Some((host, port)) if host.parse::<std::net::Ipv6Addr>().is_ok() => {
+                    format!("write {scheme}:[{host}]:{port}")
+                }
+                _ => format!("e.g. {scheme}:[::1]:PORT"),
+            };
+            Err(format!(
+                "an IPv6 address needs brackets: {example}; {expected}"
+            ))
+        }
+    }
+}
+
+fn parse_port(text: &str, expected: &str) -> Result<u16, String> {
+    if text.is_empty() {
+        return Err(format!("missing PORT; {expected}"));
+    }
+    if !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("port '{text}' is not a number; {expected}"));
+    }
+    text.parse::<u16>()
+        .map_err(|_| format!("port out of range: {text} (ports are 0-65535); {expected}"))
+}
+
+fn parse_unix_addr(address: &str, scheme: &str) -> Result<UnixAddr, String> {
+    let expected = format!("expected {scheme}:PATH or {scheme}:@NAME");
+    if address.is_empty() {
+        return Err(format!("missing socket path; {expected}"));
+    }
+    if let Some(name) = address.strip_prefix('@') {
+        if name.is_empty() {
+            return Err(format!("empty abstract socket name after '@'; {expected}"));
+        }
+        if name.len() > SUN_PATH_MAX {
+            return Err(format!(
+                "abstract socket name is {} bytes; the limit is {SUN_PATH_MAX}",
+                name.len()
+            ));
+        }
+        return Ok(UnixAddr::Abstract(name.as_bytes().to_vec()));
+    }
+    if address.len() > SUN_PATH_MAX {
+        return Err(format!(
+            "unix socket path is {} bytes; the limit is {SUN_PATH_MAX} \
+             (sun_path holds 108 bytes including the NUL); use a shorter or relative path",
+            address.len()
+        ));
+    }
+    Ok(UnixAddr::Path(PathBuf::from(address)))
+}
+
+impl std::str::FromStr for Endpoint {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse(s)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Display: the canonical form, which parses back to an equal Endpoint
+// ---------------------------------------------------------------------------------------------
+
+/// A host as written in a URI: IPv6 literals in brackets.
+fn uri_host(host: &str) -> String {
+    if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    }
+}
+
+impl fmt::Display for UnixAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UnixAddr::Path(path) => write!(f, "{}", path.display()),
+            UnixAddr::Abstract(name) => write!(f, "@{}", String::from_utf8_lossy(name)),
+        }
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Stdio => f.write_str("-"),
+            Endpoint::Fd(n) => write!(f, "fd:{n}"),
+            Endpoint::File { path, opts } => {
+                let path_text = path.to_string_lossy();
+                // `file:a,b` would read `b` as an option; the bare form keeps the comma.
+                if path_text.contains(',') && *opts == FileOpts::default() {
+                    let bare = parse(&path_text);
+                    if bare.as_ref() == Ok(self) {
+                        return f.write_str(&path_text);
+                    }
+                }
+                write!(f, "file:{path_text}")?;
+                if opts.append {
+                    f.write_str(",append")?;
+                }
+                if opts.excl {
+                    f.write_str(",excl")?;
+                }
+                if let Some(mode) = opts.mode {
+                    write!(f, ",mode={mode:04o}")?;
+                }
+                Ok(())
+            }
+            Endpoint::Tcp {
+                host,
+                port,
+                connect,
+            } => {
+                write!(f, "tcp:{}:{port}", uri_host(host))?;
+                write_connect_opts(f, connect)
+            }
+            Endpoint::TcpListen {
+                host,
+                port,
+                backlog,
+            } => {
+                f.write_str("tcp-listen:")?;
+                if let Some(host) = host {
+                    write!(f, "{}:", uri_host(host))?;
+                }
+                write!(f, "{port}")?;
+                if let Some(backlog) = backlog {
+                    write!(f, ",backlog={backlog}")?;
+                }
+                Ok(())
+            }
+            Endpoint::Unix { addr, connect } => {
+                write!(f, "unix:{addr}")?;
+                write_connect_opts(f, connect)
+            }
+            Endpoint::UnixListen {
+                addr,
+                mode,
+                backlog,
+            } => {
+                write!(f, "unix-listen:{addr}")?;
+                if let Some(mode) = mode {
+                    write!(f, ",mode={mode:04o}")?;
+                }
+                if let Some(backlog) = backlog {
+                    write!(f, ",backlog={backlog}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn write_connect_opts(f: &mut fmt::Formatter<'_>, opts: &ConnectOpts) -> fmt::Result {
+    if opts.retry > 0 {
+        write!(f, ",retry={}", opts.retry)?;
+    }
+    if let Some(interval) = opts.interval {
+        write!(f, ",interval={}ms", interval.as_millis())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

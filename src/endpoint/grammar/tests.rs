@@ -1,0 +1,389 @@
+use super::*;
+
+fn ok(arg: &str) -> Endpoint {
+    parse(arg).unwrap_or_else(|e| panic!("{arg} should parse: {e}"))
+}
+
+/// Parse must fail and the message must contain every fragment.
+fn err(arg: &str, fragments: &[&str]) {
+    let e = parse(arg).expect_err(&format!("{arg} should not parse"));
+    assert_eq!(e.arg, arg);
+    let text = e.to_string();
+    for fragment in fragments {
+        assert!(
+            text.contains(fragment),
+            "{arg}: {text:?} lacks {fragment:?}"
+        );
+    }
+}
+
+fn file(path: &str) -> Endpoint {
+    Endpoint::File {
+        path: PathBuf::from(path),
+        opts: FileOpts::default(),
+    }
+}
+
+fn tcp_listen(host: Option<&str>, port: u16) -> Endpoint {
+    Endpoint::TcpListen {
+        host: host.map(String::from),
+        port,
+        backlog: None,
+    }
+}
+
+const VALID: &[&str] = &[
+    "-",
+    "fd:0",
+    "fd:3",
+    "fd:2147483647",
+    "data.bin",
+    "/var/log/x",
+    "./tcp:odd",
+    "sub/tcp:odd",
+    "a,b",
+    "file:tcp:odd",
+    "file:-",
+    "FILE:x",
+    "file:out.log,append",
+    "file:x,excl",
+    "file:x,mode=0600",
+    "file:x,mode=600",
+    "file:x,append,excl,mode=7777",
+    "file:x,MODE=0644",
+    "tcp:example.com:80",
+    "tcp:127.0.0.1:9",
+    "tcp:[::1]:8080",
+    "Tcp:[::1]:80",
+    "tcp:h:65535",
+    "tcp-listen:8080",
+    "TCP-LISTEN:8080",
+    "tcp-l:0",
+    "tcp-listen:[::1]:0",
+    "tcp-listen:[::]:8080",
+    "tcp-listen:0.0.0.0:8080",
+    "tcp-listen:localhost:1,backlog=5",
+    "unix:/run/x.sock",
+    "unix:rel.sock",
+    "unix:@name",
+    "unix-listen:/run/x.sock,mode=0600,backlog=4",
+    "unix-l:@abstract",
+    "unix-listen:@n,backlog=1",
+];
+
+#[test]
+fn valid_forms_parse_to_the_expected_endpoints() {
+    assert_eq!(ok("-"), Endpoint::Stdio);
+    assert_eq!(ok("fd:3"), Endpoint::Fd(3));
+    assert_eq!(ok("fd:2147483647"), Endpoint::Fd(i32::MAX));
+    assert_eq!(ok("data.bin"), file("data.bin"));
+    assert_eq!(ok("/var/log/x"), file("/var/log/x"));
+    assert_eq!(ok("./tcp:odd"), file("./tcp:odd"));
+    assert_eq!(ok("sub/tcp:odd"), file("sub/tcp:odd"));
+    assert_eq!(ok("file:tcp:odd"), file("tcp:odd"));
+    assert_eq!(ok("a,b"), file("a,b"), "a bare path keeps its comma");
+    assert_eq!(ok("FILE:x"), file("x"));
+    assert_eq!(
+        ok("file:x,append,excl,mode=0600"),
+        Endpoint::File {
+            path: PathBuf::from("x"),
+            opts: FileOpts {
+                append: true,
+                excl: true,
+                mode: Some(0o600)
+            }
+        }
+    );
+    assert_eq!(
+        ok("file:x,mode=600"),
+        Endpoint::File {
+            path: PathBuf::from("x"),
+            opts: FileOpts {
+                mode: Some(0o600),
+                ..FileOpts::default()
+            }
+        }
+    );
+    assert_eq!(
+        ok("Tcp:[::1]:80"),
+        Endpoint::Tcp {
+            host: "::1".into(),
+            port: 80,
+            connect: ConnectOpts::default(),
+        }
+    );
+    assert_eq!(
+        ok("tcp:example.com:443"),
+        Endpoint::Tcp {
+            host: "example.com".into(),
+            port: 443,
+            connect: ConnectOpts::default(),
+        }
+    );
+    assert_eq!(ok("TCP-LISTEN:8080"), tcp_listen(None, 8080));
+    assert_eq!(ok("tcp-l:0"), tcp_listen(None, 0));
+    assert_eq!(ok("tcp-listen:[::1]:0"), tcp_listen(Some("::1"), 0));
+    assert_eq!(ok("tcp-listen:[::]:8080"), tcp_listen(Some("::"), 8080));
+    assert_eq!(
+        ok("tcp-listen:0.0.0.0:8080"),
+        tcp_listen(Some("0.0.0.0"), 8080)
+    );
+    assert_eq!(
+        ok("tcp-listen:9,backlog=16"),
+        Endpoint::TcpListen {
+            host: None,
+            port: 9,
+            backlog: Some(16)
+        }
+    );
+    assert_eq!(
+        ok("unix:/run/x.sock"),
+        Endpoint::Unix {
+            addr: UnixAddr::Path("/run/x.sock".into()),
+            connect: ConnectOpts::default(),
+        }
+    );
+    assert_eq!(
+        ok("unix:@name"),
+        Endpoint::Unix {
+            addr: UnixAddr::Abstract(b"name".to_vec()),
+            connect: ConnectOpts::default(),
+        }
+    );
+    assert_eq!(
+        ok("unix-listen:/s,mode=0600,backlog=4"),
+        Endpoint::UnixListen {
+            addr: UnixAddr::Path("/s".into()),
+            mode: Some(0o600),
+            backlog: Some(4)
+        }
+    );
+    assert_eq!(
+        ok("unix-l:@n"),
+        Endpoint::UnixListen {
+            addr: UnixAddr::Abstract(b"n".to_vec()),
+            mode: None,
+            backlog: None
+        }
+    );
+    let longest = format!("unix:/{}", "p".repeat(SUN_PATH_MAX - 1));
+    assert!(parse(&longest).is_ok(), "107 bytes fit in sun_path");
+}
+
+#[test]
+fn every_valid_form_round_trips_through_display() {
+    for arg in VALID {
+        let endpoint = ok(arg);
+        let shown = endpoint.to_string();
+        assert_eq!(ok(&shown), endpoint, "{arg} displayed as {shown}");
+    }
+}
+
+#[test]
+fn display_is_canonical() {
+    assert_eq!(ok("data.bin").to_string(), "file:data.bin");
+    assert_eq!(
+        ok("file:x,mode=600,append").to_string(),
+        "file:x,append,mode=0600"
+    );
+    assert_eq!(ok("Tcp:[::1]:80").to_string(), "tcp:[::1]:80");
+    assert_eq!(ok("TCP-L:8080").to_string(), "tcp-listen:8080");
+    assert_eq!(ok("tcp-l:[::]:1").to_string(), "tcp-listen:[::]:1");
+    assert_eq!(
+        ok("unix-l:@n,backlog=3").to_string(),
+        "unix-listen:@n,backlog=3"
+    );
+    assert_eq!(ok("a,b").to_string(), "a,b");
+    assert_eq!("fd:7".parse::<Endpoint>(), Ok(Endpoint::Fd(7)));
+}
+
+#[test]
+fn scheme_words_and_listener_kinds() {
+    let cases = [
+        ("-", "stdio", false),
+        ("fd:1", "fd", false),
+        ("x", "file", false),
+        ("tcp:h:1", "tcp", false),
+        ("tcp-l:1", "tcp-listen", true),
+        ("unix:s", "unix", false),
+        ("unix-l:s", "unix-listen", true),
+    ];
+    for (arg, scheme, listener) in cases {
+        assert_eq!(ok(arg).scheme(), scheme, "{arg}");
+        assert_eq!(ok(arg).is_listener(), listener, "{arg}");
+    }
+}
+
+#[test]
+fn malformed_tcp_says_what_was_expected() {
+    err("tcp:", &["expected tcp:HOST:PORT"]);
+    err("tcp:host", &["missing PORT", "expected tcp:HOST:PORT"]);
+    err("tcp::80", &["missing HOST", "expected tcp:HOST:PORT"]);
+    err("tcp:host:", &["missing PORT", "expected tcp:HOST:PORT"]);
+    err("tcp:h:99999", &["port out of range"]);
+    err("tcp:h:0", &["port 0", "1-65535"]);
+    err("tcp:h:http", &["not a number"]);
+    err("tcp:h:-1", &["not a number"]);
+    err("tcp:::1:80", &["brackets", "tcp:[::1]:80"]);
+    err("tcp:[::1]", &["missing ':PORT'"]);
+    err("tcp:[::1:80", &["missing ']'"]);
+    err("tcp:[host]:80", &["not an IPv6 address"]);
+    err("tcp-listen:", &["expected tcp-listen:[HOST:]PORT"]);
+    err("tcp-listen:70000", &["port out of range"]);
+    err("tcp-listen::80", &["missing HOST"]);
+    err("tcp-l:::8080", &["brackets", "e.g. tcp-listen:[::1]:PORT"]);
+    err("tcp-l:::1:8080", &["write tcp-listen:[::1]:8080"]);
+}
+
+#[test]
+fn malformed_unix_fd_and_file_say_what_was_expected() {
+    err("unix:", &["expected unix:PATH or unix:@NAME"]);
+    err("unix:@", &["empty abstract socket name"]);
+    err("unix-listen:", &["expected unix-listen:PATH"]);
+    let too_long = format!("unix:/{}", "p".repeat(SUN_PATH_MAX));
+    err(&too_long, &["108 bytes", "limit is 107"]);
+    let name_too_long = format!("unix:@{}", "n".repeat(SUN_PATH_MAX + 1));
+    err(&name_too_long, &["limit is 107"]);
+    err("unix-listen:@n,mode=0600", &["abstract"]);
+    err("fd:", &["expected fd:N"]);
+    err("fd:-1", &["expected fd:N"]);
+    err("fd:x", &["expected fd:N"]);
+    err("fd:2147483648", &["out of range"]);
+    err("file:", &["expected file:PATH"]);
+    err("", &["empty argument"]);
+}
+
+#[test]
+fn options_must_fit_the_scheme() {
+    err(
+        "file:x,backlog=3",
+        &["'backlog'", "file:", "append, excl, mode=OCTAL"],
+    );
+    err(
+        "tcp:h:1,append",
+        &["'append'", "tcp:", "retry=N, interval=DURATION"],
+    );
+    err(
+        "unix:s,mode=0600",
+        &["'mode'", "unix:", "retry=N, interval=DURATION"],
+    );
+    err("fd:1,append", &["'append'", "fd:", "takes no options"]);
+    err("tcp-listen:1,mode=0600", &["'mode'", "backlog=N"]);
+    err("file:x,mode=9", &["not octal", "mode=OCTAL"]);
+    err("file:x,mode=", &["needs a value"]);
+    err("file:x,mode", &["needs a value"]);
+    err("file:x,mode=17777", &["above 07777"]);
+    err("file:x,append,append", &["'append'", "twice"]);
+    err("file:x,append=yes", &["takes no value"]);
+    err(
+        "tcp:h:1,retry=1,interval=8761h",
+        &["interval", "at most 8760h"],
+    );
+    err("file:x,sync", &["'sync'", "is not an option of file:"]);
+    err("file:x,", &["empty option"]);
+    err("tcp-l:1,backlog=0", &["positive"]);
+    err("tcp-l:1,backlog=-3", &["positive"]);
+    err("unix-l:s,backlog=x", &["positive"]);
+}
+
+#[test]
+fn connectors_take_retry_and_interval() {
+    assert_eq!(
+        ok("tcp:h:1,retry=5,interval=250ms"),
+        Endpoint::Tcp {
+            host: "h".into(),
+            port: 1,
+            connect: ConnectOpts {
+                retry: 5,
+                interval: Some(Duration::from_millis(250)),
+            },
+        }
+    );
+    assert_eq!(
+        ok("unix:@x,RETRY=0"),
+        Endpoint::Unix {
+            addr: UnixAddr::Abstract(b"x".to_vec()),
+            connect: ConnectOpts::default(),
+        }
+    );
+    let only_interval = ok("unix:/s,interval=2");
+    let Endpoint::Unix { connect, .. } = &only_interval else {
+        panic!("{only_interval:?}")
+    };
+    assert_eq!(connect.pause(), Duration::from_secs(2));
+    assert_eq!(ok("tcp:h:1").to_string(), "tcp:h:1");
+    assert_eq!(
+        ok("tcp:h:1,interval=1.5s,retry=3").to_string(),
+        "tcp:h:1,retry=3,interval=1500ms"
+    );
+    err("tcp:h:1,retry", &["needs a value"]);
+    err("tcp:h:1,retry=-1", &["retry '-1'"]);
+    err("tcp:h:1,retry=x", &["not valid"]);
+    err("tcp:h:1,retry=1,retry=2", &["twice"]);
+    err("tcp:h:1,interval=", &["needs a value"]);
+    err("tcp:h:1,interval=5 parsecs", &["unknown unit"]);
+    err("unix:s,interval=ms", &["not a duration"]);
+    err(
+        "tcp-listen:1,retry=3",
+        &["'retry'", "does not apply to tcp-listen"],
+    );
+    err(
+        "file:x,interval=1s",
+        &["'interval'", "does not apply to file"],
+    );
+}
+
+#[test]
+fn durations_take_units() {
+    assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+    assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+    assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+    assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+    assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+    assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+    assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+    assert_eq!(parse_duration("8760h"), Ok(DURATION_MAX));
+    assert!(parse_duration("8760.001h").is_err());
+    assert!(parse_duration("5000000000000000h")
+        .unwrap_err()
+        .contains("at most"));
+    assert!(parse_timeout("0").unwrap_err().contains("above 0"));
+    assert_eq!(parse_timeout("1ms"), Ok(Duration::from_millis(1)));
+    assert!(parse_duration("").is_err());
+    assert!(parse_duration("-1s").is_err());
+    assert!(parse_duration("1e400s").is_err());
+    assert!(parse_duration("s").is_err());
+}
+
+#[test]
+fn unknown_schemes_are_errors_never_files() {
+    err(
+        "tpc:host:80",
+        &[
+            "unknown scheme 'tpc'",
+            "did you mean 'tcp'?",
+            "./tpc:host:80",
+            "file:tpc:host:80",
+        ],
+    );
+    err("tcp-lisen:80", &["did you mean 'tcp-listen'?"]);
+    err("uinx:/s", &["did you mean 'unix'?"]);
+    err(
+        "bogus:x",
+        &["unknown scheme 'bogus'", "./bogus:x", "file:bogus:x"],
+    );
+    err("http://example.com/", &["unknown scheme 'http'"]);
+}
+
+#[test]
+fn scheme_detection_follows_the_word_rule() {
+    assert_eq!(split_scheme("tcp:x"), Some(("tcp", "x")));
+    assert_eq!(split_scheme("a+b.c-d9:x"), Some(("a+b.c-d9", "x")));
+    assert_eq!(split_scheme("9p:x"), None);
+    assert_eq!(split_scheme("./tcp:x"), None);
+    assert_eq!(split_scheme("sub/tcp:x"), None);
+    assert_eq!(split_scheme("a b:x"), None);
+    assert_eq!(edit_distance("tpc", "tcp"), 1);
+    assert_eq!(edit_distance("", "fd"), 2);
+    assert_eq!(edit_distance("file", "file"), 0);
+}

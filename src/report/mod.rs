@@ -1,0 +1,339 @@
+//! The end-of-run report (DESIGN §4): one text line, or one JSON object, on stderr —
+//! built from the engine's record of what actually ran.
+//!
+//! The one place report text and JSON are made: the building blocks every command uses
+//! ([`route`], [`named_json`], [`record_json`], [`ending_json`], [`ended_json`], and the
+//! writer in `json.rs`), and the reports of a one-to-one transfer ([`Report`]: pipe) and of
+//! a fan-out ([`FanOutReport`]: tee). copy and relay build their own shapes from the blocks.
+
+mod json;
+
+use std::fmt::Write as _;
+
+pub use json::{json_array, json_string, JsonObject};
+
+use crate::engine::Record;
+use crate::sys::fdkind::FdKind;
+use crate::units::amount;
+
+/// How the report is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StatsFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// How a run (or one sink, one direction) ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    Eof,
+    Error(String),
+    Signal,
+}
+
+impl Ending {
+    pub fn word(&self) -> &str {
+        match self {
+            Ending::Eof => "eof",
+            Ending::Error(_) => "error",
+            Ending::Signal => "signal",
+        }
+    }
+
+    /// The error's text; None for a clean end or a signal.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Ending::Error(text) => Some(text),
+            _ => None,
+        }
+    }
+}
+
+/// One endpoint as the report names it.
+#[derive(Debug, Clone)]
+pub struct Named {
+    pub uri: String,
+    pub kind: FdKind,
+}
+
+/// The report of a one-source, one-sink transfer.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub command: &'static str,
+    pub src: Named,
+    pub dst: Named,
+    pub record: Record,
+    pub seconds: f64,
+    pub ending: Ending,
+}
+
+impl Report {
+    /// "zerocat: 1.00 GiB in 0.41 s (2.44 GiB/s) file -> pipe via splice"
+    pub fn text(&self) -> String {
+        headline(
+            &self.record,
+            self.seconds,
+            self.src.kind,
+            &self.dst.kind.to_string(),
+        )
+    }
+
+    pub fn json(&self) -> String {
+        let mut o = json_head(self.command, &self.record, self.seconds, &self.src);
+        o.raw("dst", &named_json(&self.dst));
+        record_json(&mut o, &self.record);
+        ending_json(&mut o, &self.ending);
+        o.finish()
+    }
+
+    pub fn render(&self, format: StatsFormat) -> String {
+        match format {
+            StatsFormat::Text => self.text(),
+            StatsFormat::Json => self.json(),
+        }
+    }
+}
+
+/// One sink of a fan-out, as reported.
+#[derive(Debug, Clone)]
+pub struct SinkReport {
+    pub named: Named,
+    pub record: Record,
+    pub ending: Ending,
+    /// The sink's own write failed: the text line shows its error. A sink stopped by
+    /// another one's failure says so in JSON only.
+    pub failed_itself: bool,
+}
+
+/// The report of a fan-out (tee): the source, what left it, and one entry per sink.
+#[derive(Debug, Clone)]
+pub struct FanOutReport {
+    pub src: Named,
+    pub sinks: Vec<SinkReport>,
+    /// The fan-out path(s) and the bytes taken from the source.
+    pub record: Record,
+    pub seconds: f64,
+    pub ending: Ending,
+}
+
+impl FanOutReport {
+    pub fn render(&self, format: StatsFormat) -> String {
+        match format {
+            StatsFormat::Text => self.text(),
+            StatsFormat::Json => self.json(),
+        }
+    }
+
+    /// "zerocat: 1.00 GiB in 0.41 s (2.44 GiB/s) file -> 2 sinks via tee: 'out' file via
+    /// tee, '-' pipe via splice"
+    pub fn text(&self) -> String {
+        let total = self.record.bytes();
+        let sinks: Vec<String> = self
+            .sinks
+            .iter()
+            .map(|s| {
+                let mut line = format!(
+                    "'{}' {} via {}",
+                    s.named.uri,
+                    s.named.kind,
+                    route(&s.record)
+                );
+                if s.record.bytes() != total {
+                    line.push_str(&format!(" ({} bytes)", s.record.bytes()));
+                }
+                if let (true, Some(message)) = (s.failed_itself, s.ending.text()) {
+                    line.push_str(&format!(" [{message}]"));
+                }
+                line
+            })
+            .collect();
+        format!(
+            "{}: {}",
+            headline(
+                &self.record,
+                self.seconds,
+                self.src.kind,
+                &sinks_word(self.sinks.len())
+            ),
+            sinks.join(", ")
+        )
+    }
+
+    pub fn json(&self) -> String {
+        let sinks: Vec<String> = self
+            .sinks
+            .iter()
+            .map(|s| {
+                let mut o = JsonObject::new();
+                o.str("uri", &s.named.uri)
+                    .str("kind", s.named.kind.name())
+                    .num("bytes", s.record.bytes());
+                record_json(&mut o, &s.record);
+                ending_json(&mut o, &s.ending);
+                o.finish()
+            })
+            .collect();
+        let mut o = json_head("tee", &self.record, self.seconds, &self.src);
+        record_json(&mut o, &self.record);
+        ending_json(&mut o, &self.ending);
+        o.raw("sinks", &json_array(&sinks));
+        o.finish()
+    }
+}
+
+/// "1 sink", "3 sinks"
+pub fn sinks_word(n: usize) -> String {
+    match n {
+        1 => "1 sink".to_string(),
+        n => format!("{n} sinks"),
+    }
+}
+
+/// "zerocat: 1.00 GiB in 0.41 s (2.44 GiB/s) file -> TO via ROUTE"
+fn headline(record: &Record, seconds: f64, src: FdKind, to: &str) -> String {
+    format!(
+        "zerocat: {} {src} -> {to} via {}",
+        amount(record.bytes(), seconds),
+        route(record)
+    )
+}
+
+/// The fields a transfer's JSON opens with: `command`, `bytes`, `seconds`, `src`.
+fn json_head(command: &str, record: &Record, seconds: f64, src: &Named) -> JsonObject {
+    let mut o = JsonObject::new();
+    o.str("command", command)
+        .num("bytes", record.bytes())
+        .float("seconds", seconds)
+        .raw("src", &named_json(src));
+    o
+}
+
+/// "copy_file_range -> userspace (EXDEV)": the paths in the order they ran, each
+/// fallback's reason after the path it handed over to.
+pub fn route(record: &Record) -> String {
+    let mut s = String::new();
+    for (i, (path, _)) in record.paths.iter().enumerate() {
+        if i > 0 {
+            s.push_str(" -> ");
+        }
+        s.push_str(path.name());
+        if i > 0 {
+            let previous = record.paths[i - 1].0;
+            if let Some(f) = record.fallbacks.iter().find(|f| f.from == previous) {
+                let _ = write!(s, " ({})", f.reason.short());
+            }
+        }
+    }
+    if let Some(f) = record.fallbacks.iter().find(|f| f.to.is_none()) {
+        let _ = write!(s, " (refused: {})", f.reason.short());
+    }
+    s
+}
+
+/// `{"uri":..,"kind":..}`
+pub fn named_json(named: &Named) -> String {
+    let mut o = JsonObject::new();
+    o.str("uri", &named.uri).str("kind", named.kind.name());
+    o.finish()
+}
+
+/// Adds `paths` and `fallbacks` of a record to an object.
+pub fn record_json(o: &mut JsonObject, record: &Record) {
+    let paths: Vec<String> = record
+        .paths
+        .iter()
+        .map(|(path, bytes)| {
+            let mut p = JsonObject::new();
+            p.str("path", path.name()).num("bytes", *bytes);
+            p.finish()
+        })
+        .collect();
+    let fallbacks: Vec<String> = record
+        .fallbacks
+        .iter()
+        .map(|f| {
+            let mut p = JsonObject::new();
+            p.str("from", f.from.name())
+                .str_or_null("to", f.to.map(|to| to.name()))
+                .str("errno", &f.reason.short())
+                .str("reason", &f.reason.to_string());
+            p.finish()
+        })
+        .collect();
+    o.raw("paths", &json_array(&paths))
+        .raw("fallbacks", &json_array(&fallbacks));
+}
+
+/// Adds `ended` (eof, error, signal) and `error` (its text, or null).
+pub fn ending_json(o: &mut JsonObject, ending: &Ending) {
+    ended_json(o, ending.word(), ending.text());
+}
+
+/// Adds `ended` (a word) and `error` (its text, or null), for an ending of any type.
+pub fn ended_json(o: &mut JsonObject, word: &str, text: Option<&str>) {
+    o.str("ended", word).str_or_null("error", text);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{DataPath, Fallback, Reason};
+    use nix::errno::Errno;
+
+    #[test]
+    fn route_names_each_fallback_after_the_path_it_handed_to() {
+        let record = Record {
+            paths: vec![(DataPath::CopyFileRange, 0), (DataPath::Userspace, 12)],
+            fallbacks: vec![Fallback {
+                from: DataPath::CopyFileRange,
+                to: Some(DataPath::Userspace),
+                reason: Reason::Errno(Errno::EXDEV),
+            }],
+        };
+        assert_eq!(route(&record), "copy_file_range -> userspace (EXDEV)");
+    }
+
+    #[test]
+    fn a_fan_out_line_shows_the_error_of_a_sink_that_failed_itself_only() {
+        let record = |bytes| Record {
+            paths: vec![(DataPath::Tee, bytes)],
+            fallbacks: Vec::new(),
+        };
+        let sink = |uri: &str, bytes, ending, failed_itself| SinkReport {
+            named: Named {
+                uri: uri.into(),
+                kind: FdKind::File,
+            },
+            record: record(bytes),
+            ending,
+            failed_itself,
+        };
+        let report = FanOutReport {
+            src: Named {
+                uri: "-".into(),
+                kind: FdKind::Pipe,
+            },
+            sinks: vec![
+                sink("a", 4, Ending::Error("disk full".into()), true),
+                sink("b", 10, Ending::Error("stopped: disk full".into()), false),
+            ],
+            record: record(10),
+            seconds: 1.0,
+            ending: Ending::Error("disk full".into()),
+        };
+        let text = report.text();
+        assert!(text.starts_with("zerocat: 10 B in "), "{text}");
+        assert!(
+            text.ends_with(
+                " pipe -> 2 sinks via tee: 'a' file via tee (4 bytes) [disk full], 'b' file via tee"
+            ),
+            "{text}"
+        );
+        let json = report.json();
+        assert!(
+            json.contains(r#""ended":"error","error":"stopped: disk full"}]"#),
+            "{json}"
+        );
+    }
+}
