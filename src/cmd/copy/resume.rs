@@ -1,0 +1,50 @@
+//! `--resume`: keep the destination's prefix when every byte of it matches the source's.
+
+use std::os::fd::BorrowedFd;
+
+use nix::errno::Errno;
+
+/// The block `--resume` reads of the source and the destination at a time, comparing the
+/// whole kept prefix.
+const RESUME_CHECK: usize = 1 << 20;
+
+/// `--resume`: how much of the destination to keep. Its whole length when it is no longer
+/// than the source and every byte of it matches the source's (compared in [`RESUME_CHECK`]
+/// blocks); otherwise 0 (the destination is not trusted and is copied again from the start).
+pub(super) fn resume_point(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    src_size: u64,
+    dst_size: u64,
+) -> u64 {
+    if dst_size == 0 || dst_size > src_size {
+        return 0;
+    }
+    let mut a = vec![0u8; RESUME_CHECK];
+    let mut b = vec![0u8; RESUME_CHECK];
+    let mut offset = 0;
+    while offset < dst_size {
+        let len = (dst_size - offset).min(RESUME_CHECK as u64) as usize;
+        let (a, b) = (&mut a[..len], &mut b[..len]);
+        if !(read_exact_at(src, a, offset) && read_exact_at(dst, b, offset) && a == b) {
+            return 0;
+        }
+        offset += len as u64;
+    }
+    dst_size
+}
+
+fn read_exact_at(fd: BorrowedFd<'_>, mut buf: &mut [u8], mut offset: u64) -> bool {
+    while !buf.is_empty() {
+        match nix::sys::uio::pread(fd, buf, offset as i64) {
+            Ok(0) => return false,
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(Errno::EINTR) => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
