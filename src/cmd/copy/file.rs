@@ -15,8 +15,9 @@ use nix::sys::stat::{FileStat, Mode};
 use nix::unistd::Whence;
 
 use super::meta::preserve_fd;
-use super::report::{entry, merge, Entry};
+use super::report::{merge, Entry, Status};
 use super::resume::resume_point;
+use super::walk::Kind;
 use super::{Copier, SparseMode};
 use crate::engine::{self, DataPath, Ends, Failure, Reason, Record, ReflinkMode};
 use crate::sys::fdkind::FdInfo;
@@ -24,27 +25,25 @@ use crate::sys::pipe::OwnPipe;
 
 impl Copier<'_> {
     pub(super) fn copy_file(&mut self, src: &FsPath, dst: &FsPath) {
-        let mut e = entry(src, dst, "file");
-        match self.copy_file_data(src, dst, &mut e) {
+        let mut e = Entry::new(src, dst, Some(Kind::File));
+        e.status = match self.copy_file_data(src, dst, &mut e) {
             Ok(true) => {
                 self.totals.files += 1;
-                self.done(e);
+                Status::Copied
             }
-            Ok(false) => self.skip(src, dst, "file"),
-            Err(message) => {
-                e.error = Some(message);
-                self.done(e);
-            }
-        }
+            Ok(false) => Status::Skipped,
+            Err(status) => status,
+        };
+        self.done(e);
     }
 
-    /// Ok(false): skipped under `-n`. Err: the message for this entry.
+    /// Ok(false): skipped under `-n`. Err: how the entry failed.
     fn copy_file_data(
         &mut self,
         src: &FsPath,
         dst: &FsPath,
         e: &mut Entry,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, Status> {
         let source = self
             .open_source(src, OFlag::empty())
             .map_err(|err| format!("cannot open for reading: {err}"))?;
@@ -61,16 +60,20 @@ impl Copier<'_> {
                     return Ok(false);
                 }
                 if m.is_dir() {
-                    return Err("cannot overwrite a directory with a file".into());
+                    return Err(Status::Failed(
+                        "cannot overwrite a directory with a file".into(),
+                    ));
                 }
                 if m.file_type().is_symlink() && fs::metadata(dst).is_err() {
                     // O_CREAT would create the link's target elsewhere (GNU cp refuses too).
-                    return Err("not writing through a dangling symlink".into());
+                    return Err(Status::Failed(
+                        "not writing through a dangling symlink".into(),
+                    ));
                 }
                 open_existing(dst, self.cfg.force, sst.st_mode, self.cfg.resume)
                     .map_err(|err| format!("cannot open for writing: {err}"))?
             }
-            Err(err) => return Err(format!("cannot open for writing: {err}")),
+            Err(err) => return Err(Status::Failed(format!("cannot open for writing: {err}"))),
         };
         // From the fstat already made: a file zerocat opened itself needs no fcntl.
         let src_info = FdInfo::from_stat(&sst);
@@ -78,11 +81,11 @@ impl Copier<'_> {
             fstat(sink.as_fd()).map_err(|err| format!("cannot stat the destination: {err}"))?;
         let dst_info = FdInfo::from_stat(&dst_st);
         if src_info.identity == dst_info.identity {
-            return Err(format!(
+            return Err(Status::Failed(format!(
                 "'{}' and '{}' are the same file: refusing (destination untouched)",
                 src.display(),
                 dst.display()
-            ));
+            )));
         }
         let src_size = sst.st_size as u64;
         let pseudo = is_pseudo_file(source.as_fd());
@@ -157,7 +160,7 @@ impl Copier<'_> {
         };
         self.remember_refusals(sst.st_dev, dst_info.identity.0, &e.record);
         if let Some(failure) = failure {
-            return Err(self.failure_text(failure, &e.record));
+            return Err(Self::failure_status(failure, &e.record));
         }
         if walk {
             // The holes at the end: the file is as long as its source.
@@ -253,23 +256,23 @@ impl Copier<'_> {
         }
     }
 
-    fn failure_text(&mut self, failure: Failure, record: &Record) -> String {
-        match failure {
-            Failure::Interrupted => {
-                self.interrupted = true;
-                "interrupted".to_string()
-            }
-            Failure::Io(err, side) => {
-                if let Some(f) = record.fallbacks.iter().find(|f| f.to.is_none()) {
-                    return format!("the kernel refused {}: {err}", f.from);
-                }
+    /// The engine's failure as the entry's status, its message naming the side that failed.
+    fn failure_status(failure: Failure, record: &Record) -> Status {
+        let (err, side) = match failure {
+            Failure::Interrupted => return Status::Interrupted,
+            Failure::Io(err, side) => (err, side),
+        };
+        Status::Failed(
+            if let Some(f) = record.fallbacks.iter().find(|f| f.to.is_none()) {
+                format!("the kernel refused {}: {err}", f.from)
+            } else {
                 match side {
                     engine::Side::Source => format!("cannot read: {err}"),
                     engine::Side::Sink => format!("cannot write: {err}"),
                     engine::Side::Either => format!("cannot copy: {err}"),
                 }
-            }
-        }
+            },
+        )
     }
 }
 

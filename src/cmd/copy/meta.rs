@@ -11,7 +11,7 @@ use anyhow::Context;
 use nix::errno::Errno;
 use nix::sys::stat::{FileStat, Mode, SFlag};
 
-use super::report::entry;
+use super::report::{Entry, Status};
 use super::walk::Kind;
 use super::Copier;
 
@@ -47,24 +47,29 @@ impl Copier<'_> {
     pub(super) fn copy_symlink(&mut self, src: &FsPath, dst: &FsPath) {
         let target = match fs::read_link(src) {
             Ok(t) => t,
-            Err(e) => return self.fail(src, dst, "symlink", format!("cannot read link: {e}")),
+            Err(e) => return self.fail(src, dst, Kind::Symlink, format!("cannot read link: {e}")),
         };
         if fs::symlink_metadata(dst).is_ok() {
             if self.cfg.no_clobber {
-                return self.skip(src, dst, "symlink");
+                return self.skip(src, dst, Kind::Symlink);
             }
             if let Err(e) = fs::remove_file(dst) {
-                return self.fail(src, dst, "symlink", format!("cannot replace: {e}"));
+                return self.fail(src, dst, Kind::Symlink, format!("cannot replace: {e}"));
             }
         }
         if let Err(e) = std::os::unix::fs::symlink(&target, dst) {
-            return self.fail(src, dst, "symlink", format!("cannot create symlink: {e}"));
+            return self.fail(
+                src,
+                dst,
+                Kind::Symlink,
+                format!("cannot create symlink: {e}"),
+            );
         }
-        let mut entry = entry(src, dst, "symlink");
+        let mut entry = Entry::new(src, dst, Some(Kind::Symlink));
         if self.cfg.preserve {
             if let Ok(meta) = fs::symlink_metadata(src) {
                 if let Err(e) = preserve_path(dst, &meta, false) {
-                    entry.error = Some(format!("{e:#}"));
+                    entry.status = Status::Failed(format!("{e:#}"));
                 }
             }
         }
@@ -73,22 +78,20 @@ impl Copier<'_> {
     }
 
     pub(super) fn copy_special(&mut self, src: &FsPath, dst: &FsPath, kind: Kind) {
-        let what = match kind {
-            Kind::Fifo => "fifo",
-            Kind::Socket => "socket",
-            _ => "device",
-        };
         if !self.cfg.special || kind == Kind::Socket {
             return self.fail(
                 src,
                 dst,
-                what,
-                format!("is a {what}: not copied (--special recreates FIFOs and device nodes)"),
+                kind,
+                format!(
+                    "is a {}: not copied (--special recreates FIFOs and device nodes)",
+                    kind.word()
+                ),
             );
         }
         if fs::symlink_metadata(dst).is_ok() {
             if self.cfg.no_clobber {
-                return self.skip(src, dst, what);
+                return self.skip(src, dst, kind);
             }
             let _ = fs::remove_file(dst);
         }
@@ -113,9 +116,9 @@ impl Copier<'_> {
         match made {
             Ok(()) => {
                 self.totals.specials += 1;
-                self.done(entry(src, dst, what));
+                self.done(Entry::new(src, dst, Some(kind)));
             }
-            Err(e) => self.fail(src, dst, what, format!("cannot create: {e:#}")),
+            Err(e) => self.fail(src, dst, kind, format!("cannot create: {e:#}")),
         }
     }
 }

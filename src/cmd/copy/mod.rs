@@ -151,7 +151,7 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
             match src.file_name() {
                 Some(name) => dest.join(name),
                 None => {
-                    copier.fail(src, &dest, "entry", "it has no name to give a copy".into());
+                    copier.fail_entry(src, &dest, None, "it has no name to give a copy".into());
                     continue;
                 }
             }
@@ -159,10 +159,10 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
             dest.clone()
         };
         if !made.insert(target.clone()) {
-            copier.fail(
+            copier.fail_entry(
                 src,
                 &target,
-                "entry",
+                None,
                 format!(
                     "will not overwrite just-created '{}' with '{}'",
                     target.display(),

@@ -5,25 +5,70 @@ use std::fs;
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::atomic::Ordering;
 
+use super::walk::Kind;
 use super::Copier;
 use crate::engine::Record;
 use crate::report::{self, json_array, json_string, JsonObject};
 use crate::units::{human_bytes, human_duration};
 
 /// What happened to one entry of the copy.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Entry {
     pub(super) src: PathBuf,
     pub(super) dst: PathBuf,
-    pub(super) kind: &'static str,
+    /// None: the entry could not be looked at (not stat'ed, or refused before).
+    pub(super) kind: Option<Kind>,
+    pub(super) status: Status,
     pub(super) record: Record,
     pub(super) holes: u64,
     pub(super) resumed: u64,
     /// `--resume`: how long comparing the destination with the source took, when it ran.
     pub(super) resume_check_seconds: Option<f64>,
+}
+
+impl Entry {
+    pub(super) fn new(src: &FsPath, dst: &FsPath, kind: Option<Kind>) -> Entry {
+        Entry {
+            src: src.to_path_buf(),
+            dst: dst.to_path_buf(),
+            kind,
+            status: Status::Copied,
+            record: Record::default(),
+            holes: 0,
+            resumed: 0,
+            resume_check_seconds: None,
+        }
+    }
+}
+
+/// How one entry ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Status {
+    Copied,
     /// `-n` and the destination existed.
-    pub(super) skipped: bool,
-    pub(super) error: Option<String>,
+    Skipped,
+    /// Not copied, or copied without all of its metadata: the message says why.
+    Failed(String),
+    /// SIGINT or SIGTERM stopped its copy.
+    Interrupted,
+}
+
+impl Status {
+    /// The entry's `error` in the JSON report.
+    fn error(&self) -> Option<&str> {
+        match self {
+            Status::Copied | Status::Skipped => None,
+            Status::Failed(message) => Some(message),
+            Status::Interrupted => Some("interrupted"),
+        }
+    }
+}
+
+/// A message is a failure.
+impl From<String> for Status {
+    fn from(message: String) -> Status {
+        Status::Failed(message)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -41,16 +86,26 @@ pub(super) struct Totals {
 }
 
 impl Copier<'_> {
-    pub(super) fn skip(&mut self, src: &FsPath, dst: &FsPath, kind: &'static str) {
-        let mut e = entry(src, dst, kind);
-        e.skipped = true;
-        self.totals.skipped += 1;
+    pub(super) fn skip(&mut self, src: &FsPath, dst: &FsPath, kind: Kind) {
+        let mut e = Entry::new(src, dst, Some(kind));
+        e.status = Status::Skipped;
         self.done(e);
     }
 
-    pub(super) fn fail(&mut self, src: &FsPath, dst: &FsPath, kind: &'static str, message: String) {
-        let mut e = entry(src, dst, kind);
-        e.error = Some(message);
+    pub(super) fn fail(&mut self, src: &FsPath, dst: &FsPath, kind: Kind, message: String) {
+        self.fail_entry(src, dst, Some(kind), message);
+    }
+
+    /// [`Copier::fail`] for an entry whose kind may not be known.
+    pub(super) fn fail_entry(
+        &mut self,
+        src: &FsPath,
+        dst: &FsPath,
+        kind: Option<Kind>,
+        message: String,
+    ) {
+        let mut e = Entry::new(src, dst, kind);
+        e.status = Status::Failed(message);
         self.done(e);
     }
 
@@ -60,20 +115,30 @@ impl Copier<'_> {
         self.totals.holes += e.holes;
         self.totals.resumed += e.resumed;
         self.totals.resume_check_seconds += e.resume_check_seconds.unwrap_or(0.0);
-        if e.kind == "file" {
+        if e.kind == Some(Kind::File) {
             self.files_done.fetch_add(1, Ordering::Relaxed);
         }
-        if let Some(error) = &e.error {
-            self.totals.failed += 1;
-            if error != "interrupted" {
+        if e.status == Status::Skipped {
+            self.totals.skipped += 1;
+        }
+        match &e.status {
+            Status::Failed(error) => {
+                self.totals.failed += 1;
                 self.say(format!(
                     "zerocat: cannot copy '{}' to '{}': {error}",
                     e.src.display(),
                     e.dst.display()
                 ));
             }
-        } else if self.opts.verbose && !self.opts.quiet {
-            self.say(format!("zerocat: {}", entry_line(&e)));
+            // Not printed: the report says it once for the run.
+            Status::Interrupted => {
+                self.totals.failed += 1;
+                self.interrupted = true;
+            }
+            Status::Copied | Status::Skipped if self.opts.verbose && !self.opts.quiet => {
+                self.say(format!("zerocat: {}", entry_line(&e)));
+            }
+            Status::Copied | Status::Skipped => {}
         }
         self.entries.push(e);
     }
@@ -124,15 +189,6 @@ impl Copier<'_> {
         report::ending_json(&mut o, &ending);
         o.raw("entries", &json_array(&entries));
         o.finish()
-    }
-}
-
-pub(super) fn entry(src: &FsPath, dst: &FsPath, kind: &'static str) -> Entry {
-    Entry {
-        src: src.to_path_buf(),
-        dst: dst.to_path_buf(),
-        kind,
-        ..Entry::default()
     }
 }
 
@@ -194,9 +250,9 @@ pub(super) fn total_line(t: &Totals, seconds: f64, interrupted: bool) -> String 
 
 /// The `-v` line of one entry.
 fn entry_line(e: &Entry) -> String {
-    let what = if e.skipped {
+    let what = if e.status == Status::Skipped {
         "skipped: exists (-n)".to_string()
-    } else if e.kind == "file" {
+    } else if e.kind == Some(Kind::File) {
         let mut s = format!(
             "{} via {}",
             human_bytes(e.record.bytes()),
@@ -222,7 +278,7 @@ fn entry_line(e: &Entry) -> String {
         }
         s
     } else {
-        e.kind.to_string()
+        kind_word(e.kind).to_string()
     };
     format!("'{}' -> '{}': {what}", e.src.display(), e.dst.display())
 }
@@ -231,19 +287,24 @@ fn entry_json(e: &Entry) -> String {
     let mut o = JsonObject::new();
     o.str("src", &e.src.to_string_lossy())
         .str("dst", &e.dst.to_string_lossy())
-        .str("kind", e.kind)
+        .str("kind", kind_word(e.kind))
         .num("bytes", e.record.bytes())
         .num("holes", e.holes)
         .num("resumed", e.resumed)
-        .bool("skipped", e.skipped);
+        .bool("skipped", e.status == Status::Skipped);
     match e.resume_check_seconds {
         Some(seconds) => o.float("resume_check_seconds", seconds),
         None => o.raw("resume_check_seconds", "null"),
     };
     report::record_json(&mut o, &e.record);
-    match &e.error {
+    match e.status.error() {
         Some(text) => o.raw("error", &json_string(text)),
         None => o.raw("error", "null"),
     };
     o.finish()
+}
+
+/// An entry's kind as the report names it; "entry" when it is not known.
+fn kind_word(kind: Option<Kind>) -> &'static str {
+    kind.map_or("entry", Kind::word)
 }

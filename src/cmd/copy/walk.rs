@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
-use super::report::entry;
+use super::report::{Entry, Status};
 use super::{Copier, CopyConfig, SparseMode};
 
 /// What a copy will move, for the progress bar's totals.
@@ -108,14 +108,14 @@ impl Copier<'_> {
         };
         let meta = match meta {
             Ok(m) => m,
-            Err(e) => return self.fail(src, dst, "entry", format!("cannot stat: {e}")),
+            Err(e) => return self.fail_entry(src, dst, None, format!("cannot stat: {e}")),
         };
         if meta.is_dir() {
             if !self.cfg.recursive {
-                return self.fail(src, dst, "dir", "is a directory (use -r)".into());
+                return self.fail(src, dst, Kind::Dir, "is a directory (use -r)".into());
             }
             if let Some(why) = inside_itself(src, dst) {
-                return self.fail(src, dst, "dir", why);
+                return self.fail(src, dst, Kind::Dir, why);
             }
         }
         self.copy_entry(src, dst, Kind::of(meta.file_type()));
@@ -143,7 +143,7 @@ impl Copier<'_> {
             .and_then(|dir| Ok((dir.metadata()?, dir)));
         let (meta, dir) = match opened {
             Ok(m) => m,
-            Err(e) => return self.fail(src, dst, "dir", format!("cannot open directory: {e}")),
+            Err(e) => return self.fail(src, dst, Kind::Dir, format!("cannot open directory: {e}")),
         };
         let existing = match fs::symlink_metadata(dst) {
             Ok(m) if m.is_dir() => Some(m.mode() & 0o7777),
@@ -151,7 +151,7 @@ impl Copier<'_> {
                 return self.fail(
                     src,
                     dst,
-                    "dir",
+                    Kind::Dir,
                     "cannot overwrite a non-directory with a directory".into(),
                 )
             }
@@ -160,7 +160,7 @@ impl Copier<'_> {
                     .mode(meta.mode() & 0o777 | 0o700)
                     .create(dst)
                 {
-                    return self.fail(src, dst, "dir", format!("cannot create directory: {e}"));
+                    return self.fail(src, dst, Kind::Dir, format!("cannot create directory: {e}"));
                 }
                 None
             }
@@ -169,7 +169,7 @@ impl Copier<'_> {
         let listing = nix::unistd::dup(dir.as_raw_fd()).and_then(nix::dir::Dir::from_fd);
         let mut listing = match listing {
             Ok(l) => l,
-            Err(e) => return self.fail(src, dst, "dir", format!("cannot read directory: {e}")),
+            Err(e) => return self.fail(src, dst, Kind::Dir, format!("cannot read directory: {e}")),
         };
         self.walk.push((src.to_path_buf(), OwnedFd::from(dir)));
         self.copy_listing(&mut listing, src, dst);
@@ -177,9 +177,9 @@ impl Copier<'_> {
         if self.interrupted {
             return;
         }
-        let mut entry = entry(src, dst, "dir");
+        let mut entry = Entry::new(src, dst, Some(Kind::Dir));
         if let Err(e) = self.dir_metadata(dst, &meta, existing) {
-            entry.error = Some(format!("{e:#}"));
+            entry.status = Status::Failed(format!("{e:#}"));
         }
         self.totals.dirs += 1;
         self.done(entry);
@@ -193,7 +193,7 @@ impl Copier<'_> {
             let item = match item {
                 Ok(i) => i,
                 Err(e) => {
-                    self.fail(src, dst, "dir", format!("cannot read directory: {e}"));
+                    self.fail(src, dst, Kind::Dir, format!("cannot read directory: {e}"));
                     break;
                 }
             };
@@ -208,7 +208,7 @@ impl Copier<'_> {
                 None => match fs::symlink_metadata(&from) {
                     Ok(m) => Kind::of(m.file_type()),
                     Err(e) => {
-                        self.fail(&from, &to, "entry", format!("cannot stat: {e}"));
+                        self.fail_entry(&from, &to, None, format!("cannot stat: {e}"));
                         continue;
                     }
                 },
@@ -279,6 +279,18 @@ impl Kind {
             Kind::Socket
         } else {
             Kind::Device
+        }
+    }
+
+    /// The word of the report and of messages.
+    pub(super) fn word(self) -> &'static str {
+        match self {
+            Kind::Dir => "dir",
+            Kind::Symlink => "symlink",
+            Kind::File => "file",
+            Kind::Fifo => "fifo",
+            Kind::Socket => "socket",
+            Kind::Device => "device",
         }
     }
 
