@@ -17,6 +17,7 @@ pub mod userspace;
 mod walk;
 
 pub use chain::{can_take, chain, chain_for_copy, ReflinkMode};
+pub use chain::{refuses_the_filesystems, FileChain};
 pub use walk::{transfer, transfer_skipping_zeros, transfer_upto};
 
 use std::fmt;

@@ -7,7 +7,6 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path as FsPath;
-use std::time::Instant;
 
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
@@ -16,10 +15,10 @@ use nix::unistd::Whence;
 
 use super::meta::preserve_fd;
 use super::report::{merge, Entry, Status};
-use super::resume::resume_point;
+use super::resume::start_offset;
 use super::walk::Kind;
 use super::{Copier, SparseMode};
-use crate::engine::{self, DataPath, Ends, Failure, Reason, Record, ReflinkMode};
+use crate::engine::{self, DataPath, Ends, Failure, FileChain, Record, ReflinkMode, Side};
 use crate::sys::fdkind::FdInfo;
 use crate::sys::pipe::OwnPipe;
 
@@ -48,32 +47,8 @@ impl Copier<'_> {
             .open_source(src, OFlag::empty())
             .map_err(|err| format!("cannot open for reading: {err}"))?;
         let sst = fstat(source.as_fd()).map_err(|err| format!("cannot stat: {err}"))?;
-        // The common case in a tree: the destination does not exist yet. O_EXCL creates it
-        // in one call (and refuses any symlink at that name); only when something is there
-        // do the checks run.
-        let sink = match create_new(dst, sst.st_mode, self.cfg.resume) {
-            Ok(fd) => fd,
-            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
-                let m = fs::symlink_metadata(dst)
-                    .map_err(|err| format!("cannot stat the destination: {err}"))?;
-                if self.cfg.no_clobber {
-                    return Ok(false);
-                }
-                if m.is_dir() {
-                    return Err(Status::Failed(
-                        "cannot overwrite a directory with a file".into(),
-                    ));
-                }
-                if m.file_type().is_symlink() && fs::metadata(dst).is_err() {
-                    // O_CREAT would create the link's target elsewhere (GNU cp refuses too).
-                    return Err(Status::Failed(
-                        "not writing through a dangling symlink".into(),
-                    ));
-                }
-                open_existing(dst, self.cfg.force, sst.st_mode, self.cfg.resume)
-                    .map_err(|err| format!("cannot open for writing: {err}"))?
-            }
-            Err(err) => return Err(Status::Failed(format!("cannot open for writing: {err}"))),
+        let Some(sink) = self.open_destination(dst, sst.st_mode)? else {
+            return Ok(false);
         };
         // From the fstat already made: a file zerocat opened itself needs no fcntl.
         let src_info = FdInfo::from_stat(&sst);
@@ -92,44 +67,28 @@ impl Copier<'_> {
         // Only a regular file can keep holes, be truncated or be resumed (cp's rule): a block
         // device (FdKind::File too) keeps its old bytes where a hole is skipped.
         let dst_is_file = dst_st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFREG;
-        let dst_size = dst_info.size.unwrap_or(0);
 
-        let mut start = 0;
-        if self.cfg.resume && dst_is_file && !pseudo && self.cfg.reflink != ReflinkMode::Always {
-            let checking = Instant::now();
-            start = resume_point(source.as_fd(), sink.as_fd(), src_size, dst_size);
-            e.resume_check_seconds = Some(checking.elapsed().as_secs_f64());
-        }
-        if start == 0 && dst_is_file && dst_size > 0 {
-            nix::unistd::ftruncate(sink.as_fd(), 0)
-                .map_err(|err| format!("cannot truncate: {err}"))?;
-        }
-        if start > 0 {
-            for fd in [source.as_fd(), sink.as_fd()] {
-                nix::unistd::lseek(fd.as_raw_fd(), start as i64, Whence::SeekSet)
-                    .map_err(|err| format!("cannot seek to {start}: {err}"))?;
-            }
-        }
-        e.resumed = start;
+        let start = if dst_is_file {
+            let resume = self.cfg.resume && !pseudo && self.cfg.reflink != ReflinkMode::Always;
+            let dst_size = dst_info.size.unwrap_or(0);
+            start_offset(source.as_fd(), sink.as_fd(), resume, src_size, dst_size, e)?
+        } else {
+            0
+        };
 
-        let mut chain =
-            engine::chain_for_copy(&src_info, &dst_info, self.opts.via, self.cfg.reflink)
-                .map_err(|err| format!("--via: {err}"))?;
-        let forced = chain.len() == 1;
-        if !forced {
-            // A clone replaces the whole file: not for the rest of a resumed one. A source
-            // whose size says 0 may be procfs/sysfs, where copy_file_range says 0 too.
-            let sizeless = src_size == 0 || pseudo;
-            chain.retain(|&p| {
-                let unfit = match p {
-                    DataPath::Reflink => start > 0 || sizeless,
-                    DataPath::CopyFileRange => sizeless,
-                    _ => false,
-                };
-                !unfit && !self.refused.contains(&(sst.st_dev, dst_info.identity.0, p))
-            });
-        }
-        if chain.contains(&DataPath::Splice) && self.middle.is_none() {
+        let sizeless = src_size == 0 || pseudo;
+        let mut chain = FileChain::new(
+            &src_info,
+            &dst_info,
+            self.opts.via,
+            self.cfg.reflink,
+            start == 0,
+            sizeless,
+        )
+        .map_err(|err| format!("--via: {err}"))?;
+        let devices = (sst.st_dev, dst_info.identity.0);
+        chain.leave_out(|path| self.refused.contains(&(devices, path)));
+        if chain.paths().contains(&DataPath::Splice) && self.middle.is_none() {
             self.middle = OwnPipe::new().ok();
         }
         let ends = Ends {
@@ -154,13 +113,13 @@ impl Copier<'_> {
             self.copy_extents(&ends, chain, start, e)
         } else {
             let (record, failure) =
-                engine::transfer(&ends, &chain, self.middle.as_ref(), &self.meter);
+                engine::transfer(&ends, chain.paths(), self.middle.as_ref(), &self.meter);
             e.record = record;
             failure
         };
-        self.remember_refusals(sst.st_dev, dst_info.identity.0, &e.record);
+        self.remember_refusals(devices, &e.record);
         if let Some(failure) = failure {
-            return Err(Self::failure_status(failure, &e.record));
+            return Err(failure_status(failure, &e.record));
         }
         if walk {
             // The holes at the end: the file is as long as its source.
@@ -178,16 +137,51 @@ impl Copier<'_> {
         Ok(true)
     }
 
+    /// Opens the destination for writing, not truncated yet. Ok(None): it exists and `-n`
+    /// keeps it. The common case in a tree: it does not exist yet. O_EXCL creates it in one
+    /// call (and refuses any symlink at that name); only when something is there do the
+    /// checks run.
+    fn open_destination(&self, dst: &FsPath, src_mode: u32) -> Result<Option<OwnedFd>, Status> {
+        let resume = self.cfg.resume;
+        let err = match create_new(dst, src_mode, resume) {
+            Ok(fd) => return Ok(Some(fd)),
+            Err(err) => err,
+        };
+        if err.kind() != io::ErrorKind::AlreadyExists {
+            return Err(Status::Failed(format!("cannot open for writing: {err}")));
+        }
+        let m = fs::symlink_metadata(dst)
+            .map_err(|err| format!("cannot stat the destination: {err}"))?;
+        if self.cfg.no_clobber {
+            return Ok(None);
+        }
+        if m.is_dir() {
+            return Err(Status::Failed(
+                "cannot overwrite a directory with a file".into(),
+            ));
+        }
+        if m.file_type().is_symlink() && fs::metadata(dst).is_err() {
+            // O_CREAT would create the link's target elsewhere (GNU cp refuses too).
+            return Err(Status::Failed(
+                "not writing through a dangling symlink".into(),
+            ));
+        }
+        let sink = open_existing(dst, self.cfg.force, src_mode, resume)
+            .map_err(|err| format!("cannot open for writing: {err}"))?;
+        Ok(Some(sink))
+    }
+
     /// The data extents of the source from `start`, each through the engine; holes between
     /// them are skipped (and counted), the caller sets the final size.
     fn copy_extents(
         &mut self,
         ends: &Ends<'_>,
-        mut chain: Vec<DataPath>,
+        mut chain: FileChain,
         start: u64,
         e: &mut Entry,
     ) -> Option<Failure> {
         let (src, dst) = (ends.src.as_raw_fd(), ends.dst.as_raw_fd());
+        let skip_zeros = self.cfg.sparse == SparseMode::Always && chain.may_skip_zeros();
         let mut offset = start;
         loop {
             let data = match nix::unistd::lseek(src, offset as i64, Whence::SeekData) {
@@ -198,24 +192,25 @@ impl Copier<'_> {
                     e.holes += size.saturating_sub(offset);
                     break;
                 }
-                Err(err) => return Some(Failure::Io(err.into(), engine::Side::Source)),
+                Err(err) => return Some(Failure::Io(err.into(), Side::Source)),
             };
             let hole = match nix::unistd::lseek(src, data as i64, Whence::SeekHole) {
                 Ok(h) => h as u64,
-                Err(err) => return Some(Failure::Io(err.into(), engine::Side::Source)),
+                Err(err) => return Some(Failure::Io(err.into(), Side::Source)),
             };
             e.holes += data - offset;
             if let Err(err) = nix::unistd::lseek(src, data as i64, Whence::SeekSet)
                 .and_then(|_| nix::unistd::lseek(dst, data as i64, Whence::SeekSet))
             {
-                return Some(Failure::Io(err.into(), engine::Side::Either));
+                return Some(Failure::Io(err.into(), Side::Either));
             }
             let len = hole - data;
             let mut zeros = 0;
-            let (record, failure) = if self.cfg.sparse == SparseMode::Always && chain.len() > 1 {
+            let (record, failure) = if skip_zeros {
                 engine::transfer_skipping_zeros(ends, &self.meter, len, &mut zeros)
             } else {
-                engine::transfer_upto(ends, &chain, self.middle.as_ref(), &self.meter, len)
+                let middle = self.middle.as_ref();
+                engine::transfer_upto(ends, chain.paths(), middle, &self.meter, len)
             };
             e.holes += zeros;
             // The zeros seeked over left the source too: not a sign the file shrank.
@@ -232,48 +227,40 @@ impl Copier<'_> {
                 }
                 return failure;
             }
-            // Paths refused on one extent are not asked again on the next.
-            if chain.len() > 1 {
-                chain.retain(|p| !record.fallbacks.iter().any(|f| f.from == *p));
-            }
+            chain.next_extent(&record);
             offset = hole;
         }
         None
     }
 
-    fn remember_refusals(&mut self, src_dev: u64, dst_dev: u64, record: &Record) {
+    /// Paths the kernel refused for reasons of the two filesystems are not asked again for
+    /// the rest of the run between them.
+    fn remember_refusals(&mut self, devices: (u64, u64), record: &Record) {
         for f in &record.fallbacks {
-            let about_filesystems = match f.reason {
-                Reason::Errno(errno) => matches!(
-                    errno,
-                    Errno::EXDEV | Errno::EOPNOTSUPP | Errno::ENOSYS | Errno::ENOTTY
-                ),
-                Reason::FirstCallReturnedZero | Reason::ReturnedZeroBeforeEnd => false,
-            };
-            if about_filesystems && f.to.is_some() {
-                self.refused.insert((src_dev, dst_dev, f.from));
+            if engine::refuses_the_filesystems(f.reason) {
+                self.refused.insert((devices, f.from));
             }
         }
     }
+}
 
-    /// The engine's failure as the entry's status, its message naming the side that failed.
-    fn failure_status(failure: Failure, record: &Record) -> Status {
-        let (err, side) = match failure {
-            Failure::Interrupted => return Status::Interrupted,
-            Failure::Io(err, side) => (err, side),
-        };
-        Status::Failed(
-            if let Some(f) = record.fallbacks.iter().find(|f| f.to.is_none()) {
-                format!("the kernel refused {}: {err}", f.from)
-            } else {
-                match side {
-                    engine::Side::Source => format!("cannot read: {err}"),
-                    engine::Side::Sink => format!("cannot write: {err}"),
-                    engine::Side::Either => format!("cannot copy: {err}"),
-                }
-            },
-        )
-    }
+/// The engine's failure as the entry's status, its message naming the side that failed.
+fn failure_status(failure: Failure, record: &Record) -> Status {
+    let (err, side) = match failure {
+        Failure::Interrupted => return Status::Interrupted,
+        Failure::Io(err, side) => (err, side),
+    };
+    Status::Failed(
+        if let Some(f) = record.fallbacks.iter().find(|f| f.to.is_none()) {
+            format!("the kernel refused {}: {err}", f.from)
+        } else {
+            match side {
+                Side::Source => format!("cannot read: {err}"),
+                Side::Sink => format!("cannot write: {err}"),
+                Side::Either => format!("cannot copy: {err}"),
+            }
+        },
+    )
 }
 
 fn fstat(fd: BorrowedFd<'_>) -> nix::Result<FileStat> {

@@ -184,9 +184,9 @@ struct Copier<'a> {
     cfg: &'a CopyConfig,
     totals: Totals,
     entries: Vec<Entry>,
-    /// (source st_dev, destination st_dev, path) the kernel refused with an errno that is
-    /// about the filesystems, not the file: not tried again this run (std probes once too).
-    refused: HashSet<(u64, u64, DataPath)>,
+    /// ((source st_dev, destination st_dev), path) the kernel refused for a reason about the
+    /// filesystems, not the file: not tried again this run (std probes once too).
+    refused: HashSet<((u64, u64), DataPath)>,
     middle: Option<OwnPipe>,
     /// One for the whole run: `--limit` paces the copy, not each file.
     meter: Arc<Meter>,

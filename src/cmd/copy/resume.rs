@@ -1,22 +1,51 @@
 //! `--resume`: keep the destination's prefix when every byte of it matches the source's.
 
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::time::Instant;
 
 use nix::errno::Errno;
+use nix::unistd::Whence;
+
+use super::report::Entry;
 
 /// The block `--resume` reads of the source and the destination at a time, comparing the
 /// whole kept prefix.
 const RESUME_CHECK: usize = 1 << 20;
 
+/// Where the copy of a regular file starts. `resume`: after the destination's prefix when it
+/// matches the source ([`resume_point`]), both fds seeked there; the time the check took
+/// goes into `e`. Otherwise at 0, a non-empty destination truncated.
+pub(super) fn start_offset(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    resume: bool,
+    src_size: u64,
+    dst_size: u64,
+    e: &mut Entry,
+) -> Result<u64, String> {
+    let mut start = 0;
+    if resume {
+        let checking = Instant::now();
+        start = resume_point(src, dst, src_size, dst_size);
+        e.resume_check_seconds = Some(checking.elapsed().as_secs_f64());
+    }
+    if start == 0 && dst_size > 0 {
+        nix::unistd::ftruncate(dst, 0).map_err(|err| format!("cannot truncate: {err}"))?;
+    }
+    if start > 0 {
+        for fd in [src, dst] {
+            nix::unistd::lseek(fd.as_raw_fd(), start as i64, Whence::SeekSet)
+                .map_err(|err| format!("cannot seek to {start}: {err}"))?;
+        }
+    }
+    e.resumed = start;
+    Ok(start)
+}
+
 /// `--resume`: how much of the destination to keep. Its whole length when it is no longer
 /// than the source and every byte of it matches the source's (compared in [`RESUME_CHECK`]
 /// blocks); otherwise 0 (the destination is not trusted and is copied again from the start).
-pub(super) fn resume_point(
-    src: BorrowedFd<'_>,
-    dst: BorrowedFd<'_>,
-    src_size: u64,
-    dst_size: u64,
-) -> u64 {
+fn resume_point(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, src_size: u64, dst_size: u64) -> u64 {
     if dst_size == 0 || dst_size > src_size {
         return 0;
     }
