@@ -6,7 +6,7 @@ use std::fs::{self, OpenOptions};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path as FsPath;
+use std::path::Path;
 
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
@@ -23,7 +23,7 @@ use crate::sys::fdkind::FdInfo;
 use crate::sys::pipe::OwnPipe;
 
 impl Copier<'_> {
-    pub(super) fn copy_file(&mut self, src: &FsPath, dst: &FsPath) {
+    pub(super) fn copy_file(&mut self, src: &Path, dst: &Path) {
         let mut e = Entry::new(src, dst, Some(Kind::File));
         e.status = match self.copy_file_data(src, dst, &mut e) {
             Ok(true) => {
@@ -37,12 +37,7 @@ impl Copier<'_> {
     }
 
     /// Ok(false): skipped under `-n`. Err: how the entry failed.
-    fn copy_file_data(
-        &mut self,
-        src: &FsPath,
-        dst: &FsPath,
-        e: &mut Entry,
-    ) -> Result<bool, Status> {
+    fn copy_file_data(&mut self, src: &Path, dst: &Path, e: &mut Entry) -> Result<bool, Status> {
         let source = self
             .open_source(src, OFlag::empty())
             .map_err(|err| format!("cannot open for reading: {err}"))?;
@@ -141,7 +136,7 @@ impl Copier<'_> {
     /// keeps it. The common case in a tree: it does not exist yet. O_EXCL creates it in one
     /// call (and refuses any symlink at that name); only when something is there do the
     /// checks run.
-    fn open_destination(&self, dst: &FsPath, src_mode: u32) -> Result<Option<OwnedFd>, Status> {
+    fn open_destination(&self, dst: &Path, src_mode: u32) -> Result<Option<OwnedFd>, Status> {
         let resume = self.cfg.resume;
         let err = match create_new(dst, src_mode, resume) {
             Ok(fd) => return Ok(Some(fd)),
@@ -269,7 +264,7 @@ fn fstat(fd: BorrowedFd<'_>) -> nix::Result<FileStat> {
 
 /// Creates the destination (O_EXCL) with the source's permission bits, as cp does (the
 /// umask applies). `--resume` reads the destination's prefix back, hence O_RDWR.
-fn create_new(dst: &FsPath, src_mode: u32, resume: bool) -> io::Result<OwnedFd> {
+fn create_new(dst: &Path, src_mode: u32, resume: bool) -> io::Result<OwnedFd> {
     OpenOptions::new()
         .write(true)
         .read(resume)
@@ -281,7 +276,7 @@ fn create_new(dst: &FsPath, src_mode: u32, resume: bool) -> io::Result<OwnedFd> 
 
 /// Opens an existing destination for writing *without* O_TRUNC: the same-file check comes
 /// first. `-f`: one that cannot be opened is removed and created anew.
-fn open_existing(dst: &FsPath, force: bool, src_mode: u32, resume: bool) -> io::Result<OwnedFd> {
+fn open_existing(dst: &Path, force: bool, src_mode: u32, resume: bool) -> io::Result<OwnedFd> {
     let access = if resume {
         OFlag::O_RDWR
     } else {

@@ -5,7 +5,7 @@
 use std::fs;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::fs::MetadataExt;
-use std::path::Path as FsPath;
+use std::path::Path;
 
 use anyhow::Context;
 use nix::errno::Errno;
@@ -22,7 +22,7 @@ impl Copier<'_> {
     /// (cp -p), and prints a warning naming both modes when that opens it to anyone.
     pub(super) fn dir_metadata(
         &mut self,
-        dst: &FsPath,
+        dst: &Path,
         meta: &fs::Metadata,
         existing: Option<u32>,
     ) -> anyhow::Result<()> {
@@ -44,7 +44,7 @@ impl Copier<'_> {
         times_path(dst, meta)
     }
 
-    pub(super) fn copy_symlink(&mut self, src: &FsPath, dst: &FsPath) {
+    pub(super) fn copy_symlink(&mut self, src: &Path, dst: &Path) {
         let target = match fs::read_link(src) {
             Ok(t) => t,
             Err(e) => return self.fail(src, dst, Kind::Symlink, format!("cannot read link: {e}")),
@@ -77,7 +77,7 @@ impl Copier<'_> {
         self.done(entry);
     }
 
-    pub(super) fn copy_special(&mut self, src: &FsPath, dst: &FsPath, kind: Kind) {
+    pub(super) fn copy_special(&mut self, src: &Path, dst: &Path, kind: Kind) {
         if !self.cfg.special || kind == Kind::Socket {
             return self.fail(
                 src,
@@ -164,7 +164,7 @@ fn preserved_mode(src_mode: u32, owner_kept: bool) -> u32 {
 
 /// `-p` by path, not following a symlink: owner, then the mode (`with_mode`: a symlink has
 /// none), then times.
-fn preserve_path(dst: &FsPath, meta: &fs::Metadata, with_mode: bool) -> anyhow::Result<()> {
+fn preserve_path(dst: &Path, meta: &fs::Metadata, with_mode: bool) -> anyhow::Result<()> {
     let owner_kept = chown_path(dst, meta)?;
     if with_mode {
         chmod_path(dst, preserved_mode(meta.mode(), owner_kept))?;
@@ -173,7 +173,7 @@ fn preserve_path(dst: &FsPath, meta: &fs::Metadata, with_mode: bool) -> anyhow::
 }
 
 /// The source's owner, not following a symlink. Ok(false): not permitted (not root).
-fn chown_path(dst: &FsPath, meta: &fs::Metadata) -> anyhow::Result<bool> {
+fn chown_path(dst: &Path, meta: &fs::Metadata) -> anyhow::Result<bool> {
     match nix::unistd::fchownat(
         None,
         dst,
@@ -190,7 +190,7 @@ fn chown_path(dst: &FsPath, meta: &fs::Metadata) -> anyhow::Result<bool> {
 /// chmod by path without following a symlink there (glibc goes through an O_PATH fd and
 /// refuses a symlink), for what zerocat cannot open: a FIFO would block, a directory it
 /// did not open.
-fn chmod_path(dst: &FsPath, mode: u32) -> anyhow::Result<()> {
+fn chmod_path(dst: &Path, mode: u32) -> anyhow::Result<()> {
     nix::sys::stat::fchmodat(
         None,
         dst,
@@ -200,7 +200,7 @@ fn chmod_path(dst: &FsPath, mode: u32) -> anyhow::Result<()> {
     .context("cannot set the mode")
 }
 
-fn times_path(dst: &FsPath, meta: &fs::Metadata) -> anyhow::Result<()> {
+fn times_path(dst: &Path, meta: &fs::Metadata) -> anyhow::Result<()> {
     let atime = nix::sys::time::TimeSpec::new(meta.atime(), meta.atime_nsec());
     let mtime = nix::sys::time::TimeSpec::new(meta.mtime(), meta.mtime_nsec());
     nix::sys::stat::utimensat(

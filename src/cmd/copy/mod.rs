@@ -21,7 +21,7 @@ mod walk;
 use std::collections::HashSet;
 use std::fs;
 use std::os::fd::OwnedFd;
-use std::path::{Path as FsPath, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -260,7 +260,7 @@ impl<'a> Copier<'a> {
     fn finish(
         mut self,
         sources: &[PathBuf],
-        dest: &FsPath,
+        dest: &Path,
         seconds: f64,
     ) -> anyhow::Result<ExitCode> {
         if let Some(stop) = &self.survey {

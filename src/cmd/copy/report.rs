@@ -2,7 +2,7 @@
 //! (errors always, the rest with -v), the total line and the JSON object.
 
 use std::fs;
-use std::path::{Path as FsPath, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use super::walk::Kind;
@@ -27,7 +27,7 @@ pub(super) struct Entry {
 }
 
 impl Entry {
-    pub(super) fn new(src: &FsPath, dst: &FsPath, kind: Option<Kind>) -> Entry {
+    pub(super) fn new(src: &Path, dst: &Path, kind: Option<Kind>) -> Entry {
         Entry {
             src: src.to_path_buf(),
             dst: dst.to_path_buf(),
@@ -86,21 +86,21 @@ pub(super) struct Totals {
 }
 
 impl Copier<'_> {
-    pub(super) fn skip(&mut self, src: &FsPath, dst: &FsPath, kind: Kind) {
+    pub(super) fn skip(&mut self, src: &Path, dst: &Path, kind: Kind) {
         let mut e = Entry::new(src, dst, Some(kind));
         e.status = Status::Skipped;
         self.done(e);
     }
 
-    pub(super) fn fail(&mut self, src: &FsPath, dst: &FsPath, kind: Kind, message: String) {
+    pub(super) fn fail(&mut self, src: &Path, dst: &Path, kind: Kind, message: String) {
         self.fail_entry(src, dst, Some(kind), message);
     }
 
     /// [`Copier::fail`] for an entry whose kind may not be known.
     pub(super) fn fail_entry(
         &mut self,
-        src: &FsPath,
-        dst: &FsPath,
+        src: &Path,
+        dst: &Path,
         kind: Option<Kind>,
         message: String,
     ) {
@@ -146,12 +146,12 @@ impl Copier<'_> {
     pub(super) fn json(
         &self,
         sources: &[PathBuf],
-        dest: &FsPath,
+        dest: &Path,
         seconds: f64,
         interrupted: bool,
     ) -> String {
         let t = &self.totals;
-        let named = |p: &FsPath| {
+        let named = |p: &Path| {
             let mut o = JsonObject::new();
             let kind = match fs::symlink_metadata(p) {
                 Ok(m) if m.is_dir() => "dir",

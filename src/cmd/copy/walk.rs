@@ -7,7 +7,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
-use std::path::{Path as FsPath, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -48,7 +48,7 @@ pub(super) fn survey_in_background(
             self.found.files += 1;
             self.found.bytes += data;
         }
-        fn dir(&mut self, dir: &FsPath) {
+        fn dir(&mut self, dir: &Path) {
             let Ok(listing) = fs::read_dir(dir) else {
                 return;
             };
@@ -100,7 +100,7 @@ pub(super) fn survey_in_background(
 
 impl Copier<'_> {
     /// One operand: follows a symlink unless copying recursively (cp's -r implies -P).
-    pub(super) fn copy_top(&mut self, src: &FsPath, dst: &FsPath) {
+    pub(super) fn copy_top(&mut self, src: &Path, dst: &Path) {
         let meta = if self.cfg.recursive {
             fs::symlink_metadata(src)
         } else {
@@ -121,7 +121,7 @@ impl Copier<'_> {
         self.copy_entry(src, dst, Kind::of(meta.file_type()));
     }
 
-    fn copy_entry(&mut self, src: &FsPath, dst: &FsPath, kind: Kind) {
+    fn copy_entry(&mut self, src: &Path, dst: &Path, kind: Kind) {
         if crate::sys::process::interrupted() {
             self.interrupted = true;
             return;
@@ -137,7 +137,7 @@ impl Copier<'_> {
     /// Directories are created before their entries (owner rwx while filling) and get their
     /// mode after them. The source is opened with O_NOFOLLOW (see [`Copier::open_source`]),
     /// listed from that fd, and its entries are opened at it.
-    fn copy_dir(&mut self, src: &FsPath, dst: &FsPath) {
+    fn copy_dir(&mut self, src: &Path, dst: &Path) {
         let opened = self
             .open_source(src, OFlag::O_DIRECTORY)
             .and_then(|dir| Ok((dir.metadata()?, dir)));
@@ -185,7 +185,7 @@ impl Copier<'_> {
         self.done(entry);
     }
 
-    fn copy_listing(&mut self, listing: &mut nix::dir::Dir, src: &FsPath, dst: &FsPath) {
+    fn copy_listing(&mut self, listing: &mut nix::dir::Dir, src: &Path, dst: &Path) {
         for item in listing.iter() {
             if self.interrupted {
                 return;
@@ -221,7 +221,7 @@ impl Copier<'_> {
     /// what was found as a file or directory is opened with O_NOFOLLOW, and an entry of a
     /// directory being listed relative to that directory's fd: a symlink swapped in since,
     /// at the entry or at a component of its path, is not followed.
-    pub(super) fn open_source(&self, src: &FsPath, flags: OFlag) -> io::Result<fs::File> {
+    pub(super) fn open_source(&self, src: &Path, flags: OFlag) -> io::Result<fs::File> {
         let mut flags = flags | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
         if self.cfg.recursive {
             flags |= OFlag::O_NOFOLLOW;
@@ -233,7 +233,7 @@ impl Copier<'_> {
             _ => None,
         };
         let (dir, path) = match at {
-            Some((dirfd, name)) => (Some(dirfd), FsPath::new(name)),
+            Some((dirfd, name)) => (Some(dirfd), Path::new(name)),
             None => (None, src),
         };
         crate::sys::open_interruptible(dir, path, flags, Mode::empty())
@@ -243,12 +243,12 @@ impl Copier<'_> {
 }
 
 /// Is `dst` inside the directory `src` (cp: "cannot copy a directory into itself")?
-fn inside_itself(src: &FsPath, dst: &FsPath) -> Option<String> {
+fn inside_itself(src: &Path, dst: &Path) -> Option<String> {
     let src = fs::canonicalize(src).ok()?;
     let parent = dst
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(FsPath::new("."));
+        .unwrap_or(Path::new("."));
     let dst = fs::canonicalize(parent).ok()?.join(dst.file_name()?);
     dst.starts_with(&src)
         .then(|| "cannot copy a directory into itself".to_string())
