@@ -212,3 +212,15 @@ fn times_path(dst: &Path, meta: &fs::Metadata) -> anyhow::Result<()> {
     )
     .context("cannot set the times")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::preserved_mode;
+
+    #[test]
+    fn preserve_keeps_setuid_setgid_and_sticky_only_with_the_owner() {
+        assert_eq!(preserved_mode(0o100_6755, true), 0o6755);
+        assert_eq!(preserved_mode(0o100_6755, false), 0o0755);
+        assert_eq!(preserved_mode(0o040_1777, false), 0o1777);
+    }
+}

@@ -90,16 +90,9 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
     }
     let sources: Vec<PathBuf> = cfg.sources.iter().filter_map(plain).collect();
     let dest = plain(&cfg.dest).expect("checked above");
-    if matches!(
-        opts.via,
-        engine::Via::Forced(DataPath::Tee | DataPath::Sendfile)
-    ) {
+    if let engine::Via::Forced(path @ (DataPath::Tee | DataPath::Sendfile)) = opts.via {
         return Err(UsageError(format!(
-            "--via {}: copy moves files with reflink, copy_file_range, splice or userspace",
-            match opts.via {
-                engine::Via::Forced(p) => p.name(),
-                engine::Via::Auto => "auto",
-            }
+            "--via {path}: copy moves files with reflink, copy_file_range, splice or userspace"
         ))
         .into());
     }
@@ -140,39 +133,7 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
 
     let started = Instant::now();
     copier.start_progress(&sources);
-    // Two operands with one name into a directory: the second would overwrite what this run
-    // just made. Refused, as cp does ("will not overwrite just-created").
-    let mut made: HashSet<PathBuf> = HashSet::new();
-    for src in &sources {
-        if crate::sys::process::interrupted() {
-            break;
-        }
-        let target = if dest_is_dir {
-            match src.file_name() {
-                Some(name) => dest.join(name),
-                None => {
-                    copier.fail_entry(src, &dest, None, "it has no name to give a copy".into());
-                    continue;
-                }
-            }
-        } else {
-            dest.clone()
-        };
-        if !made.insert(target.clone()) {
-            copier.fail_entry(
-                src,
-                &target,
-                None,
-                format!(
-                    "will not overwrite just-created '{}' with '{}'",
-                    target.display(),
-                    src.display()
-                ),
-            );
-            continue;
-        }
-        copier.copy_top(src, &target);
-    }
+    copier.copy_operands(&sources, &dest, dest_is_dir);
     let seconds = started.elapsed().as_secs_f64();
     copier.finish(&sources, &dest, seconds)
 }

@@ -118,10 +118,12 @@ impl Copier<'_> {
         if e.kind == Some(Kind::File) {
             self.files_done.fetch_add(1, Ordering::Relaxed);
         }
-        if e.status == Status::Skipped {
-            self.totals.skipped += 1;
-        }
-        match &e.status {
+        let ok = match &e.status {
+            Status::Copied => true,
+            Status::Skipped => {
+                self.totals.skipped += 1;
+                true
+            }
             Status::Failed(error) => {
                 self.totals.failed += 1;
                 self.say(format!(
@@ -129,16 +131,17 @@ impl Copier<'_> {
                     e.src.display(),
                     e.dst.display()
                 ));
+                false
             }
             // Not printed: the report says it once for the run.
             Status::Interrupted => {
                 self.totals.failed += 1;
                 self.interrupted = true;
+                false
             }
-            Status::Copied | Status::Skipped if self.opts.verbose && !self.opts.quiet => {
-                self.say(format!("zerocat: {}", entry_line(&e)));
-            }
-            Status::Copied | Status::Skipped => {}
+        };
+        if ok && self.opts.verbose && !self.opts.quiet {
+            self.say(format!("zerocat: {}", entry_line(&e)));
         }
         self.entries.push(e);
     }

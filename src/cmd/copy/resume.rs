@@ -77,3 +77,31 @@ fn read_exact_at(fd: BorrowedFd<'_>, mut buf: &mut [u8], mut offset: u64) -> boo
     }
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::os::fd::AsFd;
+
+    use super::resume_point;
+
+    fn file(bytes: &[u8]) -> std::fs::File {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(bytes).unwrap();
+        f
+    }
+
+    #[test]
+    fn a_matching_prefix_is_kept_anything_else_is_copied_again() {
+        let src = file(b"0123456789");
+        let point = |dst: &[u8]| {
+            let dst = file(dst);
+            resume_point(src.as_fd(), dst.as_fd(), 10, dst.metadata().unwrap().len())
+        };
+        assert_eq!(point(b"0123"), 4);
+        assert_eq!(point(b"0123456789"), 10);
+        assert_eq!(point(b"0124"), 0, "a byte differs");
+        assert_eq!(point(b"0123456789!"), 0, "longer than the source");
+        assert_eq!(point(b""), 0);
+    }
+}

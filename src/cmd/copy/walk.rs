@@ -2,6 +2,7 @@
 //! it), each entry handed to the copy of its kind; and the survey thread that walks the
 //! same sources ahead of the copy for the progress bar's totals.
 
+use std::collections::HashSet;
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -99,8 +100,41 @@ pub(super) fn survey_in_background(
 }
 
 impl Copier<'_> {
+    /// Each operand to `dest`, or into it when it is a directory.
+    pub(super) fn copy_operands(&mut self, sources: &[PathBuf], dest: &Path, dest_is_dir: bool) {
+        // Two operands with one name into a directory: the second would overwrite what this
+        // run just made. Refused, as cp does ("will not overwrite just-created").
+        let mut made: HashSet<PathBuf> = HashSet::new();
+        for src in sources {
+            if crate::sys::process::interrupted() {
+                break;
+            }
+            let target = if dest_is_dir {
+                match src.file_name() {
+                    Some(name) => dest.join(name),
+                    None => {
+                        self.fail_entry(src, dest, None, "it has no name to give a copy".into());
+                        continue;
+                    }
+                }
+            } else {
+                dest.to_path_buf()
+            };
+            if !made.insert(target.clone()) {
+                let why = format!(
+                    "will not overwrite just-created '{}' with '{}'",
+                    target.display(),
+                    src.display()
+                );
+                self.fail_entry(src, &target, None, why);
+                continue;
+            }
+            self.copy_top(src, &target);
+        }
+    }
+
     /// One operand: follows a symlink unless copying recursively (cp's -r implies -P).
-    pub(super) fn copy_top(&mut self, src: &Path, dst: &Path) {
+    fn copy_top(&mut self, src: &Path, dst: &Path) {
         let meta = if self.cfg.recursive {
             fs::symlink_metadata(src)
         } else {
