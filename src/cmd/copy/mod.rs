@@ -11,6 +11,12 @@
 //! Report: a total line always (unless -q), one line per entry with -v; `--stats json` has
 //! the totals, every path with its bytes, holes skipped, bytes resumed, and one object per
 //! entry in `entries` (always: scripts get what failed and why without -v).
+//!
+//! Here: the options and the run (check the operands, print the plan, copy, report). The
+//! jobs: `walk` (operands, the tree, the survey for the bar), `file` (one regular file
+//! through the engine), `resume`, `meta` (modes, `--preserve`, symlinks and special files),
+//! `report` (each entry's kind and status, the totals, text and JSON). Which paths a file
+//! may take is the engine's: [`engine::FileChain`].
 
 mod file;
 mod meta;
