@@ -18,9 +18,6 @@ use crate::report::{Ending, Named, Report};
 use crate::sys::fdkind::{FdInfo, FdKind};
 use crate::sys::pipe::{grow_pipe, OwnPipe};
 
-// copy still calls `pipe::chain_words`; it lives in `common` now (imports fixed at the merge).
-pub use super::common::chain_words;
-
 #[derive(Debug, Clone)]
 pub struct PipeConfig {
     pub src: Endpoint,
@@ -152,7 +149,7 @@ fn plan_line(cfg: &PipeConfig, src: String, dst: String, chain: &[DataPath]) -> 
         "plan: {} ({src}) -> {} ({dst}) via {}",
         cfg.src,
         cfg.dst,
-        chain_words(chain)
+        super::common::chain_words(chain)
     )
 }
 

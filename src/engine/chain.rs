@@ -329,3 +329,138 @@ mod tests {
         }
     }
 }
+
+/// The chain of one regular file of `zerocat copy`, from its first data extent to its last:
+/// [`chain_for_copy`] without the paths that cannot serve this file, narrowed as the
+/// extents show what the kernel refuses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChain {
+    paths: Vec<DataPath>,
+    /// `--via` or `--reflink=always` named the one path: it runs whatever, and its refusal
+    /// is an error, never a reason to leave it out.
+    forced: bool,
+}
+
+impl FileChain {
+    /// [`chain_for_copy`] for one file. Unless a path is forced, reflink is left out when the
+    /// copy does not start at the file's beginning (`from_start`: a clone replaces the whole
+    /// destination, never the rest of a resumed one), and reflink and copy_file_range when
+    /// the source is `sizeless` (its size says 0, or procfs/sysfs: copy_file_range says 0
+    /// there too).
+    pub fn new(
+        src: &FdInfo,
+        dst: &FdInfo,
+        via: Via,
+        reflink: ReflinkMode,
+        from_start: bool,
+        sizeless: bool,
+    ) -> Result<FileChain, String> {
+        let mut chain = FileChain {
+            paths: chain_for_copy(src, dst, via, reflink)?,
+            forced: matches!(via, Via::Forced(_)) || reflink == ReflinkMode::Always,
+        };
+        chain.leave_out(|path| match path {
+            DataPath::Reflink => !from_start || sizeless,
+            DataPath::CopyFileRange => sizeless,
+            _ => false,
+        });
+        Ok(chain)
+    }
+
+    /// Leaves out the paths `unfit` names (such as those [`refuses_the_filesystems`] said of
+    /// an earlier file between the same filesystems), unless the path is forced.
+    pub fn leave_out(&mut self, unfit: impl Fn(DataPath) -> bool) {
+        if !self.forced {
+            self.paths.retain(|&path| !unfit(path));
+        }
+    }
+
+    pub fn paths(&self) -> &[DataPath] {
+        &self.paths
+    }
+
+    /// Whether `--sparse=always` may read this file in userspace to find runs of zeros
+    /// ([`super::transfer_skipping_zeros`]) instead of walking the chain: not when a path is
+    /// forced, which runs as asked.
+    pub fn may_skip_zeros(&self) -> bool {
+        !self.forced
+    }
+
+    /// The chain for the next data extent of the same file, after `record` of this one: a
+    /// path that refused this extent is not asked again, and reflink, which clones the whole
+    /// file whatever the extent ([`super::transfer_upto`]), ran on the first or not at all.
+    pub fn next_extent(&mut self, record: &super::Record) {
+        self.leave_out(|path| {
+            path == DataPath::Reflink || record.fallbacks.iter().any(|f| f.from == path)
+        });
+    }
+}
+
+#[cfg(test)]
+mod file_chain_tests {
+    use nix::errno::Errno;
+
+    use super::*;
+    use crate::engine::{Fallback, Reason, Record};
+    use DataPath::{CopyFileRange, Reflink, Splice, Userspace};
+
+    fn file_chain(via: Via, reflink: ReflinkMode, from_start: bool, sizeless: bool) -> FileChain {
+        let file = FdInfo::assumed(FdKind::File);
+        FileChain::new(&file, &file, via, reflink, from_start, sizeless).unwrap()
+    }
+
+    fn refused(from: DataPath, errno: Errno) -> Fallback {
+        Fallback {
+            from,
+            to: Some(Userspace),
+            reason: Reason::Errno(errno),
+        }
+    }
+
+    #[test]
+    fn a_whole_file_starts_with_reflink() {
+        let chain = file_chain(Via::Auto, ReflinkMode::Auto, true, false);
+        assert_eq!(chain.paths(), [Reflink, CopyFileRange, Splice, Userspace]);
+        assert!(chain.may_skip_zeros());
+    }
+
+    #[test]
+    fn the_rest_of_a_resumed_file_is_not_cloned() {
+        let chain = file_chain(Via::Auto, ReflinkMode::Auto, false, false);
+        assert_eq!(chain.paths(), [CopyFileRange, Splice, Userspace]);
+    }
+
+    #[test]
+    fn a_sizeless_source_is_neither_cloned_nor_copy_file_ranged() {
+        let chain = file_chain(Via::Auto, ReflinkMode::Auto, true, true);
+        assert_eq!(chain.paths(), [Splice, Userspace]);
+    }
+
+    #[test]
+    fn a_forced_path_stays_whatever_the_file() {
+        for (via, reflink, path) in [
+            (Via::Forced(CopyFileRange), ReflinkMode::Auto, CopyFileRange),
+            (Via::Forced(Reflink), ReflinkMode::Auto, Reflink),
+            (Via::Auto, ReflinkMode::Always, Reflink),
+        ] {
+            let mut chain = file_chain(via, reflink, false, true);
+            chain.leave_out(|_| true);
+            chain.next_extent(&Record {
+                paths: vec![(path, 0)],
+                fallbacks: vec![refused(path, Errno::EXDEV)],
+            });
+            assert_eq!(chain.paths(), [path]);
+            assert!(!chain.may_skip_zeros());
+        }
+    }
+
+    #[test]
+    fn the_next_extent_asks_neither_reflink_nor_what_refused_this_one() {
+        let mut chain = file_chain(Via::Auto, ReflinkMode::Auto, true, false);
+        chain.next_extent(&Record {
+            paths: vec![(CopyFileRange, 0), (Splice, 4096)],
+            fallbacks: vec![refused(CopyFileRange, Errno::EINVAL)],
+        });
+        assert_eq!(chain.paths(), [Splice, Userspace]);
+    }
+}

@@ -27,7 +27,7 @@ pub mod splice;
 pub mod userspace;
 mod walk;
 
-pub use chain::{can_take, chain, chain_for_copy, ReflinkMode};
+pub use chain::{can_take, chain, chain_for_copy, FileChain, ReflinkMode};
 pub use rule::{falls_back, is_unsupported, refuse_or_fail, refuses_the_filesystems, side_of};
 pub use walk::{transfer, transfer_skipping_zeros, transfer_upto};
 

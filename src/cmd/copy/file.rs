@@ -1,0 +1,304 @@
+//! One regular file: open the source, open the destination without O_TRUNC, refuse the
+//! same file, truncate it or keep a verified prefix, then the data through the engine —
+//! whole, or extent by extent for a sparse source.
+
+use std::fs::{self, OpenOptions};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::stat::{FileStat, Mode};
+use nix::unistd::Whence;
+
+use super::meta::preserve_fd;
+use super::report::{merge, Entry, Status};
+use super::resume::start_offset;
+use super::walk::Kind;
+use super::{Copier, SparseMode};
+use crate::engine::{self, DataPath, Ends, Failure, FileChain, Record, ReflinkMode, Side};
+use crate::sys::fdkind::FdInfo;
+use crate::sys::pipe::OwnPipe;
+
+impl Copier<'_> {
+    pub(super) fn copy_file(&mut self, src: &Path, dst: &Path) {
+        let mut e = Entry::new(src, dst, Some(Kind::File));
+        e.status = match self.copy_file_data(src, dst, &mut e) {
+            Ok(true) => {
+                self.totals.files += 1;
+                Status::Copied
+            }
+            Ok(false) => Status::Skipped,
+            Err(status) => status,
+        };
+        self.done(e);
+    }
+
+    /// Ok(false): skipped under `-n`. Err: how the entry failed.
+    fn copy_file_data(&mut self, src: &Path, dst: &Path, e: &mut Entry) -> Result<bool, Status> {
+        let source = self
+            .open_source(src, OFlag::empty())
+            .map_err(|err| format!("cannot open for reading: {err}"))?;
+        let sst = fstat(source.as_fd()).map_err(|err| format!("cannot stat: {err}"))?;
+        let Some(sink) = self.open_destination(dst, sst.st_mode)? else {
+            return Ok(false);
+        };
+        // From the fstat already made: a file zerocat opened itself needs no fcntl.
+        let src_info = FdInfo::from_stat(&sst);
+        let dst_st =
+            fstat(sink.as_fd()).map_err(|err| format!("cannot stat the destination: {err}"))?;
+        let dst_info = FdInfo::from_stat(&dst_st);
+        if src_info.identity == dst_info.identity {
+            return Err(Status::Failed(format!(
+                "'{}' and '{}' are the same file: refusing (destination untouched)",
+                src.display(),
+                dst.display()
+            )));
+        }
+        let src_size = sst.st_size as u64;
+        let pseudo = is_pseudo_file(source.as_fd());
+        // Only a regular file can keep holes, be truncated or be resumed (cp's rule): a block
+        // device (FdKind::File too) keeps its old bytes where a hole is skipped.
+        let dst_is_file = dst_st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFREG;
+
+        let start = if dst_is_file {
+            let resume = self.cfg.resume && !pseudo && self.cfg.reflink != ReflinkMode::Always;
+            let dst_size = dst_info.size.unwrap_or(0);
+            start_offset(source.as_fd(), sink.as_fd(), resume, src_size, dst_size, e)?
+        } else {
+            0
+        };
+
+        let sizeless = src_size == 0 || pseudo;
+        let mut chain = FileChain::new(
+            &src_info,
+            &dst_info,
+            self.opts.via,
+            self.cfg.reflink,
+            start == 0,
+            sizeless,
+        )
+        .map_err(|err| format!("--via: {err}"))?;
+        let devices = (sst.st_dev, dst_info.identity.0);
+        chain.leave_out(|path| self.refused.contains(&(devices, path)));
+        if chain.paths().contains(&DataPath::Splice) && self.middle.is_none() {
+            self.middle = OwnPipe::new().ok();
+        }
+        let ends = Ends {
+            src: source.as_fd(),
+            src_info,
+            dst: sink.as_fd(),
+            dst_info,
+        };
+
+        // A pseudo file's st_size is not its length (sysfs says 4096, procfs 0 or a guess)
+        // and it has no extents: it is read to its end, never walked or extended.
+        let walk = dst_is_file
+            && !pseudo
+            && match self.cfg.sparse {
+                SparseMode::Never => false,
+                SparseMode::Auto => (sst.st_blocks as u64) * 512 < src_size,
+                SparseMode::Always => true,
+            };
+        let failure = if start == src_size && start > 0 {
+            None
+        } else if walk {
+            self.copy_extents(&ends, chain, start, e)
+        } else {
+            let (record, failure) =
+                engine::transfer(&ends, chain.paths(), self.middle.as_ref(), &self.meter);
+            e.record = record;
+            failure
+        };
+        self.remember_refusals(devices, &e.record);
+        if let Some(failure) = failure {
+            return Err(failure_status(failure, &e.record));
+        }
+        if walk {
+            // The holes at the end: the file is as long as its source.
+            let size = fstat(source.as_fd())
+                .map(|s| s.st_size)
+                .unwrap_or(sst.st_size);
+            nix::unistd::ftruncate(sink.as_fd(), size)
+                .map_err(|err| format!("cannot set the size: {err}"))?;
+        }
+        if self.cfg.preserve {
+            preserve_fd(sink.as_fd(), &sst).map_err(|err| format!("{err:#}"))?;
+        }
+        // close(2) may report what the writes did not (NFS, quotas).
+        nix::unistd::close(sink.into_raw_fd()).map_err(|err| format!("cannot close: {err}"))?;
+        Ok(true)
+    }
+
+    /// Opens the destination for writing, not truncated yet. Ok(None): it exists and `-n`
+    /// keeps it. The common case in a tree: it does not exist yet. O_EXCL creates it in one
+    /// call (and refuses any symlink at that name); only when something is there do the
+    /// checks run.
+    fn open_destination(&self, dst: &Path, src_mode: u32) -> Result<Option<OwnedFd>, Status> {
+        let resume = self.cfg.resume;
+        let err = match create_new(dst, src_mode, resume) {
+            Ok(fd) => return Ok(Some(fd)),
+            Err(err) => err,
+        };
+        if err.kind() != io::ErrorKind::AlreadyExists {
+            return Err(Status::Failed(format!("cannot open for writing: {err}")));
+        }
+        let m = fs::symlink_metadata(dst)
+            .map_err(|err| format!("cannot stat the destination: {err}"))?;
+        if self.cfg.no_clobber {
+            return Ok(None);
+        }
+        if m.is_dir() {
+            return Err(Status::Failed(
+                "cannot overwrite a directory with a file".into(),
+            ));
+        }
+        if m.file_type().is_symlink() && fs::metadata(dst).is_err() {
+            // O_CREAT would create the link's target elsewhere (GNU cp refuses too).
+            return Err(Status::Failed(
+                "not writing through a dangling symlink".into(),
+            ));
+        }
+        let sink = open_existing(dst, self.cfg.force, src_mode, resume)
+            .map_err(|err| format!("cannot open for writing: {err}"))?;
+        Ok(Some(sink))
+    }
+
+    /// The data extents of the source from `start`, each through the engine; holes between
+    /// them are skipped (and counted), the caller sets the final size.
+    fn copy_extents(
+        &mut self,
+        ends: &Ends<'_>,
+        mut chain: FileChain,
+        start: u64,
+        e: &mut Entry,
+    ) -> Option<Failure> {
+        let (src, dst) = (ends.src.as_raw_fd(), ends.dst.as_raw_fd());
+        let skip_zeros = self.cfg.sparse == SparseMode::Always && chain.may_skip_zeros();
+        let mut offset = start;
+        loop {
+            let data = match nix::unistd::lseek(src, offset as i64, Whence::SeekData) {
+                Ok(d) => d as u64,
+                Err(Errno::ENXIO) => {
+                    // Only a hole (or nothing) is left up to the end.
+                    let size = fstat(ends.src).map(|s| s.st_size as u64).unwrap_or(offset);
+                    e.holes += size.saturating_sub(offset);
+                    break;
+                }
+                Err(err) => return Some(Failure::Io(err.into(), Side::Source)),
+            };
+            let hole = match nix::unistd::lseek(src, data as i64, Whence::SeekHole) {
+                Ok(h) => h as u64,
+                Err(err) => return Some(Failure::Io(err.into(), Side::Source)),
+            };
+            e.holes += data - offset;
+            if let Err(err) = nix::unistd::lseek(src, data as i64, Whence::SeekSet)
+                .and_then(|_| nix::unistd::lseek(dst, data as i64, Whence::SeekSet))
+            {
+                return Some(Failure::Io(err.into(), Side::Either));
+            }
+            let len = hole - data;
+            let mut zeros = 0;
+            let (record, failure) = if skip_zeros {
+                engine::transfer_skipping_zeros(ends, &self.meter, len, &mut zeros)
+            } else {
+                let middle = self.middle.as_ref();
+                engine::transfer_upto(ends, chain.paths(), middle, &self.meter, len)
+            };
+            e.holes += zeros;
+            // The zeros seeked over left the source too: not a sign the file shrank.
+            let moved = record.bytes() + zeros;
+            let cloned = record
+                .paths
+                .iter()
+                .any(|&(p, n)| p == DataPath::Reflink && n > 0);
+            merge(&mut e.record, &record);
+            if failure.is_some() || cloned || moved < len {
+                // A clone took the whole file; fewer bytes than the extent: it shrank.
+                if cloned {
+                    e.holes = 0;
+                }
+                return failure;
+            }
+            chain.next_extent(&record);
+            offset = hole;
+        }
+        None
+    }
+
+    /// Paths the kernel refused for reasons of the two filesystems are not asked again for
+    /// the rest of the run between them.
+    fn remember_refusals(&mut self, devices: (u64, u64), record: &Record) {
+        for f in &record.fallbacks {
+            if engine::refuses_the_filesystems(f.reason) {
+                self.refused.insert((devices, f.from));
+            }
+        }
+    }
+}
+
+/// The engine's failure as the entry's status, its message naming the side that failed.
+fn failure_status(failure: Failure, record: &Record) -> Status {
+    let (err, side) = match failure {
+        Failure::Interrupted => return Status::Interrupted,
+        Failure::Io(err, side) => (err, side),
+    };
+    Status::Failed(
+        if let Some(f) = record.fallbacks.iter().find(|f| f.to.is_none()) {
+            format!("the kernel refused {}: {err}", f.from)
+        } else {
+            match side {
+                Side::Source => format!("cannot read: {err}"),
+                Side::Sink => format!("cannot write: {err}"),
+                Side::Either => format!("cannot copy: {err}"),
+            }
+        },
+    )
+}
+
+fn fstat(fd: BorrowedFd<'_>) -> nix::Result<FileStat> {
+    nix::sys::stat::fstat(fd.as_raw_fd())
+}
+
+/// Creates the destination (O_EXCL) with the source's permission bits, as cp does (the
+/// umask applies). `--resume` reads the destination's prefix back, hence O_RDWR.
+fn create_new(dst: &Path, src_mode: u32, resume: bool) -> io::Result<OwnedFd> {
+    OpenOptions::new()
+        .write(true)
+        .read(resume)
+        .create_new(true)
+        .mode(src_mode & 0o777)
+        .open(dst)
+        .map(OwnedFd::from)
+}
+
+/// Opens an existing destination for writing *without* O_TRUNC: the same-file check comes
+/// first. `-f`: one that cannot be opened is removed and created anew.
+fn open_existing(dst: &Path, force: bool, src_mode: u32, resume: bool) -> io::Result<OwnedFd> {
+    let access = if resume {
+        OFlag::O_RDWR
+    } else {
+        OFlag::O_WRONLY
+    };
+    let flags = access | OFlag::O_CREAT | OFlag::O_CLOEXEC;
+    let mode = Mode::from_bits_truncate(src_mode & 0o777);
+    let opened = crate::sys::open_interruptible(None, dst, flags, mode).map_err(io::Error::from);
+    match opened {
+        Err(e) if force => {
+            fs::remove_file(dst).map_err(|_| e)?;
+            create_new(dst, src_mode, resume)
+        }
+        other => other,
+    }
+}
+
+/// A file of procfs or sysfs, whose st_size and st_blocks say nothing of its bytes.
+fn is_pseudo_file(fd: BorrowedFd<'_>) -> bool {
+    use nix::sys::statfs::{fstatfs, PROC_SUPER_MAGIC, SYSFS_MAGIC};
+    fstatfs(fd).is_ok_and(|fs| {
+        let t = fs.filesystem_type();
+        t == PROC_SUPER_MAGIC || t == SYSFS_MAGIC
+    })
+}

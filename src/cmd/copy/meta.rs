@@ -1,0 +1,226 @@
+//! Entries that are only metadata (symlinks, FIFOs, device nodes) and the metadata every
+//! entry gets: modes through the umask, `--preserve`'s owner, mode and times, and
+//! setuid/setgid cleared when the copy does not keep the source's owner.
+
+use std::fs;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use anyhow::Context;
+use nix::errno::Errno;
+use nix::sys::stat::{FileStat, Mode, SFlag};
+
+use super::report::{Entry, Status};
+use super::walk::Kind;
+use super::Copier;
+
+impl Copier<'_> {
+    /// A directory's mode, once its entries are in. Like cp: without `--preserve` only a
+    /// directory the copy created gets one (the source's, through the umask); an existing
+    /// one keeps its own. `--preserve` sets the source's exact mode on an existing one too
+    /// (cp -p), and prints a warning naming both modes when that opens it to anyone.
+    pub(super) fn dir_metadata(
+        &mut self,
+        dst: &Path,
+        meta: &fs::Metadata,
+        existing: Option<u32>,
+    ) -> anyhow::Result<()> {
+        if !self.cfg.preserve {
+            return match existing {
+                Some(_) => Ok(()),
+                None => chmod_path(dst, meta.mode() & 0o777 & !umask()),
+            };
+        }
+        let owner_kept = chown_path(dst, meta)?;
+        let mode = preserved_mode(meta.mode(), owner_kept);
+        if let Some(old) = existing.filter(|old| mode & !old != 0) {
+            self.say(format!(
+                "zerocat: warning: '{}': mode {old:04o} -> {mode:04o} (--preserve: the source's mode opens an existing directory)",
+                dst.display()
+            ));
+        }
+        chmod_path(dst, mode)?;
+        times_path(dst, meta)
+    }
+
+    pub(super) fn copy_symlink(&mut self, src: &Path, dst: &Path) {
+        let target = match fs::read_link(src) {
+            Ok(t) => t,
+            Err(e) => return self.fail(src, dst, Kind::Symlink, format!("cannot read link: {e}")),
+        };
+        if fs::symlink_metadata(dst).is_ok() {
+            if self.cfg.no_clobber {
+                return self.skip(src, dst, Kind::Symlink);
+            }
+            if let Err(e) = fs::remove_file(dst) {
+                return self.fail(src, dst, Kind::Symlink, format!("cannot replace: {e}"));
+            }
+        }
+        if let Err(e) = std::os::unix::fs::symlink(&target, dst) {
+            return self.fail(
+                src,
+                dst,
+                Kind::Symlink,
+                format!("cannot create symlink: {e}"),
+            );
+        }
+        let mut entry = Entry::new(src, dst, Some(Kind::Symlink));
+        if self.cfg.preserve {
+            if let Ok(meta) = fs::symlink_metadata(src) {
+                if let Err(e) = preserve_path(dst, &meta, false) {
+                    entry.status = Status::Failed(format!("{e:#}"));
+                }
+            }
+        }
+        self.totals.symlinks += 1;
+        self.done(entry);
+    }
+
+    pub(super) fn copy_special(&mut self, src: &Path, dst: &Path, kind: Kind) {
+        if !self.cfg.special || kind == Kind::Socket {
+            return self.fail(
+                src,
+                dst,
+                kind,
+                format!(
+                    "is a {}: not copied (--special recreates FIFOs and device nodes)",
+                    kind.word()
+                ),
+            );
+        }
+        if fs::symlink_metadata(dst).is_ok() {
+            if self.cfg.no_clobber {
+                return self.skip(src, dst, kind);
+            }
+            let _ = fs::remove_file(dst);
+        }
+        let made = fs::symlink_metadata(src)
+            .map_err(anyhow::Error::from)
+            .and_then(|m| {
+                nix::sys::stat::mknod(
+                    dst,
+                    SFlag::from_bits_truncate(m.mode() & SFlag::S_IFMT.bits()),
+                    Mode::from_bits_truncate(m.mode() & 0o777),
+                    m.rdev(),
+                )?;
+                // The umask applied (cp's rule without -p). --preserve then sets the exact mode
+                // by path, not following a symlink: a FIFO cannot be opened for an fchmod
+                // without blocking, and setting the umask to 0 around mknod would change it
+                // for the whole process (the progress threads included).
+                if self.cfg.preserve {
+                    preserve_path(dst, &m, true)?;
+                }
+                Ok(())
+            });
+        match made {
+            Ok(()) => {
+                self.totals.specials += 1;
+                self.done(Entry::new(src, dst, Some(kind)));
+            }
+            Err(e) => self.fail(src, dst, kind, format!("cannot create: {e:#}")),
+        }
+    }
+}
+
+fn umask() -> u32 {
+    // Read it by setting it back: there is no getter before Linux 4.7's /proc status field.
+    let old = nix::sys::stat::umask(Mode::from_bits_truncate(0o022));
+    nix::sys::stat::umask(old);
+    old.bits()
+}
+
+/// `-p` on an open file: mode (with setuid/setgid/sticky, see [`preserved_mode`]), owner
+/// where permitted, access and modification times. The owner first: a chown clears setuid.
+pub(super) fn preserve_fd(fd: BorrowedFd<'_>, st: &FileStat) -> anyhow::Result<()> {
+    let raw = fd.as_raw_fd();
+    let owner_kept = match nix::unistd::fchown(raw, Some(st.st_uid.into()), Some(st.st_gid.into()))
+    {
+        Ok(()) => true,
+        Err(Errno::EPERM) => false,
+        Err(e) => return Err(e).context("cannot set the owner"),
+    };
+    nix::sys::stat::fchmod(
+        raw,
+        Mode::from_bits_truncate(preserved_mode(st.st_mode, owner_kept)),
+    )
+    .context("cannot set the mode")?;
+    let atime = nix::sys::time::TimeSpec::new(st.st_atime, st.st_atime_nsec);
+    let mtime = nix::sys::time::TimeSpec::new(st.st_mtime, st.st_mtime_nsec);
+    nix::sys::stat::futimens(raw, &atime, &mtime).context("cannot set the times")
+}
+
+/// The mode `-p` gives a copy: the source's, without setuid/setgid when the copy did not get
+/// the source's owner (cp's rule: another user's setuid program must not become one that
+/// runs as the copier).
+fn preserved_mode(src_mode: u32, owner_kept: bool) -> u32 {
+    let mode = src_mode & 0o7777;
+    if owner_kept {
+        mode
+    } else {
+        mode & !(nix::libc::S_ISUID | nix::libc::S_ISGID)
+    }
+}
+
+/// `-p` by path, not following a symlink: owner, then the mode (`with_mode`: a symlink has
+/// none), then times.
+fn preserve_path(dst: &Path, meta: &fs::Metadata, with_mode: bool) -> anyhow::Result<()> {
+    let owner_kept = chown_path(dst, meta)?;
+    if with_mode {
+        chmod_path(dst, preserved_mode(meta.mode(), owner_kept))?;
+    }
+    times_path(dst, meta)
+}
+
+/// The source's owner, not following a symlink. Ok(false): not permitted (not root).
+fn chown_path(dst: &Path, meta: &fs::Metadata) -> anyhow::Result<bool> {
+    match nix::unistd::fchownat(
+        None,
+        dst,
+        Some(meta.uid().into()),
+        Some(meta.gid().into()),
+        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+    ) {
+        Ok(()) => Ok(true),
+        Err(Errno::EPERM) => Ok(false),
+        Err(e) => Err(e).context("cannot set the owner"),
+    }
+}
+
+/// chmod by path without following a symlink there (glibc goes through an O_PATH fd and
+/// refuses a symlink), for what zerocat cannot open: a FIFO would block, a directory it
+/// did not open.
+fn chmod_path(dst: &Path, mode: u32) -> anyhow::Result<()> {
+    nix::sys::stat::fchmodat(
+        None,
+        dst,
+        Mode::from_bits_truncate(mode),
+        nix::sys::stat::FchmodatFlags::NoFollowSymlink,
+    )
+    .context("cannot set the mode")
+}
+
+fn times_path(dst: &Path, meta: &fs::Metadata) -> anyhow::Result<()> {
+    let atime = nix::sys::time::TimeSpec::new(meta.atime(), meta.atime_nsec());
+    let mtime = nix::sys::time::TimeSpec::new(meta.mtime(), meta.mtime_nsec());
+    nix::sys::stat::utimensat(
+        None,
+        dst,
+        &atime,
+        &mtime,
+        nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+    )
+    .context("cannot set the times")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::preserved_mode;
+
+    #[test]
+    fn preserve_keeps_setuid_setgid_and_sticky_only_with_the_owner() {
+        assert_eq!(preserved_mode(0o100_6755, true), 0o6755);
+        assert_eq!(preserved_mode(0o100_6755, false), 0o0755);
+        assert_eq!(preserved_mode(0o040_1777, false), 0o1777);
+    }
+}

@@ -1,0 +1,313 @@
+//! What happened to each entry and to the run: the totals, the line printed per entry
+//! (errors always, the rest with -v), the total line and the JSON object.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use super::walk::Kind;
+use super::Copier;
+use crate::engine::Record;
+use crate::report::{self, json_array, json_string, JsonObject};
+use crate::units::{human_bytes, human_duration};
+
+/// What happened to one entry of the copy.
+#[derive(Debug)]
+pub(super) struct Entry {
+    pub(super) src: PathBuf,
+    pub(super) dst: PathBuf,
+    /// None: the entry could not be looked at (not stat'ed, or refused before).
+    pub(super) kind: Option<Kind>,
+    pub(super) status: Status,
+    pub(super) record: Record,
+    pub(super) holes: u64,
+    pub(super) resumed: u64,
+    /// `--resume`: how long comparing the destination with the source took, when it ran.
+    pub(super) resume_check_seconds: Option<f64>,
+}
+
+impl Entry {
+    pub(super) fn new(src: &Path, dst: &Path, kind: Option<Kind>) -> Entry {
+        Entry {
+            src: src.to_path_buf(),
+            dst: dst.to_path_buf(),
+            kind,
+            status: Status::Copied,
+            record: Record::default(),
+            holes: 0,
+            resumed: 0,
+            resume_check_seconds: None,
+        }
+    }
+}
+
+/// How one entry ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Status {
+    Copied,
+    /// `-n` and the destination existed.
+    Skipped,
+    /// Not copied, or copied without all of its metadata: the message says why.
+    Failed(String),
+    /// SIGINT or SIGTERM stopped its copy.
+    Interrupted,
+}
+
+impl Status {
+    /// The entry's `error` in the JSON report.
+    fn error(&self) -> Option<&str> {
+        match self {
+            Status::Copied | Status::Skipped => None,
+            Status::Failed(message) => Some(message),
+            Status::Interrupted => Some("interrupted"),
+        }
+    }
+}
+
+/// A message is a failure.
+impl From<String> for Status {
+    fn from(message: String) -> Status {
+        Status::Failed(message)
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Totals {
+    pub(super) record: Record,
+    pub(super) holes: u64,
+    pub(super) resumed: u64,
+    pub(super) resume_check_seconds: f64,
+    pub(super) files: u64,
+    pub(super) dirs: u64,
+    pub(super) symlinks: u64,
+    pub(super) specials: u64,
+    pub(super) skipped: u64,
+    pub(super) failed: u64,
+}
+
+impl Copier<'_> {
+    pub(super) fn skip(&mut self, src: &Path, dst: &Path, kind: Kind) {
+        let mut e = Entry::new(src, dst, Some(kind));
+        e.status = Status::Skipped;
+        self.done(e);
+    }
+
+    pub(super) fn fail(&mut self, src: &Path, dst: &Path, kind: Kind, message: String) {
+        self.fail_entry(src, dst, Some(kind), message);
+    }
+
+    /// [`Copier::fail`] for an entry whose kind may not be known.
+    pub(super) fn fail_entry(
+        &mut self,
+        src: &Path,
+        dst: &Path,
+        kind: Option<Kind>,
+        message: String,
+    ) {
+        let mut e = Entry::new(src, dst, kind);
+        e.status = Status::Failed(message);
+        self.done(e);
+    }
+
+    /// Adds one entry to the totals; errors are printed at once (also under -q, as cp does).
+    pub(super) fn done(&mut self, e: Entry) {
+        merge(&mut self.totals.record, &e.record);
+        self.totals.holes += e.holes;
+        self.totals.resumed += e.resumed;
+        self.totals.resume_check_seconds += e.resume_check_seconds.unwrap_or(0.0);
+        if e.kind == Some(Kind::File) {
+            self.files_done.fetch_add(1, Ordering::Relaxed);
+        }
+        let ok = match &e.status {
+            Status::Copied => true,
+            Status::Skipped => {
+                self.totals.skipped += 1;
+                true
+            }
+            Status::Failed(error) => {
+                self.totals.failed += 1;
+                self.say(format!(
+                    "zerocat: cannot copy '{}' to '{}': {error}",
+                    e.src.display(),
+                    e.dst.display()
+                ));
+                false
+            }
+            // Not printed: the report says it once for the run.
+            Status::Interrupted => {
+                self.totals.failed += 1;
+                self.interrupted = true;
+                false
+            }
+        };
+        if ok && self.opts.verbose && !self.opts.quiet {
+            self.say(format!("zerocat: {}", entry_line(&e)));
+        }
+        self.entries.push(e);
+    }
+
+    pub(super) fn json(
+        &self,
+        sources: &[PathBuf],
+        dest: &Path,
+        seconds: f64,
+        interrupted: bool,
+    ) -> String {
+        let t = &self.totals;
+        let named = |p: &Path| {
+            let mut o = JsonObject::new();
+            let kind = match fs::symlink_metadata(p) {
+                Ok(m) if m.is_dir() => "dir",
+                Ok(m) if m.file_type().is_symlink() => "symlink",
+                _ => "file",
+            };
+            o.str("uri", &p.to_string_lossy()).str("kind", kind);
+            o.finish()
+        };
+        let srcs: Vec<String> = sources.iter().map(|s| named(s)).collect();
+        let entries: Vec<String> = self.entries.iter().map(entry_json).collect();
+        let mut o = JsonObject::new();
+        o.str("command", "copy")
+            .num("bytes", t.record.bytes())
+            .float("seconds", seconds)
+            .num("files", t.files)
+            .num("dirs", t.dirs)
+            .num("symlinks", t.symlinks)
+            .num("specials", t.specials)
+            .num("skipped", t.skipped)
+            .num("failed", t.failed)
+            .num("holes", t.holes)
+            .num("resumed", t.resumed)
+            .float("resume_check_seconds", t.resume_check_seconds)
+            .raw("src", &json_array(&srcs))
+            .raw("dst", &named(dest));
+        report::record_json(&mut o, &t.record);
+        let ending = if interrupted {
+            report::Ending::Signal
+        } else if t.failed > 0 {
+            report::Ending::Error(format!("{} entries could not be copied", t.failed))
+        } else {
+            report::Ending::Eof
+        };
+        report::ending_json(&mut o, &ending);
+        o.raw("entries", &json_array(&entries));
+        o.finish()
+    }
+}
+
+/// Adds `from` to `into`: bytes per path, and each distinct fallback once.
+pub(super) fn merge(into: &mut Record, from: &Record) {
+    for &(path, bytes) in &from.paths {
+        into.add(path, bytes);
+    }
+    for f in &from.fallbacks {
+        if !into.fallbacks.contains(f) {
+            into.fallbacks.push(f.clone());
+        }
+    }
+}
+
+/// "copied 3 files, 1.00 GiB in 0.41 s (2.44 GiB/s) via copy_file_range; 1.00 GiB of holes
+/// skipped; 1 failed"
+pub(super) fn total_line(t: &Totals, seconds: f64, interrupted: bool) -> String {
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let mut line = format!(
+        "zerocat: copied {}, {}",
+        plural(t.files, "file", "files"),
+        crate::units::amount(t.record.bytes(), seconds)
+    );
+    if !t.record.paths.is_empty() {
+        line.push_str(&format!(" via {}", report::route(&t.record)));
+    }
+    let mut extras = Vec::new();
+    if t.dirs > 0 {
+        extras.push(plural(t.dirs, "directory", "directories"));
+    }
+    if t.symlinks > 0 {
+        extras.push(plural(t.symlinks, "symlink", "symlinks"));
+    }
+    if t.specials > 0 {
+        extras.push(plural(t.specials, "special file", "special files"));
+    }
+    if t.holes > 0 {
+        extras.push(format!("{} of holes skipped", human_bytes(t.holes)));
+    }
+    if t.resumed > 0 {
+        extras.push(format!("{} resumed", human_bytes(t.resumed)));
+    }
+    if t.skipped > 0 {
+        extras.push(format!("{} skipped (-n)", t.skipped));
+    }
+    if t.failed > 0 {
+        extras.push(format!("{} failed", t.failed));
+    }
+    if interrupted {
+        extras.push("interrupted".to_string());
+    }
+    if !extras.is_empty() {
+        line.push_str("; ");
+        line.push_str(&extras.join("; "));
+    }
+    line
+}
+
+/// The `-v` line of one entry.
+fn entry_line(e: &Entry) -> String {
+    let what = if e.status == Status::Skipped {
+        "skipped: exists (-n)".to_string()
+    } else if e.kind == Some(Kind::File) {
+        let mut s = format!(
+            "{} via {}",
+            human_bytes(e.record.bytes()),
+            report::route(&e.record)
+        );
+        if e.record.paths.is_empty() {
+            s = "already complete".to_string();
+        }
+        if e.holes > 0 {
+            s.push_str(&format!(", {} of holes skipped", human_bytes(e.holes)));
+        }
+        match e.resume_check_seconds {
+            Some(t) if e.resumed > 0 => s.push_str(&format!(
+                ", {} resumed (prefix checked in {})",
+                human_bytes(e.resumed),
+                human_duration(t)
+            )),
+            Some(t) => s.push_str(&format!(
+                ", copied from the start (destination checked in {}: not a prefix)",
+                human_duration(t)
+            )),
+            None => {}
+        }
+        s
+    } else {
+        kind_word(e.kind).to_string()
+    };
+    format!("'{}' -> '{}': {what}", e.src.display(), e.dst.display())
+}
+
+fn entry_json(e: &Entry) -> String {
+    let mut o = JsonObject::new();
+    o.str("src", &e.src.to_string_lossy())
+        .str("dst", &e.dst.to_string_lossy())
+        .str("kind", kind_word(e.kind))
+        .num("bytes", e.record.bytes())
+        .num("holes", e.holes)
+        .num("resumed", e.resumed)
+        .bool("skipped", e.status == Status::Skipped);
+    match e.resume_check_seconds {
+        Some(seconds) => o.float("resume_check_seconds", seconds),
+        None => o.raw("resume_check_seconds", "null"),
+    };
+    report::record_json(&mut o, &e.record);
+    match e.status.error() {
+        Some(text) => o.raw("error", &json_string(text)),
+        None => o.raw("error", "null"),
+    };
+    o.finish()
+}
+
+/// An entry's kind as the report names it; "entry" when it is not known.
+fn kind_word(kind: Option<Kind>) -> &'static str {
+    kind.map_or("entry", Kind::word)
+}

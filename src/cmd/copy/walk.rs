@@ -1,0 +1,342 @@
+//! The tree walk: an operand, a directory listed from its own fd (its entries opened at
+//! it), each entry handed to the copy of its kind; and the survey thread that walks the
+//! same sources ahead of the copy for the progress bar's totals.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
+
+use super::report::{Entry, Status};
+use super::{Copier, CopyConfig, SparseMode};
+
+/// What a copy will move, for the progress bar's totals.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Survey {
+    pub(super) files: u64,
+    pub(super) bytes: u64,
+}
+
+/// Walks the sources as the copy will (operands followed unless `-r`, trees only with
+/// `-r`, symlinks not followed inside them), on a thread of its own, and sets `totals`:
+/// the regular files and their bytes (the allocated ones for a sparse file whose holes
+/// are kept). What cannot be read counts for nothing; the copy reports it. Returns the
+/// flag that stops the walk, or None when no thread could be started.
+pub(super) fn survey_in_background(
+    sources: &[PathBuf],
+    cfg: &CopyConfig,
+    totals: &Arc<OnceLock<Survey>>,
+) -> Option<Arc<AtomicBool>> {
+    struct Walk {
+        sparse: SparseMode,
+        stop: Arc<AtomicBool>,
+        found: Survey,
+    }
+    impl Walk {
+        fn file(&mut self, meta: &fs::Metadata) {
+            let data = match self.sparse {
+                SparseMode::Never => meta.len(),
+                _ => meta.len().min(meta.blocks() * 512),
+            };
+            self.found.files += 1;
+            self.found.bytes += data;
+        }
+        fn dir(&mut self, dir: &Path) {
+            let Ok(listing) = fs::read_dir(dir) else {
+                return;
+            };
+            for item in listing.flatten() {
+                if self.stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                match item.file_type() {
+                    Ok(ft) if ft.is_dir() => self.dir(&item.path()),
+                    Ok(ft) if ft.is_file() => {
+                        if let Ok(meta) = item.metadata() {
+                            self.file(&meta);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut walk = Walk {
+        sparse: cfg.sparse,
+        stop: Arc::clone(&stop),
+        found: Survey::default(),
+    };
+    let (sources, recursive, totals) = (sources.to_vec(), cfg.recursive, Arc::clone(totals));
+    std::thread::Builder::new()
+        .name("zerocat-survey".into())
+        .spawn(move || {
+            for src in &sources {
+                let meta = if recursive {
+                    fs::symlink_metadata(src)
+                } else {
+                    fs::metadata(src)
+                };
+                match meta {
+                    Ok(m) if m.is_file() => walk.file(&m),
+                    Ok(m) if m.is_dir() && recursive => walk.dir(src),
+                    _ => {}
+                }
+            }
+            if !walk.stop.load(Ordering::Relaxed) {
+                let _ = totals.set(walk.found);
+            }
+        })
+        .ok()?;
+    Some(stop)
+}
+
+impl Copier<'_> {
+    /// Each operand to `dest`, or into it when it is a directory.
+    pub(super) fn copy_operands(&mut self, sources: &[PathBuf], dest: &Path, dest_is_dir: bool) {
+        // Two operands with one name into a directory: the second would overwrite what this
+        // run just made. Refused, as cp does ("will not overwrite just-created").
+        let mut made: HashSet<PathBuf> = HashSet::new();
+        for src in sources {
+            if crate::sys::process::interrupted() {
+                break;
+            }
+            let target = if dest_is_dir {
+                match src.file_name() {
+                    Some(name) => dest.join(name),
+                    None => {
+                        self.fail_entry(src, dest, None, "it has no name to give a copy".into());
+                        continue;
+                    }
+                }
+            } else {
+                dest.to_path_buf()
+            };
+            if !made.insert(target.clone()) {
+                let why = format!(
+                    "will not overwrite just-created '{}' with '{}'",
+                    target.display(),
+                    src.display()
+                );
+                self.fail_entry(src, &target, None, why);
+                continue;
+            }
+            self.copy_top(src, &target);
+        }
+    }
+
+    /// One operand: follows a symlink unless copying recursively (cp's -r implies -P).
+    fn copy_top(&mut self, src: &Path, dst: &Path) {
+        let meta = if self.cfg.recursive {
+            fs::symlink_metadata(src)
+        } else {
+            fs::metadata(src)
+        };
+        let meta = match meta {
+            Ok(m) => m,
+            Err(e) => return self.fail_entry(src, dst, None, format!("cannot stat: {e}")),
+        };
+        if meta.is_dir() {
+            if !self.cfg.recursive {
+                return self.fail(src, dst, Kind::Dir, "is a directory (use -r)".into());
+            }
+            if let Some(why) = inside_itself(src, dst) {
+                return self.fail(src, dst, Kind::Dir, why);
+            }
+        }
+        self.copy_entry(src, dst, Kind::of(meta.file_type()));
+    }
+
+    fn copy_entry(&mut self, src: &Path, dst: &Path, kind: Kind) {
+        if crate::sys::process::interrupted() {
+            self.interrupted = true;
+            return;
+        }
+        match kind {
+            Kind::Dir => self.copy_dir(src, dst),
+            Kind::Symlink => self.copy_symlink(src, dst),
+            Kind::File => self.copy_file(src, dst),
+            Kind::Fifo | Kind::Socket | Kind::Device => self.copy_special(src, dst, kind),
+        }
+    }
+
+    /// Directories are created before their entries (owner rwx while filling) and get their
+    /// mode after them. The source is opened with O_NOFOLLOW (see [`Copier::open_source`]),
+    /// listed from that fd, and its entries are opened at it.
+    fn copy_dir(&mut self, src: &Path, dst: &Path) {
+        let opened = self
+            .open_source(src, OFlag::O_DIRECTORY)
+            .and_then(|dir| Ok((dir.metadata()?, dir)));
+        let (meta, dir) = match opened {
+            Ok(m) => m,
+            Err(e) => return self.fail(src, dst, Kind::Dir, format!("cannot open directory: {e}")),
+        };
+        let existing = match fs::symlink_metadata(dst) {
+            Ok(m) if m.is_dir() => Some(m.mode() & 0o7777),
+            Ok(_) => {
+                return self.fail(
+                    src,
+                    dst,
+                    Kind::Dir,
+                    "cannot overwrite a non-directory with a directory".into(),
+                )
+            }
+            Err(_) => {
+                if let Err(e) = fs::DirBuilder::new()
+                    .mode(meta.mode() & 0o777 | 0o700)
+                    .create(dst)
+                {
+                    return self.fail(src, dst, Kind::Dir, format!("cannot create directory: {e}"));
+                }
+                None
+            }
+        };
+        // The listing reads its own duplicate; `walk` keeps the fd the entries are opened at.
+        let listing = nix::unistd::dup(dir.as_raw_fd()).and_then(nix::dir::Dir::from_fd);
+        let mut listing = match listing {
+            Ok(l) => l,
+            Err(e) => return self.fail(src, dst, Kind::Dir, format!("cannot read directory: {e}")),
+        };
+        self.walk.push((src.to_path_buf(), OwnedFd::from(dir)));
+        self.copy_listing(&mut listing, src, dst);
+        self.walk.pop();
+        if self.interrupted {
+            return;
+        }
+        let mut entry = Entry::new(src, dst, Some(Kind::Dir));
+        if let Err(e) = self.dir_metadata(dst, &meta, existing) {
+            entry.status = Status::Failed(format!("{e:#}"));
+        }
+        self.totals.dirs += 1;
+        self.done(entry);
+    }
+
+    fn copy_listing(&mut self, listing: &mut nix::dir::Dir, src: &Path, dst: &Path) {
+        for item in listing.iter() {
+            if self.interrupted {
+                return;
+            }
+            let item = match item {
+                Ok(i) => i,
+                Err(e) => {
+                    self.fail(src, dst, Kind::Dir, format!("cannot read directory: {e}"));
+                    break;
+                }
+            };
+            let name = std::ffi::OsStr::from_bytes(item.file_name().to_bytes());
+            if name == "." || name == ".." {
+                continue;
+            }
+            let (from, to) = (src.join(name), dst.join(name));
+            // d_type where the filesystem gives it, lstat where it says DT_UNKNOWN.
+            let kind = match item.file_type() {
+                Some(t) => Kind::of_dirent(t),
+                None => match fs::symlink_metadata(&from) {
+                    Ok(m) => Kind::of(m.file_type()),
+                    Err(e) => {
+                        self.fail_entry(&from, &to, None, format!("cannot stat: {e}"));
+                        continue;
+                    }
+                },
+            };
+            self.copy_entry(&from, &to, kind);
+        }
+    }
+
+    /// Opens a source to read. Without `-r` an operand is followed (cp's rule). Under `-r`
+    /// what was found as a file or directory is opened with O_NOFOLLOW, and an entry of a
+    /// directory being listed relative to that directory's fd: a symlink swapped in since,
+    /// at the entry or at a component of its path, is not followed.
+    pub(super) fn open_source(&self, src: &Path, flags: OFlag) -> io::Result<fs::File> {
+        let mut flags = flags | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+        if self.cfg.recursive {
+            flags |= OFlag::O_NOFOLLOW;
+        }
+        let at = match (self.walk.last(), src.parent(), src.file_name()) {
+            (Some((dir, fd)), Some(parent), Some(name)) if parent == dir => {
+                Some((fd.as_raw_fd(), name))
+            }
+            _ => None,
+        };
+        let (dir, path) = match at {
+            Some((dirfd, name)) => (Some(dirfd), Path::new(name)),
+            None => (None, src),
+        };
+        crate::sys::open_interruptible(dir, path, flags, Mode::empty())
+            .map(fs::File::from)
+            .map_err(io::Error::from)
+    }
+}
+
+/// Is `dst` inside the directory `src` (cp: "cannot copy a directory into itself")?
+fn inside_itself(src: &Path, dst: &Path) -> Option<String> {
+    let src = fs::canonicalize(src).ok()?;
+    let parent = dst
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let dst = fs::canonicalize(parent).ok()?.join(dst.file_name()?);
+    dst.starts_with(&src)
+        .then(|| "cannot copy a directory into itself".to_string())
+}
+
+/// What the walk found at a name: from lstat, or from the directory entry's d_type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Dir,
+    Symlink,
+    File,
+    Fifo,
+    Socket,
+    Device,
+}
+
+impl Kind {
+    fn of(ft: fs::FileType) -> Kind {
+        if ft.is_dir() {
+            Kind::Dir
+        } else if ft.is_symlink() {
+            Kind::Symlink
+        } else if ft.is_file() {
+            Kind::File
+        } else if ft.is_fifo() {
+            Kind::Fifo
+        } else if ft.is_socket() {
+            Kind::Socket
+        } else {
+            Kind::Device
+        }
+    }
+
+    /// The word of the report and of messages.
+    pub(super) fn word(self) -> &'static str {
+        match self {
+            Kind::Dir => "dir",
+            Kind::Symlink => "symlink",
+            Kind::File => "file",
+            Kind::Fifo => "fifo",
+            Kind::Socket => "socket",
+            Kind::Device => "device",
+        }
+    }
+
+    fn of_dirent(t: nix::dir::Type) -> Kind {
+        use nix::dir::Type;
+        match t {
+            Type::Directory => Kind::Dir,
+            Type::Symlink => Kind::Symlink,
+            Type::File => Kind::File,
+            Type::Fifo => Kind::Fifo,
+            Type::Socket => Kind::Socket,
+            Type::CharacterDevice | Type::BlockDevice => Kind::Device,
+        }
+    }
+}
