@@ -4,7 +4,8 @@
 //! with a fresh connection to the other side (`--once`: one). Two connectors, or `-` and a
 //! connector, relay one session. One thread, one epoll loop ([`poller`]); each direction
 //! of each connection is a [`flow::Flow`]: splice through a pipe of our own, or read/write
-//! through a pooled buffer, chosen per direction and adaptively under `--via auto`.
+//! through a pooled buffer ([`pool`]), chosen per direction and adaptively under
+//! `--via auto` ([`policy`]).
 //!
 //! Ends: EOF from one side is passed on as a half-close (`shutdown(SHUT_WR)`) once every
 //! byte is delivered, and the other direction keeps going until its own EOF (no cut-off
@@ -12,7 +13,9 @@
 //! stop accepting, give connections in flight [`GRACE`] to finish, report, exit 130.
 
 mod flow;
+mod policy;
 mod poller;
+mod pool;
 mod server;
 
 use std::fmt::Write as _;
@@ -27,7 +30,7 @@ use crate::options::Options;
 use crate::report::{json_array, json_string, record_json, route, JsonObject, StatsFormat};
 use crate::units::{amount, human_bytes};
 
-use flow::Policy;
+use policy::Policy;
 use server::{Server, Spec};
 
 /// How long connections in flight may go on after SIGINT/SIGTERM (documented in the
@@ -50,7 +53,7 @@ pub struct RelayConfig {
     pub grow_pipes: bool,
     /// Under auto, start every direction with splice (no prior; see `flow`).
     pub splice_first: bool,
-    /// Under auto, the first trial's point (tests; default `flow::FIRST_TRIAL`).
+    /// Under auto, the first trial's point (tests; default `policy::FIRST_TRIAL`).
     pub first_trial: Option<u64>,
 }
 
@@ -374,9 +377,9 @@ fn plan(cfg: &RelayConfig, policy: Policy) -> String {
         } else {
             ""
         },
-        human_bytes(flow::PIPE_BUDGET as u64),
-        human_bytes(flow::BUFFER_SIZE as u64),
-        human_bytes(flow::BUFFER_BUDGET as u64),
+        human_bytes(pool::PIPE_BUDGET as u64),
+        human_bytes(pool::BUFFER_SIZE as u64),
+        human_bytes(pool::BUFFER_BUDGET as u64),
     );
     if let Some(n) = cfg.max_conns {
         let _ = write!(s, "; at most {n} connections");

@@ -8,11 +8,14 @@ use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::sys::socket::{self, sockopt, SockFlag, SockType, SockaddrLike, SockaddrStorage};
 
-use super::flow::{abort_socket, set_nonblocking, Blame, End, Flow, Policy, Pools, Turn};
+use super::flow::{Blame, Flow, Port, Turn};
+use super::policy::{Choice, Policy, FIRST_TRIAL};
 use super::poller::{Poller, Ready};
+use super::pool::{Pools, PIPE_BUDGET};
 use super::{ConnEnd, ConnReport, FlowReport, RelayConfig, Tally, GRACE};
 use crate::endpoint::{is_retryable_connect, ConnectOpts, Endpoint, Listener};
 use crate::options::Options;
+use crate::sys::socket::{abort_socket, set_nonblocking};
 use crate::units::human_bytes;
 
 const LISTENER: u64 = u64::MAX;
@@ -119,7 +122,7 @@ pub(super) struct Server<'a> {
     free: Vec<usize>,
     active: usize,
     busy: VecDeque<u64>,
-    /// Connections with a direction waiting for a buffer (flow::BUFFER_BUDGET).
+    /// Connections with a direction waiting for a buffer (pool::BUFFER_BUDGET).
     starved: VecDeque<u64>,
     next_id: u64,
     accepting: bool,
@@ -158,7 +161,7 @@ impl<'a> Server<'a> {
             specs,
             policy,
             poller: Poller::new()?,
-            pools: Pools::new(super::flow::PIPE_BUDGET, cfg.grow_pipes),
+            pools: Pools::new(PIPE_BUDGET, cfg.grow_pipes),
             conns: Vec::new(),
             gens: Vec::new(),
             free: Vec::new(),
@@ -445,8 +448,12 @@ impl<'a> Server<'a> {
             peer: String::new(),
             sides: [Peer::empty(), Peer::empty()],
             flows: [0, 1].map(|_| {
-                let first_trial = self.cfg.first_trial.unwrap_or(super::flow::FIRST_TRIAL);
-                Flow::new(self.policy, !self.cfg.splice_first, first_trial)
+                let first_trial = self.cfg.first_trial.unwrap_or(FIRST_TRIAL);
+                Flow::new(Choice::new(
+                    self.policy,
+                    !self.cfg.splice_first,
+                    first_trial,
+                ))
             }),
             started: now,
             last_active: now,
@@ -661,12 +668,12 @@ impl<'a> Server<'a> {
             let src_fd = src.fd.as_ref().expect("open").as_fd();
             let dst_fd = dst.wfd.as_ref().or(dst.fd.as_ref()).expect("open").as_fd();
             let result = conn.flows[d].pump(
-                End {
+                Port {
                     fd: src_fd,
                     ready: &mut src.readable,
                     socket: src.socket,
                 },
-                End {
+                Port {
                     fd: dst_fd,
                     ready: &mut dst.writable,
                     socket: dst.socket,
@@ -772,7 +779,7 @@ impl<'a> Server<'a> {
             flows: [0, 1].map(|d| FlowReport {
                 record: conn.flows[d].record.clone(),
                 bytes: conn.flows[d].delivered,
-                switches: conn.flows[d].switches,
+                switches: conn.flows[d].switches(),
                 ended: if conn.flows[d].shut {
                     ConnEnd::Eof
                 } else {
