@@ -13,11 +13,13 @@ use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::socket::SockaddrStorage;
 
+use super::end::ConnEnd;
 use super::flow::Flow;
 use super::policy::{Choice, Policy, FIRST_TRIAL};
 use super::poller::{Poller, Ready};
 use super::pool::{Pools, PIPE_BUDGET};
-use super::{ConnEnd, RelayConfig, Tally, GRACE};
+use super::report::Tally;
+use super::{RelayConfig, GRACE};
 use crate::endpoint::{ConnectOpts, Endpoint, Listener};
 use crate::options::Options;
 use crate::sys::socket::set_nonblocking;
@@ -495,7 +497,7 @@ impl<'a> Server<'a> {
         }
         self.conns[idx] = Some(conn);
         if let Some(message) = failure {
-            self.finish(idx, ConnEnd::Error(message));
+            self.finish(idx, ConnEnd::Unusable(message));
             return;
         }
         let gen = self.gens[idx];

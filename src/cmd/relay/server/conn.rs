@@ -3,15 +3,14 @@
 use std::os::fd::AsFd;
 use std::time::Instant;
 
-use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg};
 
 use super::inherit;
 use super::{slot_token, Server};
-use crate::cmd::relay::flow::{Blame, Port, Turn};
-use crate::cmd::relay::{ConnEnd, ConnReport, FlowReport};
+use crate::cmd::relay::end::{ConnEnd, Side};
+use crate::cmd::relay::flow::{Blame, FlowError, Port, Turn};
+use crate::cmd::relay::report::{ConnReport, FlowReport};
 use crate::sys::socket::abort_socket;
-use crate::units::human_bytes;
 
 impl Server<'_> {
     /// Moves bytes both ways on a connection whose sides are both open.
@@ -52,31 +51,7 @@ impl Server<'_> {
                 Ok(Turn::Idle) => {}
                 Ok(Turn::Starved) => starved = true,
                 Err(e) => {
-                    let name = |s: usize| if s == 0 { "A" } else { "B" };
-                    let err = std::io::Error::from(e.errno);
-                    let message = match e.blame {
-                        Blame::Source => {
-                            format!("reading {} ({}): {err}", name(d), self.side_uri(d))
-                        }
-                        Blame::Sink => {
-                            let s = 1 - d;
-                            format!("writing {} ({}): {err}", name(s), self.side_uri(s))
-                        }
-                        Blame::Relay if e.errno == Errno::ENOBUFS => format!(
-                            "no pipe for {} -> {}: the relay's pipe budget ({} in all) is spent",
-                            name(d),
-                            name(1 - d),
-                            human_bytes(self.pools.pipe_budget() as u64)
-                        ),
-                        Blame::Relay => {
-                            format!("no pipe for {} -> {}: {err}", name(d), name(1 - d))
-                        }
-                    };
-                    let end = if matches!(e.errno, Errno::ECONNRESET | Errno::EPIPE) {
-                        ConnEnd::Reset(message)
-                    } else {
-                        ConnEnd::Error(message)
-                    };
+                    let end = self.failure(Side::of(d), e);
                     self.finish(idx, end);
                     return;
                 }
@@ -96,9 +71,33 @@ impl Server<'_> {
         }
     }
 
-    pub(super) fn side_uri(&self, side: usize) -> String {
-        let endpoint = if side == 0 { &self.cfg.a } else { &self.cfg.b };
-        endpoint.to_string()
+    /// How an error of the direction from `from` ends the connection.
+    fn failure(&self, from: Side, e: FlowError) -> ConnEnd {
+        let errno = e.errno;
+        match e.blame {
+            Blame::Source => ConnEnd::Read {
+                side: from,
+                uri: self.side_uri(from),
+                errno,
+            },
+            Blame::Sink => ConnEnd::Write {
+                side: from.other(),
+                uri: self.side_uri(from.other()),
+                errno,
+            },
+            Blame::Relay => ConnEnd::NoPipe {
+                from,
+                errno,
+                budget: self.pools.pipe_budget() as u64,
+            },
+        }
+    }
+
+    pub(super) fn side_uri(&self, side: Side) -> String {
+        match side {
+            Side::A => self.cfg.a.to_string(),
+            Side::B => self.cfg.b.to_string(),
+        }
     }
 
     /// Ends a connection: a clean end closes both sides (FIN was sent by the half-close);

@@ -7,7 +7,7 @@ use nix::errno::Errno;
 use nix::sys::socket::{self, sockopt, SockFlag, SockType, SockaddrLike};
 
 use super::{slot_token, Server, Spec, CONNECT_TIMEOUT, FD_WAIT, RETRY};
-use crate::cmd::relay::ConnEnd;
+use crate::cmd::relay::end::ConnEnd;
 use crate::endpoint::is_retryable_connect;
 
 impl Server<'_> {
@@ -106,7 +106,7 @@ impl Server<'_> {
             );
             return;
         }
-        let message = format!("cannot connect to {uri}: {}", std::io::Error::from(errno));
-        self.finish(idx, ConnEnd::ConnectFailed(message));
+        let uri = uri.clone();
+        self.finish(idx, ConnEnd::ConnectFailed { uri, errno });
     }
 }
