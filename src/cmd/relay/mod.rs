@@ -52,15 +52,29 @@ pub struct RelayConfig {
     pub idle_timeout: Option<Duration>,
     /// Give up a connection attempt after this long (each attempt of `retry=N`).
     pub connect_timeout: Option<Duration>,
-    /// Grow the pipes of busy streams to `pipe-max-size` (within the budget).
+}
+
+/// Knobs for tests and measurements, set by hidden flags: not options of the product, so
+/// they travel beside [`RelayConfig`], and [`Tuning::default`] is the product's behaviour.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Tuning {
+    /// `--grow-pipes`: grow the pipes of busy streams to `pipe-max-size` (within the budget).
     pub grow_pipes: bool,
-    /// Under auto, start every direction with splice (no prior; see `flow`).
+    /// `--splice-first`: under auto, start every direction with splice (no prior).
     pub splice_first: bool,
-    /// Under auto, the first trial's point (tests; default `policy::FIRST_TRIAL`).
+    /// `--first-trial`: under auto, the first trial's point (default [`policy::FIRST_TRIAL`]).
     pub first_trial: Option<u64>,
 }
 
-pub fn run(opts: &Options, cfg: &RelayConfig) -> anyhow::Result<ExitCode> {
+impl Tuning {
+    /// How a new direction chooses its path under `policy`.
+    fn choice(&self, policy: Policy) -> policy::Choice {
+        let first_trial = self.first_trial.unwrap_or(policy::FIRST_TRIAL);
+        policy::Choice::new(policy, !self.splice_first, first_trial)
+    }
+}
+
+pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result<ExitCode> {
     let policy = policy(opts.via)?;
     check_sides(cfg)?;
     let max_conns = Some(cfg.max_conns.unwrap_or_else(default_max_conns));
@@ -70,6 +84,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig) -> anyhow::Result<ExitCode> {
             ..cfg.clone()
         },
         policy,
+        tuning,
     ));
     if opts.explain {
         return Ok(ExitCode::Success);
@@ -83,7 +98,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig) -> anyhow::Result<ExitCode> {
         ..cfg.clone()
     };
     let started = Instant::now();
-    let mut server = Server::new(opts, &cfg_run, specs, policy)?;
+    let mut server = Server::new(opts, &cfg_run, *tuning, specs, policy)?;
     let interrupted = server.run()?;
     let tally = std::mem::take(&mut server.tally);
     drop(server);
@@ -208,7 +223,7 @@ fn spec(endpoint: &Endpoint) -> anyhow::Result<Spec> {
     })
 }
 
-fn plan(cfg: &RelayConfig, policy: Policy) -> String {
+fn plan(cfg: &RelayConfig, policy: Policy, tuning: &Tuning) -> String {
     let paths = match policy {
         Policy::Auto => {
             "splice or userspace, chosen per direction from the bytes each splice moves"
@@ -220,7 +235,7 @@ fn plan(cfg: &RelayConfig, policy: Policy) -> String {
         "plan: relay {} <-> {} via {paths}; pipes of 64 KiB{}, {} in all at most; buffers of {}, {} in all",
         cfg.a,
         cfg.b,
-        if cfg.grow_pipes {
+        if tuning.grow_pipes {
             " grown for busy streams"
         } else {
             ""

@@ -15,11 +15,11 @@ use nix::sys::socket::SockaddrStorage;
 
 use super::end::ConnEnd;
 use super::flow::Flow;
-use super::policy::{Choice, Policy, FIRST_TRIAL};
+use super::policy::Policy;
 use super::poller::{Poller, Ready};
 use super::pool::{Pools, PIPE_BUDGET};
 use super::report::Tally;
-use super::{RelayConfig, GRACE};
+use super::{RelayConfig, Tuning, GRACE};
 use crate::endpoint::{ConnectOpts, Endpoint, Listener};
 use crate::options::Options;
 use crate::sys::socket::set_nonblocking;
@@ -119,6 +119,7 @@ struct Conn {
 pub(super) struct Server<'a> {
     opts: &'a Options,
     cfg: &'a RelayConfig,
+    tuning: Tuning,
     specs: [Spec; 2],
     policy: Policy,
     poller: Poller,
@@ -158,16 +159,18 @@ impl<'a> Server<'a> {
     pub(super) fn new(
         opts: &'a Options,
         cfg: &'a RelayConfig,
+        tuning: Tuning,
         specs: [Spec; 2],
         policy: Policy,
     ) -> anyhow::Result<Server<'a>> {
         Ok(Server {
             opts,
             cfg,
+            tuning,
             specs,
             policy,
             poller: Poller::new()?,
-            pools: Pools::new(PIPE_BUDGET, cfg.grow_pipes),
+            pools: Pools::new(PIPE_BUDGET, tuning.grow_pipes),
             conns: Vec::new(),
             gens: Vec::new(),
             free: Vec::new(),
@@ -453,14 +456,7 @@ impl<'a> Server<'a> {
             id: self.next_id,
             peer: String::new(),
             sides: [Peer::empty(), Peer::empty()],
-            flows: [0, 1].map(|_| {
-                let first_trial = self.cfg.first_trial.unwrap_or(FIRST_TRIAL);
-                Flow::new(Choice::new(
-                    self.policy,
-                    !self.cfg.splice_first,
-                    first_trial,
-                ))
-            }),
+            flows: [0, 1].map(|_| Flow::new(self.tuning.choice(self.policy))),
             started: now,
             last_active: now,
             busy: false,
