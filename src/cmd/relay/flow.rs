@@ -70,7 +70,7 @@ pub struct Flow {
     starved: bool,
     start: usize,
     end: usize,
-    pub eof: bool,
+    eof: bool,
     pub shut: bool,
     pub record: Record,
     /// Bytes delivered into the sink.
@@ -167,7 +167,7 @@ impl Flow {
     }
 
     /// Gives the pipe and buffer back while nothing is in them.
-    pub fn release(&mut self, pools: &mut Pools) {
+    fn release(&mut self, pools: &mut Pools) {
         if self.in_pipe == 0 {
             if let Some(pipe) = self.pipe.take() {
                 pools.give_pipe(pipe);

@@ -233,8 +233,9 @@ impl Choice {
         }
     }
 
-    /// Under `--via auto`, the engine's rule: an unsupported errno before splice delivered
-    /// a byte (`spliced`) hands the direction over to userspace.
+    /// Under `--via auto`, the engine's fallback rule (its one errno list,
+    /// [`is_unsupported`], and only before splice delivered a byte: `spliced`) hands the
+    /// direction over to userspace; under a forced path every errno is a failure.
     pub fn falls_back(&self, errno: Errno, spliced: u64) -> bool {
         self.policy == Policy::Auto && spliced == 0 && is_unsupported(errno)
     }

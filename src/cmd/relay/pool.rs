@@ -58,7 +58,7 @@ pub struct Pools {
     pipe_bytes: Rc<Cell<usize>>,
     budget: usize,
     /// Grow busy pipes to `pipe-max-size` (within the budget).
-    pub grow: bool,
+    grow: bool,
 }
 
 impl Pools {

@@ -143,6 +143,15 @@ pub(super) struct Server<'a> {
     pub(super) tally: Tally,
 }
 
+/// No fd (or no memory) for a new socket: nobody's fault but the load; wait until one is
+/// free instead of failing or asking again at once (HAZARDS §2: never spin).
+fn out_of_fds(errno: Errno) -> bool {
+    matches!(
+        errno,
+        Errno::EMFILE | Errno::ENFILE | Errno::ENOBUFS | Errno::ENOMEM
+    )
+}
+
 fn slot_token(gen: u32, idx: usize, low: u64) -> u64 {
     (u64::from(gen) << 32) | ((idx as u64) << 3) | low
 }
@@ -419,7 +428,7 @@ impl<'a> Server<'a> {
                 }
                 Err(e) => match e.raw_os_error().map(Errno::from_raw) {
                     Some(Errno::EAGAIN) => return,
-                    Some(Errno::EMFILE | Errno::ENFILE | Errno::ENOBUFS | Errno::ENOMEM) => {
+                    Some(errno) if out_of_fds(errno) => {
                         // Out of fds: the client stays in the backlog. Stop asking until
                         // a connection ends or the backoff passes (HAZARDS §2: never spin).
                         eprintln!(

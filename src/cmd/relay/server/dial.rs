@@ -6,7 +6,7 @@ use std::time::Instant;
 use nix::errno::Errno;
 use nix::sys::socket::{self, sockopt, SockFlag, SockType, SockaddrLike};
 
-use super::{slot_token, Server, Spec, CONNECT_TIMEOUT, FD_WAIT, RETRY};
+use super::{out_of_fds, slot_token, Server, Spec, CONNECT_TIMEOUT, FD_WAIT, RETRY};
 use crate::cmd::relay::end::ConnEnd;
 use crate::endpoint::is_retryable_connect;
 
@@ -29,7 +29,7 @@ impl Server<'_> {
             None,
         ) {
             Ok(fd) => fd,
-            Err(Errno::EMFILE | Errno::ENFILE | Errno::ENOBUFS | Errno::ENOMEM) => {
+            Err(errno) if out_of_fds(errno) => {
                 // Out of fds: not the backend's fault; wait for one to free up.
                 dial.waiting = true;
                 self.poller.timer(
