@@ -109,7 +109,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --max-conns 'Connections served at once; more wait in the listen backlog. Default: what the open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after raising the soft limit to the hard one'
             cand --idle-timeout 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m)'
             cand --connect-timeout 'Give up a connection attempt after this long (each attempt of retry=N)'
-            cand --first-trial 'Under auto, run the first trial of the other path after this many bytes (tests; the default is flow::FIRST_TRIAL)'
+            cand --first-trial 'Under auto, run the first trial of the other path after this many bytes (tests; the default is relay''s policy::FIRST_TRIAL)'
             cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
             cand --stats 'Format of the end-of-run report on stderr'
             cand --limit 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks'

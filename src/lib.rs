@@ -25,7 +25,7 @@ pub enum Invocation {
     Pipe(pipe::PipeConfig),
     Copy(copy::CopyConfig),
     Tee(tee::TeeConfig),
-    Relay(relay::RelayConfig),
+    Relay(relay::RelayConfig, relay::Tuning),
     /// Generated text for stdout (man page, completions).
     Print(String),
 }
@@ -37,7 +37,7 @@ pub fn run(options: &Options, invocation: &Invocation) -> anyhow::Result<exit::E
         Invocation::Pipe(cfg) => pipe::run(options, cfg),
         Invocation::Copy(cfg) => copy::run(options, cfg),
         Invocation::Tee(cfg) => tee::run(options, cfg),
-        Invocation::Relay(cfg) => relay::run(options, cfg),
+        Invocation::Relay(cfg, tuning) => relay::run(options, cfg, tuning),
         Invocation::Print(text) => {
             use std::io::Write;
             match std::io::stdout().write_all(text.as_bytes()) {

@@ -259,7 +259,7 @@ pub struct RelayArgs {
     #[arg(long, hide = true)]
     pub splice_first: bool,
     /// Under auto, run the first trial of the other path after this many bytes (tests;
-    /// the default is flow::FIRST_TRIAL).
+    /// the default is relay's policy::FIRST_TRIAL).
     #[arg(long, hide = true, value_name = "BYTES", value_parser = crate::units::parse_bytes)]
     pub first_trial: Option<u64>,
 }
@@ -332,17 +332,21 @@ impl Cli {
                     OnErrorArg::Continue => OnError::Continue,
                 },
             }),
-            Command::Relay(args) => Invocation::Relay(RelayConfig {
-                a: args.a,
-                b: args.b,
-                once: args.once,
-                max_conns: args.max_conns,
-                idle_timeout: args.idle_timeout,
-                connect_timeout: args.connect_timeout,
-                grow_pipes: args.grow_pipes,
-                splice_first: args.splice_first,
-                first_trial: args.first_trial,
-            }),
+            Command::Relay(args) => Invocation::Relay(
+                RelayConfig {
+                    a: args.a,
+                    b: args.b,
+                    once: args.once,
+                    max_conns: args.max_conns,
+                    idle_timeout: args.idle_timeout,
+                    connect_timeout: args.connect_timeout,
+                },
+                crate::cmd::relay::Tuning {
+                    grow_pipes: args.grow_pipes,
+                    splice_first: args.splice_first,
+                    first_trial: args.first_trial,
+                },
+            ),
             Command::Completions { shell } => Invocation::Print(completions(shell)),
             Command::Man => Invocation::Print(man_page()),
         };

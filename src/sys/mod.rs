@@ -5,6 +5,7 @@
 pub mod fdkind;
 pub mod pipe;
 pub mod process;
+pub mod socket;
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr;

@@ -4,15 +4,20 @@
 //! with a fresh connection to the other side (`--once`: one). Two connectors, or `-` and a
 //! connector, relay one session. One thread, one epoll loop ([`poller`]); each direction
 //! of each connection is a [`flow::Flow`]: splice through a pipe of our own, or read/write
-//! through a pooled buffer, chosen per direction and adaptively under `--via auto`.
+//! through a pooled buffer ([`pool`]), chosen per direction and adaptively under
+//! `--via auto` ([`policy`]).
 //!
 //! Ends: EOF from one side is passed on as a half-close (`shutdown(SHUT_WR)`) once every
 //! byte is delivered, and the other direction keeps going until its own EOF (no cut-off
 //! timer). A reset or an error on one side resets the other (SO_LINGER 0). SIGINT/SIGTERM:
 //! stop accepting, give connections in flight [`GRACE`] to finish, report, exit 130.
 
+mod end;
 mod flow;
+mod policy;
 mod poller;
+mod pool;
+mod report;
 mod server;
 
 use std::fmt::Write as _;
@@ -21,13 +26,14 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context};
 
 use crate::endpoint::Endpoint;
-use crate::engine::{DataPath, Record, Via};
+use crate::engine::{DataPath, Via};
 use crate::exit::{ExitCode, UsageError};
 use crate::options::Options;
-use crate::report::{json_array, json_string, record_json, route, JsonObject, StatsFormat};
-use crate::units::{amount, human_bytes};
+use crate::units::human_bytes;
 
-use flow::Policy;
+use end::{ConnEnd, Side};
+use policy::Policy;
+use report::{ConnReport, Summary};
 use server::{Server, Spec};
 
 /// How long connections in flight may go on after SIGINT/SIGTERM (documented in the
@@ -46,165 +52,29 @@ pub struct RelayConfig {
     pub idle_timeout: Option<Duration>,
     /// Give up a connection attempt after this long (each attempt of `retry=N`).
     pub connect_timeout: Option<Duration>,
-    /// Grow the pipes of busy streams to `pipe-max-size` (within the budget).
+}
+
+/// Knobs for tests and measurements, set by hidden flags: not options of the product, so
+/// they travel beside [`RelayConfig`], and [`Tuning::default`] is the product's behaviour.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Tuning {
+    /// `--grow-pipes`: grow the pipes of busy streams to `pipe-max-size` (within the budget).
     pub grow_pipes: bool,
-    /// Under auto, start every direction with splice (no prior; see `flow`).
+    /// `--splice-first`: under auto, start every direction with splice (no prior).
     pub splice_first: bool,
-    /// Under auto, the first trial's point (tests; default `flow::FIRST_TRIAL`).
+    /// `--first-trial`: under auto, the first trial's point (default [`policy::FIRST_TRIAL`]).
     pub first_trial: Option<u64>,
 }
 
-/// How a connection (or one direction of it) ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConnEnd {
-    Eof,
-    /// ECONNRESET/EPIPE on one side; the other side was reset too.
-    Reset(String),
-    Error(String),
-    IdleTimeout,
-    ConnectFailed(String),
-    Signal,
-}
-
-impl ConnEnd {
-    pub fn word(&self) -> &'static str {
-        match self {
-            ConnEnd::Eof => "eof",
-            ConnEnd::Reset(_) => "reset",
-            ConnEnd::Error(_) => "error",
-            ConnEnd::IdleTimeout => "idle-timeout",
-            ConnEnd::ConnectFailed(_) => "connect-failed",
-            ConnEnd::Signal => "signal",
-        }
-    }
-
-    pub fn text(&self) -> Option<&str> {
-        match self {
-            ConnEnd::Reset(t) | ConnEnd::Error(t) | ConnEnd::ConnectFailed(t) => Some(t),
-            _ => None,
-        }
+impl Tuning {
+    /// How a new direction chooses its path under `policy`.
+    fn choice(&self, policy: Policy) -> policy::Choice {
+        let first_trial = self.first_trial.unwrap_or(policy::FIRST_TRIAL);
+        policy::Choice::new(policy, !self.splice_first, first_trial)
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct FlowReport {
-    pub record: Record,
-    pub bytes: u64,
-    pub switches: u32,
-    pub ended: ConnEnd,
-    /// Bytes taken from the source that the sink would not take at the end (an abort, a
-    /// signal): lost, and said so. 0 on a clean end.
-    pub undelivered: u64,
-}
-
-#[derive(Debug, Clone)]
-pub struct ConnReport {
-    pub id: u64,
-    pub peer: String,
-    pub seconds: f64,
-    /// [A -> B, B -> A]
-    pub flows: [FlowReport; 2],
-    pub end: ConnEnd,
-}
-
-impl ConnReport {
-    /// The `-v` line: "#3 127.0.0.1:40312: 5 B a->b via splice, 5 B b->a via splice, 0.01 s, eof"
-    pub fn line(&self) -> String {
-        let mut s = format!("#{} {}:", self.id, self.peer);
-        for (d, name) in ["a->b", "b->a"].iter().enumerate() {
-            let f = &self.flows[d];
-            let _ = write!(s, " {} {name}", human_bytes(f.bytes));
-            if !f.record.paths.is_empty() {
-                let _ = write!(s, " via {}", route(&f.record));
-            }
-            s.push(',');
-        }
-        let _ = write!(s, " {:.2} s, {}", self.seconds, self.end.word());
-        if let Some(text) = self.end.text() {
-            let _ = write!(s, ": {text}");
-        }
-        s
-    }
-
-    fn json(&self) -> String {
-        let mut o = JsonObject::new();
-        o.num("id", self.id)
-            .str("peer", &self.peer)
-            .float("seconds", self.seconds);
-        end_json(&mut o, &self.end);
-        for (d, key) in ["a_to_b", "b_to_a"].iter().enumerate() {
-            let f = &self.flows[d];
-            let mut fo = JsonObject::new();
-            fo.num("bytes", f.bytes);
-            record_json(&mut fo, &f.record);
-            fo.num("switches", u64::from(f.switches))
-                .num("undelivered", f.undelivered);
-            end_json(&mut fo, &f.ended);
-            o.raw(key, &fo.finish());
-        }
-        o.finish()
-    }
-}
-
-/// Connections the JSON report lists one by one: the last ones to end. Earlier ones are only
-/// counted (`connections_omitted`), so a long-running relay keeps bounded memory.
-pub const LISTED: usize = 256;
-
-/// What the final report needs of every connection that ended, in bounded memory: totals,
-/// the first connection (its end is the run's end for one session), and the last
-/// [`LISTED`] connections.
-#[derive(Debug, Default)]
-pub struct Tally {
-    pub count: u64,
-    pub failed: u64,
-    pub bytes: [u64; 2],
-    /// Paths of every connection added up; each distinct fallback once.
-    pub record: Record,
-    pub first: Option<ConnReport>,
-    pub last: std::collections::VecDeque<ConnReport>,
-}
-
-impl Tally {
-    pub fn add(&mut self, report: ConnReport) {
-        self.count += 1;
-        if report.end != ConnEnd::Eof {
-            self.failed += 1;
-        }
-        for (d, f) in report.flows.iter().enumerate() {
-            self.bytes[d] += f.bytes;
-            for (path, bytes) in &f.record.paths {
-                self.record.add(*path, *bytes);
-            }
-            for fallback in &f.record.fallbacks {
-                if !self.record.fallbacks.contains(fallback) {
-                    self.record.fallbacks.push(fallback.clone());
-                }
-            }
-        }
-        if self.first.is_none() {
-            self.first = Some(report.clone());
-        }
-        if self.last.len() == LISTED {
-            self.last.pop_front();
-        }
-        self.last.push_back(report);
-    }
-
-    /// Connections that ended but are not listed.
-    pub fn omitted(&self) -> u64 {
-        self.count - self.last.len() as u64
-    }
-}
-
-fn end_json(o: &mut JsonObject, end: &ConnEnd) {
-    o.str("ended", end.word());
-    match end.text() {
-        Some(text) => o.str("error", text),
-        None => o.raw("error", "null"),
-    };
-}
-
-pub fn run(opts: &Options, cfg: &RelayConfig) -> anyhow::Result<ExitCode> {
+pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result<ExitCode> {
     let policy = policy(opts.via)?;
     check_sides(cfg)?;
     let max_conns = Some(cfg.max_conns.unwrap_or_else(default_max_conns));
@@ -214,6 +84,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig) -> anyhow::Result<ExitCode> {
             ..cfg.clone()
         },
         policy,
+        tuning,
     ));
     if opts.explain {
         return Ok(ExitCode::Success);
@@ -227,7 +98,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig) -> anyhow::Result<ExitCode> {
         ..cfg.clone()
     };
     let started = Instant::now();
-    let mut server = Server::new(opts, &cfg_run, specs, policy)?;
+    let mut server = Server::new(opts, &cfg_run, *tuning, specs, policy)?;
     let interrupted = server.run()?;
     let tally = std::mem::take(&mut server.tally);
     drop(server);
@@ -251,10 +122,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig) -> anyhow::Result<ExitCode> {
                 }
                 return Err(anyhow!(
                     "{}",
-                    r.end
-                        .text()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| r.end.word().into())
+                    r.end.text().unwrap_or_else(|| r.end.word().into())
                 ));
             }
         }
@@ -287,15 +155,13 @@ fn default_max_conns() -> usize {
     (soft.saturating_sub(FDS_RESERVED) / FDS_PER_CONN).clamp(1, 1 << 20) as usize
 }
 
+/// The session's stdout (`-` as a side) stopped taking bytes (EPIPE): exit 141, as a
+/// pipeline's writer would.
 fn writes_stdout_broke(cfg: &RelayConfig, r: &ConnReport) -> bool {
-    let stdio_side = [&cfg.a, &cfg.b]
+    [&cfg.a, &cfg.b]
         .iter()
-        .position(|e| matches!(e, Endpoint::Stdio));
-    let Some(side) = stdio_side else {
-        return false;
-    };
-    let name = if side == 0 { "writing A" } else { "writing B" };
-    matches!(&r.end, ConnEnd::Reset(t) if t.starts_with(name) && t.contains("Broken pipe"))
+        .position(|e| matches!(e, Endpoint::Stdio))
+        .is_some_and(|side| r.end.broke_pipe_writing(Side::of(side)))
 }
 
 fn policy(via: Via) -> anyhow::Result<Policy> {
@@ -357,7 +223,7 @@ fn spec(endpoint: &Endpoint) -> anyhow::Result<Spec> {
     })
 }
 
-fn plan(cfg: &RelayConfig, policy: Policy) -> String {
+fn plan(cfg: &RelayConfig, policy: Policy, tuning: &Tuning) -> String {
     let paths = match policy {
         Policy::Auto => {
             "splice or userspace, chosen per direction from the bytes each splice moves"
@@ -369,14 +235,14 @@ fn plan(cfg: &RelayConfig, policy: Policy) -> String {
         "plan: relay {} <-> {} via {paths}; pipes of 64 KiB{}, {} in all at most; buffers of {}, {} in all",
         cfg.a,
         cfg.b,
-        if cfg.grow_pipes {
+        if tuning.grow_pipes {
             " grown for busy streams"
         } else {
             ""
         },
-        human_bytes(flow::PIPE_BUDGET as u64),
-        human_bytes(flow::BUFFER_SIZE as u64),
-        human_bytes(flow::BUFFER_BUDGET as u64),
+        human_bytes(pool::PIPE_BUDGET as u64),
+        human_bytes(pool::BUFFER_SIZE as u64),
+        human_bytes(pool::BUFFER_BUDGET as u64),
     );
     if let Some(n) = cfg.max_conns {
         let _ = write!(s, "; at most {n} connections");
@@ -388,69 +254,4 @@ fn plan(cfg: &RelayConfig, policy: Policy) -> String {
         let _ = write!(s, "; connect timeout {:.3} s", d.as_secs_f64());
     }
     s
-}
-
-struct Summary<'a> {
-    cfg: &'a RelayConfig,
-    tally: &'a Tally,
-    seconds: f64,
-    interrupted: bool,
-}
-
-impl Summary<'_> {
-    fn render(&self, format: StatsFormat) -> String {
-        let t = self.tally;
-        let [ab, ba] = t.bytes;
-        match format {
-            StatsFormat::Text => {
-                let mut s = format!(
-                    "zerocat: relay: {} connection{}, {} a -> b, {} b -> a; {}",
-                    t.count,
-                    if t.count == 1 { "" } else { "s" },
-                    human_bytes(ab),
-                    human_bytes(ba),
-                    amount(ab + ba, self.seconds)
-                );
-                if !t.record.paths.is_empty() {
-                    let _ = write!(s, " via {}", route(&t.record));
-                }
-                if t.failed > 0 {
-                    let _ = write!(s, "; {} did not end cleanly", t.failed);
-                }
-                if self.interrupted {
-                    s.push_str("; interrupted");
-                }
-                s
-            }
-            StatsFormat::Json => {
-                let mut o = JsonObject::new();
-                o.str("command", "relay")
-                    .raw("a", &uri_json(&self.cfg.a))
-                    .raw("b", &uri_json(&self.cfg.b))
-                    .num("bytes", ab + ba)
-                    .num("bytes_a_to_b", ab)
-                    .num("bytes_b_to_a", ba)
-                    .float("seconds", self.seconds);
-                record_json(&mut o, &t.record);
-                let ending = if self.interrupted {
-                    ConnEnd::Signal
-                } else {
-                    match &t.first {
-                        Some(r) if t.count == 1 => r.end.clone(),
-                        _ => ConnEnd::Eof,
-                    }
-                };
-                end_json(&mut o, &ending);
-                o.num("failed", t.failed);
-                let conns: Vec<String> = t.last.iter().map(ConnReport::json).collect();
-                o.raw("connections", &json_array(&conns))
-                    .num("connections_omitted", t.omitted());
-                o.finish()
-            }
-        }
-    }
-}
-
-fn uri_json(e: &Endpoint) -> String {
-    format!("{{\"uri\":{}}}", json_string(&e.to_string()))
 }

@@ -1,19 +1,29 @@
-//! The event loop: accept, connect, relay every connection, time out, shut down.
+//! The event loop: accept ([`accept`]), connect ([`dial`]), relay every connection ([`conn`]), time out,
+//! shut down.
+
+mod accept;
+mod conn;
+mod dial;
+mod inherit;
 
 use std::collections::VecDeque;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::fcntl::{fcntl, FcntlArg, OFlag};
-use nix::sys::socket::{self, sockopt, SockFlag, SockType, SockaddrLike, SockaddrStorage};
+use nix::fcntl::OFlag;
+use nix::sys::socket::SockaddrStorage;
 
-use super::flow::{abort_socket, set_nonblocking, Blame, End, Flow, Policy, Pools, Turn};
+use super::end::ConnEnd;
+use super::flow::Flow;
+use super::policy::Policy;
 use super::poller::{Poller, Ready};
-use super::{ConnEnd, ConnReport, FlowReport, RelayConfig, Tally, GRACE};
-use crate::endpoint::{is_retryable_connect, ConnectOpts, Endpoint, Listener};
+use super::pool::{Pools, PIPE_BUDGET};
+use super::report::Tally;
+use super::{RelayConfig, Tuning, GRACE};
+use crate::endpoint::{ConnectOpts, Endpoint, Listener};
 use crate::options::Options;
-use crate::units::human_bytes;
+use crate::sys::socket::set_nonblocking;
 
 const LISTENER: u64 = u64::MAX;
 const ACCEPT_RESUME: u64 = u64::MAX - 1;
@@ -110,6 +120,7 @@ struct Conn {
 pub(super) struct Server<'a> {
     opts: &'a Options,
     cfg: &'a RelayConfig,
+    tuning: Tuning,
     specs: [Spec; 2],
     policy: Policy,
     poller: Poller,
@@ -119,7 +130,7 @@ pub(super) struct Server<'a> {
     free: Vec<usize>,
     active: usize,
     busy: VecDeque<u64>,
-    /// Connections with a direction waiting for a buffer (flow::BUFFER_BUDGET).
+    /// Connections with a direction waiting for a buffer (pool::BUFFER_BUDGET).
     starved: VecDeque<u64>,
     next_id: u64,
     accepting: bool,
@@ -131,6 +142,15 @@ pub(super) struct Server<'a> {
     accept_paused_until: Option<Instant>,
     grace_until: Option<Instant>,
     pub(super) tally: Tally,
+}
+
+/// No fd (or no memory) for a new socket: nobody's fault but the load; wait until one is
+/// free instead of failing or asking again at once (HAZARDS §2: never spin).
+fn out_of_fds(errno: Errno) -> bool {
+    matches!(
+        errno,
+        Errno::EMFILE | Errno::ENFILE | Errno::ENOBUFS | Errno::ENOMEM
+    )
 }
 
 fn slot_token(gen: u32, idx: usize, low: u64) -> u64 {
@@ -149,16 +169,18 @@ impl<'a> Server<'a> {
     pub(super) fn new(
         opts: &'a Options,
         cfg: &'a RelayConfig,
+        tuning: Tuning,
         specs: [Spec; 2],
         policy: Policy,
     ) -> anyhow::Result<Server<'a>> {
         Ok(Server {
             opts,
             cfg,
+            tuning,
             specs,
             policy,
             poller: Poller::new()?,
-            pools: Pools::new(super::flow::PIPE_BUDGET, cfg.grow_pipes),
+            pools: Pools::new(PIPE_BUDGET, tuning.grow_pipes),
             conns: Vec::new(),
             gens: Vec::new(),
             free: Vec::new(),
@@ -238,32 +260,6 @@ impl<'a> Server<'a> {
             // Only when epoll said so: not one accept4 per turn of the loop.
             if std::mem::take(&mut self.listener_ready) && self.accepting && self.listener_polled {
                 self.accept_all();
-            }
-        }
-    }
-
-    fn poll_listener(&mut self, on: bool) {
-        let Some((_, listener)) = self.listener() else {
-            return;
-        };
-        let fd = listener.as_fd().as_raw_fd();
-        if on && !self.listener_polled {
-            if self.poller.add_listener(fd, LISTENER).is_ok() {
-                self.listener_polled = true;
-            }
-        } else if !on && self.listener_polled {
-            self.poller.delete(fd);
-            self.listener_polled = false;
-        }
-    }
-
-    fn stop_accepting(&mut self) {
-        self.poll_listener(false);
-        self.accepting = false;
-        // Dropping the listener closes it (and removes a unix socket file).
-        for spec in &mut self.specs {
-            if matches!(spec, Spec::Listen(_)) {
-                *spec = Spec::Inherited(Endpoint::Stdio);
             }
         }
     }
@@ -376,61 +372,6 @@ impl<'a> Server<'a> {
         }
     }
 
-    fn at_capacity(&self) -> bool {
-        self.cfg.max_conns.is_some_and(|max| self.active >= max)
-    }
-
-    fn accept_all(&mut self) {
-        loop {
-            if !self.accepting || self.accept_paused_until.is_some() {
-                return;
-            }
-            if self.at_capacity() {
-                // Beyond --max-conns, clients wait in the backlog.
-                self.poll_listener(false);
-                return;
-            }
-            let Some((_, listener)) = self.listener() else {
-                return;
-            };
-            match listener.accept() {
-                Ok((fd, peer)) => {
-                    self.accept_backoff = ACCEPT_BACKOFF_FIRST;
-                    if set_nonblocking(fd.as_raw_fd()).is_err() {
-                        continue;
-                    }
-                    self.start_conn(Some((fd, peer)));
-                    if self.cfg.once {
-                        self.stop_accepting();
-                        return;
-                    }
-                }
-                Err(e) => match e.raw_os_error().map(Errno::from_raw) {
-                    Some(Errno::EAGAIN) => return,
-                    Some(Errno::EMFILE | Errno::ENFILE | Errno::ENOBUFS | Errno::ENOMEM) => {
-                        // Out of fds: the client stays in the backlog. Stop asking until
-                        // a connection ends or the backoff passes (HAZARDS §2: never spin).
-                        eprintln!(
-                            "zerocat: cannot accept on {}: {e}; {} connections open, \
-                             retrying in {} ms or when one ends",
-                            listener.local_addr(),
-                            self.active,
-                            self.accept_backoff.as_millis()
-                        );
-                        let until = Instant::now() + self.accept_backoff;
-                        self.accept_paused_until = Some(until);
-                        self.accept_backoff = (self.accept_backoff * 2).min(ACCEPT_BACKOFF_MAX);
-                        self.poll_listener(false);
-                        self.poller.timer(until, ACCEPT_RESUME);
-                        return;
-                    }
-                    // accept(2): errors of the pending connection; treat like EAGAIN, retry.
-                    _ => continue,
-                },
-            }
-        }
-    }
-
     /// A new connection: one accepted socket (with a listener), or none (two
     /// connectors, or stdio and a connector).
     fn start_conn(&mut self, accepted: Option<(OwnedFd, String)>) {
@@ -444,10 +385,7 @@ impl<'a> Server<'a> {
             id: self.next_id,
             peer: String::new(),
             sides: [Peer::empty(), Peer::empty()],
-            flows: [0, 1].map(|_| {
-                let first_trial = self.cfg.first_trial.unwrap_or(super::flow::FIRST_TRIAL);
-                Flow::new(self.policy, !self.cfg.splice_first, first_trial)
-            }),
+            flows: [0, 1].map(|_| Flow::new(self.tuning.choice(self.policy))),
             started: now,
             last_active: now,
             busy: false,
@@ -465,7 +403,7 @@ impl<'a> Server<'a> {
                     conn.sides[side].fd = Some(fd);
                 }
                 Spec::Inherited(endpoint) => {
-                    if let Err(e) = inherit(endpoint, &mut conn.sides[side]) {
+                    if let Err(e) = inherit::inherit(endpoint, &mut conn.sides[side]) {
                         failure = Some(format!("{e:#}"));
                     }
                 }
@@ -484,7 +422,7 @@ impl<'a> Server<'a> {
         }
         self.conns[idx] = Some(conn);
         if let Some(message) = failure {
-            self.finish(idx, ConnEnd::Error(message));
+            self.finish(idx, ConnEnd::Unusable(message));
             return;
         }
         let gen = self.gens[idx];
@@ -538,375 +476,6 @@ impl<'a> Server<'a> {
                     } else {
                         peer.writable = true;
                     }
-                }
-            }
-        }
-    }
-
-    /// Starts (or restarts) a connection attempt to a Dial side.
-    fn dial(&mut self, idx: usize, side: usize) {
-        let Spec::Dial { addrs, .. } = &self.specs[side] else {
-            return;
-        };
-        let gen = self.gens[idx];
-        let conn = self.conns[idx].as_mut().expect("a live connection");
-        let dial = conn.sides[side].dial.as_mut().expect("dialing");
-        let addr = &addrs[dial.addr.min(addrs.len() - 1)];
-        dial.waiting = false;
-        let family = addr.family().unwrap_or(socket::AddressFamily::Unix);
-        let fd = match socket::socket(
-            family,
-            SockType::Stream,
-            SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
-            None,
-        ) {
-            Ok(fd) => fd,
-            Err(Errno::EMFILE | Errno::ENFILE | Errno::ENOBUFS | Errno::ENOMEM) => {
-                // Out of fds: not the backend's fault; wait for one to free up.
-                dial.waiting = true;
-                self.poller.timer(
-                    Instant::now() + FD_WAIT,
-                    slot_token(gen, idx, RETRY + side as u64),
-                );
-                return;
-            }
-            Err(errno) => return self.dial_failed(idx, side, errno),
-        };
-        let result = socket::connect(fd.as_raw_fd(), addr);
-        conn.sides[side].fd = Some(fd);
-        match result {
-            Ok(()) => {
-                conn.sides[side].dial = None;
-                self.register(idx, side);
-                self.pump(idx);
-            }
-            Err(Errno::EINPROGRESS | Errno::EINTR) => {
-                if let Some(timeout) = self.cfg.connect_timeout {
-                    let when = Instant::now() + timeout;
-                    dial.deadline = Some(when);
-                    self.poller
-                        .timer(when, slot_token(gen, idx, CONNECT_TIMEOUT + side as u64));
-                }
-                self.register(idx, side);
-            }
-            Err(errno) => self.dial_failed(idx, side, errno),
-        }
-    }
-
-    /// The socket of an attempt in flight became writable: connected, or failed.
-    fn dialed(&mut self, idx: usize, side: usize) {
-        let conn = self.conn_mut(idx);
-        let fd = conn.sides[side].read_fd();
-        match socket::getsockopt(&fd, sockopt::SocketError) {
-            Ok(0) => {
-                conn.sides[side].dial = None;
-                self.pump(idx);
-            }
-            Ok(err) => self.dial_failed(idx, side, Errno::from_raw(err)),
-            Err(errno) => self.dial_failed(idx, side, errno),
-        }
-    }
-
-    fn dial_failed(&mut self, idx: usize, side: usize, errno: Errno) {
-        let Spec::Dial { uri, addrs, opts } = &self.specs[side] else {
-            return;
-        };
-        let gen = self.gens[idx];
-        let conn = self.conns[idx].as_mut().expect("a live connection");
-        let peer = &mut conn.sides[side];
-        if let Some(fd) = peer.fd.take() {
-            for polled in peer.polled.drain(..) {
-                self.poller.delete(polled);
-            }
-            drop(fd);
-        }
-        peer.readable = false;
-        peer.writable = false;
-        let dial = peer.dial.as_mut().expect("dialing");
-        dial.deadline = None;
-        if dial.addr + 1 < addrs.len() {
-            dial.addr += 1;
-            return self.dial(idx, side);
-        }
-        if dial.attempt < opts.retry && (is_retryable_connect(errno) || errno == Errno::ETIMEDOUT) {
-            dial.attempt += 1;
-            dial.addr = 0;
-            dial.waiting = true;
-            self.poller.timer(
-                Instant::now() + opts.pause(),
-                slot_token(gen, idx, RETRY + side as u64),
-            );
-            return;
-        }
-        let message = format!("cannot connect to {uri}: {}", std::io::Error::from(errno));
-        self.finish(idx, ConnEnd::ConnectFailed(message));
-    }
-
-    /// Moves bytes both ways on a connection whose sides are both open.
-    fn pump(&mut self, idx: usize) {
-        let gen = self.gens[idx];
-        let Some(conn) = self.conns[idx].as_mut() else {
-            return;
-        };
-        if !(conn.sides[0].open() && conn.sides[1].open()) {
-            return;
-        }
-        let mut moved = 0u64;
-        let mut done = 0;
-        let mut busy = false;
-        let mut starved = false;
-        for d in 0..2 {
-            let [s0, s1] = &mut conn.sides;
-            let (src, dst) = if d == 0 { (s0, s1) } else { (s1, s0) };
-            let src_fd = src.fd.as_ref().expect("open").as_fd();
-            let dst_fd = dst.wfd.as_ref().or(dst.fd.as_ref()).expect("open").as_fd();
-            let result = conn.flows[d].pump(
-                End {
-                    fd: src_fd,
-                    ready: &mut src.readable,
-                    socket: src.socket,
-                },
-                End {
-                    fd: dst_fd,
-                    ready: &mut dst.writable,
-                    socket: dst.socket,
-                },
-                &mut self.pools,
-                &mut moved,
-            );
-            match result {
-                Ok(Turn::Done) => done += 1,
-                Ok(Turn::Busy) => busy = true,
-                Ok(Turn::Idle) => {}
-                Ok(Turn::Starved) => starved = true,
-                Err(e) => {
-                    let name = |s: usize| if s == 0 { "A" } else { "B" };
-                    let err = std::io::Error::from(e.errno);
-                    let message = match e.blame {
-                        Blame::Source => {
-                            format!("reading {} ({}): {err}", name(d), self.side_uri(d))
-                        }
-                        Blame::Sink => {
-                            let s = 1 - d;
-                            format!("writing {} ({}): {err}", name(s), self.side_uri(s))
-                        }
-                        Blame::Relay if e.errno == Errno::ENOBUFS => format!(
-                            "no pipe for {} -> {}: the relay's pipe budget ({} in all) is spent",
-                            name(d),
-                            name(1 - d),
-                            human_bytes(self.pools.pipe_budget() as u64)
-                        ),
-                        Blame::Relay => {
-                            format!("no pipe for {} -> {}: {err}", name(d), name(1 - d))
-                        }
-                    };
-                    let end = if matches!(e.errno, Errno::ECONNRESET | Errno::EPIPE) {
-                        ConnEnd::Reset(message)
-                    } else {
-                        ConnEnd::Error(message)
-                    };
-                    self.finish(idx, end);
-                    return;
-                }
-            }
-        }
-        if moved > 0 {
-            conn.last_active = Instant::now();
-        }
-        if done == 2 {
-            self.finish(idx, ConnEnd::Eof);
-        } else if busy && !conn.busy {
-            conn.busy = true;
-            self.busy.push_back(slot_token(gen, idx, 0));
-        } else if starved && !conn.busy && !conn.starved {
-            conn.starved = true;
-            self.starved.push_back(slot_token(gen, idx, 0));
-        }
-    }
-
-    fn side_uri(&self, side: usize) -> String {
-        let endpoint = if side == 0 { &self.cfg.a } else { &self.cfg.b };
-        endpoint.to_string()
-    }
-
-    /// Ends a connection: a clean end closes both sides (FIN was sent by the half-close);
-    /// any other end delivers what it can without waiting, then resets sockets
-    /// (SO_LINGER 0), so a peer never takes an abort for a clean end.
-    fn finish(&mut self, idx: usize, end: ConnEnd) {
-        let Some(mut conn) = self.conns[idx].take() else {
-            return;
-        };
-        let abort = !matches!(end, ConnEnd::Eof);
-        let undelivered = [0, 1].map(|d| {
-            let dst = &conn.sides[1 - d];
-            let left = if dst.open() {
-                conn.flows[d].flush_now(dst.write_fd(), &mut self.pools)
-            } else {
-                conn.flows[d].held()
-            };
-            // Drained as far as the sink took it; the rest is lost (and said so): the
-            // pipe is pooled only if empty, and its capacity returns to the budget.
-            conn.flows[d].close(&mut self.pools);
-            left as u64
-        });
-        for peer in &mut conn.sides {
-            for fd in peer.polled.drain(..) {
-                self.poller.delete(fd);
-            }
-            for (fd, flags) in peer.restore.drain(..) {
-                let _ = fcntl(fd, FcntlArg::F_SETFL(flags));
-            }
-            shared_flags::forget();
-            let socket = peer.socket;
-            if let Some(fd) = peer.fd.take() {
-                if abort && socket {
-                    abort_socket(fd);
-                }
-            }
-            peer.wfd.take();
-        }
-        let report = ConnReport {
-            id: conn.id,
-            peer: conn.peer.clone(),
-            seconds: conn.started.elapsed().as_secs_f64(),
-            flows: [0, 1].map(|d| FlowReport {
-                record: conn.flows[d].record.clone(),
-                bytes: conn.flows[d].delivered,
-                switches: conn.flows[d].switches,
-                ended: if conn.flows[d].shut {
-                    ConnEnd::Eof
-                } else {
-                    end.clone()
-                },
-                undelivered: undelivered[d],
-            }),
-            end,
-        };
-        if self.opts.verbose {
-            eprintln!("zerocat: {}", report.line());
-        }
-        self.tally.add(report);
-        self.gens[idx] = self.gens[idx].wrapping_add(1);
-        self.free.push(idx);
-        self.active -= 1;
-        if self.accepting && self.accept_paused_until.is_none() && !self.at_capacity() {
-            self.poll_listener(true);
-        }
-        if self.accepting && self.accept_paused_until.is_some() {
-            // An fd just came free: try again now rather than at the end of the backoff.
-            self.accept_paused_until = None;
-            self.poll_listener(true);
-        }
-    }
-}
-
-/// Opens `-` (stdin + stdout) or `fd:N` as one side: duplicated, non-blocking (the old
-/// flags are put back at the end: O_NONBLOCK is shared with whoever gave us the fd).
-fn inherit(endpoint: &Endpoint, peer: &mut Peer) -> anyhow::Result<()> {
-    let (read, write) = match endpoint {
-        Endpoint::Stdio => (0, Some(1)),
-        Endpoint::Fd(n) => (*n, None),
-        other => anyhow::bail!("relay cannot use {other} as a side"),
-    };
-    let dup = |fd: RawFd| -> anyhow::Result<OwnedFd> {
-        let new = fcntl(fd, FcntlArg::F_DUPFD_CLOEXEC(3))
-            .map_err(|e| anyhow::anyhow!("cannot use fd {fd}: {e}"))?;
-        // SAFETY: fcntl just returned this descriptor.
-        Ok(unsafe { OwnedFd::from_raw_fd(new) })
-    };
-    let rfd = dup(read)?;
-    let flags = set_nonblocking(rfd.as_raw_fd())?;
-    shared_flags::remember(read, flags);
-    peer.restore.push((rfd.as_raw_fd(), flags));
-    peer.socket = crate::sys::fdkind::FdInfo::of(rfd.as_fd())
-        .map(|i| i.kind == crate::sys::fdkind::FdKind::Socket)
-        .unwrap_or(false);
-    if let Some(w) = write {
-        let wfd = dup(w)?;
-        let flags = set_nonblocking(wfd.as_raw_fd())?;
-        shared_flags::remember(w, flags);
-        peer.restore.push((wfd.as_raw_fd(), flags));
-        peer.wfd = Some(wfd);
-        // stdout is only written: never half-close a socket we only hold one way.
-        peer.socket = false;
-    }
-    peer.fd = Some(rfd);
-    Ok(())
-}
-
-/// The file status flags of inherited fds, put back on every way out: the normal end of the
-/// connection ([`Server::finish`]), a panic (a hook), and a signal whose default action kills
-/// (SIGHUP, SIGQUIT: a handler puts the flags back, then dies of the signal as before).
-/// O_NONBLOCK lives on the file description, which the shell that gave us stdin/stdout still
-/// uses: left set, its next read fails with EAGAIN. SIGINT/SIGTERM end through `finish`.
-mod shared_flags {
-    use std::sync::atomic::{AtomicI32, Ordering};
-    use std::sync::Once;
-
-    use nix::libc;
-
-    /// (fd, flags) pairs; fd -1 is a free slot. Atomics: a signal handler reads them.
-    static SAVED: [(AtomicI32, AtomicI32); 2] = [
-        (AtomicI32::new(-1), AtomicI32::new(0)),
-        (AtomicI32::new(-1), AtomicI32::new(0)),
-    ];
-
-    pub(super) fn remember(fd: i32, flags: nix::fcntl::OFlag) {
-        static INSTALL: Once = Once::new();
-        INSTALL.call_once(install);
-        for (slot_fd, slot_flags) in &SAVED {
-            if slot_fd.load(Ordering::SeqCst) == -1 {
-                slot_flags.store(flags.bits(), Ordering::SeqCst);
-                slot_fd.store(fd, Ordering::SeqCst);
-                return;
-            }
-        }
-    }
-
-    /// The flags are back (the connection ended): nothing left to restore.
-    pub(super) fn forget() {
-        for (slot_fd, _) in &SAVED {
-            slot_fd.store(-1, Ordering::SeqCst);
-        }
-    }
-
-    /// Async-signal-safe: atomics and fcntl only.
-    fn restore() {
-        for (slot_fd, slot_flags) in &SAVED {
-            let fd = slot_fd.load(Ordering::SeqCst);
-            if fd >= 0 {
-                // SAFETY: F_SETFL on an fd number; at worst EBADF.
-                unsafe { libc::fcntl(fd, libc::F_SETFL, slot_flags.load(Ordering::SeqCst)) };
-            }
-        }
-    }
-
-    extern "C" fn on_fatal_signal(signal: libc::c_int) {
-        restore();
-        // SA_RESETHAND put the default action back; the signal is blocked while this runs,
-        // so it kills us as soon as the handler returns.
-        // SAFETY: raise is async-signal-safe.
-        unsafe { libc::raise(signal) };
-    }
-
-    fn install() {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            restore();
-            previous(info);
-        }));
-        for signal in [libc::SIGHUP, libc::SIGQUIT] {
-            // SAFETY: a zeroed sigaction with a handler that is async-signal-safe.
-            unsafe {
-                let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction = on_fatal_signal as extern "C" fn(libc::c_int) as usize;
-                action.sa_flags = libc::SA_RESETHAND;
-                libc::sigemptyset(&mut action.sa_mask);
-                let mut old: libc::sigaction = std::mem::zeroed();
-                libc::sigaction(signal, std::ptr::null(), &mut old);
-                // An ignored signal stays ignored (nohup).
-                if old.sa_sigaction != libc::SIG_IGN {
-                    libc::sigaction(signal, &action, std::ptr::null_mut());
                 }
             }
         }

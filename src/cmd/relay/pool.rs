@@ -1,0 +1,276 @@
+//! The pipes and buffers every direction of the loop shares, within two budgets: a relay
+//! full of stalled sinks holds bounded memory and stays within the user's pipe pages.
+
+use std::cell::Cell;
+use std::os::fd::{AsFd, AsRawFd};
+use std::rc::Rc;
+
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+
+use crate::sys;
+use crate::sys::pipe::{grow_pipe, OwnPipe};
+
+/// Size of a userspace buffer (one per busy direction, pooled).
+pub const BUFFER_SIZE: usize = 256 * 1024;
+/// Total of all userspace buffers alive (in use and pooled): 64 of them. A direction that
+/// finds none waits until one is given back (backpressure), so a relay full of stalled
+/// sinks stays in bounded memory.
+pub const BUFFER_BUDGET: usize = 16 << 20;
+/// The capacity of a fresh pipe (the kernel default).
+const PIPE_DEFAULT: usize = 64 * 1024;
+/// Total capacity of all pipes zerocat holds (in use and pooled): 1,000 busy connections
+/// stay within `pipe-user-pages-soft` (64 MiB per user), leaving half of it to others.
+pub const PIPE_BUDGET: usize = 32 << 20;
+/// Pipes kept for reuse once a direction goes idle.
+const POOL_MAX: usize = 64;
+/// Buffers kept for reuse (the rest are freed: an idle relay holds little memory).
+const BUFFERS_POOLED: usize = 8;
+
+/// A pipe of the relay's own, counted in the pipe budget for as long as it lives: dropped
+/// anywhere (a connection cut with bytes in it, a full pool), it gives its capacity back.
+pub struct BudgetPipe {
+    pipe: OwnPipe,
+    spent: Rc<Cell<usize>>,
+}
+
+impl std::ops::Deref for BudgetPipe {
+    type Target = OwnPipe;
+    fn deref(&self) -> &OwnPipe {
+        &self.pipe
+    }
+}
+
+impl Drop for BudgetPipe {
+    fn drop(&mut self) {
+        self.spent.set(self.spent.get() - self.pipe.size);
+    }
+}
+
+/// Pipes and buffers shared by every direction of the loop.
+pub struct Pools {
+    /// Empty pipes only (FIONREAD 0): a pipe that holds bytes is never handed on.
+    pipes: Vec<BudgetPipe>,
+    buffers: Vec<Box<[u8]>>,
+    /// Buffers alive, in use or pooled.
+    buffers_alive: usize,
+    /// Capacity of every pipe alive (held or pooled).
+    pipe_bytes: Rc<Cell<usize>>,
+    budget: usize,
+    /// Grow busy pipes to `pipe-max-size` (within the budget).
+    grow: bool,
+}
+
+impl Pools {
+    pub fn new(budget: usize, grow: bool) -> Pools {
+        Pools {
+            pipes: Vec::new(),
+            buffers: Vec::new(),
+            buffers_alive: 0,
+            pipe_bytes: Rc::new(Cell::new(0)),
+            budget,
+            grow,
+        }
+    }
+
+    pub fn pipe_budget(&self) -> usize {
+        self.budget
+    }
+
+    pub(super) fn take_pipe(&mut self) -> Result<BudgetPipe, Errno> {
+        if let Some(pipe) = self.pipes.pop() {
+            return Ok(pipe);
+        }
+        if self.pipe_bytes.get() + PIPE_DEFAULT > self.budget {
+            return Err(Errno::ENOBUFS);
+        }
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
+        let size = fcntl(write.as_raw_fd(), FcntlArg::F_GETPIPE_SZ)
+            .map(|n| n as usize)
+            .unwrap_or(PIPE_DEFAULT);
+        self.pipe_bytes.set(self.pipe_bytes.get() + size);
+        Ok(BudgetPipe {
+            pipe: OwnPipe { read, write, size },
+            spent: self.pipe_bytes.clone(),
+        })
+    }
+
+    /// Pools a pipe for the next direction only if it is empty (asked of the kernel, not of
+    /// our count); any other is dropped, which closes it and gives its capacity back.
+    pub(super) fn give_pipe(&mut self, pipe: BudgetPipe) {
+        let empty = sys::queued(pipe.read.as_fd()) == Ok(0);
+        if empty && self.pipes.len() < POOL_MAX {
+            self.pipes.push(pipe);
+        }
+    }
+
+    /// A pipe that keeps filling up grows, if the budget has room for it.
+    pub(super) fn grow(&mut self, pipe: &mut BudgetPipe) {
+        if !self.grow || self.pipe_bytes.get() + (1 << 20) > self.budget {
+            return;
+        }
+        if let Some(size) = grow_pipe(pipe.write.as_fd()) {
+            self.pipe_bytes
+                .set(self.pipe_bytes.get() + size - pipe.pipe.size);
+            pipe.pipe.size = size;
+        }
+    }
+
+    /// A buffer within [`BUFFER_BUDGET`], or none: the direction waits. `drain`: for bytes
+    /// already in our own pipe, which may go over the budget (the pipes bound them).
+    pub(super) fn take_buffer(&mut self, drain: bool) -> Option<Box<[u8]>> {
+        if let Some(buf) = self.buffers.pop() {
+            return Some(buf);
+        }
+        if !drain && (self.buffers_alive + 1) * BUFFER_SIZE > BUFFER_BUDGET {
+            return None;
+        }
+        self.buffers_alive += 1;
+        Some(vec![0u8; BUFFER_SIZE].into_boxed_slice())
+    }
+
+    pub(super) fn give_buffer(&mut self, buf: Box<[u8]>) {
+        if self.buffers.len() < BUFFERS_POOLED && self.buffers_alive * BUFFER_SIZE <= BUFFER_BUDGET
+        {
+            self.buffers.push(buf);
+        } else {
+            self.buffers_alive -= 1;
+        }
+    }
+
+    /// A direction waiting for a buffer could have one now.
+    pub fn buffer_free(&self) -> bool {
+        !self.buffers.is_empty() || (self.buffers_alive + 1) * BUFFER_SIZE <= BUFFER_BUDGET
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::relay::flow::{Blame, Flow, FlowError, Port, Turn};
+    use crate::cmd::relay::policy::{Choice, Policy, FIRST_TRIAL};
+    use crate::sys;
+    use nix::errno::Errno;
+    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+    use std::os::fd::{AsFd, OwnedFd};
+
+    fn pair() -> (OwnedFd, OwnedFd) {
+        socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap()
+    }
+
+    /// A direction on a fixed path, without the prior.
+    fn flow(policy: Policy) -> Flow {
+        Flow::new(Choice::new(policy, false, FIRST_TRIAL))
+    }
+
+    /// Pumps `flow` from `src` into `dst` (both ready).
+    fn pump(
+        flow: &mut Flow,
+        src: &OwnedFd,
+        dst: &OwnedFd,
+        pools: &mut Pools,
+    ) -> Result<Turn, FlowError> {
+        let (mut r, mut w) = (true, true);
+        flow.pump(
+            Port {
+                fd: src.as_fd(),
+                ready: &mut r,
+                socket: true,
+            },
+            Port {
+                fd: dst.as_fd(),
+                ready: &mut w,
+                socket: true,
+            },
+            pools,
+            &mut 0,
+        )
+    }
+
+    /// A sink that takes nothing more: its send queue and its peer's receive queue full.
+    fn fill(fd: &OwnedFd) {
+        let junk = vec![0u8; 64 * 1024];
+        while sys::write(fd.as_fd(), &junk).is_ok() {}
+    }
+
+    #[test]
+    fn a_pipe_left_holding_bytes_is_not_pooled_and_gives_its_capacity_back() {
+        let mut pools = Pools::new(PIPE_BUDGET, false);
+        let (client, src) = pair();
+        let (dst, _backend) = pair();
+        fill(&dst);
+        sys::write(client.as_fd(), b"stranded").unwrap();
+        let mut flow = flow(Policy::Splice);
+        pump(&mut flow, &src, &dst, &mut pools).unwrap();
+        assert_eq!(flow.held(), 8, "the bytes sit in the pipe");
+        assert_eq!(pools.pipe_bytes.get(), PIPE_DEFAULT);
+        assert_eq!(flow.flush_now(dst.as_fd(), &mut pools), 8);
+        flow.close(&mut pools);
+        assert!(pools.pipes.is_empty(), "a pipe with bytes was pooled");
+        assert_eq!(
+            pools.pipe_bytes.get(),
+            0,
+            "its capacity is back in the budget"
+        );
+    }
+
+    #[test]
+    fn an_empty_pipe_is_pooled_and_reused() {
+        let mut pools = Pools::new(PIPE_BUDGET, false);
+        let (client, src) = pair();
+        let (dst, _backend) = pair();
+        sys::write(client.as_fd(), b"passes").unwrap();
+        let mut flow = flow(Policy::Splice);
+        pump(&mut flow, &src, &dst, &mut pools).unwrap();
+        assert_eq!(flow.held(), 0);
+        flow.close(&mut pools);
+        assert_eq!(pools.pipes.len(), 1);
+        assert_eq!(pools.pipe_bytes.get(), PIPE_DEFAULT);
+    }
+
+    #[test]
+    fn no_pipe_under_via_splice_blames_the_relay_not_a_side() {
+        let mut pools = Pools::new(0, false);
+        let (client, src) = pair();
+        let (dst, _backend) = pair();
+        sys::write(client.as_fd(), b"x").unwrap();
+        let mut flow = flow(Policy::Splice);
+        let err = pump(&mut flow, &src, &dst, &mut pools).unwrap_err();
+        assert_eq!(
+            err,
+            FlowError {
+                errno: Errno::ENOBUFS,
+                blame: Blame::Relay
+            }
+        );
+    }
+
+    #[test]
+    fn a_direction_without_a_buffer_waits_and_moves_once_one_is_given_back() {
+        let mut pools = Pools::new(PIPE_BUDGET, false);
+        let held: Vec<_> = (0..BUFFER_BUDGET / BUFFER_SIZE)
+            .map(|_| pools.take_buffer(false).unwrap())
+            .collect();
+        let (client, src) = pair();
+        let (dst, backend) = pair();
+        sys::write(client.as_fd(), b"later").unwrap();
+        let mut flow = flow(Policy::Userspace);
+        assert_eq!(pump(&mut flow, &src, &dst, &mut pools), Ok(Turn::Starved));
+        assert_eq!(flow.delivered, 0);
+        assert!(!pools.buffer_free());
+        for buf in held {
+            pools.give_buffer(buf);
+        }
+        assert!(pools.buffer_free());
+        assert_eq!(pump(&mut flow, &src, &dst, &mut pools), Ok(Turn::Idle));
+        let mut got = [0u8; 5];
+        assert_eq!(sys::read(backend.as_fd(), &mut got), Ok(5));
+        assert_eq!(&got, b"later");
+    }
+}

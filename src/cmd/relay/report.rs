@@ -1,0 +1,194 @@
+//! What the relay says of its connections: the `-v` line of each, and the final report
+//! (text or JSON) over all of them, kept in bounded memory.
+
+use std::fmt::Write as _;
+
+use super::end::ConnEnd;
+use super::RelayConfig;
+use crate::endpoint::Endpoint;
+use crate::engine::Record;
+use crate::report::{json_array, json_string, record_json, route, JsonObject, StatsFormat};
+use crate::units::{amount, human_bytes};
+
+#[derive(Debug, Clone)]
+pub struct FlowReport {
+    pub record: Record,
+    pub bytes: u64,
+    pub switches: u32,
+    pub ended: ConnEnd,
+    /// Bytes taken from the source that the sink would not take at the end (an abort, a
+    /// signal): lost, and said so. 0 on a clean end.
+    pub undelivered: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ConnReport {
+    pub id: u64,
+    pub peer: String,
+    pub seconds: f64,
+    /// [A -> B, B -> A]
+    pub flows: [FlowReport; 2],
+    pub end: ConnEnd,
+}
+
+impl ConnReport {
+    /// The `-v` line: "#3 127.0.0.1:40312: 5 B a->b via splice, 5 B b->a via splice, 0.01 s, eof"
+    pub fn line(&self) -> String {
+        let mut s = format!("#{} {}:", self.id, self.peer);
+        for (d, name) in ["a->b", "b->a"].iter().enumerate() {
+            let f = &self.flows[d];
+            let _ = write!(s, " {} {name}", human_bytes(f.bytes));
+            if !f.record.paths.is_empty() {
+                let _ = write!(s, " via {}", route(&f.record));
+            }
+            s.push(',');
+        }
+        let _ = write!(s, " {:.2} s, {}", self.seconds, self.end.word());
+        if let Some(text) = self.end.text() {
+            let _ = write!(s, ": {text}");
+        }
+        s
+    }
+
+    fn json(&self) -> String {
+        let mut o = JsonObject::new();
+        o.num("id", self.id)
+            .str("peer", &self.peer)
+            .float("seconds", self.seconds);
+        end_json(&mut o, &self.end);
+        for (d, key) in ["a_to_b", "b_to_a"].iter().enumerate() {
+            let f = &self.flows[d];
+            let mut fo = JsonObject::new();
+            fo.num("bytes", f.bytes);
+            record_json(&mut fo, &f.record);
+            fo.num("switches", u64::from(f.switches))
+                .num("undelivered", f.undelivered);
+            end_json(&mut fo, &f.ended);
+            o.raw(key, &fo.finish());
+        }
+        o.finish()
+    }
+}
+
+/// Connections the JSON report lists one by one: the last ones to end. Earlier ones are only
+/// counted (`connections_omitted`), so a long-running relay keeps bounded memory.
+pub const LISTED: usize = 256;
+
+/// What the final report needs of every connection that ended, in bounded memory: totals,
+/// the first connection (its end is the run's end for one session), and the last
+/// [`LISTED`] connections.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub count: u64,
+    pub failed: u64,
+    pub bytes: [u64; 2],
+    /// Paths of every connection added up; each distinct fallback once.
+    pub record: Record,
+    pub first: Option<ConnReport>,
+    pub last: std::collections::VecDeque<ConnReport>,
+}
+
+impl Tally {
+    pub fn add(&mut self, report: ConnReport) {
+        self.count += 1;
+        if report.end != ConnEnd::Eof {
+            self.failed += 1;
+        }
+        for (d, f) in report.flows.iter().enumerate() {
+            self.bytes[d] += f.bytes;
+            for (path, bytes) in &f.record.paths {
+                self.record.add(*path, *bytes);
+            }
+            for fallback in &f.record.fallbacks {
+                if !self.record.fallbacks.contains(fallback) {
+                    self.record.fallbacks.push(fallback.clone());
+                }
+            }
+        }
+        if self.first.is_none() {
+            self.first = Some(report.clone());
+        }
+        if self.last.len() == LISTED {
+            self.last.pop_front();
+        }
+        self.last.push_back(report);
+    }
+
+    /// Connections that ended but are not listed.
+    pub fn omitted(&self) -> u64 {
+        self.count - self.last.len() as u64
+    }
+}
+
+fn end_json(o: &mut JsonObject, end: &ConnEnd) {
+    o.str("ended", end.word());
+    match end.text() {
+        Some(text) => o.str("error", &text),
+        None => o.raw("error", "null"),
+    };
+}
+
+pub(super) struct Summary<'a> {
+    pub(super) cfg: &'a RelayConfig,
+    pub(super) tally: &'a Tally,
+    pub(super) seconds: f64,
+    pub(super) interrupted: bool,
+}
+
+impl Summary<'_> {
+    pub(super) fn render(&self, format: StatsFormat) -> String {
+        let t = self.tally;
+        let [ab, ba] = t.bytes;
+        match format {
+            StatsFormat::Text => {
+                let mut s = format!(
+                    "zerocat: relay: {} connection{}, {} a -> b, {} b -> a; {}",
+                    t.count,
+                    if t.count == 1 { "" } else { "s" },
+                    human_bytes(ab),
+                    human_bytes(ba),
+                    amount(ab + ba, self.seconds)
+                );
+                if !t.record.paths.is_empty() {
+                    let _ = write!(s, " via {}", route(&t.record));
+                }
+                if t.failed > 0 {
+                    let _ = write!(s, "; {} did not end cleanly", t.failed);
+                }
+                if self.interrupted {
+                    s.push_str("; interrupted");
+                }
+                s
+            }
+            StatsFormat::Json => {
+                let mut o = JsonObject::new();
+                o.str("command", "relay")
+                    .raw("a", &uri_json(&self.cfg.a))
+                    .raw("b", &uri_json(&self.cfg.b))
+                    .num("bytes", ab + ba)
+                    .num("bytes_a_to_b", ab)
+                    .num("bytes_b_to_a", ba)
+                    .float("seconds", self.seconds);
+                record_json(&mut o, &t.record);
+                let ending = if self.interrupted {
+                    ConnEnd::Signal
+                } else {
+                    match &t.first {
+                        Some(r) if t.count == 1 => r.end.clone(),
+                        _ => ConnEnd::Eof,
+                    }
+                };
+                end_json(&mut o, &ending);
+                o.num("failed", t.failed);
+                let conns: Vec<String> = t.last.iter().map(ConnReport::json).collect();
+                o.raw("connections", &json_array(&conns))
+                    .num("connections_omitted", t.omitted());
+                o.finish()
+            }
+        }
+    }
+}
+
+fn uri_json(e: &Endpoint) -> String {
+    format!("{{\"uri\":{}}}", json_string(&e.to_string()))
+}

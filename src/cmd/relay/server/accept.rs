@@ -1,0 +1,95 @@
+//! The listener: accepting within `--max-conns`, backing off when out of fds, closing it.
+
+use std::os::fd::AsRawFd;
+use std::time::Instant;
+
+use nix::errno::Errno;
+
+use super::{
+    out_of_fds, Server, Spec, ACCEPT_BACKOFF_FIRST, ACCEPT_BACKOFF_MAX, ACCEPT_RESUME, LISTENER,
+};
+use crate::endpoint::Endpoint;
+use crate::sys::socket::set_nonblocking;
+
+impl Server<'_> {
+    pub(super) fn poll_listener(&mut self, on: bool) {
+        let Some((_, listener)) = self.listener() else {
+            return;
+        };
+        let fd = listener.as_fd().as_raw_fd();
+        if on && !self.listener_polled {
+            if self.poller.add_listener(fd, LISTENER).is_ok() {
+                self.listener_polled = true;
+            }
+        } else if !on && self.listener_polled {
+            self.poller.delete(fd);
+            self.listener_polled = false;
+        }
+    }
+
+    pub(super) fn stop_accepting(&mut self) {
+        self.poll_listener(false);
+        self.accepting = false;
+        // Dropping the listener closes it (and removes a unix socket file).
+        for spec in &mut self.specs {
+            if matches!(spec, Spec::Listen(_)) {
+                *spec = Spec::Inherited(Endpoint::Stdio);
+            }
+        }
+    }
+
+    pub(super) fn at_capacity(&self) -> bool {
+        self.cfg.max_conns.is_some_and(|max| self.active >= max)
+    }
+
+    pub(super) fn accept_all(&mut self) {
+        loop {
+            if !self.accepting || self.accept_paused_until.is_some() {
+                return;
+            }
+            if self.at_capacity() {
+                // Beyond --max-conns, clients wait in the backlog.
+                self.poll_listener(false);
+                return;
+            }
+            let Some((_, listener)) = self.listener() else {
+                return;
+            };
+            match listener.accept() {
+                Ok((fd, peer)) => {
+                    self.accept_backoff = ACCEPT_BACKOFF_FIRST;
+                    if set_nonblocking(fd.as_raw_fd()).is_err() {
+                        continue;
+                    }
+                    self.start_conn(Some((fd, peer)));
+                    if self.cfg.once {
+                        self.stop_accepting();
+                        return;
+                    }
+                }
+                Err(e) => match e.raw_os_error().map(Errno::from_raw) {
+                    Some(Errno::EAGAIN) => return,
+                    Some(errno) if out_of_fds(errno) => {
+                        // Out of fds: the client stays in the backlog. Stop asking until
+                        // a connection ends or the backoff passes (HAZARDS §2: never spin).
+                        eprintln!(
+                            "zerocat: cannot accept on {}: {e}; {} connections open, \
+                             retrying in {} ms or when one ends",
+                            listener.local_addr(),
+                            self.active,
+                            self.accept_backoff.as_millis()
+                        );
+                        let until = Instant::now() + self.accept_backoff;
+                        self.accept_paused_until = Some(until);
+                        self.accept_backoff = (self.accept_backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                        self.poll_listener(false);
+                        self.poller.timer(until, ACCEPT_RESUME);
+                        return;
+                    }
+                    // accept(2): errors of the pending connection; treat like EAGAIN, retry.
+                    _ => continue,
+                },
+            }
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Moving a connection's bytes both ways, and ending it.
+
+use std::os::fd::AsFd;
+use std::time::Instant;
+
+use nix::fcntl::{fcntl, FcntlArg};
+
+use super::inherit;
+use super::{slot_token, Server};
+use crate::cmd::relay::end::{ConnEnd, Side};
+use crate::cmd::relay::flow::{Blame, FlowError, Port, Turn};
+use crate::cmd::relay::report::{ConnReport, FlowReport};
+use crate::sys::socket::abort_socket;
+
+impl Server<'_> {
+    /// Moves bytes both ways on a connection whose sides are both open.
+    pub(super) fn pump(&mut self, idx: usize) {
+        let gen = self.gens[idx];
+        let Some(conn) = self.conns[idx].as_mut() else {
+            return;
+        };
+        if !(conn.sides[0].open() && conn.sides[1].open()) {
+            return;
+        }
+        let mut moved = 0u64;
+        let mut done = 0;
+        let mut busy = false;
+        let mut starved = false;
+        for d in 0..2 {
+            let [s0, s1] = &mut conn.sides;
+            let (src, dst) = if d == 0 { (s0, s1) } else { (s1, s0) };
+            let src_fd = src.fd.as_ref().expect("open").as_fd();
+            let dst_fd = dst.wfd.as_ref().or(dst.fd.as_ref()).expect("open").as_fd();
+            let result = conn.flows[d].pump(
+                Port {
+                    fd: src_fd,
+                    ready: &mut src.readable,
+                    socket: src.socket,
+                },
+                Port {
+                    fd: dst_fd,
+                    ready: &mut dst.writable,
+                    socket: dst.socket,
+                },
+                &mut self.pools,
+                &mut moved,
+            );
+            match result {
+                Ok(Turn::Done) => done += 1,
+                Ok(Turn::Busy) => busy = true,
+                Ok(Turn::Idle) => {}
+                Ok(Turn::Starved) => starved = true,
+                Err(e) => {
+                    let end = self.failure(Side::of(d), e);
+                    self.finish(idx, end);
+                    return;
+                }
+            }
+        }
+        if moved > 0 {
+            conn.last_active = Instant::now();
+        }
+        if done == 2 {
+            self.finish(idx, ConnEnd::Eof);
+        } else if busy && !conn.busy {
+            conn.busy = true;
+            self.busy.push_back(slot_token(gen, idx, 0));
+        } else if starved && !conn.busy && !conn.starved {
+            conn.starved = true;
+            self.starved.push_back(slot_token(gen, idx, 0));
+        }
+    }
+
+    /// How an error of the direction from `from` ends the connection.
+    fn failure(&self, from: Side, e: FlowError) -> ConnEnd {
+        let errno = e.errno;
+        match e.blame {
+            Blame::Source => ConnEnd::Read {
+                side: from,
+                uri: self.side_uri(from),
+                errno,
+            },
+            Blame::Sink => ConnEnd::Write {
+                side: from.other(),
+                uri: self.side_uri(from.other()),
+                errno,
+            },
+            Blame::Relay => ConnEnd::NoPipe {
+                from,
+                errno,
+                budget: self.pools.pipe_budget() as u64,
+            },
+        }
+    }
+
+    pub(super) fn side_uri(&self, side: Side) -> String {
+        match side {
+            Side::A => self.cfg.a.to_string(),
+            Side::B => self.cfg.b.to_string(),
+        }
+    }
+
+    /// Ends a connection: a clean end closes both sides (FIN was sent by the half-close);
+    /// any other end delivers what it can without waiting, then resets sockets
+    /// (SO_LINGER 0), so a peer never takes an abort for a clean end.
+    pub(super) fn finish(&mut self, idx: usize, end: ConnEnd) {
+        let Some(mut conn) = self.conns[idx].take() else {
+            return;
+        };
+        let abort = !matches!(end, ConnEnd::Eof);
+        let undelivered = [0, 1].map(|d| {
+            let dst = &conn.sides[1 - d];
+            let left = if dst.open() {
+                conn.flows[d].flush_now(dst.write_fd(), &mut self.pools)
+            } else {
+                conn.flows[d].held()
+            };
+            // Drained as far as the sink took it; the rest is lost (and said so): the
+            // pipe is pooled only if empty, and its capacity returns to the budget.
+            conn.flows[d].close(&mut self.pools);
+            left as u64
+        });
+        for peer in &mut conn.sides {
+            for fd in peer.polled.drain(..) {
+                self.poller.delete(fd);
+            }
+            for (fd, flags) in peer.restore.drain(..) {
+                let _ = fcntl(fd, FcntlArg::F_SETFL(flags));
+            }
+            inherit::shared_flags::forget();
+            let socket = peer.socket;
+            if let Some(fd) = peer.fd.take() {
+                if abort && socket {
+                    abort_socket(fd);
+                }
+            }
+            peer.wfd.take();
+        }
+        let report = ConnReport {
+            id: conn.id,
+            peer: conn.peer.clone(),
+            seconds: conn.started.elapsed().as_secs_f64(),
+            flows: [0, 1].map(|d| FlowReport {
+                record: conn.flows[d].record.clone(),
+                bytes: conn.flows[d].delivered,
+                switches: conn.flows[d].switches(),
+                ended: if conn.flows[d].shut {
+                    ConnEnd::Eof
+                } else {
+                    end.clone()
+                },
+                undelivered: undelivered[d],
+            }),
+            end,
+        };
+        if self.opts.verbose {
+            eprintln!("zerocat: {}", report.line());
+        }
+        self.tally.add(report);
+        self.gens[idx] = self.gens[idx].wrapping_add(1);
+        self.free.push(idx);
+        self.active -= 1;
+        if self.accepting && self.accept_paused_until.is_none() && !self.at_capacity() {
+            self.poll_listener(true);
+        }
+        if self.accepting && self.accept_paused_until.is_some() {
+            // An fd just came free: try again now rather than at the end of the backoff.
+            self.accept_paused_until = None;
+            self.poll_listener(true);
+        }
+    }
+}

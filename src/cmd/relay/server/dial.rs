@@ -1,0 +1,112 @@
+//! Connecting a side: every address in turn, `retry=N` attempts, the connect timeout.
+
+use std::os::fd::AsRawFd;
+use std::time::Instant;
+
+use nix::errno::Errno;
+use nix::sys::socket::{self, sockopt, SockFlag, SockType, SockaddrLike};
+
+use super::{out_of_fds, slot_token, Server, Spec, CONNECT_TIMEOUT, FD_WAIT, RETRY};
+use crate::cmd::relay::end::ConnEnd;
+use crate::endpoint::is_retryable_connect;
+
+impl Server<'_> {
+    /// Starts (or restarts) a connection attempt to a Dial side.
+    pub(super) fn dial(&mut self, idx: usize, side: usize) {
+        let Spec::Dial { addrs, .. } = &self.specs[side] else {
+            return;
+        };
+        let gen = self.gens[idx];
+        let conn = self.conns[idx].as_mut().expect("a live connection");
+        let dial = conn.sides[side].dial.as_mut().expect("dialing");
+        let addr = &addrs[dial.addr.min(addrs.len() - 1)];
+        dial.waiting = false;
+        let family = addr.family().unwrap_or(socket::AddressFamily::Unix);
+        let fd = match socket::socket(
+            family,
+            SockType::Stream,
+            SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+            None,
+        ) {
+            Ok(fd) => fd,
+            Err(errno) if out_of_fds(errno) => {
+                // Out of fds: not the backend's fault; wait for one to free up.
+                dial.waiting = true;
+                self.poller.timer(
+                    Instant::now() + FD_WAIT,
+                    slot_token(gen, idx, RETRY + side as u64),
+                );
+                return;
+            }
+            Err(errno) => return self.dial_failed(idx, side, errno),
+        };
+        let result = socket::connect(fd.as_raw_fd(), addr);
+        conn.sides[side].fd = Some(fd);
+        match result {
+            Ok(()) => {
+                conn.sides[side].dial = None;
+                self.register(idx, side);
+                self.pump(idx);
+            }
+            Err(Errno::EINPROGRESS | Errno::EINTR) => {
+                if let Some(timeout) = self.cfg.connect_timeout {
+                    let when = Instant::now() + timeout;
+                    dial.deadline = Some(when);
+                    self.poller
+                        .timer(when, slot_token(gen, idx, CONNECT_TIMEOUT + side as u64));
+                }
+                self.register(idx, side);
+            }
+            Err(errno) => self.dial_failed(idx, side, errno),
+        }
+    }
+
+    /// The socket of an attempt in flight became writable: connected, or failed.
+    pub(super) fn dialed(&mut self, idx: usize, side: usize) {
+        let conn = self.conn_mut(idx);
+        let fd = conn.sides[side].read_fd();
+        match socket::getsockopt(&fd, sockopt::SocketError) {
+            Ok(0) => {
+                conn.sides[side].dial = None;
+                self.pump(idx);
+            }
+            Ok(err) => self.dial_failed(idx, side, Errno::from_raw(err)),
+            Err(errno) => self.dial_failed(idx, side, errno),
+        }
+    }
+
+    pub(super) fn dial_failed(&mut self, idx: usize, side: usize, errno: Errno) {
+        let Spec::Dial { uri, addrs, opts } = &self.specs[side] else {
+            return;
+        };
+        let gen = self.gens[idx];
+        let conn = self.conns[idx].as_mut().expect("a live connection");
+        let peer = &mut conn.sides[side];
+        if let Some(fd) = peer.fd.take() {
+            for polled in peer.polled.drain(..) {
+                self.poller.delete(polled);
+            }
+            drop(fd);
+        }
+        peer.readable = false;
+        peer.writable = false;
+        let dial = peer.dial.as_mut().expect("dialing");
+        dial.deadline = None;
+        if dial.addr + 1 < addrs.len() {
+            dial.addr += 1;
+            return self.dial(idx, side);
+        }
+        if dial.attempt < opts.retry && (is_retryable_connect(errno) || errno == Errno::ETIMEDOUT) {
+            dial.attempt += 1;
+            dial.addr = 0;
+            dial.waiting = true;
+            self.poller.timer(
+                Instant::now() + opts.pause(),
+                slot_token(gen, idx, RETRY + side as u64),
+            );
+            return;
+        }
+        let uri = uri.clone();
+        self.finish(idx, ConnEnd::ConnectFailed { uri, errno });
+    }
+}

@@ -1,0 +1,53 @@
+//! Socket (and fd status) calls the relay makes on the fds it polls.
+
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::libc;
+
+/// Sets O_NONBLOCK on `fd`; returns the flags it had (to restore on a shared stdio fd).
+pub fn set_nonblocking(fd: RawFd) -> Result<OFlag, Errno> {
+    let flags = OFlag::from_bits_retain(fcntl(fd, FcntlArg::F_GETFL)?);
+    if !flags.contains(OFlag::O_NONBLOCK) {
+        fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+    }
+    Ok(flags)
+}
+
+/// Closes a socket with SO_LINGER {1, 0}: the peer gets RST, not FIN — an abort is
+/// never mistaken for a clean end.
+pub fn abort_socket(fd: OwnedFd) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid fd and a linger struct of the right size.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    drop(fd);
+}
+
+/// A TCP socket (SO_PROTOCOL); false for anything else, a non-socket included.
+pub fn is_tcp(fd: BorrowedFd<'_>) -> bool {
+    let mut protocol: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: SO_PROTOCOL writes one int into a buffer of that size.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PROTOCOL,
+            (&mut protocol as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    ret == 0 && protocol == libc::IPPROTO_TCP
+}
