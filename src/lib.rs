@@ -4,6 +4,9 @@
 //! Each module imports only the ones listed before it: `sys`, `units`, `exit` → `engine` →
 //! `endpoint`, `report` → `options` → `progress` → `cmd` → `cli`. Only `cli` and this file
 //! name a command; clap's types stop in `cli`.
+// The docs are for people changing zerocat (`cargo doc --document-private-items`):
+// they link to private items on purpose.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod cli;
 pub mod cmd;

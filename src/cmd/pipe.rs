@@ -1,6 +1,6 @@
 //! `zerocat pipe SRC DST`: one stream from SRC to DST along the cheapest path.
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
 
 use anyhow::anyhow;
@@ -157,7 +157,7 @@ fn plan_line(cfg: &PipeConfig, src: String, dst: String, chain: &[DataPath]) -> 
 fn describe_fd(info: &FdInfo, fd: BorrowedFd<'_>) -> String {
     let mut s = describe(info);
     if info.kind == FdKind::Pipe {
-        if let Ok(size) = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_GETPIPE_SZ) {
+        if let Ok(size) = crate::sys::pipe::pipe_size(fd) {
             s.push_str(&format!(", pipe of {size} bytes"));
         }
     }

@@ -367,7 +367,7 @@ impl FileChain {
         Ok(chain)
     }
 
-    /// Leaves out the paths `unfit` names (such as those [`refuses_the_filesystems`] said of
+    /// Leaves out the paths `unfit` names (such as those [`super::refuses_the_filesystems`] said of
     /// an earlier file between the same filesystems), unless the path is forced.
     pub fn leave_out(&mut self, unfit: impl Fn(DataPath) -> bool) {
         if !self.forced {

@@ -189,6 +189,19 @@ impl Record {
             None => self.paths.push((path, bytes)),
         }
     }
+
+    /// Adds what `other` ran: its bytes per path, and each of its fallbacks once (a tree
+    /// copy or a relay sums many transfers into one report).
+    pub fn merge(&mut self, other: &Record) {
+        for &(path, bytes) in &other.paths {
+            self.add(path, bytes);
+        }
+        for f in &other.fallbacks {
+            if !self.fallbacks.contains(f) {
+                self.fallbacks.push(f.clone());
+            }
+        }
+    }
 }
 
 /// The fds of one transfer and what is known about them.

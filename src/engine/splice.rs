@@ -110,7 +110,7 @@ fn fill_and_drain(
                         return Outcome::Failed(delivered, Failure::of(e, Side::Sink));
                     }
                 }
-                Err(e) if delivered == 0 && super::is_unsupported(e) => {
+                Err(e) if super::falls_back(e, delivered) => {
                     // The sink takes no splice. What already left the source goes out
                     // with plain writes, then the userspace path carries on.
                     return match drain_with_writes(pipe, dst, in_pipe, meter) {

@@ -14,7 +14,7 @@ use nix::sys::stat::{FileStat, Mode};
 use nix::unistd::Whence;
 
 use super::meta::preserve_fd;
-use super::report::{merge, Entry, Status};
+use super::report::{Entry, Status};
 use super::resume::start_offset;
 use super::walk::Kind;
 use super::{Copier, SparseMode};
@@ -214,7 +214,7 @@ impl Copier<'_> {
                 .paths
                 .iter()
                 .any(|&(p, n)| p == DataPath::Reflink && n > 0);
-            merge(&mut e.record, &record);
+            e.record.merge(&record);
             if failure.is_some() || cloned || moved < len {
                 // A clone took the whole file; fewer bytes than the extent: it shrank.
                 if cloned {

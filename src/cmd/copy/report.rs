@@ -111,7 +111,7 @@ impl Copier<'_> {
 
     /// Adds one entry to the totals; errors are printed at once (also under -q, as cp does).
     pub(super) fn done(&mut self, e: Entry) {
-        merge(&mut self.totals.record, &e.record);
+        self.totals.record.merge(&e.record);
         self.totals.holes += e.holes;
         self.totals.resumed += e.resumed;
         self.totals.resume_check_seconds += e.resume_check_seconds.unwrap_or(0.0);
@@ -192,18 +192,6 @@ impl Copier<'_> {
         report::ending_json(&mut o, &ending);
         o.raw("entries", &json_array(&entries));
         o.finish()
-    }
-}
-
-/// Adds `from` to `into`: bytes per path, and each distinct fallback once.
-pub(super) fn merge(into: &mut Record, from: &Record) {
-    for &(path, bytes) in &from.paths {
-        into.add(path, bytes);
-    }
-    for f in &from.fallbacks {
-        if !into.fallbacks.contains(f) {
-            into.fallbacks.push(f.clone());
-        }
     }
 }
 

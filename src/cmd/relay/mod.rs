@@ -5,7 +5,7 @@
 //! connector, relay one session. One thread, one epoll loop ([`poller`]); each direction
 //! of each connection is a [`flow::Flow`]: splice through a pipe of our own, or read/write
 //! through a pooled buffer ([`pool`]), chosen per direction and adaptively under
-//! `--via auto` ([`policy`]).
+//! `--via auto` ([`mod@policy`]).
 //!
 //! Ends: EOF from one side is passed on as a half-close (`shutdown(SHUT_WR)`) once every
 //! byte is delivered, and the other direction keeps going until its own EOF (no cut-off

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use nix::errno::Errno;
 
-use crate::engine::is_unsupported;
+use crate::engine;
 use crate::sys;
 
 /// How much faster the other path must be to take over.
@@ -233,11 +233,11 @@ impl Choice {
         }
     }
 
-    /// Under `--via auto`, the engine's fallback rule (its one errno list,
-    /// [`is_unsupported`], and only before splice delivered a byte: `spliced`) hands the
+    /// Under `--via auto`, the engine's fallback rule
+    /// ([`engine::falls_back`]: an unsupported errno before splice delivered a byte) hands the
     /// direction over to userspace; under a forced path every errno is a failure.
     pub fn falls_back(&self, errno: Errno, spliced: u64) -> bool {
-        self.policy == Policy::Auto && spliced == 0 && is_unsupported(errno)
+        self.policy == Policy::Auto && engine::falls_back(errno, spliced)
     }
 
     /// Userspace from now on (after [`Choice::falls_back`]).

@@ -2,11 +2,11 @@
 //! full of stalled sinks holds bounded memory and stays within the user's pipe pages.
 
 use std::cell::Cell;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::rc::Rc;
 
 use nix::errno::Errno;
-use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::fcntl::OFlag;
 
 use crate::sys;
 use crate::sys::pipe::{grow_pipe, OwnPipe};
@@ -85,9 +85,7 @@ impl Pools {
             return Err(Errno::ENOBUFS);
         }
         let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
-        let size = fcntl(write.as_raw_fd(), FcntlArg::F_GETPIPE_SZ)
-            .map(|n| n as usize)
-            .unwrap_or(PIPE_DEFAULT);
+        let size = crate::sys::pipe::pipe_size(write.as_fd()).unwrap_or(PIPE_DEFAULT);
         self.pipe_bytes.set(self.pipe_bytes.get() + size);
         Ok(BudgetPipe {
             pipe: OwnPipe { read, write, size },

@@ -96,14 +96,7 @@ impl Tally {
         }
         for (d, f) in report.flows.iter().enumerate() {
             self.bytes[d] += f.bytes;
-            for (path, bytes) in &f.record.paths {
-                self.record.add(*path, *bytes);
-            }
-            for fallback in &f.record.fallbacks {
-                if !self.record.fallbacks.contains(fallback) {
-                    self.record.fallbacks.push(fallback.clone());
-                }
-            }
+            self.record.merge(&f.record);
         }
         if self.first.is_none() {
             self.first = Some(report.clone());

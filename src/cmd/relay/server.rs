@@ -108,7 +108,7 @@ struct Conn {
     id: u64,
     peer: String,
     sides: [Peer; 2],
-    /// flows[0]: A -> B, flows[1]: B -> A.
+    /// `flows[0]`: A -> B, `flows[1]`: B -> A.
     flows: [Flow; 2],
     started: Instant,
     last_active: Instant,

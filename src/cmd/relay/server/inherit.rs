@@ -43,7 +43,7 @@ pub(super) fn inherit(endpoint: &Endpoint, peer: &mut Peer) -> anyhow::Result<()
 }
 
 /// The file status flags of inherited fds, put back on every way out: the normal end of the
-/// connection ([`Server::finish`]), a panic (a hook), and a signal whose default action kills
+/// connection ([`super::Server::finish`]), a panic (a hook), and a signal whose default action kills
 /// (SIGHUP, SIGQUIT: a handler puts the flags back, then dies of the signal as before).
 /// O_NONBLOCK lives on the file description, which the shell that gave us stdin/stdout still
 /// uses: left set, its next read fails with EAGAIN. SIGINT/SIGTERM end through `finish`.
