@@ -122,7 +122,7 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks')
             [CompletionResult]::new('--size', '--size', [CompletionResultType]::ParameterName, 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own')
             [CompletionResult]::new('--once', '--once', [CompletionResultType]::ParameterName, 'Serve one connection, then exit')
-            [CompletionResult]::new('--grow-pipes', '--grow-pipes', [CompletionResultType]::ParameterName, 'Grow the pipes of busy streams to pipe-max-size (saves about a third of the CPU, but measured slower on loopback than the default 64 KiB pipes)')
+            [CompletionResult]::new('--grow-pipes', '--grow-pipes', [CompletionResultType]::ParameterName, 'Grow busy relay pipes to pipe-max-size: less CPU, but slower on loopback (bench/RESULTS.md, `relay: pipes stay at 64 KiB`)')
             [CompletionResult]::new('--splice-first', '--splice-first', [CompletionResultType]::ParameterName, 'Under auto, start every direction with splice, skipping the measured prior (the fault-injection tests aim at splice)')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No report line, no progress')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No report line, no progress')

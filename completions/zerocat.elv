@@ -115,7 +115,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --limit 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks'
             cand --size 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own'
             cand --once 'Serve one connection, then exit'
-            cand --grow-pipes 'Grow the pipes of busy streams to pipe-max-size (saves about a third of the CPU, but measured slower on loopback than the default 64 KiB pipes)'
+            cand --grow-pipes 'Grow busy relay pipes to pipe-max-size: less CPU, but slower on loopback (bench/RESULTS.md, `relay: pipes stay at 64 KiB`)'
             cand --splice-first 'Under auto, start every direction with splice, skipping the measured prior (the fault-injection tests aim at splice)'
             cand -q 'No report line, no progress'
             cand --quiet 'No report line, no progress'

@@ -103,7 +103,7 @@ json\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l limit -d 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l once -d 'Serve one connection, then exit'
-complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l grow-pipes -d 'Grow the pipes of busy streams to pipe-max-size (saves about a third of the CPU, but measured slower on loopback than the default 64 KiB pipes)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l grow-pipes -d 'Grow busy relay pipes to pipe-max-size: less CPU, but slower on loopback (bench/RESULTS.md, `relay: pipes stay at 64 KiB`)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l splice-first -d 'Under auto, start every direction with splice, skipping the measured prior (the fault-injection tests aim at splice)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'

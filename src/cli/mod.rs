@@ -250,8 +250,8 @@ pub struct RelayArgs {
     /// Give up a connection attempt after this long (each attempt of retry=N).
     #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
     pub connect_timeout: Option<std::time::Duration>,
-    /// Grow the pipes of busy streams to pipe-max-size (saves about a third of the CPU,
-    /// but measured slower on loopback than the default 64 KiB pipes).
+    /// Grow busy relay pipes to pipe-max-size: less CPU, but slower on loopback
+    /// (bench/RESULTS.md, `relay: pipes stay at 64 KiB`).
     #[arg(long, hide = true)]
     pub grow_pipes: bool,
     /// Under auto, start every direction with splice, skipping the measured prior (the

@@ -38,10 +38,9 @@ pub fn refuse_same_file(
 /// A plain file sink is opened without O_TRUNC (so a same-file check can run first);
 /// truncate it now, like `>` and `cp`.
 ///
-/// Only a file that holds bytes is truncated: on ext4, truncating even an empty file to 0
-/// arms `auto_da_alloc`, and close() then allocates and starts writeback of everything
-/// written, in our process (a fresh 1 GiB tcp -> file ran at 1.1 GiB/s instead of 1.9;
-/// `>` and O_TRUNC never truncate a file they just created).
+/// Only a file that holds bytes: truncating a fresh ext4 file arms auto_da_alloc, and
+/// close() pays its writeback (bench/RESULTS.md, `pipe: truncate only a file that holds
+/// bytes`).
 pub fn truncate_if_pending(opened: &Opened, endpoint: &Endpoint) -> anyhow::Result<()> {
     if !opened.truncate_pending {
         return Ok(());

@@ -1,8 +1,8 @@
 //! How a direction chooses between splice and userspace (read/write through a buffer).
 //!
 //! `--via splice` and `--via userspace` fix the path; `--via auto` chooses per direction,
-//! because neither path wins everywhere (the measurements: bench/RESULTS.md, section
-//! `relay: adaptive path trials`):
+//! because neither path wins everywhere (the measurements: bench/RESULTS.md, sections
+//! `relay: first path per direction` to `relay: trials only try splice`):
 //! - the prior: a socket -> TCP direction starts in userspace, every other with splice;
 //! - tiny segments: a socket source whose first [`JUDGE_SPLICES`] full-pipe splices average
 //!   under [`SMALL_SEGMENT`] bytes a pipe buffer goes to userspace (read() coalesces them);
@@ -29,7 +29,7 @@ const GAP_MAX: u64 = 4 << 30;
 /// Splices that stopped on a full pipe with bytes still queued, judged for tiny segments.
 const JUDGE_SPLICES: u32 = 64;
 /// Bytes a pipe buffer: below this on average, the segments are tiny (1 and 2 KiB writes;
-/// see bench/RESULTS.md, section `relay: adaptive path trials`).
+/// bench/RESULTS.md, `relay: tiny segments go to userspace`).
 const SMALL_SEGMENT: usize = 2304;
 /// A direction stops judging its segments once it has delivered this much.
 const JUDGE_BYTES: u64 = 16 << 20;
