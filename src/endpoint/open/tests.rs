@@ -3,6 +3,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener as StdUnixListener;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::endpoint::parse;
