@@ -675,7 +675,10 @@ fn pipe_passes_the_client_a_proxy_header_carried_on() {
         .listen();
     let v2 = v2_header_ipv4([198, 51, 100, 9], 5555, [192, 0, 2, 80], 80);
     let mut s = TcpStream::connect(running.addr()).unwrap();
-    s.write_all(&v2).unwrap();
+    // The header in two pieces, the second late: zerocat waits for the rest.
+    s.write_all(&v2[..10]).unwrap();
+    thread::sleep(Duration::from_millis(150));
+    s.write_all(&v2[10..]).unwrap();
     s.write_all(&payload).unwrap();
     drop(s);
     let end = running.finish();

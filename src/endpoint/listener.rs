@@ -195,19 +195,7 @@ impl Listener {
         let blocking = fcntl(mux.epoll.0.as_raw_fd(), FcntlArg::F_GETFL)
             .map(|f| !OFlag::from_bits_retain(f).contains(OFlag::O_NONBLOCK))
             .unwrap_or(true);
-        loop {
-            match mux.step(&self.sockets) {
-                Err(e) if blocking && e.raw_os_error() == Some(Errno::EAGAIN as i32) => {
-                    let mut events = [EpollEvent::empty()];
-                    match mux.epoll.wait(&mut events, EpollTimeout::NONE) {
-                        Ok(_) => {}
-                        Err(Errno::EINTR) => return Err(Errno::EINTR.into()),
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                other => return other,
-            }
-        }
+        mux.step(&self.sockets, blocking)
     }
 
     /// The bound addresses as announced: `127.0.0.1:43211`, `[::1]:8080`, a path or
@@ -301,16 +289,24 @@ impl Mux {
     }
 
     /// Handles what the epoll says is ready, one event at a time, until a connection is
-    /// ready to hand out (or one is rejected); EAGAIN when nothing more is ready.
-    fn step(&self, sockets: &[Socket]) -> io::Result<Accepted> {
+    /// ready to hand out (or one is rejected). Not `blocking`: EAGAIN when nothing more is
+    /// ready. `blocking`: waits (the event that wakes it is the one handled: a greeting's
+    /// is edge-triggered and comes once); EINTR for the caller to judge.
+    fn step(&self, sockets: &[Socket], blocking: bool) -> io::Result<Accepted> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some(rejected) = state.expired.pop_front() {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, rejected));
             }
             let mut events = [EpollEvent::empty()];
-            let n = match self.epoll.wait(&mut events, EpollTimeout::ZERO) {
+            let timeout = if blocking {
+                EpollTimeout::NONE
+            } else {
+                EpollTimeout::ZERO
+            };
+            let n = match self.epoll.wait(&mut events, timeout) {
                 Ok(n) => n,
+                Err(Errno::EINTR) if blocking => return Err(Errno::EINTR.into()),
                 Err(Errno::EINTR) => continue,
                 Err(e) => return Err(e.into()),
             };
