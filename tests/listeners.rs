@@ -247,6 +247,45 @@ fn systemd_socket_activation_relays_every_connection() {
 }
 
 #[test]
+fn systemd_all_sockets_are_served_together() {
+    let Some(_) = socket_activate() else { return };
+    let (backend, rx) = recording_backend();
+    let addrs = [free_port(), free_port()].map(|p| format!("127.0.0.1:{p}"));
+    let mut child = activate(
+        &["-l", &addrs[0], "-l", &addrs[1]],
+        &[
+            "--stats",
+            "json",
+            "relay",
+            "systemd:",
+            &format!("tcp:{backend}"),
+        ],
+    );
+    let (_, rest) = wait_for_line(&mut child, "Listening on");
+    // Alternate between the two sockets: one relay, one loop, both served.
+    for i in 0..4 {
+        let payload = data(30_000 + i * 100);
+        let mut s = connect_retrying(&addrs[i % 2]);
+        s.set_read_timeout(Some(DEADLINE)).unwrap();
+        s.write_all(&payload).unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+        let mut back = Vec::new();
+        s.read_to_end(&mut back).unwrap();
+        assert_bytes_eq(&back, &payload, "echo");
+        assert_bytes_eq(&next(&rx), &payload, "backend");
+    }
+    let (code, stderr) = end_of(child, rest, true);
+    assert_eq!(code, 130, "{stderr}");
+    for addr in &addrs {
+        assert!(
+            stderr.contains(&format!("zerocat: listening on {addr}")),
+            "{stderr}"
+        );
+    }
+    assert_eq!(connections(&json_report(stderr.as_bytes())).len(), 4);
+}
+
+#[test]
 fn systemd_names_choose_the_socket() {
     let Some(_) = socket_activate() else { return };
     let (backend, rx) = recording_backend();
@@ -532,6 +571,18 @@ fn a_proxy_listener_takes_the_header_and_reports_the_client_it_carries() {
     let v2 = v2_header_ipv4([203, 0, 113, 7], 40002, [198, 51, 100, 1], 443);
     assert_bytes_eq(&exchange(&addr, &v2, &payload), &payload, "v2 echo");
     assert_bytes_eq(&next(&rx), &payload, "backend sees payload only (v2)");
+    // A header that comes in pieces, the rest late: the relay waits for it.
+    let mut s = TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    s.write_all(&v1[..20]).unwrap();
+    thread::sleep(Duration::from_millis(150));
+    s.write_all(&v1[20..]).unwrap();
+    s.write_all(b"late").unwrap();
+    s.shutdown(Shutdown::Write).unwrap();
+    let mut back = Vec::new();
+    s.read_to_end(&mut back).unwrap();
+    assert_eq!(back, b"late");
+    assert_eq!(next(&rx), b"late");
     let mut local = V2_SIG.to_vec();
     local.extend_from_slice(&[0x20, 0x00, 0, 0]);
     assert_bytes_eq(&exchange(&addr, &local, b"ping"), b"ping", "LOCAL");
