@@ -115,7 +115,7 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
         'zerocat;relay' {
             [CompletionResult]::new('--max-conns', '--max-conns', [CompletionResultType]::ParameterName, 'Connections served at once; more wait in the listen backlog. Default: what the open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after raising the soft limit to the hard one')
             [CompletionResult]::new('--idle-timeout', '--idle-timeout', [CompletionResultType]::ParameterName, 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m)')
-            [CompletionResult]::new('--connect-timeout', '--connect-timeout', [CompletionResultType]::ParameterName, 'Give up a connection attempt after this long (each attempt of retry=N)')
+            [CompletionResult]::new('--connect-timeout', '--connect-timeout', [CompletionResultType]::ParameterName, 'Give up a connection attempt after this long (each attempt of retry=N); also how long a `proxy` listener waits for a PROXY header (default 5 s)')
             [CompletionResult]::new('--first-trial', '--first-trial', [CompletionResultType]::ParameterName, 'Under auto, run the first trial of the other path after this many bytes (tests; the default is relay''s policy::FIRST_TRIAL)')
             [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')
             [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Format of the end-of-run report on stderr')

@@ -108,7 +108,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
         &'zerocat;relay'= {
             cand --max-conns 'Connections served at once; more wait in the listen backlog. Default: what the open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after raising the soft limit to the hard one'
             cand --idle-timeout 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m)'
-            cand --connect-timeout 'Give up a connection attempt after this long (each attempt of retry=N)'
+            cand --connect-timeout 'Give up a connection attempt after this long (each attempt of retry=N); also how long a `proxy` listener waits for a PROXY header (default 5 s)'
             cand --first-trial 'Under auto, run the first trial of the other path after this many bytes (tests; the default is relay''s policy::FIRST_TRIAL)'
             cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
             cand --stats 'Format of the end-of-run report on stderr'

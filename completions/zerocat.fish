@@ -95,7 +95,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s h -l help -d 'Pr
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l max-conns -d 'Connections served at once; more wait in the listen backlog. Default: what the open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after raising the soft limit to the hard one' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l idle-timeout -d 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m)' -r
-complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l connect-timeout -d 'Give up a connection attempt after this long (each attempt of retry=N)' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l connect-timeout -d 'Give up a connection attempt after this long (each attempt of retry=N); also how long a `proxy` listener waits for a PROXY header (default 5 s)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l first-trial -d 'Under auto, run the first trial of the other path after this many bytes (tests; the default is relay\'s policy::FIRST_TRIAL)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''

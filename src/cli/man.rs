@@ -98,7 +98,10 @@ options follow a comma, socat style.
 stdin as a source, stdout as a sink.
 .TP
 \fBfd:\fIN\fR
-the inherited file descriptor \fIN\fR.
+the inherited file descriptor \fIN\fR. When \fIN\fR is a listening socket
+(\fBSO_ACCEPTCONN\fR), it is a listener like \fBtcp\-listen:\fR: its address is announced,
+pipe accepts one connection, relay serves every one. An \fIN\fR that is not open is an
+error before any byte moves.
 .TP
 \fBfile:\fIPATH\fR, or a bare \fIPATH\fR
 a file: opened read\-only as a source; created or truncated as a sink (like \fB>\fR and
@@ -109,17 +112,74 @@ umask, for a file zerocat creates; an existing file keeps its mode, as with \fB>
 .TP
 \fBtcp:\fIHOST\fB:\fIPORT\fR
 connect. IPv6 goes in brackets: \fBtcp:[::1]:8080\fR. \fIHOST\fR may be a name; it is
-resolved once.
+resolved once. Options: \fBretry=\fIN\fR, \fBinterval=\fIDURATION\fR, and
+\fBproxy=v1\fR or \fBproxy=v2\fR: send a PROXY protocol header first (text v1 or binary
+v2, HAProxy's \fBsend\-proxy\fR / \fBsend\-proxy\-v2\fR), carrying the client of the
+connection accepted on the other side (or the client a PROXY header named, with
+\fBproxy\fR there), then the stream, which still moves by \fBsplice\fR. With no client to
+name (a file or stdin on the other side) it sends UNKNOWN (v1) or LOCAL (v2).
 .TP
 \fBtcp\-listen:\fR[\fIHOST\fB:\fR]\fIPORT\fR (alias \fBtcp\-l:\fR)
-accept one connection (relay: every connection). Option: \fBbacklog=\fIN\fR.
+accept one connection (relay: every connection). Options:
+.RS
+.TP
+\fBbacklog=\fIN\fR
+the listen(2) backlog (default 128).
+.TP
+\fBreuseport\fR
+\fBSO_REUSEPORT\fR: several zerocat processes listen on one port and the kernel spreads
+the connections among them (each must set it).
+.TP
+\fBipv6only=0\fR|\fB1\fR
+for an IPv6 address such as \fB[::]\fR: \fB0\fR (the default, set whatever the
+\fBnet.ipv6.bindv6only\fR sysctl says) is dual\-stack, \fB[::]:\fIP\fR also takes IPv4
+clients (as ::ffff:a.b.c.d) and so also holds \fB0.0.0.0:\fIP\fR; \fB1\fR is IPv6 only,
+so \fBtcp\-listen:[::]:\fIP\fB,ipv6only=1\fR and \fBtcp\-listen:0.0.0.0:\fIP\fR run side
+by side. On an IPv4 address it is a usage error.
+.TP
+\fBproxy\fR
+every connection starts with a PROXY protocol header (v1 or v2, whichever comes), as
+HAProxy's \fBsend\-proxy\fR / \fBsend\-proxy\-v2\fR and other load balancers send it. It
+is read before any payload, within \fB\-\-connect\-timeout\fR (default 5 s; pipe: 5 s);
+a connection whose header is missing, malformed, longer than 4112 bytes or late is
+closed, never relayed, and counted (relay: a connection that ended with \fBerror\fR,
+text \fBPROXY header: ...\fR, also said on stderr unless \fB\-q\fR). The client the
+header names is the connection's \fBpeer\fR in reports, and what a \fBproxy=\fR
+connector passes on. A LOCAL (v2) or UNKNOWN (v1) header keeps the real peer.
+.RE
 .TP
 \fBunix:\fIPATH\fR, \fBunix:@\fINAME\fR
 connect to a unix socket; \fB@\fR names an abstract socket.
 .TP
 \fBunix\-listen:\fIPATH\fR, \fBunix\-listen:@\fINAME\fR
 accept on a unix socket. Option: \fBmode=\fI0600\fR: the socket file is created with
-exactly this mode (the umask is set for the bind; nothing is chmod\-ed by path).
+exactly this mode (the umask is set for the bind; nothing is chmod\-ed by path);
+\fBbacklog=\fIN\fR. (\fBproxy\fR, \fBreuseport\fR and \fBipv6only\fR are TCP options:
+usage errors here.)
+.TP
+\fBsystemd:\fR, \fBsystemd:\fINAME\fR
+socket activation (\fBsd_listen_fds\fR(3)): the listening sockets systemd passed
+(\fBLISTEN_FDS\fR, from fd 3, for this process by \fBLISTEN_PID\fR), all of them or those
+whose \fBFileDescriptorName=\fR is \fINAME\fR (\fBLISTEN_FDNAMES\fR). A listener like
+\fBtcp\-listen:\fR (several sockets are served together); bind options come from the
+\fB.socket\fR unit. The variables are unset once read. Option: \fBproxy\fR. No sockets
+passed, sockets for another process, a name not passed, or a connected socket
+(\fBAccept=yes\fR) are usage errors (exit 2). Example units:
+.RS
+.PP
+.nf
+# /etc/systemd/system/zerocat\-web.socket
+[Socket]
+ListenStream=0.0.0.0:80
+FileDescriptorName=web
+[Install]
+WantedBy=sockets.target
+
+# /etc/systemd/system/zerocat\-web.service
+[Service]
+ExecStart=/usr/bin/zerocat \-q relay systemd:web tcp:10.0.0.5:8080
+.fi
+.RE
 .PP
 Durations (\fB\-\-idle\-timeout\fR, \fB\-\-connect\-timeout\fR, \fBinterval=\fR) are at most
 8760h (one year); a timeout of 0 is a usage error. An option given twice takes the last
@@ -439,6 +499,24 @@ print the plan (fd kinds, chosen paths) and move nothing.
 .TP
 \fBkill \-USR1 $(pidof zerocat)\fR
 ask a running transfer how far it got.
+.TP
+\fBzerocat relay tcp\-listen:0.0.0.0:8080,reuseport tcp:app:80\fR
+one of several relays on one port; the kernel spreads the connections.
+.TP
+\fBzerocat relay tcp\-listen:0.0.0.0:8443,proxy tcp:app:443,proxy=v2\fR
+behind HAProxy: read the client from its PROXY header, pass it on to the backend. The
+HAProxy side, in TCP mode:
+.RS
+.PP
+.nf
+backend zerocat
+    mode tcp
+    server z1 127.0.0.1:8443 send\-proxy\-v2
+.fi
+.PP
+and to send to a HAProxy \fBbind :9000 accept\-proxy\fR:
+\fBzerocat relay tcp\-listen:8080 tcp:lb:9000,proxy=v2\fR.
+.RE
 .SH CAVEATS
 Splicing or sendfile\-ing a file hands the reader page\-cache pages, not a snapshot: a
 write to the file after zerocat returns can still show through in bytes the reader has

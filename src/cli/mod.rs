@@ -247,7 +247,8 @@ pub struct RelayArgs {
     /// Close a connection that moved no byte either way for this long (500ms, 30s, 5m).
     #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
     pub idle_timeout: Option<std::time::Duration>,
-    /// Give up a connection attempt after this long (each attempt of retry=N).
+    /// Give up a connection attempt after this long (each attempt of retry=N); also how long
+    /// a `proxy` listener waits for a PROXY header (default 5 s).
     #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
     pub connect_timeout: Option<std::time::Duration>,
     /// Grow busy relay pipes to pipe-max-size: less CPU, but slower on loopback

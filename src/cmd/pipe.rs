@@ -9,6 +9,7 @@ use super::common::{
     describe, failure_message, finish_socket_sink, inspect, predict, refuse_same_file, remaining,
     stdout_gone, truncate_if_pending,
 };
+use crate::endpoint::proxy::Addresses;
 use crate::endpoint::{Endpoint, Role};
 use crate::engine::{self, DataPath, Ends, Failure, Via};
 use crate::exit::{ExitCode, UsageError};
@@ -28,8 +29,9 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     if opts.explain {
         return explain(opts, cfg);
     }
-    let src = cfg.src.open(Role::Source)?;
-    let dst = cfg.dst.open(Role::Sink)?;
+    // An accepted source's client goes on in the sink's PROXY header (`proxy=v1|v2`).
+    let (src, origin) = cfg.src.open_carrying(Role::Source, &Addresses::Unknown)?;
+    let (dst, _) = cfg.dst.open_carrying(Role::Sink, &origin)?;
     let src_info = inspect(src.fd.as_fd(), &cfg.src)?;
     let dst_info = inspect(dst.fd.as_fd(), &cfg.dst)?;
     refuse_same_file(&cfg.src, &src_info, &cfg.dst, &dst_info)?;

@@ -7,7 +7,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{ConnectOpts, Endpoint, FileOpts, UnixAddr};
+use super::proxy::Version;
+use super::{ConnectOpts, Endpoint, FileOpts, ListenOpts, UnixAddr};
 
 /// A malformed endpoint argument: a usage error (exit 2).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +37,7 @@ const SCHEMES: &[&str] = &[
     "tcp-listen",
     "unix",
     "unix-listen",
+    "systemd",
     "tcp-l",
     "unix-l",
 ];
@@ -48,6 +50,7 @@ enum Scheme {
     TcpListen,
     Unix,
     UnixListen,
+    Systemd,
 }
 
 impl Scheme {
@@ -59,6 +62,7 @@ impl Scheme {
             "tcp-listen" | "tcp-l" => Scheme::TcpListen,
             "unix" => Scheme::Unix,
             "unix-listen" | "unix-l" => Scheme::UnixListen,
+            "systemd" => Scheme::Systemd,
             _ => return None,
         })
     }
@@ -71,6 +75,7 @@ impl Scheme {
             Scheme::TcpListen => "tcp-listen",
             Scheme::Unix => "unix",
             Scheme::UnixListen => "unix-listen",
+            Scheme::Systemd => "systemd",
         }
     }
 
@@ -78,9 +83,11 @@ impl Scheme {
     fn option_help(self) -> &'static str {
         match self {
             Scheme::File => "append, excl, mode=OCTAL",
-            Scheme::TcpListen => "backlog=N",
+            Scheme::TcpListen => "backlog=N, reuseport, ipv6only=0|1, proxy",
             Scheme::UnixListen => "mode=OCTAL, backlog=N",
-            Scheme::Tcp | Scheme::Unix => "retry=N, interval=DURATION",
+            Scheme::Systemd => "proxy",
+            Scheme::Tcp => "retry=N, interval=DURATION, proxy=v1|v2",
+            Scheme::Unix => "retry=N, interval=DURATION",
             Scheme::Fd => "",
         }
     }
@@ -89,9 +96,14 @@ impl Scheme {
         matches!(
             (self, name),
             (Scheme::File, "append" | "excl" | "mode")
-                | (Scheme::TcpListen, "backlog")
+                | (
+                    Scheme::TcpListen,
+                    "backlog" | "reuseport" | "ipv6only" | "proxy"
+                )
                 | (Scheme::UnixListen, "mode" | "backlog")
-                | (Scheme::Tcp | Scheme::Unix, "retry" | "interval")
+                | (Scheme::Systemd, "proxy")
+                | (Scheme::Tcp, "retry" | "interval" | "proxy")
+                | (Scheme::Unix, "retry" | "interval")
         )
     }
 }
@@ -103,6 +115,7 @@ struct RawOpts {
     excl: bool,
     mode: Option<u32>,
     backlog: Option<i32>,
+    listen: ListenOpts,
     connect: ConnectOpts,
 }
 
@@ -171,10 +184,16 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
             let expected = "expected tcp-listen:[HOST:]PORT";
             let (host, port) = split_host_port(address, "tcp-listen", expected)?;
             let port = parse_port(port, expected)?;
+            if opts.listen.ipv6only.is_some() && !may_be_ipv6(host.as_deref()) {
+                return Err(format!(
+                    "option 'ipv6only' applies to an IPv6 listener such as tcp-listen:[::]:{port}"
+                ));
+            }
             Ok(Endpoint::TcpListen {
                 host,
                 port,
                 backlog: opts.backlog,
+                listen: opts.listen,
             })
         }
         Scheme::Unix => Ok(Endpoint::Unix {
@@ -195,7 +214,31 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
                 backlog: opts.backlog,
             })
         }
+        Scheme::Systemd => {
+            let name = match address {
+                "" => None,
+                name if name.bytes().all(|b| b.is_ascii_graphic() && b != b':') => {
+                    Some(name.to_string())
+                }
+                _ => {
+                    return Err(format!(
+                        "'{address}' is not a socket name (FileDescriptorName= is printable \
+                         ASCII without ':'); expected systemd: or systemd:NAME"
+                    ))
+                }
+            };
+            Ok(Endpoint::Systemd {
+                name,
+                proxy: opts.listen.proxy,
+            })
+        }
     }
+}
+
+/// A listener's host that could be an IPv6 address: a literal one, or a name (resolved
+/// later). The default host and IPv4 literals cannot.
+fn may_be_ipv6(host: Option<&str>) -> bool {
+    host.is_some_and(|h| h.parse::<std::net::Ipv4Addr>().is_err())
 }
 
 /// `WORD:REST` when the argument starts with a scheme-shaped word and a colon.
@@ -217,7 +260,7 @@ fn unknown_scheme_message(word: &str, arg: &str) -> String {
         .filter(|(distance, s)| *distance <= 2 && *distance < s.len().max(lower.len()));
     let hint = match nearest {
         Some((_, s)) => format!("did you mean '{s}'?"),
-        None => "known schemes: fd, file, tcp, tcp-listen, unix, unix-listen".to_string(),
+        None => "known schemes: fd, file, tcp, tcp-listen, unix, unix-listen, systemd".to_string(),
     };
     format!(
         "unknown scheme '{word}' ({hint}); to name a file called '{arg}', \
@@ -275,8 +318,18 @@ fn parse_options<'a>(
             return Err(format!("empty option after ','; {}", takes()));
         }
         if !scheme.takes_option(&name) {
-            let known =
-                ["append", "excl", "mode", "backlog", "retry", "interval"].contains(&name.as_str());
+            let known = [
+                "append",
+                "excl",
+                "mode",
+                "backlog",
+                "retry",
+                "interval",
+                "reuseport",
+                "ipv6only",
+                "proxy",
+            ]
+            .contains(&name.as_str());
             let what = if known {
                 "does not apply to"
             } else {
@@ -293,7 +346,7 @@ fn parse_options<'a>(
         }
         seen.push(name.clone());
         match (name.as_str(), value) {
-            ("append" | "excl", Some(_)) => {
+            ("append" | "excl" | "reuseport", Some(_)) => {
                 return Err(format!(
                     "option '{name}' is a flag and takes no value ({})",
                     takes()
@@ -301,6 +354,41 @@ fn parse_options<'a>(
             }
             ("append", None) => opts.append = true,
             ("excl", None) => opts.excl = true,
+            ("reuseport", None) => opts.listen.reuseport = true,
+            ("ipv6only", value) => {
+                opts.listen.ipv6only = Some(match value {
+                    Some("1") => true,
+                    Some("0") => false,
+                    _ => {
+                        return Err(format!(
+                            "option 'ipv6only' takes 0 or 1, got '{}'",
+                            value.unwrap_or("")
+                        ))
+                    }
+                })
+            }
+            // A listener reads a header (`proxy`); a connector sends one (`proxy=v1|v2`).
+            ("proxy", None) if scheme != Scheme::Tcp => opts.listen.proxy = true,
+            ("proxy", Some(_)) if scheme != Scheme::Tcp => {
+                return Err(format!(
+                    "option 'proxy' is a flag on {} (it reads v1 or v2, whichever comes); \
+                     proxy=v1|v2 is for a tcp: connector",
+                    scheme.name()
+                ))
+            }
+            ("proxy", value) => {
+                opts.connect.proxy = Some(match value {
+                    Some(v) if v.eq_ignore_ascii_case("v1") => Version::V1,
+                    Some(v) if v.eq_ignore_ascii_case("v2") => Version::V2,
+                    _ => {
+                        return Err(format!(
+                            "option 'proxy' of tcp: takes v1 or v2 (the PROXY protocol \
+                             version to send), got '{}'",
+                            value.unwrap_or("")
+                        ))
+                    }
+                })
+            }
             ("mode", value) => opts.mode = Some(parse_mode(value)?),
             ("backlog", value) => opts.backlog = Some(parse_backlog(value)?),
             ("retry", value) => opts.connect.retry = parse_retry(value)?,
@@ -570,6 +658,7 @@ impl fmt::Display for Endpoint {
                 host,
                 port,
                 backlog,
+                listen,
             } => {
                 f.write_str("tcp-listen:")?;
                 if let Some(host) = host {
@@ -578,6 +667,22 @@ impl fmt::Display for Endpoint {
                 write!(f, "{port}")?;
                 if let Some(backlog) = backlog {
                     write!(f, ",backlog={backlog}")?;
+                }
+                if listen.reuseport {
+                    f.write_str(",reuseport")?;
+                }
+                if let Some(only) = listen.ipv6only {
+                    write!(f, ",ipv6only={}", u8::from(only))?;
+                }
+                if listen.proxy {
+                    f.write_str(",proxy")?;
+                }
+                Ok(())
+            }
+            Endpoint::Systemd { name, proxy } => {
+                write!(f, "systemd:{}", name.as_deref().unwrap_or(""))?;
+                if *proxy {
+                    f.write_str(",proxy")?;
                 }
                 Ok(())
             }
@@ -609,6 +714,9 @@ fn write_connect_opts(f: &mut fmt::Formatter<'_>, opts: &ConnectOpts) -> fmt::Re
     }
     if let Some(interval) = opts.interval {
         write!(f, ",interval={}ms", interval.as_millis())?;
+    }
+    if let Some(version) = opts.proxy {
+        write!(f, ",proxy={version}")?;
     }
     Ok(())
 }

@@ -3,17 +3,25 @@
 //! - `grammar.rs`: the URI text <-> [`Endpoint`], pure (no syscall).
 //! - `open.rs`: an [`Endpoint`] -> an owned fd: files, sockets, listeners, connect
 //!   retries, and [`predict`] (what the fd would be, opening nothing) for `--explain`.
+//! - `listener.rs`: listening sockets, bound or inherited, and accepting from them (the
+//!   PROXY header of a `proxy` listener read before a connection is handed out).
+//! - `systemd.rs`: the sockets of systemd's socket activation (`LISTEN_FDS`).
+//! - `proxy.rs`: the PROXY protocol v1/v2, pure (parse a header, make one).
 //!
 //! This file holds what an endpoint is; each file has its unit tests in `FILE/tests.rs`.
 
 mod grammar;
+mod listener;
 mod open;
+pub mod proxy;
+mod systemd;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use grammar::{parse, parse_timeout, ParseError};
-pub use open::{is_retryable_connect, predict, Listener, Opened, Role};
+pub use listener::{Accepted, Listener, Rejected, PROXY_DEADLINE};
+pub use open::{is_retryable_connect, predict, Opened, Role};
 
 /// Options that may follow a comma (`file:x,append`). Each scheme accepts only its own.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,7 +39,24 @@ pub struct ConnectOpts {
     pub retry: u32,
     /// Pause between attempts; [`DEFAULT_RETRY_INTERVAL`] when not given.
     pub interval: Option<Duration>,
+    /// `proxy=v1|v2`: send a PROXY protocol header first (tcp: only).
+    pub proxy: Option<proxy::Version>,
 }
+
+/// Options of a TCP listener beyond `backlog=`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListenOpts {
+    /// SO_REUSEPORT: several listeners on one port, the kernel spreads connections.
+    pub reuseport: bool,
+    /// IPV6_V6ONLY for an IPv6 address; None: [`DEFAULT_IPV6ONLY`].
+    pub ipv6only: Option<bool>,
+    /// Every connection starts with a PROXY protocol header (v1 or v2), read first.
+    pub proxy: bool,
+}
+
+/// `[::]` listeners are dual-stack unless `ipv6only=1` (set explicitly, whatever the
+/// `net.ipv6.bindv6only` sysctl says).
+pub const DEFAULT_IPV6ONLY: bool = false;
 
 impl ConnectOpts {
     /// The pause between two attempts.
@@ -70,6 +95,7 @@ pub enum Endpoint {
         host: Option<String>,
         port: u16,
         backlog: Option<i32>,
+        listen: ListenOpts,
     },
     Unix {
         addr: UnixAddr,
@@ -79,6 +105,12 @@ pub enum Endpoint {
         addr: UnixAddr,
         mode: Option<u32>,
         backlog: Option<i32>,
+    },
+    /// `systemd:` / `systemd:NAME`: the listening sockets systemd passed (`LISTEN_FDS`),
+    /// all of them or those named NAME (`LISTEN_FDNAMES`).
+    Systemd {
+        name: Option<String>,
+        proxy: bool,
     },
 }
 
@@ -103,15 +135,25 @@ impl Endpoint {
         }
     }
 
+    /// Listens by its scheme (`tcp-listen:`, `unix-listen:`, `systemd:`). An `fd:N` may
+    /// hold a listening socket too: [`Endpoint::listens`] asks the fd.
     pub fn is_listener(&self) -> bool {
         matches!(
             self,
-            Endpoint::TcpListen { .. } | Endpoint::UnixListen { .. }
+            Endpoint::TcpListen { .. } | Endpoint::UnixListen { .. } | Endpoint::Systemd { .. }
         )
     }
 
+    /// [`Endpoint::is_listener`], or an `fd:N` that is a listening socket (SO_ACCEPTCONN).
+    pub fn listens(&self) -> bool {
+        match self {
+            Endpoint::Fd(n) => listener::is_listening(*n).unwrap_or(false),
+            other => other.is_listener(),
+        }
+    }
+
     /// Short scheme word for reports: "stdio", "fd", "file", "tcp", "tcp-listen", "unix",
-    /// "unix-listen".
+    /// "unix-listen", "systemd".
     pub fn scheme(&self) -> &'static str {
         match self {
             Endpoint::Stdio => "stdio",
@@ -121,6 +163,7 @@ impl Endpoint {
             Endpoint::TcpListen { .. } => "tcp-listen",
             Endpoint::Unix { .. } => "unix",
             Endpoint::UnixListen { .. } => "unix-listen",
+            Endpoint::Systemd { .. } => "systemd",
         }
     }
 }

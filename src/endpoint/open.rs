@@ -6,7 +6,8 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
 use nix::errno::Errno;
@@ -17,8 +18,10 @@ use nix::sys::socket::{
 };
 use nix::sys::stat::{umask, Mode};
 
-use super::{ConnectOpts, Endpoint, FileOpts, UnixAddr};
-use crate::exit::Interrupted;
+use super::listener::{format_sockaddr, is_listening, Listener, Socket, PROXY_DEADLINE};
+use super::proxy::{self, Addresses};
+use super::{ConnectOpts, Endpoint, FileOpts, ListenOpts, UnixAddr, DEFAULT_IPV6ONLY};
+use crate::exit::{Interrupted, UsageError};
 use crate::sys::fdkind::{FdInfo, FdKind};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,19 +43,36 @@ pub struct Opened {
     pub truncate_pending: bool,
 }
 
-/// A bound, listening socket. A unix listener removes its socket file when dropped.
-#[derive(Debug)]
-pub struct Listener {
-    fd: OwnedFd,
-    local: String,
-    /// The socket file we bound, with its (st_dev, st_ino), so Drop removes only that file.
-    socket_file: Option<(PathBuf, u64, u64)>,
-}
-
 impl Endpoint {
     /// Open for the role. Listeners bind, announce, accept one connection and close the
     /// listening socket. Blocking opens (a FIFO without a peer, accept) block.
     pub fn open(&self, role: Role) -> anyhow::Result<Opened> {
+        self.open_carrying(role, &Addresses::Unknown)
+            .map(|(opened, _)| opened)
+    }
+
+    /// [`Endpoint::open`], for a stream that carries another's bytes: a connector with
+    /// `proxy=v1|v2` sends `origin` in its header; a listener says, beside the fd, the
+    /// addresses of the connection it accepted (those its PROXY header carried, with
+    /// `proxy`), for the other end to carry.
+    pub fn open_carrying(
+        &self,
+        role: Role,
+        origin: &Addresses,
+    ) -> anyhow::Result<(Opened, Addresses)> {
+        let plain = |fd| Opened {
+            fd,
+            truncate_pending: false,
+        };
+        if self.listens() {
+            let listener = self.listen()?;
+            return accept_one(&listener).map(|(fd, origin)| (plain(fd), origin));
+        }
+        let opened = self.open_stream(role, origin)?;
+        Ok((opened, Addresses::Unknown))
+    }
+
+    fn open_stream(&self, role: Role, origin: &Addresses) -> anyhow::Result<Opened> {
         let plain = |fd| Opened {
             fd,
             truncate_pending: false,
@@ -71,30 +91,33 @@ impl Endpoint {
                 Ok(plain(fd))
             }
             Endpoint::File { path, opts } => open_file(path, opts, role),
-            Endpoint::Tcp { .. } | Endpoint::Unix { .. } => self.connect().map(plain),
-            Endpoint::TcpListen { .. } | Endpoint::UnixListen { .. } => {
-                let listener = self.listen()?;
-                loop {
-                    match listener.accept() {
-                        Ok((fd, _peer)) => return Ok(plain(fd)),
-                        Err(e) if e.raw_os_error() == Some(Errno::EINTR as i32) => {
-                            if crate::sys::process::interrupted() {
-                                return Err(Interrupted(format!(
-                                    "interrupted while waiting for a connection on {}",
-                                    listener.local_addr()
-                                ))
-                                .into());
-                            }
-                        }
-                        Err(e) => {
-                            return Err(anyhow::Error::from(e)).with_context(|| {
-                                format!("cannot accept a connection on {}", listener.local_addr())
-                            })
-                        }
-                    }
-                }
+            Endpoint::Tcp { .. } | Endpoint::Unix { .. } => {
+                self.connect_carrying(origin).map(plain)
+            }
+            Endpoint::TcpListen { .. } | Endpoint::UnixListen { .. } | Endpoint::Systemd { .. } => {
+                unreachable!("listeners accept in open_carrying")
             }
         }
+    }
+
+    /// [`Endpoint::connect`], then the PROXY header of `proxy=v1|v2` carrying `origin`.
+    pub fn connect_carrying(&self, origin: &Addresses) -> anyhow::Result<OwnedFd> {
+        let fd = self.connect()?;
+        if let Endpoint::Tcp {
+            connect:
+                ConnectOpts {
+                    proxy: Some(version),
+                    ..
+                },
+            ..
+        } = self
+        {
+            let header = proxy::encode(*version, origin);
+            crate::sys::write_all(fd.as_fd(), &header)
+                .map_err(|(_, errno)| io::Error::from(errno))
+                .with_context(|| format!("cannot send the PROXY header to {self}"))?;
+        }
+        Ok(fd)
     }
 
     /// Connectors only (Tcp, Unix): connect and return the (blocking, CLOEXEC) fd. The
@@ -158,30 +181,82 @@ impl Endpoint {
         }
     }
 
-    /// Listeners only: bind and listen, then announce `zerocat: listening on ADDR` on stderr
-    /// (always, even under -q: scripts read the port from it).
+    /// Listeners only: bind and listen (or take the listening sockets of `fd:N`,
+    /// `systemd:`), then announce `zerocat: listening on ADDR` on stderr (always, even
+    /// under -q: scripts read the port from it). A `proxy` listener waits
+    /// [`PROXY_DEADLINE`] for a connection's header.
     pub fn listen(&self) -> anyhow::Result<Listener> {
-        let listener = match self {
+        self.listen_within(None)
+    }
+
+    /// [`Endpoint::listen`], with the PROXY header's deadline (None: [`PROXY_DEADLINE`]).
+    pub fn listen_within(&self, header_deadline: Option<Duration>) -> anyhow::Result<Listener> {
+        let deadline = header_deadline.unwrap_or(PROXY_DEADLINE);
+        let (sockets, proxy) = match self {
             Endpoint::TcpListen {
                 host,
                 port,
                 backlog,
+                listen,
             } => {
                 let host = host.as_deref().unwrap_or(DEFAULT_LISTEN_HOST);
-                listen_tcp(host, *port, backlog.unwrap_or(DEFAULT_BACKLOG))
+                let backlog = backlog.unwrap_or(DEFAULT_BACKLOG);
+                let socket = listen_tcp(host, *port, backlog, listen)
+                    .with_context(|| format!("cannot listen on {self}"))?;
+                (vec![socket], listen.proxy)
             }
             Endpoint::UnixListen {
                 addr,
                 mode,
                 backlog,
-            } => listen_unix(addr, *mode, backlog.unwrap_or(DEFAULT_BACKLOG)),
-            _ => Err(anyhow!(
-                "only tcp-listen: and unix-listen: endpoints listen"
-            )),
+            } => {
+                let socket = listen_unix(addr, *mode, backlog.unwrap_or(DEFAULT_BACKLOG))
+                    .with_context(|| format!("cannot listen on {self}"))?;
+                (vec![socket], false)
+            }
+            Endpoint::Systemd { name, proxy } => {
+                let fds = super::systemd::sockets(name.as_deref())
+                    .map_err(|e| UsageError(format!("{self}: {e}")))?;
+                (fds.into_iter().map(Socket::named).collect(), *proxy)
+            }
+            Endpoint::Fd(n) => match is_listening(*n) {
+                Ok(true) => {
+                    let fd = dup_cloexec(*n).with_context(|| format!("cannot use fd:{n}"))?;
+                    (vec![Socket::named(fd)], false)
+                }
+                Ok(false) => bail!("fd:{n} is a connected socket, not a listening one"),
+                Err(Errno::EBADF) => bail!("cannot use fd:{n}: fd {n} is not open"),
+                Err(Errno::ENOTSOCK) => bail!("fd:{n} is not a socket, so it cannot listen"),
+                Err(e) => bail!("cannot use fd:{n}: {}", io::Error::from(e)),
+            },
+            _ => bail!("cannot listen on {self}: only listeners (tcp-listen:, unix-listen:, systemd:, fd:N of a listening socket) listen"),
+        };
+        Listener::new(sockets, proxy.then_some(deadline))
+            .with_context(|| format!("cannot listen on {self}"))
+    }
+}
+
+/// The first connection `listener` accepts (then the listener closes): the fd, and the
+/// addresses a PROXY header to a backend would carry.
+fn accept_one(listener: &Listener) -> anyhow::Result<(OwnedFd, Addresses)> {
+    loop {
+        match listener.accept_from() {
+            Ok(accepted) => return Ok((accepted.fd, accepted.origin)),
+            Err(e) if e.raw_os_error() == Some(Errno::EINTR as i32) => {
+                if crate::sys::process::interrupted() {
+                    return Err(Interrupted(format!(
+                        "interrupted while waiting for a connection on {}",
+                        listener.local_addr()
+                    ))
+                    .into());
+                }
+            }
+            Err(e) => {
+                return Err(anyhow::Error::from(e)).with_context(|| {
+                    format!("cannot accept a connection on {}", listener.local_addr())
+                })
+            }
         }
-        .with_context(|| format!("cannot listen on {self}"))?;
-        eprintln!("zerocat: listening on {}", listener.local);
-        Ok(listener)
     }
 }
 
@@ -268,14 +343,14 @@ fn open_file(path: &Path, opts: &FileOpts, role: Role) -> anyhow::Result<Opened>
     })
 }
 
-fn listen_tcp(host: &str, port: u16, backlog: i32) -> anyhow::Result<Listener> {
+fn listen_tcp(host: &str, port: u16, backlog: i32, opts: &ListenOpts) -> anyhow::Result<Socket> {
     let addrs: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
         .with_context(|| format!("cannot resolve '{host}'"))?
         .collect();
     let mut last_error = None;
     for addr in addrs {
-        match bind_tcp(addr, backlog) {
+        match bind_tcp(addr, backlog, opts) {
             Ok(listener) => return Ok(listener),
             Err(e) => last_error = Some(e),
         }
@@ -283,7 +358,7 @@ fn listen_tcp(host: &str, port: u16, backlog: i32) -> anyhow::Result<Listener> {
     Err(last_error.unwrap_or_else(|| anyhow!("'{host}' resolved to no address")))
 }
 
-fn bind_tcp(addr: SocketAddr, backlog: i32) -> anyhow::Result<Listener> {
+fn bind_tcp(addr: SocketAddr, backlog: i32, opts: &ListenOpts) -> anyhow::Result<Socket> {
     let family = match addr {
         SocketAddr::V4(_) => AddressFamily::Inet,
         SocketAddr::V6(_) => AddressFamily::Inet6,
@@ -292,14 +367,36 @@ fn bind_tcp(addr: SocketAddr, backlog: i32) -> anyhow::Result<Listener> {
         .map_err(io::Error::from)?;
     // A restarted listener must not wait out TIME_WAIT of its previous connections.
     socket::setsockopt(&fd, sockopt::ReuseAddr, &true).map_err(io::Error::from)?;
-    socket::bind(fd.as_raw_fd(), &SockaddrStorage::from(addr))
-        .map_err(io::Error::from)
-        .with_context(|| format!("cannot bind {addr}"))?;
+    if opts.reuseport {
+        socket::setsockopt(&fd, sockopt::ReusePort, &true)
+            .map_err(io::Error::from)
+            .context("cannot set SO_REUSEPORT")?;
+    }
+    let v6only = opts.ipv6only.unwrap_or(DEFAULT_IPV6ONLY);
+    if addr.is_ipv6() {
+        socket::setsockopt(&fd, sockopt::Ipv6V6Only, &v6only)
+            .map_err(io::Error::from)
+            .context("cannot set IPV6_V6ONLY")?;
+    }
+    match socket::bind(fd.as_raw_fd(), &SockaddrStorage::from(addr)) {
+        Ok(()) => {}
+        // The realm#124 trap: a dual-stack [::]:P also holds 0.0.0.0:P.
+        Err(Errno::EADDRINUSE) if addr.ip().is_unspecified() && (addr.is_ipv4() || !v6only) => {
+            bail!(
+                "cannot bind {addr}: address in use (a dual-stack [::]:{0} listener also \
+                 takes 0.0.0.0:{0}; to have both, give the [::] one ipv6only=1)",
+                addr.port()
+            )
+        }
+        Err(errno) => {
+            return Err(io::Error::from(errno)).with_context(|| format!("cannot bind {addr}"))
+        }
+    }
     socket::listen(&fd, to_backlog(backlog)).map_err(io::Error::from)?;
     // Port 0 picked a port: report the one the kernel chose.
     let bound: SockaddrStorage = socket::getsockname(fd.as_raw_fd()).map_err(io::Error::from)?;
     let local = format_sockaddr(&bound).unwrap_or_else(|| addr.to_string());
-    Ok(Listener {
+    Ok(Socket {
         fd,
         local,
         socket_file: None,
@@ -311,7 +408,7 @@ fn to_backlog(backlog: i32) -> Backlog {
     Backlog::new(backlog).unwrap_or(Backlog::MAXCONN)
 }
 
-fn listen_unix(addr: &UnixAddr, mode: Option<u32>, backlog: i32) -> anyhow::Result<Listener> {
+fn listen_unix(addr: &UnixAddr, mode: Option<u32>, backlog: i32) -> anyhow::Result<Socket> {
     let fd = socket::socket(
         AddressFamily::Unix,
         SockType::Stream,
@@ -342,7 +439,7 @@ fn listen_unix(addr: &UnixAddr, mode: Option<u32>, backlog: i32) -> anyhow::Resu
         }
     };
     // From here, an error drops `listener`, which removes the socket file we created.
-    let listener = Listener {
+    let listener = Socket {
         fd,
         local: addr.to_string(),
         socket_file,
@@ -407,69 +504,6 @@ pub fn is_retryable_connect(errno: Errno) -> bool {
             | Errno::EAGAIN
             | Errno::ECONNABORTED
     )
-}
-
-/// `127.0.0.1:80`, `[::1]:80`, a socket path, `@name`; None for an unnamed unix peer.
-fn format_sockaddr(addr: &SockaddrStorage) -> Option<String> {
-    if let Some(v4) = addr.as_sockaddr_in() {
-        return Some(std::net::SocketAddrV4::from(*v4).to_string());
-    }
-    if let Some(v6) = addr.as_sockaddr_in6() {
-        return Some(std::net::SocketAddrV6::from(*v6).to_string());
-    }
-    let unix = addr.as_unix_addr()?;
-    if let Some(path) = unix.path() {
-        return Some(path.display().to_string());
-    }
-    unix.as_abstract()
-        .map(|name| format!("@{}", String::from_utf8_lossy(name)))
-}
-
-impl Listener {
-    /// Accept one connection (CLOEXEC, blocking even if the listener is O_NONBLOCK).
-    /// Returns the fd and a printable peer address ("127.0.0.1:5555", or "unix" for an
-    /// unnamed unix peer). Errors come back raw, EINTR and EAGAIN included, for the relay's
-    /// accept loop to judge.
-    pub fn accept(&self) -> io::Result<(OwnedFd, String)> {
-        let raw = socket::accept4(self.fd.as_raw_fd(), SockFlag::SOCK_CLOEXEC)?;
-        // SAFETY: accept4 just returned this descriptor; nothing else owns it.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let peer = socket::getpeername::<SockaddrStorage>(fd.as_raw_fd())
-            .ok()
-            .and_then(|addr| format_sockaddr(&addr))
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "unix".to_string());
-        Ok((fd, peer))
-    }
-
-    /// The bound address as announced: `127.0.0.1:43211`, `[::1]:8080`, a path or `@name`.
-    pub fn local_addr(&self) -> &str {
-        &self.local
-    }
-
-    /// The listener fd, for callers that put it in epoll or set O_NONBLOCK.
-    pub fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-}
-
-impl AsFd for Listener {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        // Remove only the socket we bound: not a file someone put there since.
-        if let Some((path, dev, ino)) = &self.socket_file {
-            if let Ok(meta) = std::fs::symlink_metadata(path) {
-                if meta.file_type().is_socket() && meta.dev() == *dev && meta.ino() == *ino {
-                    let _ = std::fs::remove_file(path);
-                }
-            }
-        }
-    }
 }
 
 /// What an endpoint's fd will be, found without opening it (no file created, no

@@ -225,7 +225,8 @@ mod uri_properties {
     use std::path::PathBuf;
 
     use proptest::prelude::*;
-    use zerocat::endpoint::{parse, ConnectOpts, Endpoint, FileOpts, UnixAddr};
+    use zerocat::endpoint::proxy::Version;
+    use zerocat::endpoint::{parse, ConnectOpts, Endpoint, FileOpts, ListenOpts, UnixAddr};
 
     /// If `arg` parses, its display is canonical: it parses back to the same endpoint and
     /// displays the same again.
@@ -285,6 +286,7 @@ mod uri_properties {
         (0u32..20, proptest::option::of(1u64..100_000)).prop_map(|(retry, ms)| ConnectOpts {
             retry,
             interval: ms.map(std::time::Duration::from_millis),
+            proxy: None,
         })
     }
 
@@ -309,18 +311,45 @@ mod uri_properties {
                 path: PathBuf::from(p),
                 opts: FileOpts::default(),
             }),
-            (host(), 1u16.., connect_opts()).prop_map(|(host, port, connect)| Endpoint::Tcp {
-                host,
-                port,
-                connect
-            }),
-            (proptest::option::of(host()), any::<u16>(), backlog.clone()).prop_map(
-                |(host, port, backlog)| Endpoint::TcpListen {
+            (
+                host(),
+                1u16..,
+                connect_opts(),
+                proptest::option::of(prop_oneof![Just(Version::V1), Just(Version::V2)])
+            )
+                .prop_map(|(host, port, connect, proxy)| Endpoint::Tcp {
                     host,
                     port,
-                    backlog
-                }
-            ),
+                    connect: ConnectOpts { proxy, ..connect }
+                }),
+            (
+                proptest::option::of(host()),
+                any::<u16>(),
+                backlog.clone(),
+                (
+                    any::<bool>(),
+                    proptest::option::of(any::<bool>()),
+                    any::<bool>()
+                )
+            )
+                .prop_map(|(host, port, backlog, (reuseport, ipv6only, proxy))| {
+                    // ipv6only only where the host may be IPv6.
+                    let v4 = host
+                        .as_deref()
+                        .map_or(true, |h| h.parse::<std::net::Ipv4Addr>().is_ok());
+                    Endpoint::TcpListen {
+                        host,
+                        port,
+                        backlog,
+                        listen: ListenOpts {
+                            reuseport,
+                            ipv6only: ipv6only.filter(|_| !v4),
+                            proxy,
+                        },
+                    }
+                }),
+            (proptest::option::of("[a-zA-Z0-9_.-]{1,20}"), any::<bool>())
+                .prop_map(|(name, proxy)| Endpoint::Systemd { name, proxy }),
             (unix_addr.clone(), connect_opts())
                 .prop_map(|(addr, connect)| Endpoint::Unix { addr, connect }),
             (unix_addr, mode, backlog).prop_map(|(addr, mode, backlog)| {

@@ -89,7 +89,10 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
     if opts.explain {
         return Ok(ExitCode::Success);
     }
-    let specs = [spec(&cfg.a)?, spec(&cfg.b)?];
+    let specs = [
+        spec(&cfg.a, cfg.connect_timeout)?,
+        spec(&cfg.b, cfg.connect_timeout)?,
+    ];
     let single_session = !specs.iter().any(|s| matches!(s, Spec::Listen(_)));
     let once = cfg.once || specs.iter().any(|s| matches!(s, Spec::Inherited(_)));
     let cfg_run = RelayConfig {
@@ -186,13 +189,13 @@ fn check_sides(cfg: &RelayConfig) -> anyhow::Result<()> {
             .into());
         }
     }
-    if cfg.a.is_listener() && cfg.b.is_listener() {
+    if cfg.a.listens() && cfg.b.listens() {
         return Err(UsageError(
             "relay: both sides listen; one side must connect (tcp:, unix:), or be '-'".into(),
         )
         .into());
     }
-    let inherited = |e: &Endpoint| matches!(e, Endpoint::Stdio | Endpoint::Fd(_));
+    let inherited = |e: &Endpoint| matches!(e, Endpoint::Stdio | Endpoint::Fd(_)) && !e.listens();
     if inherited(&cfg.a) && inherited(&cfg.b) {
         return Err(
             UsageError("relay: neither side is a socket to connect or listen on".into()).into(),
@@ -204,11 +207,10 @@ fn check_sides(cfg: &RelayConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn spec(endpoint: &Endpoint) -> anyhow::Result<Spec> {
+/// A side, set up; a `proxy` listener waits `header_deadline` (or 5 s) for a PROXY header.
+fn spec(endpoint: &Endpoint, header_deadline: Option<Duration>) -> anyhow::Result<Spec> {
     Ok(match endpoint {
-        Endpoint::TcpListen { .. } | Endpoint::UnixListen { .. } => {
-            Spec::Listen(endpoint.listen()?)
-        }
+        e if e.listens() => Spec::Listen(e.listen_within(header_deadline)?),
         Endpoint::Tcp { .. } | Endpoint::Unix { .. } => {
             let (addrs, opts) = endpoint
                 .connect_addrs()

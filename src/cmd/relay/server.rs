@@ -21,7 +21,8 @@ use super::poller::{Poller, Ready};
 use super::pool::{Pools, PIPE_BUDGET};
 use super::report::Tally;
 use super::{RelayConfig, Tuning, GRACE};
-use crate::endpoint::{ConnectOpts, Endpoint, Listener};
+use crate::endpoint::proxy::Addresses;
+use crate::endpoint::{Accepted, ConnectOpts, Endpoint, Listener};
 use crate::options::Options;
 use crate::sys::socket::set_nonblocking;
 
@@ -107,6 +108,8 @@ impl Peer {
 struct Conn {
     id: u64,
     peer: String,
+    /// The client's addresses, for a PROXY header to a backend (`dial`).
+    origin: Addresses,
     sides: [Peer; 2],
     /// `flows[0]`: A -> B, `flows[1]`: B -> A.
     flows: [Flow; 2],
@@ -374,7 +377,7 @@ impl<'a> Server<'a> {
 
     /// A new connection: one accepted socket (with a listener), or none (two
     /// connectors, or stdio and a connector).
-    fn start_conn(&mut self, accepted: Option<(OwnedFd, String)>) {
+    fn start_conn(&mut self, accepted: Option<Accepted>) {
         let idx = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
             self.gens.push(0);
@@ -384,6 +387,7 @@ impl<'a> Server<'a> {
         let mut conn = Conn {
             id: self.next_id,
             peer: String::new(),
+            origin: Addresses::Unknown,
             sides: [Peer::empty(), Peer::empty()],
             flows: [0, 1].map(|_| Flow::new(self.tuning.choice(self.policy))),
             started: now,
@@ -398,9 +402,10 @@ impl<'a> Server<'a> {
         for side in 0..2 {
             match &self.specs[side] {
                 Spec::Listen(_) => {
-                    let (fd, peer) = accepted.take().expect("an accepted connection");
-                    conn.peer = peer;
-                    conn.sides[side].fd = Some(fd);
+                    let accepted = accepted.take().expect("an accepted connection");
+                    conn.peer = accepted.peer;
+                    conn.origin = accepted.origin;
+                    conn.sides[side].fd = Some(accepted.fd);
                 }
                 Spec::Inherited(endpoint) => {
                     if let Err(e) = inherit::inherit(endpoint, &mut conn.sides[side]) {

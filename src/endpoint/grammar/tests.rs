@@ -29,6 +29,7 @@ fn tcp_listen(host: Option<&str>, port: u16) -> Endpoint {
         host: host.map(String::from),
         port,
         backlog: None,
+        listen: ListenOpts::default(),
     }
 }
 
@@ -133,7 +134,8 @@ fn valid_forms_parse_to_the_expected_endpoints() {
         Endpoint::TcpListen {
             host: None,
             port: 9,
-            backlog: Some(16)
+            backlog: Some(16),
+            listen: ListenOpts::default(),
         }
     );
     assert_eq!(
@@ -296,6 +298,7 @@ fn connectors_take_retry_and_interval() {
             connect: ConnectOpts {
                 retry: 5,
                 interval: Some(Duration::from_millis(250)),
+                proxy: None,
             },
         }
     );
@@ -386,4 +389,110 @@ fn scheme_detection_follows_the_word_rule() {
     assert_eq!(edit_distance("tpc", "tcp"), 1);
     assert_eq!(edit_distance("", "fd"), 2);
     assert_eq!(edit_distance("file", "file"), 0);
+}
+
+#[test]
+fn listener_options_reuseport_ipv6only_proxy() {
+    assert_eq!(
+        ok("tcp-listen:[::]:80,reuseport,ipv6only=1,proxy"),
+        Endpoint::TcpListen {
+            host: Some("::".into()),
+            port: 80,
+            backlog: None,
+            listen: ListenOpts {
+                reuseport: true,
+                ipv6only: Some(true),
+                proxy: true,
+            },
+        }
+    );
+    assert_eq!(
+        ok("tcp-listen:[::]:80,ipv6only=0").to_string(),
+        "tcp-listen:[::]:80,ipv6only=0"
+    );
+    // A name may resolve to IPv6: allowed; an IPv4 literal or the default host: not.
+    ok("tcp-listen:localhost:80,ipv6only=1");
+    err(
+        "tcp-listen:0.0.0.0:80,ipv6only=1",
+        &["ipv6only", "IPv6 listener"],
+    );
+    err("tcp-listen:80,ipv6only=0", &["ipv6only", "IPv6 listener"]);
+    err(
+        "tcp-listen:[::]:80,ipv6only=2",
+        &["ipv6only", "0 or 1", "'2'"],
+    );
+    err("tcp-listen:[::]:80,ipv6only", &["ipv6only", "0 or 1"]);
+    err("tcp-listen:80,reuseport=1", &["reuseport", "flag"]);
+    err(
+        "tcp-listen:80,proxy=v2",
+        &["proxy", "flag", "tcp: connector"],
+    );
+    // Options that do not fit the scheme name the option.
+    err(
+        "tcp:h:80,reuseport",
+        &["option 'reuseport' does not apply to tcp"],
+    );
+    err(
+        "unix:/x,reuseport",
+        &["option 'reuseport' does not apply to unix"],
+    );
+    err(
+        "unix-listen:/x,proxy",
+        &["option 'proxy' does not apply to unix-listen"],
+    );
+    err(
+        "unix:/x,proxy=v2",
+        &["option 'proxy' does not apply to unix"],
+    );
+    err(
+        "unix-listen:/x,reuseport",
+        &["'reuseport' does not apply to unix-listen"],
+    );
+    err("fd:3,proxy", &["'proxy' does not apply to fd"]);
+    err("file:x,ipv6only=1", &["'ipv6only' does not apply to file"]);
+}
+
+#[test]
+fn connector_proxy_versions() {
+    let v2 = ok("tcp:h:80,proxy=v2");
+    assert!(matches!(
+        v2,
+        Endpoint::Tcp {
+            connect: ConnectOpts {
+                proxy: Some(crate::endpoint::proxy::Version::V2),
+                ..
+            },
+            ..
+        }
+    ));
+    assert_eq!(v2.to_string(), "tcp:h:80,proxy=v2");
+    assert_eq!(ok("tcp:h:80,proxy=V1").to_string(), "tcp:h:80,proxy=v1");
+    err("tcp:h:80,proxy=v3", &["option 'proxy'", "v1 or v2", "'v3'"]);
+    err("tcp:h:80,proxy", &["option 'proxy'", "v1 or v2"]);
+}
+
+#[test]
+fn systemd_scheme() {
+    assert_eq!(
+        ok("systemd:"),
+        Endpoint::Systemd {
+            name: None,
+            proxy: false
+        }
+    );
+    assert_eq!(
+        ok("SYSTEMD:web,proxy"),
+        Endpoint::Systemd {
+            name: Some("web".into()),
+            proxy: true
+        }
+    );
+    assert_eq!(ok("systemd:web,proxy").to_string(), "systemd:web,proxy");
+    assert!(ok("systemd:").is_listener());
+    err("systemd:a b", &["not a socket name"]);
+    err(
+        "systemd:,backlog=3",
+        &["'backlog' does not apply to systemd"],
+    );
+    err("systemdd:", &["did you mean 'systemd'"]);
 }

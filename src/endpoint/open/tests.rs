@@ -3,6 +3,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener as StdUnixListener;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::endpoint::parse;
@@ -249,4 +250,31 @@ fn connect_and_listen_refuse_the_wrong_kind() {
     assert!(ok("tcp-l:0").connect().is_err());
     assert!(ok("x").connect().is_err());
     assert!(ok("tcp:h:1").listen().is_err());
+}
+
+#[test]
+fn a_proxy_listener_hands_out_connections_past_their_header() {
+    let listener = ok("tcp-listen:0,proxy")
+        .listen_within(Some(Duration::from_millis(200)))
+        .expect("listen");
+    let local = listener.local_addr().to_string();
+    // A silent client first: rejected at the deadline; then a good one, in two pieces.
+    let _silent = TcpStream::connect(&local).unwrap();
+    let mut good = TcpStream::connect(&local).unwrap();
+    good.write_all(b"PROXY TCP6 2001:db8::1 ").unwrap();
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        good.write_all(b"2001:db8::2 4000 80\r\npayload").unwrap();
+        good
+    });
+    let accepted = listener.accept_from().expect("the good one");
+    assert_eq!(accepted.peer, "[2001:db8::1]:4000");
+    let mut server = std::fs::File::from(accepted.fd);
+    let mut buf = [0u8; 7];
+    server.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"payload", "the header is taken, the payload is not");
+    let e = listener.accept_from().expect_err("the silent one");
+    let rejected = crate::endpoint::Rejected::of(&e).expect("a rejection");
+    assert!(rejected.reason.contains("within 0.200 s"), "{rejected}");
+    drop(writer.join().unwrap());
 }

@@ -8,7 +8,10 @@ use nix::errno::Errno;
 use super::{
     out_of_fds, Server, Spec, ACCEPT_BACKOFF_FIRST, ACCEPT_BACKOFF_MAX, ACCEPT_RESUME, LISTENER,
 };
-use crate::endpoint::Endpoint;
+use crate::cmd::relay::end::ConnEnd;
+use crate::cmd::relay::report::{ConnReport, FlowReport};
+use crate::endpoint::{Endpoint, Rejected};
+use crate::engine::Record;
 use crate::sys::socket::set_nonblocking;
 
 impl Server<'_> {
@@ -55,17 +58,21 @@ impl Server<'_> {
             let Some((_, listener)) = self.listener() else {
                 return;
             };
-            match listener.accept() {
-                Ok((fd, peer)) => {
+            match listener.accept_from() {
+                Ok(accepted) => {
                     self.accept_backoff = ACCEPT_BACKOFF_FIRST;
-                    if set_nonblocking(fd.as_raw_fd()).is_err() {
+                    if set_nonblocking(accepted.fd.as_raw_fd()).is_err() {
                         continue;
                     }
-                    self.start_conn(Some((fd, peer)));
+                    self.start_conn(Some(accepted));
                     if self.cfg.once {
                         self.stop_accepting();
                         return;
                     }
+                }
+                Err(e) if Rejected::of(&e).is_some() => {
+                    let rejected = Rejected::of(&e).expect("checked");
+                    self.rejected(rejected);
                 }
                 Err(e) => match e.raw_os_error().map(Errno::from_raw) {
                     Some(Errno::EAGAIN) => return,
@@ -91,5 +98,32 @@ impl Server<'_> {
                 },
             }
         }
+    }
+}
+
+impl Server<'_> {
+    /// A connection closed for its PROXY header (missing, malformed, late): never relayed,
+    /// but said (unless -q) and counted as a connection that did not end cleanly.
+    fn rejected(&mut self, rejected: &Rejected) {
+        if !self.opts.quiet {
+            eprintln!("zerocat: {rejected}");
+        }
+        let end = ConnEnd::Unusable(format!("PROXY header: {}", rejected.reason));
+        let flow = || FlowReport {
+            record: Record::default(),
+            bytes: 0,
+            switches: 0,
+            ended: end.clone(),
+            undelivered: 0,
+        };
+        let report = ConnReport {
+            id: self.next_id,
+            peer: rejected.peer.clone(),
+            seconds: 0.0,
+            flows: [flow(), flow()],
+            end: end.clone(),
+        };
+        self.next_id += 1;
+        self.tally.add(report);
     }
 }

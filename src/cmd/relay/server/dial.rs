@@ -8,7 +8,7 @@ use nix::sys::socket::{self, sockopt, SockFlag, SockType, SockaddrLike};
 
 use super::{out_of_fds, slot_token, Server, Spec, CONNECT_TIMEOUT, FD_WAIT, RETRY};
 use crate::cmd::relay::end::ConnEnd;
-use crate::endpoint::is_retryable_connect;
+use crate::endpoint::{is_retryable_connect, proxy};
 
 impl Server<'_> {
     /// Starts (or restarts) a connection attempt to a Dial side.
@@ -46,7 +46,9 @@ impl Server<'_> {
             Ok(()) => {
                 conn.sides[side].dial = None;
                 self.register(idx, side);
-                self.pump(idx);
+                if self.send_proxy_header(idx, side) {
+                    self.pump(idx);
+                }
             }
             Err(Errno::EINPROGRESS | Errno::EINTR) => {
                 if let Some(timeout) = self.cfg.connect_timeout {
@@ -68,7 +70,9 @@ impl Server<'_> {
         match socket::getsockopt(&fd, sockopt::SocketError) {
             Ok(0) => {
                 conn.sides[side].dial = None;
-                self.pump(idx);
+                if self.send_proxy_header(idx, side) {
+                    self.pump(idx);
+                }
             }
             Ok(err) => self.dial_failed(idx, side, Errno::from_raw(err)),
             Err(errno) => self.dial_failed(idx, side, errno),
@@ -108,5 +112,31 @@ impl Server<'_> {
         }
         let uri = uri.clone();
         self.finish(idx, ConnEnd::ConnectFailed { uri, errno });
+    }
+}
+
+impl Server<'_> {
+    /// `proxy=v1|v2`: the header goes first on a connection just made, carrying the
+    /// client's addresses (or those its own PROXY header carried). A socket just connected
+    /// has an empty send buffer, so the few hundred bytes go out whole; if not, the
+    /// connection fails before any payload moved. False when it failed (and was finished).
+    fn send_proxy_header(&mut self, idx: usize, side: usize) -> bool {
+        let Spec::Dial { uri, opts, .. } = &self.specs[side] else {
+            return true;
+        };
+        let Some(version) = opts.proxy else {
+            return true;
+        };
+        let conn = self.conns[idx].as_ref().expect("a live connection");
+        let header = proxy::encode(version, &conn.origin);
+        let fd = conn.sides[side].write_fd();
+        let errno = match crate::sys::write(fd, &header) {
+            Ok(n) if n == header.len() => return true,
+            Ok(_) => Errno::EAGAIN,
+            Err(errno) => errno,
+        };
+        let uri = uri.clone();
+        self.finish(idx, ConnEnd::ConnectFailed { uri, errno });
+        false
     }
 }

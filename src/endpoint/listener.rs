@@ -1,0 +1,519 @@
+//! Listeners: sockets zerocat binds (`tcp-listen:`, `unix-listen:`) or inherits already
+//! listening (`fd:N`, `systemd:`), and the connections they accept.
+//!
+//! One socket and no PROXY header to read: the caller polls that socket and `accept` is one
+//! accept4. Several sockets (`systemd:` with more than one), or `proxy`: the listener keeps
+//! an epoll of its own (the sockets, the connections whose header is not complete yet, a
+//! timerfd for their deadlines), and that epoll's fd is the one the caller polls: it is
+//! readable while something is to be accepted or decided. Either way `accept` blocks unless
+//! the caller made [`Listener::as_fd`] non-blocking (the relay does), and then says EAGAIN.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use nix::sys::socket::{self, sockopt, MsgFlags, SockFlag, SockaddrStorage};
+use nix::sys::time::TimeSpec;
+use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+
+use super::proxy::{self, Addresses};
+
+/// How long a connection on a `proxy` listener may take to send its header when no
+/// `--connect-timeout` says otherwise.
+pub const PROXY_DEADLINE: Duration = Duration::from_secs(5);
+/// Connections whose PROXY header is still awaited, at most; beyond, clients wait in the
+/// backlog (a slow or silent client holds one of these for its deadline, no more).
+const MAX_GREETINGS: usize = 1024;
+
+/// A connection a listener accepted: the socket, the client as reported (the address a
+/// PROXY header carried, else the peer's), and the addresses a PROXY header to a backend
+/// would carry.
+#[derive(Debug)]
+pub struct Accepted {
+    pub fd: OwnedFd,
+    pub peer: String,
+    pub origin: Addresses,
+}
+
+/// A connection closed because its PROXY header was missing, malformed or late: never
+/// relayed. Comes back from [`Listener::accept`] as an `io::Error` of kind `InvalidData`
+/// whose inner error is this.
+#[derive(Debug)]
+pub struct Rejected {
+    /// The peer's own address (no header told us another).
+    pub peer: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Rejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "closed the connection from {}: {}",
+            self.peer, self.reason
+        )
+    }
+}
+impl std::error::Error for Rejected {}
+
+impl Rejected {
+    /// The rejection an accept error carries, if it is one.
+    pub fn of(e: &io::Error) -> Option<&Rejected> {
+        e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<Rejected>())
+    }
+}
+
+/// One listening socket.
+#[derive(Debug)]
+pub(super) struct Socket {
+    pub(super) fd: OwnedFd,
+    pub(super) local: String,
+    /// The socket file we bound, with its (st_dev, st_ino), so Drop removes only that file.
+    pub(super) socket_file: Option<(PathBuf, u64, u64)>,
+}
+
+impl Socket {
+    /// A socket with no file of ours to remove; its address from getsockname.
+    pub(super) fn named(fd: OwnedFd) -> Socket {
+        let local = socket::getsockname::<SockaddrStorage>(fd.as_raw_fd())
+            .ok()
+            .and_then(|a| format_sockaddr(&a))
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "an unnamed socket".to_string());
+        Socket {
+            fd,
+            local,
+            socket_file: None,
+        }
+    }
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        // Remove only the socket we bound: not a file someone put there since.
+        if let Some((path, dev, ino)) = &self.socket_file {
+            if let Ok(meta) = std::fs::symlink_metadata(path) {
+                if meta.file_type().is_socket() && meta.dev() == *dev && meta.ino() == *ino {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+        }
+    }
+}
+
+/// Bound, listening sockets. A unix listener removes its socket file when dropped.
+#[derive(Debug)]
+pub struct Listener {
+    sockets: Vec<Socket>,
+    local: String,
+    /// Several sockets, or PROXY headers to read: the epoll the caller polls instead.
+    mux: Option<Mux>,
+}
+
+/// Inner epoll tokens: the sockets are 0..n, a greeting is GREETING + its slot.
+const TIMER: u64 = u64::MAX;
+const GREETING: u64 = 1 << 32;
+
+#[derive(Debug)]
+struct Mux {
+    epoll: Epoll,
+    /// The listener's sockets (owned by it, which owns this mux), by token.
+    sockets: Vec<RawFd>,
+    /// The deadline of the oldest greeting (only with `proxy`).
+    timer: Option<TimerFd>,
+    deadline: Duration,
+    state: Mutex<MuxState>,
+}
+
+#[derive(Debug, Default)]
+struct MuxState {
+    greetings: Vec<Option<Greeting>>,
+    free: Vec<usize>,
+    waiting: usize,
+    /// The sockets are in the epoll (taken out while [`MAX_GREETINGS`] are waiting).
+    sockets_polled: bool,
+    /// Greetings past their deadline, to report one per accept call.
+    expired: VecDeque<Rejected>,
+}
+
+/// A connection whose PROXY header has not all arrived.
+#[derive(Debug)]
+struct Greeting {
+    fd: OwnedFd,
+    peer: String,
+    real: Addresses,
+    due: Instant,
+}
+
+impl Listener {
+    /// Listening sockets, announced on stderr (`zerocat: listening on ADDR`, one line each,
+    /// also under -q: scripts read the port from it). `proxy`: every connection must
+    /// first send a PROXY header, within `deadline`.
+    pub(super) fn new(sockets: Vec<Socket>, proxy: Option<Duration>) -> anyhow::Result<Listener> {
+        let local = sockets
+            .iter()
+            .map(|s| s.local.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mux = if sockets.len() > 1 || proxy.is_some() {
+            Some(Mux::new(&sockets, proxy)?)
+        } else {
+            None
+        };
+        for socket in &sockets {
+            eprintln!("zerocat: listening on {}", socket.local);
+        }
+        Ok(Listener {
+            sockets,
+            local,
+            mux,
+        })
+    }
+
+    /// Accept one connection (CLOEXEC, blocking even if the listener is O_NONBLOCK).
+    /// Returns the fd and a printable peer address ("127.0.0.1:5555", or "unix" for an
+    /// unnamed unix peer). Errors come back raw, EINTR and EAGAIN included, for the relay's
+    /// accept loop to judge; a connection closed for its PROXY header is a [`Rejected`].
+    pub fn accept(&self) -> io::Result<(OwnedFd, String)> {
+        self.accept_from().map(|a| (a.fd, a.peer))
+    }
+
+    /// [`Listener::accept`], with the addresses a PROXY header would carry.
+    pub fn accept_from(&self) -> io::Result<Accepted> {
+        let Some(mux) = &self.mux else {
+            return accept_on(&self.sockets[0].fd);
+        };
+        let blocking = fcntl(mux.epoll.0.as_raw_fd(), FcntlArg::F_GETFL)
+            .map(|f| !OFlag::from_bits_retain(f).contains(OFlag::O_NONBLOCK))
+            .unwrap_or(true);
+        mux.step(&self.sockets, blocking)
+    }
+
+    /// The bound addresses as announced: `127.0.0.1:43211`, `[::1]:8080`, a path or
+    /// `@name`; several joined by ", ".
+    pub fn local_addr(&self) -> &str {
+        &self.local
+    }
+
+    /// The fd to poll for connections: the socket, or the listener's own epoll.
+    pub fn as_fd(&self) -> BorrowedFd<'_> {
+        match &self.mux {
+            Some(mux) => mux.epoll.0.as_fd(),
+            None => self.sockets[0].fd.as_fd(),
+        }
+    }
+}
+
+impl AsFd for Listener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        Listener::as_fd(self)
+    }
+}
+
+/// One accept4 on a listening socket (blocking or not, as the socket is).
+fn accept_on(listener: &OwnedFd) -> io::Result<Accepted> {
+    let raw = socket::accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC)?;
+    // SAFETY: accept4 just returned this descriptor; nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let (peer, origin) = addresses_of(&fd);
+    Ok(Accepted { fd, peer, origin })
+}
+
+/// A connected socket's peer as printed, and its (peer, local) addresses.
+fn addresses_of(fd: &OwnedFd) -> (String, Addresses) {
+    let peer = socket::getpeername::<SockaddrStorage>(fd.as_raw_fd()).ok();
+    let local = socket::getsockname::<SockaddrStorage>(fd.as_raw_fd()).ok();
+    let shown = peer
+        .as_ref()
+        .and_then(format_sockaddr)
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unix".to_string());
+    let origin = match (peer.as_ref().and_then(inet), local.as_ref().and_then(inet)) {
+        (Some(src), Some(dst)) => Addresses::Inet { src, dst },
+        _ => Addresses::Unknown,
+    };
+    (shown, origin)
+}
+
+fn inet(addr: &SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = addr.as_sockaddr_in() {
+        return Some(SocketAddr::V4((*v4).into()));
+    }
+    addr.as_sockaddr_in6()
+        .map(|v6| SocketAddr::V6((*v6).into()))
+}
+
+impl Mux {
+    fn new(sockets: &[Socket], proxy: Option<Duration>) -> anyhow::Result<Mux> {
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(io::Error::from)?;
+        for (i, socket) in sockets.iter().enumerate() {
+            // Several sockets are tried in turn: none may block.
+            crate::sys::socket::set_nonblocking(socket.fd.as_raw_fd()).map_err(io::Error::from)?;
+            epoll
+                .add(&socket.fd, EpollEvent::new(EpollFlags::EPOLLIN, i as u64))
+                .map_err(io::Error::from)?;
+        }
+        let timer = match proxy {
+            Some(_) => {
+                let timer = TimerFd::new(
+                    ClockId::CLOCK_MONOTONIC,
+                    TimerFlags::TFD_CLOEXEC | TimerFlags::TFD_NONBLOCK,
+                )
+                .map_err(io::Error::from)?;
+                epoll
+                    .add(timer.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, TIMER))
+                    .map_err(io::Error::from)?;
+                Some(timer)
+            }
+            None => None,
+        };
+        Ok(Mux {
+            epoll,
+            sockets: sockets.iter().map(|s| s.fd.as_raw_fd()).collect(),
+            timer,
+            deadline: proxy.unwrap_or(PROXY_DEADLINE),
+            state: Mutex::new(MuxState {
+                sockets_polled: true,
+                ..MuxState::default()
+            }),
+        })
+    }
+
+    /// Handles what the epoll says is ready, one event at a time, until a connection is
+    /// ready to hand out (or one is rejected). Not `blocking`: EAGAIN when nothing more is
+    /// ready. `blocking`: waits (the event that wakes it is the one handled: a greeting's
+    /// is edge-triggered and comes once); EINTR for the caller to judge.
+    fn step(&self, sockets: &[Socket], blocking: bool) -> io::Result<Accepted> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(rejected) = state.expired.pop_front() {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, rejected));
+            }
+            let mut events = [EpollEvent::empty()];
+            let timeout = if blocking {
+                EpollTimeout::NONE
+            } else {
+                EpollTimeout::ZERO
+            };
+            let n = match self.epoll.wait(&mut events, timeout) {
+                Ok(n) => n,
+                Err(Errno::EINTR) if blocking => return Err(Errno::EINTR.into()),
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if n == 0 {
+                return Err(Errno::EAGAIN.into());
+            }
+            let token = events[0].data();
+            if token == TIMER {
+                self.expire(&mut state);
+                continue;
+            }
+            if token >= GREETING {
+                match self.greet(&mut state, (token - GREETING) as usize) {
+                    Some(result) => return result,
+                    None => continue,
+                }
+            }
+            let Some(socket) = sockets.get(token as usize) else {
+                continue;
+            };
+            match accept_on(&socket.fd) {
+                Ok(accepted) if self.timer.is_none() => return Ok(accepted),
+                // Its header is read when the socket says it arrived (at once, when it came
+                // with the connection: epoll reports data already there).
+                Ok(accepted) => self.wait_for_header(&mut state, accepted)?,
+                Err(e) if e.raw_os_error() == Some(Errno::EAGAIN as i32) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Puts an accepted connection among those whose header is awaited.
+    fn wait_for_header(&self, state: &mut MuxState, accepted: Accepted) -> io::Result<()> {
+        let slot = state.free.pop().unwrap_or_else(|| {
+            state.greetings.push(None);
+            state.greetings.len() - 1
+        });
+        // Edge-triggered: the header is peeked, not read, until it is complete, so a
+        // partial one must not keep the epoll ready.
+        self.epoll.add(
+            &accepted.fd,
+            EpollEvent::new(
+                EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP | EpollFlags::EPOLLET,
+                GREETING + slot as u64,
+            ),
+        )?;
+        state.greetings[slot] = Some(Greeting {
+            fd: accepted.fd,
+            peer: accepted.peer,
+            real: accepted.origin,
+            due: Instant::now() + self.deadline,
+        });
+        state.waiting += 1;
+        if state.waiting >= MAX_GREETINGS && state.sockets_polled {
+            for &fd in &self.sockets {
+                // SAFETY: the listener owns these sockets for as long as it owns the mux.
+                let _ = self.epoll.delete(unsafe { BorrowedFd::borrow_raw(fd) });
+            }
+            state.sockets_polled = false;
+        }
+        self.arm(state);
+        Ok(())
+    }
+
+    /// A greeting's socket has news: its header complete, wrong, or still partial (None).
+    fn greet(&self, state: &mut MuxState, slot: usize) -> Option<io::Result<Accepted>> {
+        let greeting = state.greetings.get(slot)?.as_ref()?;
+        let mut buf = [0u8; proxy::MAX_HEADER];
+        let outcome = match socket::recv(
+            greeting.fd.as_raw_fd(),
+            &mut buf,
+            MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
+        ) {
+            Ok(0) => Err("closed before sending its PROXY header".to_string()),
+            Ok(n) => match proxy::parse(&buf[..n]) {
+                Ok(None) => return None,
+                Ok(Some(header)) => Ok(header),
+                Err(e) => Err(format!("bad PROXY header: {e}")),
+            },
+            Err(Errno::EAGAIN | Errno::EINTR) => return None,
+            Err(e) => Err(format!("reading its PROXY header: {}", io::Error::from(e))),
+        };
+        let greeting = self.forget(state, slot)?;
+        let result = outcome.and_then(|header| {
+            // The header is complete in the socket: take exactly it, the payload stays.
+            let mut taken = 0;
+            while taken < header.len {
+                match socket::recv(
+                    greeting.fd.as_raw_fd(),
+                    &mut buf[taken..header.len],
+                    MsgFlags::MSG_DONTWAIT,
+                ) {
+                    Ok(0) => return Err("closed inside its PROXY header".to_string()),
+                    Ok(n) => taken += n,
+                    Err(Errno::EINTR) => {}
+                    Err(e) => return Err(format!("reading its PROXY header: {e}")),
+                }
+            }
+            Ok(header)
+        });
+        Some(match result {
+            Ok(header) => {
+                let origin = header.addresses.unwrap_or(greeting.real);
+                let peer = origin.source().unwrap_or(greeting.peer);
+                Ok(Accepted {
+                    fd: greeting.fd,
+                    peer,
+                    origin,
+                })
+            }
+            Err(reason) => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                Rejected {
+                    peer: greeting.peer,
+                    reason,
+                },
+            )),
+        })
+    }
+
+    /// Takes a greeting out of the epoll and the table.
+    fn forget(&self, state: &mut MuxState, slot: usize) -> Option<Greeting> {
+        let greeting = state.greetings.get_mut(slot)?.take()?;
+        let _ = self.epoll.delete(&greeting.fd);
+        state.free.push(slot);
+        state.waiting -= 1;
+        if !state.sockets_polled && state.waiting < MAX_GREETINGS {
+            state.sockets_polled = true;
+            for (i, &fd) in self.sockets.iter().enumerate() {
+                // SAFETY: as in wait_for_header.
+                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+                let _ = self
+                    .epoll
+                    .add(fd, EpollEvent::new(EpollFlags::EPOLLIN, i as u64));
+            }
+        }
+        self.arm(state);
+        Some(greeting)
+    }
+
+    /// The timer fired: every greeting past its deadline is closed and reported.
+    fn expire(&self, state: &mut MuxState) {
+        if let Some(timer) = &self.timer {
+            let _ = timer.wait(); // non-blocking: clears the expiry
+        }
+        let now = Instant::now();
+        let late: Vec<usize> = state
+            .greetings
+            .iter()
+            .enumerate()
+            .filter_map(|(i, g)| g.as_ref().filter(|g| g.due <= now).map(|_| i))
+            .collect();
+        for slot in late {
+            if let Some(greeting) = self.forget(state, slot) {
+                state.expired.push_back(Rejected {
+                    peer: greeting.peer,
+                    reason: format!(
+                        "no PROXY header within {:.3} s",
+                        self.deadline.as_secs_f64()
+                    ),
+                });
+            }
+        }
+        self.arm(state);
+    }
+
+    /// Sets the timer to the earliest deadline (or off).
+    fn arm(&self, state: &MuxState) {
+        let Some(timer) = &self.timer else { return };
+        let next = state.greetings.iter().flatten().map(|g| g.due).min();
+        match next {
+            Some(due) => {
+                let wait = due
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_micros(1));
+                let _ = timer.set(
+                    Expiration::OneShot(TimeSpec::from_duration(wait)),
+                    TimerSetTimeFlags::empty(),
+                );
+            }
+            None => {
+                let _ = timer.unset();
+            }
+        }
+    }
+}
+
+/// `127.0.0.1:80`, `[::1]:80`, a socket path, `@name`; None for an unnamed unix peer.
+pub(super) fn format_sockaddr(addr: &SockaddrStorage) -> Option<String> {
+    if let Some(v4) = addr.as_sockaddr_in() {
+        return Some(std::net::SocketAddrV4::from(*v4).to_string());
+    }
+    if let Some(v6) = addr.as_sockaddr_in6() {
+        return Some(std::net::SocketAddrV6::from(*v6).to_string());
+    }
+    let unix = addr.as_unix_addr()?;
+    if let Some(path) = unix.path() {
+        return Some(path.display().to_string());
+    }
+    unix.as_abstract()
+        .map(|name| format!("@{}", String::from_utf8_lossy(name)))
+}
+
+/// Whether `fd` is a listening socket (SO_ACCEPTCONN); an error when it is not open or
+/// not a socket at all.
+pub(super) fn is_listening(fd: RawFd) -> Result<bool, Errno> {
+    // SAFETY: only queried; a closed fd answers EBADF.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    socket::getsockopt(&borrowed, sockopt::AcceptConn)
+}
