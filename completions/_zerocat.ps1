@@ -64,6 +64,7 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             break
         }
         'zerocat;copy' {
+            [CompletionResult]::new('--update', '--update', [CompletionResultType]::ParameterName, 'Which existing destinations are replaced (coreutils 9.5): all (the default without --update), none (keep every one, as -n), older (a bare --update: only one older than its source). A destination kept is skipped and counted')
             [CompletionResult]::new('--reflink', '--reflink', [CompletionResultType]::ParameterName, 'Clone with FICLONE: auto (clone where the filesystem can, else copy), always (clone or fail), never')
             [CompletionResult]::new('--sparse', '--sparse', [CompletionResultType]::ParameterName, 'Holes: auto (a sparse source''s holes stay holes), always (also zero blocks become holes), never (write every byte)')
             [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')

@@ -59,6 +59,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --version 'Print version'
         }
         &'zerocat;copy'= {
+            cand --update 'Which existing destinations are replaced (coreutils 9.5): all (the default without --update), none (keep every one, as -n), older (a bare --update: only one older than its source). A destination kept is skipped and counted'
             cand --reflink 'Clone with FICLONE: auto (clone where the filesystem can, else copy), always (clone or fail), never'
             cand --sparse 'Holes: auto (a sparse source''s holes stay holes), always (also zero blocks become holes), never (write every byte)'
             cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'

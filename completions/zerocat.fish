@@ -55,6 +55,9 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l no-progress -d 
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l explain -d 'Print the plan and exit without moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s V -l version -d 'Print version'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l update -d 'Which existing destinations are replaced (coreutils 9.5): all (the default without --update), none (keep every one, as -n), older (a bare --update: only one older than its source). A destination kept is skipped and counted' -r -f -a "all\t''
+none\t''
+older\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l reflink -d 'Clone with FICLONE: auto (clone where the filesystem can, else copy), always (clone or fail), never' -r -f -a "auto\t''
 always\t''
 never\t''"

@@ -261,7 +261,7 @@ entries copied of each kind (\fBspecials\fR: FIFOs and device nodes, with
 \fB\-\-special\fR).
 .TP
 \fBskipped\fR
-destinations left alone under \fB\-n\fR.
+destinations left alone under \fB\-n\fR or \fB\-\-update\fR.
 .TP
 \fBfailed\fR
 entries that could not be copied (the run then ends with \fBerror\fR and exit status 1).
@@ -350,6 +350,15 @@ compared 1 MiB at a time (as long as reading it once more); a destination that d
 anywhere is copied again from the start. The time the check took is reported
 (\fBresume_check_seconds\fR, and on the \fB\-v\fR line:
 \fB6.00 MiB resumed (prefix checked in 2.1 ms)\fR).
+.PP
+\fB\-\-update\fR[\fB=\fR\fIWHICH\fR] chooses which existing destinations are
+replaced, as in coreutils 9.5: \fBall\fR (the default without it), \fBnone\fR (none,
+as \fB\-n\fR), \fBolder\fR (what a bare \fB\-\-update\fR means: only a destination
+whose modification time, to the nanosecond, is before its source's; a symlink
+destination is compared by what it points to). A destination kept is not an error: it is
+counted in \fBskipped\fR, and the \fB\-v\fR line says why
+(\fBskipped: not older than the source (\-\-update)\fR). Directories are always
+entered.
 .PP
 Two sources with the same name copied into one directory (\fBcopy a/x b/x dst/\fR): the
 second is refused ("will not overwrite just\-created 'dst/x' with 'b/x'"), as by

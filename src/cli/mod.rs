@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::cmd::copy::{CopyConfig, SparseMode};
+use crate::cmd::copy::{CopyConfig, SparseMode, Update};
 use crate::cmd::pipe::PipeConfig;
 use crate::cmd::relay::RelayConfig;
 use crate::cmd::tee::TeeConfig;
@@ -173,6 +173,11 @@ pub struct CopyArgs {
     /// A destination that cannot be opened is removed and created anew.
     #[arg(short, long)]
     pub force: bool,
+    /// Which existing destinations are replaced (coreutils 9.5): all (the default without
+    /// --update), none (keep every one, as -n), older (a bare --update: only one older than
+    /// its source). A destination kept is skipped and counted.
+    #[arg(long, value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "older", value_name = "WHICH")]
+    pub update: Option<UpdateArg>,
     /// Also keep exact mode bits, ownership (where permitted) and timestamps.
     #[arg(short, long)]
     pub preserve: bool,
@@ -199,6 +204,13 @@ pub enum ReflinkArg {
     Auto,
     Always,
     Never,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum UpdateArg {
+    All,
+    None,
+    Older,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -380,6 +392,11 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
         dest,
         recursive: args.recursive,
         no_clobber: args.no_clobber,
+        update: match args.update {
+            None | Some(UpdateArg::All) => Update::All,
+            Some(UpdateArg::None) => Update::None,
+            Some(UpdateArg::Older) => Update::Older,
+        },
         force: args.force,
         preserve: args.preserve,
         reflink: match args.reflink {

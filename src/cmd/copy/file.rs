@@ -26,25 +26,22 @@ impl Copier<'_> {
     pub(super) fn copy_file(&mut self, src: &Path, dst: &Path) {
         let mut e = Entry::new(src, dst, Some(Kind::File));
         e.status = match self.copy_file_data(src, dst, &mut e) {
-            Ok(true) => {
+            Ok(()) => {
                 self.totals.files += 1;
                 Status::Copied
             }
-            Ok(false) => Status::Skipped,
             Err(status) => status,
         };
         self.done(e);
     }
 
-    /// Ok(false): skipped under `-n`. Err: how the entry failed.
-    fn copy_file_data(&mut self, src: &Path, dst: &Path, e: &mut Entry) -> Result<bool, Status> {
+    /// Err: how the entry failed, or why it was skipped.
+    fn copy_file_data(&mut self, src: &Path, dst: &Path, e: &mut Entry) -> Result<(), Status> {
         let source = self
             .open_source(src, OFlag::empty())
             .map_err(|err| format!("cannot open for reading: {err}"))?;
         let sst = fstat(source.as_fd()).map_err(|err| format!("cannot stat: {err}"))?;
-        let Some(sink) = self.open_destination(dst, sst.st_mode)? else {
-            return Ok(false);
-        };
+        let sink = self.open_destination(dst, &sst)?;
         // From the fstat already made: a file zerocat opened itself needs no fcntl.
         let src_info = FdInfo::from_stat(&sst);
         let dst_st =
@@ -129,17 +126,18 @@ impl Copier<'_> {
         }
         // close(2) may report what the writes did not (NFS, quotas).
         nix::unistd::close(sink.into_raw_fd()).map_err(|err| format!("cannot close: {err}"))?;
-        Ok(true)
+        Ok(())
     }
 
-    /// Opens the destination for writing, not truncated yet. Ok(None): it exists and `-n`
-    /// keeps it. The common case in a tree: it does not exist yet. O_EXCL creates it in one
-    /// call (and refuses any symlink at that name); only when something is there do the
-    /// checks run.
-    fn open_destination(&self, dst: &Path, src_mode: u32) -> Result<Option<OwnedFd>, Status> {
+    /// Opens the destination for writing, not truncated yet. Err(Status::Skipped): it
+    /// exists and `-n` or `--update` keeps it. The common case in a tree: it does not exist
+    /// yet. O_EXCL creates it in one call (and refuses any symlink at that name); only when
+    /// something is there do the checks run.
+    fn open_destination(&self, dst: &Path, sst: &FileStat) -> Result<OwnedFd, Status> {
+        let src_mode = sst.st_mode;
         let resume = self.cfg.resume;
         let err = match create_new(dst, src_mode, resume) {
-            Ok(fd) => return Ok(Some(fd)),
+            Ok(fd) => return Ok(fd),
             Err(err) => err,
         };
         if err.kind() != io::ErrorKind::AlreadyExists {
@@ -147,8 +145,8 @@ impl Copier<'_> {
         }
         let m = fs::symlink_metadata(dst)
             .map_err(|err| format!("cannot stat the destination: {err}"))?;
-        if self.cfg.no_clobber {
-            return Ok(None);
+        if let Some(why) = self.keeps_existing(dst, &m, (sst.st_mtime, sst.st_mtime_nsec)) {
+            return Err(Status::Skipped(why));
         }
         if m.is_dir() {
             return Err(Status::Failed(
@@ -163,7 +161,7 @@ impl Copier<'_> {
         }
         let sink = open_existing(dst, self.cfg.force, src_mode, resume)
             .map_err(|err| format!("cannot open for writing: {err}"))?;
-        Ok(Some(sink))
+        Ok(sink)
     }
 
     /// The data extents of the source from `start`, each through the engine; holes between

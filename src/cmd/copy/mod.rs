@@ -22,7 +22,10 @@ mod file;
 mod meta;
 mod report;
 mod resume;
+mod update;
 mod walk;
+
+pub use update::Update;
 
 use std::collections::HashSet;
 use std::fs;
@@ -64,6 +67,7 @@ pub struct CopyConfig {
     pub dest: Endpoint,
     pub recursive: bool,
     pub no_clobber: bool,
+    pub update: Update,
     pub force: bool,
     pub preserve: bool,
     pub reflink: ReflinkMode,

@@ -45,8 +45,8 @@ impl Entry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Status {
     Copied,
-    /// `-n` and the destination existed.
-    Skipped,
+    /// The destination existed and was kept (`-n`, `--update`): the words say why.
+    Skipped(&'static str),
     /// Not copied, or copied without all of its metadata: the message says why.
     Failed(String),
     /// SIGINT or SIGTERM stopped its copy.
@@ -57,7 +57,7 @@ impl Status {
     /// The entry's `error` in the JSON report.
     fn error(&self) -> Option<&str> {
         match self {
-            Status::Copied | Status::Skipped => None,
+            Status::Copied | Status::Skipped(_) => None,
             Status::Failed(message) => Some(message),
             Status::Interrupted => Some("interrupted"),
         }
@@ -86,9 +86,9 @@ pub(super) struct Totals {
 }
 
 impl Copier<'_> {
-    pub(super) fn skip(&mut self, src: &Path, dst: &Path, kind: Kind) {
+    pub(super) fn skip(&mut self, src: &Path, dst: &Path, kind: Kind, why: &'static str) {
         let mut e = Entry::new(src, dst, Some(kind));
-        e.status = Status::Skipped;
+        e.status = Status::Skipped(why);
         self.done(e);
     }
 
@@ -120,7 +120,7 @@ impl Copier<'_> {
         }
         let ok = match &e.status {
             Status::Copied => true,
-            Status::Skipped => {
+            Status::Skipped(_) => {
                 self.totals.skipped += 1;
                 true
             }
@@ -224,7 +224,7 @@ pub(super) fn total_line(t: &Totals, seconds: f64, interrupted: bool) -> String 
         extras.push(format!("{} resumed", human_bytes(t.resumed)));
     }
     if t.skipped > 0 {
-        extras.push(format!("{} skipped (-n)", t.skipped));
+        extras.push(format!("{} skipped", t.skipped));
     }
     if t.failed > 0 {
         extras.push(format!("{} failed", t.failed));
@@ -241,8 +241,8 @@ pub(super) fn total_line(t: &Totals, seconds: f64, interrupted: bool) -> String 
 
 /// The `-v` line of one entry.
 fn entry_line(e: &Entry) -> String {
-    let what = if e.status == Status::Skipped {
-        "skipped: exists (-n)".to_string()
+    let what = if let Status::Skipped(why) = e.status {
+        format!("skipped: {why}")
     } else if e.kind == Some(Kind::File) {
         let mut s = format!(
             "{} via {}",
@@ -282,7 +282,7 @@ fn entry_json(e: &Entry) -> String {
         .num("bytes", e.record.bytes())
         .num("holes", e.holes)
         .num("resumed", e.resumed)
-        .bool("skipped", e.status == Status::Skipped);
+        .bool("skipped", matches!(e.status, Status::Skipped(_)));
     match e.resume_check_seconds {
         Some(seconds) => o.float("resume_check_seconds", seconds),
         None => o.raw("resume_check_seconds", "null"),

@@ -1,0 +1,144 @@
+//! `copy` for scripts: `--update`, `--sync`, `--verify`, `--atomic`, `--debug` (issue 17).
+
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+
+use crate::util::{
+    assert_bytes_eq, data, json_report, run, stderr_text, tempdir, write_file, zerocat,
+};
+
+/// Runs `zerocat --stats json copy FLAGS... ARGS...`: (exit code, report, stderr).
+fn copy_with(flags: &[&str], args: &[&Path]) -> (i32, Value, String) {
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "copy"]).args(flags).args(args);
+    let out = run(cmd);
+    let err = stderr_text(&out);
+    let report = if err.contains('{') {
+        json_report(&out.stderr)
+    } else {
+        Value::Null
+    };
+    (out.status.code().unwrap_or(-1), report, err)
+}
+
+fn set_mtime(path: &Path, t: SystemTime) {
+    let since = t.duration_since(SystemTime::UNIX_EPOCH).unwrap();
+    let spec = nix::sys::time::TimeSpec::new(since.as_secs() as i64, since.subsec_nanos() as i64);
+    nix::sys::stat::utimensat(
+        None,
+        path,
+        &spec,
+        &spec,
+        nix::sys::stat::UtimensatFlags::FollowSymlink,
+    )
+    .unwrap();
+}
+
+fn entry_skipped(report: &Value, name: &str) -> bool {
+    report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["dst"].as_str().unwrap().ends_with(name))
+        .unwrap_or_else(|| panic!("no entry for {name}: {report}"))["skipped"]
+        .as_bool()
+        .unwrap()
+}
+
+/// `--update` (older): a destination older than its source is replaced, one as new or
+/// newer is kept and counted; `--update=none` keeps every one; `--update=all` none.
+#[test]
+fn update_replaces_only_older_destinations() {
+    let dir = tempdir();
+    let src = dir.path().join("src");
+    fs::create_dir(&src).unwrap();
+    let now = SystemTime::now();
+    let hour = Duration::from_secs(3600);
+    let (a, b, c) = (data(10_000), data(20_000), data(30_000));
+    for (name, bytes) in [("a", &a), ("b", &b), ("c", &c)] {
+        write_file(&src, name, bytes);
+        set_mtime(&src.join(name), now - hour);
+    }
+    let dst = dir.path().join("dst");
+    fs::create_dir(&dst).unwrap();
+    // a: older than its source; b: newer; c: the same time to the nanosecond.
+    write_file(&dst, "a", b"old a");
+    set_mtime(&dst.join("a"), now - 2 * hour);
+    write_file(&dst, "b", b"new b");
+    set_mtime(&dst.join("b"), now);
+    write_file(&dst, "c", b"same c");
+    let c_time = fs::metadata(src.join("c")).unwrap().modified().unwrap();
+    set_mtime(&dst.join("c"), c_time);
+
+    let (sa, sb, sc) = (src.join("a"), src.join("b"), src.join("c"));
+    let args: &[&Path] = &[&sa, &sb, &sc, &dst];
+    let (code, report, err) = copy_with(&["--update"], args);
+    assert_eq!(code, 0, "{err}");
+    assert_bytes_eq(
+        &fs::read(dst.join("a")).unwrap(),
+        &a,
+        "older destination replaced",
+    );
+    assert_eq!(fs::read(dst.join("b")).unwrap(), b"new b", "newer kept");
+    assert_eq!(fs::read(dst.join("c")).unwrap(), b"same c", "same age kept");
+    assert_eq!(report["skipped"].as_u64(), Some(2), "{report}");
+    assert_eq!(report["files"].as_u64(), Some(1), "{report}");
+    assert_eq!(report["bytes"].as_u64(), Some(10_000), "{report}");
+    assert!(!entry_skipped(&report, "/a") && entry_skipped(&report, "/b"));
+
+    // --update=none: nothing existing is touched, also a destination older than its source.
+    set_mtime(&dst.join("a"), now - 2 * hour);
+    fs::write(dst.join("a"), b"old a").unwrap();
+    set_mtime(&dst.join("a"), now - 2 * hour);
+    let (code, report, err) = copy_with(&["--update=none"], args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fs::read(dst.join("a")).unwrap(), b"old a");
+    assert_eq!(report["skipped"].as_u64(), Some(3), "{report}");
+    assert_eq!(report["bytes"].as_u64(), Some(0));
+
+    // --update=all: the default, everything replaced.
+    let (code, report, err) = copy_with(&["--update=all"], args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(report["skipped"].as_u64(), Some(0));
+    for (name, bytes) in [("a", &a), ("b", &b), ("c", &c)] {
+        assert_bytes_eq(&fs::read(dst.join(name)).unwrap(), bytes, name);
+    }
+}
+
+/// The -v line says why a destination was kept; the text total counts it.
+#[test]
+fn update_says_why_it_skipped() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", b"source");
+    let dst = write_file(dir.path(), "b", b"newer");
+    set_mtime(&src, SystemTime::now() - Duration::from_secs(60));
+    let mut cmd = zerocat();
+    cmd.args(["-v", "copy", "--update"]).args([&src, &dst]);
+    let out = run(cmd);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("skipped: not older than the source (--update)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("copied 0 files, 0 B") && err.contains("1 skipped"),
+        "{err}"
+    );
+    assert_eq!(fs::read(&dst).unwrap(), b"newer");
+}
+
+/// Bad input: a mode that is not one, nothing written.
+#[test]
+fn update_refuses_an_unknown_mode() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", b"source");
+    let dst = dir.path().join("b");
+    let (code, _, err) = copy_with(&["--update=bogus"], &[&src, &dst]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--update") && err.contains("bogus"), "{err}");
+    assert!(!dst.exists());
+}
