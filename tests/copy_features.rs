@@ -142,3 +142,76 @@ fn update_refuses_an_unknown_mode() {
     assert!(err.contains("--update") && err.contains("bogus"), "{err}");
     assert!(!dst.exists());
 }
+
+/// strace, or None (the test then says why it skips).
+fn strace() -> Option<std::process::Command> {
+    let found = std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    found.then(|| std::process::Command::new("strace"))
+}
+
+/// Runs `strace -f -e trace=SYSCALLS zerocat ARGS...`: (exit code, the trace, stderr).
+fn traced(syscalls: &str, args: &[&std::ffi::OsStr]) -> Option<(i32, String, String)> {
+    let Some(mut cmd) = strace() else {
+        eprintln!("skipped: strace is not installed");
+        return None;
+    };
+    let dir = tempdir();
+    let log = dir.path().join("trace");
+    cmd.arg("-f")
+        .arg("-o")
+        .arg(&log)
+        .arg("-e")
+        .arg(format!("trace={syscalls}"))
+        .arg(crate::util::bin())
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stdin(std::process::Stdio::null());
+    let out = run(cmd);
+    if !log.exists() {
+        eprintln!("skipped: strace could not trace: {}", stderr_text(&out));
+        return None;
+    }
+    let trace = fs::read_to_string(&log).unwrap();
+    Some((out.status.code().unwrap_or(-1), trace, stderr_text(&out)))
+}
+
+/// `--sync`: one fdatasync per file copied, none without it.
+#[test]
+fn sync_fdatasyncs_each_file() {
+    let dir = tempdir();
+    let names = ["a", "b", "c"];
+    let into = dir.path().join("into");
+    fs::create_dir(&into).unwrap();
+    let mut args: Vec<std::ffi::OsString> = vec!["copy".into(), "--sync".into()];
+    for (i, name) in names.iter().enumerate() {
+        args.push(write_file(dir.path(), name, &data(1000 * (i + 1))).into());
+    }
+    args.push(into.clone().into());
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    let Some((code, trace, err)) = traced("fdatasync", &args) else {
+        return;
+    };
+    assert_eq!(code, 0, "{err}");
+    let syncs = trace
+        .lines()
+        .filter(|l| l.contains("fdatasync(") && l.contains("= 0"))
+        .count();
+    assert_eq!(syncs, 3, "{trace}");
+    for (i, name) in names.iter().enumerate() {
+        assert_bytes_eq(
+            &fs::read(into.join(name)).unwrap(),
+            &data(1000 * (i + 1)),
+            name,
+        );
+    }
+    assert!(err.contains("copied 3 files"), "{err}");
+
+    let without: Vec<&std::ffi::OsStr> = args.iter().copied().filter(|a| *a != "--sync").collect();
+    let (code, trace, err) = traced("fdatasync", &without).unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(!trace.contains("fdatasync("), "{trace}");
+}

@@ -360,6 +360,12 @@ counted in \fBskipped\fR, and the \fB\-v\fR line says why
 (\fBskipped: not older than the source (\-\-update)\fR). Directories are always
 entered.
 .PP
+\fB\-\-sync\fR calls \fBfdatasync\fR(2) on each file before it counts as done; a
+file that cannot be synced fails. The progress bar then counts bytes on disk, not bytes
+in the page cache (pv's \fB\-\-sync\fR): a file's bytes join it when its fdatasync
+returns, and a file of more than 16 MiB is synced every 250 ms while it is copied so the
+bar moves with the disk.
+.PP
 Two sources with the same name copied into one directory (\fBcopy a/x b/x dst/\fR): the
 second is refused ("will not overwrite just\-created 'dst/x' with 'b/x'"), as by
 \fBcp\fR; it is reported failed and the run ends with exit status 1.

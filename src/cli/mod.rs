@@ -197,6 +197,10 @@ pub struct CopyArgs {
     /// Recreate FIFOs and device nodes instead of refusing them.
     #[arg(long)]
     pub special: bool,
+    /// fdatasync each file before counting it done: the progress bar shows bytes on disk,
+    /// not in the page cache.
+    #[arg(long)]
+    pub sync: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -411,6 +415,7 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
         },
         resume: args.resume,
         special: args.special,
+        sync: args.sync,
     })
 }
 

@@ -99,6 +99,7 @@ impl Copier<'_> {
                 SparseMode::Auto => (sst.st_blocks as u64) * 512 < src_size,
                 SparseMode::Always => true,
             };
+        let syncer = self.start_syncer(sink.as_fd(), start, src_size);
         let failure = if start == src_size && start > 0 {
             None
         } else if walk {
@@ -121,6 +122,7 @@ impl Copier<'_> {
             nix::unistd::ftruncate(sink.as_fd(), size)
                 .map_err(|err| format!("cannot set the size: {err}"))?;
         }
+        self.sync_file(sink.as_fd(), e.record.bytes(), syncer)?;
         if self.cfg.preserve {
             preserve_fd(sink.as_fd(), &sst).map_err(|err| format!("{err:#}"))?;
         }

@@ -22,6 +22,7 @@ mod file;
 mod meta;
 mod report;
 mod resume;
+mod sync;
 mod update;
 mod walk;
 
@@ -75,6 +76,8 @@ pub struct CopyConfig {
     pub resume: bool,
     /// Recreate FIFOs and device nodes (mknod) instead of refusing them.
     pub special: bool,
+    /// fdatasync each file before it counts as done; the bar shows bytes on disk.
+    pub sync: bool,
 }
 
 pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
@@ -150,6 +153,8 @@ struct Copier<'a> {
     middle: Option<OwnPipe>,
     /// One for the whole run: `--limit` paces the copy, not each file.
     meter: Arc<Meter>,
+    /// `--sync`: the bytes on disk, which the bar shows instead of `meter`'s.
+    on_disk: Option<Arc<Meter>>,
     /// Regular files done (copied, skipped or failed), for the progress line.
     files_done: Arc<AtomicU64>,
     progress: Option<ProgressGuard>,
@@ -172,6 +177,7 @@ impl<'a> Copier<'a> {
             refused: HashSet::new(),
             middle: None,
             meter: progress::meter(opts),
+            on_disk: sync::on_disk_meter(cfg.sync),
             files_done: Arc::new(AtomicU64::new(0)),
             progress: None,
             survey: None,
@@ -190,7 +196,7 @@ impl<'a> Copier<'a> {
             let n = done.load(Ordering::Relaxed);
             format!("{n} file{} done", if n == 1 { "" } else { "s" })
         };
-        let mut watch = Watch::new(&self.meter);
+        let mut watch = Watch::new(self.on_disk.as_ref().unwrap_or(&self.meter));
         if self.opts.progress {
             let totals = Arc::new(OnceLock::new());
             self.survey = survey_in_background(sources, self.cfg, &totals);
