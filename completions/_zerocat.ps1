@@ -82,6 +82,7 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             [CompletionResult]::new('--resume', '--resume', [CompletionResultType]::ParameterName, 'Continue an interrupted copy: keep a destination that is a verified prefix of the source (every byte compared, 1 MiB at a time; the time it took is reported) and copy the rest; any other destination is copied again from the start')
             [CompletionResult]::new('--special', '--special', [CompletionResultType]::ParameterName, 'Recreate FIFOs and device nodes instead of refusing them')
             [CompletionResult]::new('--sync', '--sync', [CompletionResultType]::ParameterName, 'fdatasync each file before counting it done: the progress bar shows bytes on disk, not in the page cache')
+            [CompletionResult]::new('--verify', '--verify', [CompletionResultType]::ParameterName, 'After each file is copied (by any path, a reflink too), read it and its source back and compare them; a difference fails that file, naming the offset. With --sync the copy is read from the disk, not the page cache')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No report line, no progress')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No report line, no progress')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')

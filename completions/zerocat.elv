@@ -77,6 +77,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --resume 'Continue an interrupted copy: keep a destination that is a verified prefix of the source (every byte compared, 1 MiB at a time; the time it took is reported) and copy the rest; any other destination is copied again from the start'
             cand --special 'Recreate FIFOs and device nodes instead of refusing them'
             cand --sync 'fdatasync each file before counting it done: the progress bar shows bytes on disk, not in the page cache'
+            cand --verify 'After each file is copied (by any path, a reflink too), read it and its source back and compare them; a difference fails that file, naming the offset. With --sync the copy is read from the disk, not the page cache'
             cand -q 'No report line, no progress'
             cand --quiet 'No report line, no progress'
             cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'

@@ -215,3 +215,130 @@ fn sync_fdatasyncs_each_file() {
     assert_eq!(code, 0, "{err}");
     assert!(!trace.contains("fdatasync("), "{trace}");
 }
+
+/// `--verify` on a good copy: every byte read back, counted and timed; with `--sync` too,
+/// and for a sparse file and a tree.
+#[test]
+fn verify_counts_what_it_compared() {
+    let dir = tempdir();
+    let bytes = data(3 << 20);
+    let src = write_file(dir.path(), "a", &bytes);
+    let dst = dir.path().join("b");
+    for flags in [&["--verify"][..], &["--verify", "--sync"]] {
+        let (code, report, err) = copy_with(flags, &[&src, &dst]);
+        assert_eq!(code, 0, "{flags:?}: {err}");
+        assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, "verified copy");
+        assert_eq!(report["verified_bytes"].as_u64(), Some(3 << 20), "{report}");
+        assert!(report["verify_seconds"].as_f64().unwrap() > 0.0, "{report}");
+        let entry = &report["entries"][0];
+        assert_eq!(entry["verified_bytes"].as_u64(), Some(3 << 20), "{report}");
+        assert!(entry["verify_seconds"].as_f64().is_some(), "{report}");
+    }
+    // Without --verify: nothing compared, the entry's time is null.
+    let (code, report, err) = copy_with(&[], &[&src, &dst]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(report["verified_bytes"].as_u64(), Some(0));
+    assert!(report["entries"][0]["verify_seconds"].is_null());
+
+    // A sparse source: the holes read back as zeros on both sides.
+    let sparse = dir.path().join("sparse");
+    let f = fs::File::create(&sparse).unwrap();
+    f.set_len(8 << 20).unwrap();
+    std::os::unix::fs::FileExt::write_at(&f, &data(4096), 5 << 20).unwrap();
+    drop(f);
+    let tree = dir.path().join("tree");
+    fs::create_dir(&tree).unwrap();
+    let (code, report, err) = copy_with(&["--verify"], &[&sparse, &src, &tree]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        report["verified_bytes"].as_u64(),
+        Some((8 << 20) + (3 << 20)),
+        "{report}"
+    );
+    assert_eq!(
+        fs::read(tree.join("sparse")).unwrap(),
+        fs::read(&sparse).unwrap()
+    );
+}
+
+/// A file modified while it is copied (the everyday case): bytes of the source, in a region
+/// already copied, are overwritten during a slow copy; `--verify` fails that file with the
+/// offset of the first difference, and the copy holds the bytes the source had when copied.
+#[test]
+fn verify_catches_a_source_changed_while_copied() {
+    let dir = tempdir();
+    let len = 4 << 20;
+    let bytes = data(len);
+    let src = write_file(dir.path(), "a", &bytes);
+    let dst = dir.path().join("b");
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "--limit", "4M", "copy", "--verify"])
+        .args([&src, &dst])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    // Wait until the copy is past 2 MiB, then change 4 KiB at 1,000,000.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while fs::metadata(&dst).map_or(0, |m| m.len()) < 2 << 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy did not reach 2 MiB"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let at = 1_000_000;
+    let changed: Vec<u8> = bytes[at..at + 4096].iter().map(|b| !b).collect();
+    let f = fs::File::options().write(true).open(&src).unwrap();
+    std::os::unix::fs::FileExt::write_at(&f, &changed, at as u64).unwrap();
+    drop(f);
+    assert!(
+        fs::metadata(&dst).unwrap().len() < len as u64,
+        "the copy ended before the source changed: the test proves nothing"
+    );
+    let out = crate::util::wait_with_deadline(child, crate::util::DEADLINE);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("differs from the source at offset 1000000"),
+        "{err}"
+    );
+    let report = json_report(&out.stderr);
+    assert_eq!(report["failed"].as_u64(), Some(1), "{report}");
+    assert_eq!(report["ended"].as_str(), Some("error"), "{report}");
+    let entry = &report["entries"][0];
+    assert!(
+        entry["error"].as_str().unwrap().contains("offset 1000000"),
+        "{entry}"
+    );
+    assert_eq!(entry["verified_bytes"].as_u64(), Some(0), "{entry}");
+    assert_bytes_eq(
+        &fs::read(&dst).unwrap(),
+        &bytes,
+        "the copy holds the bytes copied",
+    );
+}
+
+/// Bad input: `--verify` into what cannot be read back is a usage error naming the kind,
+/// before anything is written.
+#[test]
+fn verify_refuses_a_sink_it_cannot_read_back() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", &data(1000));
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let (code, _, err) = copy_with(&["--verify"], &[&src, &fifo]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--verify") && err.contains("is a FIFO"),
+        "{err}"
+    );
+    for (dest, kind) in [("-", "stdout"), ("tcp:127.0.0.1:9", "a TCP socket")] {
+        let mut cmd = zerocat();
+        cmd.args(["copy", "--verify"]).arg(&src).arg(dest);
+        let out = run(cmd);
+        let err = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("'{dest}' is {kind}")), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+}

@@ -276,13 +276,17 @@ bytes of destinations kept by \fB\-\-resume\fR.
 \fBresume_check_seconds\fR
 seconds \fB\-\-resume\fR spent comparing destinations with their sources (0 without it).
 .TP
+\fBverified_bytes\fR, \fBverify_seconds\fR
+bytes \fB\-\-verify\fR read back and found equal, and the seconds it spent (0 without it).
+.TP
 \fBentries\fR
 array, one object per entry in the order each was done (a directory after what it
 holds; always, also without \fB\-v\fR):
 \fBsrc\fR and \fBdst\fR (paths, as strings), \fBkind\fR (\fBfile\fR, \fBdir\fR,
 \fBsymlink\fR, \fBfifo\fR, \fBdevice\fR, \fBsocket\fR, or \fBentry\fR when it could not
 even be examined), \fBbytes\fR, \fBholes\fR, \fBresumed\fR, \fBskipped\fR (true or
-false), \fBresume_check_seconds\fR (null when no destination was compared), \fBpaths\fR,
+false), \fBresume_check_seconds\fR (null when no destination was compared),
+\fBverified_bytes\fR, \fBverify_seconds\fR (null when the file was not verified), \fBpaths\fR,
 \fBfallbacks\fR and \fBerror\fR (the message, or null).
 .PP
 \fBtee\fR adds:
@@ -365,6 +369,23 @@ file that cannot be synced fails. The progress bar then counts bytes on disk, no
 in the page cache (pv's \fB\-\-sync\fR): a file's bytes join it when its fdatasync
 returns, and a file of more than 16 MiB is synced every 250 ms while it is copied so the
 bar moves with the disk.
+.PP
+\fB\-\-verify\fR reads each file back after it is copied, whatever path copied it (a
+reflink too), and compares it with its source, 4 MiB at a time. A difference fails that
+file (exit status 1) and names the offset of the first differing byte:
+\fBcannot copy 'a' to 'b': \-\-verify: the copy differs from the source at offset
+1000000\fR. What it proves: when it ends, the destination reads back the same bytes as the
+source does, so a source modified while it was copied, a short or misplaced copy, or an
+offload that wrote the wrong bytes is caught. What it does not prove: without
+\fB\-\-sync\fR the destination is read from the page cache, so bytes lost on their way to
+the disk are not seen; with \fB\-\-sync\fR it is read after \fBfdatasync\fR(2) and
+\fBPOSIX_FADV_DONTNEED\fR, from the disk on a disk filesystem (tmpfs has no disk; a
+device's own cache can still answer). A reflink is compared through the shared extents:
+it proves the clone reads as the source, not that the data is stored twice. Nor does it
+say the source was right: a file still being written reads back equal when both reads
+see the same bytes. The source is read twice, so a procfs or sysfs file that changes
+between reads fails. A destination that cannot be read back (\fB\-\fR, a socket, a FIFO,
+a character device) is a usage error before anything is written.
 .PP
 Two sources with the same name copied into one directory (\fBcopy a/x b/x dst/\fR): the
 second is refused ("will not overwrite just\-created 'dst/x' with 'b/x'"), as by

@@ -201,6 +201,11 @@ pub struct CopyArgs {
     /// not in the page cache.
     #[arg(long)]
     pub sync: bool,
+    /// After each file is copied (by any path, a reflink too), read it and its source back
+    /// and compare them; a difference fails that file, naming the offset. With --sync the
+    /// copy is read from the disk, not the page cache.
+    #[arg(long)]
+    pub verify: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -384,6 +389,20 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
     // One stream, or a file with options: what `pipe` does (the help says so).
     let plain = |e: &Endpoint| e.plain_file().is_some();
     if let [src] = &args.paths[..] {
+        if args.verify && (!plain(src) || !plain(&dest)) {
+            let (side, e) = if plain(&dest) {
+                ("source", src)
+            } else {
+                ("destination", &dest)
+            };
+            let message = format!(
+                "--verify: the {side} '{e}' is {}: it cannot be read back (copy --verify takes plain file paths)",
+                stream_kind(e, side == "source")
+            );
+            Cli::command()
+                .error(clap::error::ErrorKind::ArgumentConflict, message)
+                .exit();
+        }
         if !plain(src) || !plain(&dest) {
             return Invocation::Pipe(PipeConfig {
                 src: src.clone(),
@@ -416,7 +435,20 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
         resume: args.resume,
         special: args.special,
         sync: args.sync,
+        verify: args.verify,
     })
+}
+
+/// What a non-plain endpoint is, in a message's words.
+fn stream_kind(e: &Endpoint, source: bool) -> &'static str {
+    match e {
+        Endpoint::Stdio if source => "stdin",
+        Endpoint::Stdio => "stdout",
+        Endpoint::Fd(_) => "an inherited fd",
+        Endpoint::File { .. } => "a file with options (written as a stream)",
+        Endpoint::Tcp { .. } | Endpoint::TcpListen { .. } => "a TCP socket",
+        Endpoint::Unix { .. } | Endpoint::UnixListen { .. } => "a unix socket",
+    }
 }
 
 /// The completion script for `shell`, generated from the clap definition.

@@ -16,6 +16,7 @@ use nix::unistd::Whence;
 use super::meta::preserve_fd;
 use super::report::{Entry, Status};
 use super::resume::start_offset;
+use super::verify::verify;
 use super::walk::Kind;
 use super::{Copier, SparseMode};
 use crate::engine::{self, DataPath, Ends, Failure, FileChain, Record, ReflinkMode, Side};
@@ -123,6 +124,9 @@ impl Copier<'_> {
                 .map_err(|err| format!("cannot set the size: {err}"))?;
         }
         self.sync_file(sink.as_fd(), e.record.bytes(), syncer)?;
+        if self.cfg.verify {
+            verify(source.as_fd(), sink.as_fd(), dst_is_file, self.cfg.sync, e)?;
+        }
         if self.cfg.preserve {
             preserve_fd(sink.as_fd(), &sst).map_err(|err| format!("{err:#}"))?;
         }
@@ -138,7 +142,8 @@ impl Copier<'_> {
     fn open_destination(&self, dst: &Path, sst: &FileStat) -> Result<OwnedFd, Status> {
         let src_mode = sst.st_mode;
         let resume = self.cfg.resume;
-        let err = match create_new(dst, src_mode, resume) {
+        let read_back = resume || self.cfg.verify;
+        let err = match create_new(dst, src_mode, read_back) {
             Ok(fd) => return Ok(fd),
             Err(err) => err,
         };
@@ -161,7 +166,7 @@ impl Copier<'_> {
                 "not writing through a dangling symlink".into(),
             ));
         }
-        let sink = open_existing(dst, self.cfg.force, src_mode, resume)
+        let sink = open_existing(dst, self.cfg.force, src_mode, read_back)
             .map_err(|err| format!("cannot open for writing: {err}"))?;
         Ok(sink)
     }
@@ -263,11 +268,11 @@ fn fstat(fd: BorrowedFd<'_>) -> nix::Result<FileStat> {
 }
 
 /// Creates the destination (O_EXCL) with the source's permission bits, as cp does (the
-/// umask applies). `--resume` reads the destination's prefix back, hence O_RDWR.
-fn create_new(dst: &Path, src_mode: u32, resume: bool) -> io::Result<OwnedFd> {
+/// umask applies). `read_back`: `--resume` and `--verify` read the destination, hence O_RDWR.
+fn create_new(dst: &Path, src_mode: u32, read_back: bool) -> io::Result<OwnedFd> {
     OpenOptions::new()
         .write(true)
-        .read(resume)
+        .read(read_back)
         .create_new(true)
         .mode(src_mode & 0o777)
         .open(dst)
@@ -276,8 +281,8 @@ fn create_new(dst: &Path, src_mode: u32, resume: bool) -> io::Result<OwnedFd> {
 
 /// Opens an existing destination for writing *without* O_TRUNC: the same-file check comes
 /// first. `-f`: one that cannot be opened is removed and created anew.
-fn open_existing(dst: &Path, force: bool, src_mode: u32, resume: bool) -> io::Result<OwnedFd> {
-    let access = if resume {
+fn open_existing(dst: &Path, force: bool, src_mode: u32, read_back: bool) -> io::Result<OwnedFd> {
+    let access = if read_back {
         OFlag::O_RDWR
     } else {
         OFlag::O_WRONLY
@@ -288,7 +293,7 @@ fn open_existing(dst: &Path, force: bool, src_mode: u32, resume: bool) -> io::Re
     match opened {
         Err(e) if force => {
             fs::remove_file(dst).map_err(|_| e)?;
-            create_new(dst, src_mode, resume)
+            create_new(dst, src_mode, read_back)
         }
         other => other,
     }

@@ -24,6 +24,7 @@ mod report;
 mod resume;
 mod sync;
 mod update;
+mod verify;
 mod walk;
 
 pub use update::Update;
@@ -78,6 +79,8 @@ pub struct CopyConfig {
     pub special: bool,
     /// fdatasync each file before it counts as done; the bar shows bytes on disk.
     pub sync: bool,
+    /// Read each copied file and its source back and compare them.
+    pub verify: bool,
 }
 
 pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
@@ -107,6 +110,9 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
         .into());
     }
 
+    if cfg.verify {
+        verify::check_destination(&dest)?;
+    }
     let mut copier = Copier::new(opts, cfg);
     let chain = engine::chain_for_copy(
         &FdInfo::assumed(FdKind::File),

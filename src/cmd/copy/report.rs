@@ -24,6 +24,9 @@ pub(super) struct Entry {
     pub(super) resumed: u64,
     /// `--resume`: how long comparing the destination with the source took, when it ran.
     pub(super) resume_check_seconds: Option<f64>,
+    /// `--verify`: the bytes read back and found equal, and how long it took, when it ran.
+    pub(super) verified_bytes: u64,
+    pub(super) verify_seconds: Option<f64>,
 }
 
 impl Entry {
@@ -37,6 +40,8 @@ impl Entry {
             holes: 0,
             resumed: 0,
             resume_check_seconds: None,
+            verified_bytes: 0,
+            verify_seconds: None,
         }
     }
 }
@@ -77,6 +82,10 @@ pub(super) struct Totals {
     pub(super) holes: u64,
     pub(super) resumed: u64,
     pub(super) resume_check_seconds: f64,
+    pub(super) verified_bytes: u64,
+    pub(super) verify_seconds: f64,
+    /// Files compared by `--verify` (whatever the outcome).
+    pub(super) verified_files: u64,
     pub(super) files: u64,
     pub(super) dirs: u64,
     pub(super) symlinks: u64,
@@ -115,6 +124,11 @@ impl Copier<'_> {
         self.totals.holes += e.holes;
         self.totals.resumed += e.resumed;
         self.totals.resume_check_seconds += e.resume_check_seconds.unwrap_or(0.0);
+        self.totals.verified_bytes += e.verified_bytes;
+        if let Some(seconds) = e.verify_seconds {
+            self.totals.verify_seconds += seconds;
+            self.totals.verified_files += 1;
+        }
         if e.kind == Some(Kind::File) {
             self.files_done.fetch_add(1, Ordering::Relaxed);
         }
@@ -179,6 +193,8 @@ impl Copier<'_> {
             .num("holes", t.holes)
             .num("resumed", t.resumed)
             .float("resume_check_seconds", t.resume_check_seconds)
+            .num("verified_bytes", t.verified_bytes)
+            .float("verify_seconds", t.verify_seconds)
             .raw("src", &json_array(&srcs))
             .raw("dst", &named(dest));
         report::record_json(&mut o, &t.record);
@@ -222,6 +238,13 @@ pub(super) fn total_line(t: &Totals, seconds: f64, interrupted: bool) -> String 
     }
     if t.resumed > 0 {
         extras.push(format!("{} resumed", human_bytes(t.resumed)));
+    }
+    if t.verified_files > 0 {
+        extras.push(format!(
+            "{} verified in {}",
+            human_bytes(t.verified_bytes),
+            human_duration(t.verify_seconds)
+        ));
     }
     if t.skipped > 0 {
         extras.push(format!("{} skipped", t.skipped));
@@ -267,6 +290,9 @@ fn entry_line(e: &Entry) -> String {
             )),
             None => {}
         }
+        if let Some(t) = e.verify_seconds {
+            s.push_str(&format!(", verified in {}", human_duration(t)));
+        }
         s
     } else {
         kind_word(e.kind).to_string()
@@ -286,6 +312,11 @@ fn entry_json(e: &Entry) -> String {
     match e.resume_check_seconds {
         Some(seconds) => o.float("resume_check_seconds", seconds),
         None => o.raw("resume_check_seconds", "null"),
+    };
+    o.num("verified_bytes", e.verified_bytes);
+    match e.verify_seconds {
+        Some(seconds) => o.float("verify_seconds", seconds),
+        None => o.raw("verify_seconds", "null"),
     };
     report::record_json(&mut o, &e.record);
     match e.status.error() {
