@@ -83,6 +83,7 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             [CompletionResult]::new('--special', '--special', [CompletionResultType]::ParameterName, 'Recreate FIFOs and device nodes instead of refusing them')
             [CompletionResult]::new('--sync', '--sync', [CompletionResultType]::ParameterName, 'fdatasync each file before counting it done: the progress bar shows bytes on disk, not in the page cache')
             [CompletionResult]::new('--verify', '--verify', [CompletionResultType]::ParameterName, 'After each file is copied (by any path, a reflink too), read it and its source back and compare them; a difference fails that file, naming the offset. With --sync the copy is read from the disk, not the page cache')
+            [CompletionResult]::new('--atomic', '--atomic', [CompletionResultType]::ParameterName, 'Write each file to a temporary in its destination''s directory and rename it over the destination only when complete (and verified): an interrupted or failed copy leaves the old destination as it was. Not with --resume, which keeps a partial destination')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No report line, no progress')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No report line, no progress')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')

@@ -78,6 +78,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --special 'Recreate FIFOs and device nodes instead of refusing them'
             cand --sync 'fdatasync each file before counting it done: the progress bar shows bytes on disk, not in the page cache'
             cand --verify 'After each file is copied (by any path, a reflink too), read it and its source back and compare them; a difference fails that file, naming the offset. With --sync the copy is read from the disk, not the page cache'
+            cand --atomic 'Write each file to a temporary in its destination''s directory and rename it over the destination only when complete (and verified): an interrupted or failed copy leaves the old destination as it was. Not with --resume, which keeps a partial destination'
             cand -q 'No report line, no progress'
             cand --quiet 'No report line, no progress'
             cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'

@@ -77,6 +77,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l resume -d 'Cont
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l special -d 'Recreate FIFOs and device nodes instead of refusing them'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l sync -d 'fdatasync each file before counting it done: the progress bar shows bytes on disk, not in the page cache'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l verify -d 'After each file is copied (by any path, a reflink too), read it and its source back and compare them; a difference fails that file, naming the offset. With --sync the copy is read from the disk, not the page cache'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l atomic -d 'Write each file to a temporary in its destination\'s directory and rename it over the destination only when complete (and verified): an interrupted or failed copy leaves the old destination as it was. Not with --resume, which keeps a partial destination'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'

@@ -342,3 +342,297 @@ fn verify_refuses_a_sink_it_cannot_read_back() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// The names in a directory, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The size of the file zerocat `pid` has open whose path contains `dir_name` (an
+/// O_TMPFILE shows as `DIR/#INODE (deleted)`), if any.
+fn open_size(pid: u32, dir_name: &str, not: &Path) -> Option<u64> {
+    for fd in fs::read_dir(format!("/proc/{pid}/fd")).ok()?.flatten() {
+        let Ok(link) = fs::read_link(fd.path()) else {
+            continue;
+        };
+        if link.to_string_lossy().contains(dir_name) && link != not {
+            if let Ok(m) = fs::metadata(fd.path()) {
+                if m.is_file() {
+                    return Some(m.len());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// `--atomic`: a successful copy replaces the destination by a rename (strace shows the
+/// linkat and the rename), never opening it for writing nor truncating it.
+#[test]
+fn atomic_replaces_by_rename_never_by_truncation() {
+    let dir = tempdir();
+    let bytes = data(300_000);
+    let src = write_file(dir.path(), "a", &bytes);
+    let dst = write_file(dir.path(), "b", &data(900_000));
+    let args: Vec<&std::ffi::OsStr> = vec![
+        "copy".as_ref(),
+        "--atomic".as_ref(),
+        src.as_os_str(),
+        dst.as_os_str(),
+    ];
+    let syscalls = "open,openat,creat,truncate,ftruncate,rename,renameat,renameat2,link,linkat";
+    let Some((code, trace, err)) = traced(syscalls, &args) else {
+        return;
+    };
+    assert_eq!(code, 0, "{err}");
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, "replaced");
+    let quoted = format!("\"{}\"", dst.display());
+    let renamed = trace
+        .lines()
+        .any(|l| l.contains("rename") && l.contains(&quoted) && l.ends_with("= 0"));
+    assert!(renamed, "no rename onto the destination: {trace}");
+    assert!(!trace.contains("truncate("), "{trace}");
+    for line in trace.lines().filter(|l| l.contains(&quoted)) {
+        assert!(
+            !line.contains("open") || !(line.contains("O_WRONLY") || line.contains("O_RDWR")),
+            "the destination was opened for writing: {line}"
+        );
+    }
+    assert!(
+        trace.contains("O_TMPFILE") || trace.contains(".b.zerocat-"),
+        "{trace}"
+    );
+    assert_eq!(names_in(dir.path()), ["a", "b"]);
+}
+
+/// SIGINT mid-file: exit 130, the old destination byte for byte, no temporary.
+#[test]
+fn atomic_sigint_leaves_the_old_destination() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", &data(4 << 20));
+    let old = data(5000);
+    let dst = write_file(dir.path(), "b", &old);
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "--limit", "4M", "copy", "--atomic"])
+        .args([&src, &dst])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let dir_name = dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    while open_size(pid, &dir_name, &src).unwrap_or(0) < 1 << 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy did not start"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = crate::util::wait_with_deadline(child, crate::util::DEADLINE);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &old, "old destination");
+    assert_eq!(names_in(dir.path()), ["a", "b"], "a temporary was left");
+    let report = json_report(&out.stderr);
+    assert_eq!(report["ended"].as_str(), Some("signal"), "{report}");
+}
+
+/// A file size limit (`ulimit -f`): the write fails with EFBIG (exit 1), the old
+/// destination stays, no temporary.
+#[test]
+fn atomic_file_size_limit_leaves_the_old_destination() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", &data(3 << 20));
+    let old = data(5000);
+    let dst = write_file(dir.path(), "b", &old);
+    let mut cmd = std::process::Command::new("prlimit");
+    cmd.arg("--fsize=1048576")
+        .arg(crate::util::bin())
+        .args(["--stats", "json", "copy", "--atomic"])
+        .args([&src, &dst])
+        .stdin(std::process::Stdio::null());
+    let out = run(cmd);
+    let err = stderr_text(&out);
+    if out.status.code() == Some(127) || err.contains("prlimit:") {
+        eprintln!("skipped: prlimit could not run: {err}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("File too large"), "{err}");
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &old, "old destination");
+    assert_eq!(names_in(dir.path()), ["a", "b"], "a temporary was left");
+}
+
+/// A full disk: a 1 MiB tmpfs holding the old destination; the new one does not fit.
+#[test]
+fn atomic_full_disk_leaves_the_old_destination() {
+    let dir = tempdir();
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "zerocat-test"])
+        .arg(&mnt)
+        .output();
+    match mounted {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            let why = String::from_utf8_lossy(&o.stderr).into_owned();
+            eprintln!("skipped: cannot mount a 1 MiB tmpfs: {why}");
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipped: cannot run mount: {e}");
+            return;
+        }
+    }
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&mnt);
+    let src = write_file(dir.path(), "a", &data(2 << 20));
+    let old = data(300_000);
+    let dst = write_file(&mnt, "b", &old);
+    let (code, report, err) = copy_with(&["--atomic"], &[&src, &dst]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    assert_eq!(report["failed"].as_u64(), Some(1), "{report}");
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &old, "old destination");
+    assert_eq!(names_in(&mnt), ["b"], "a temporary was left");
+}
+
+/// A failed `--verify` (the source changed during the copy) renames nothing.
+#[test]
+fn atomic_failed_verify_leaves_the_old_destination() {
+    let dir = tempdir();
+    let len = 4 << 20;
+    let bytes = data(len);
+    let src = write_file(dir.path(), "a", &bytes);
+    let old = data(7000);
+    let dst = write_file(dir.path(), "b", &old);
+    let mut cmd = zerocat();
+    cmd.args(["--limit", "4M", "copy", "--atomic", "--verify"])
+        .args([&src, &dst])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let dir_name = dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    while open_size(pid, &dir_name, &src).unwrap_or(0) < 2 << 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy did not reach 2 MiB"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let changed: Vec<u8> = bytes[4096..8192].iter().map(|b| !b).collect();
+    let f = fs::File::options().write(true).open(&src).unwrap();
+    std::os::unix::fs::FileExt::write_at(&f, &changed, 4096).unwrap();
+    drop(f);
+    let out = crate::util::wait_with_deadline(child, crate::util::DEADLINE);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("differs from the source at offset 4096"),
+        "{err}"
+    );
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &old, "old destination");
+    assert_eq!(names_in(dir.path()), ["a", "b"], "a temporary was left");
+}
+
+/// `-r --atomic`: each file of the tree replaced whole; the modes of replaced files kept.
+#[test]
+fn atomic_works_per_file_in_a_tree() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir();
+    let src = dir.path().join("src");
+    fs::create_dir_all(src.join("sub")).unwrap();
+    write_file(&src, "x", &data(10_000));
+    write_file(&src.join("sub"), "y", &data(20_000));
+    let dst = dir.path().join("dst");
+    fs::create_dir_all(dst.join("sub")).unwrap();
+    write_file(&dst, "x", b"old x");
+    fs::set_permissions(dst.join("x"), fs::Permissions::from_mode(0o600)).unwrap();
+    let (code, report, err) = copy_with(&["-r", "--atomic"], &[&src, &dst]);
+    assert_eq!(code, 0, "{err}");
+    // dst exists: the tree goes in as dst/src.
+    let root = dst.join("src");
+    assert_bytes_eq(&fs::read(root.join("x")).unwrap(), &data(10_000), "x");
+    assert_bytes_eq(&fs::read(root.join("sub/y")).unwrap(), &data(20_000), "y");
+    assert_eq!(report["files"].as_u64(), Some(2), "{report}");
+    let (code, _, err) = copy_with(&["--atomic"], &[&src.join("x"), &dst.join("x")]);
+    assert_eq!(code, 0, "{err}");
+    assert_bytes_eq(
+        &fs::read(dst.join("x")).unwrap(),
+        &data(10_000),
+        "x replaced",
+    );
+    let mode = fs::metadata(dst.join("x")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the replaced file's mode is kept");
+    assert_eq!(names_in(&dst), ["src", "sub", "x"]);
+    assert_eq!(names_in(&root), ["sub", "x"]);
+}
+
+/// Bad input: `--atomic` into a directory where nothing can be created (immutable), and
+/// with `--resume`.
+#[test]
+fn atomic_refuses_what_it_cannot_do() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", &data(1000));
+    let locked = dir.path().join("locked");
+    fs::create_dir(&locked).unwrap();
+    let old = write_file(&locked, "b", b"old");
+    let (code, _, err) = copy_with(&["--atomic", "--resume"], &[&src, &old]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--atomic") && err.contains("--resume"),
+        "{err}"
+    );
+
+    let chattr = std::process::Command::new("chattr")
+        .arg("+i")
+        .arg(&locked)
+        .output();
+    match chattr {
+        Ok(o) if o.status.success() => {}
+        other => {
+            eprintln!("skipped (the immutable directory case): chattr +i refused: {other:?}");
+            return;
+        }
+    }
+    let (code, _, err) = copy_with(&["--atomic"], &[&src, &old]);
+    let _ = std::process::Command::new("chattr")
+        .arg("-i")
+        .arg(&locked)
+        .status();
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("cannot create a temporary in") && err.contains("locked"),
+        "{err}"
+    );
+    assert_eq!(fs::read(&old).unwrap(), b"old");
+    assert_eq!(names_in(&locked), ["b"]);
+}

@@ -387,6 +387,22 @@ see the same bytes. The source is read twice, so a procfs or sysfs file that cha
 between reads fails. A destination that cannot be read back (\fB\-\fR, a socket, a FIFO,
 a character device) is a usage error before anything is written.
 .PP
+\fB\-\-atomic\fR writes each file (each file of a tree with \fB\-r\fR) to a temporary in
+its destination's directory and renames it over the destination only when it is
+complete: written, synced with \fB\-\-sync\fR, compared with \fB\-\-verify\fR. The
+temporary is an \fBO_TMPFILE\fR where the filesystem has them (ext4, XFS, btrfs,
+tmpfs): it has no name until it is linked in (\fBlinkat\fR of \fB/proc/self/fd/\fIN\fR)
+as \fB.\fINAME\fB.zerocat\-\fIXXXXXX\fR and renamed over the destination, so even
+SIGKILL leaves nothing behind; elsewhere it is that hidden name from the start, removed
+when the copy fails. SIGINT, a full disk, a file size limit (\fBulimit \-f\fR: zerocat
+takes EFBIG, not SIGXFSZ) or a failed verify leave the old destination byte for byte and
+no temporary. The destination is replaced, not rewritten: a replaced file keeps its mode
+(and its owner, where permitted), other hard links to it keep the old bytes, and a
+symlink destination is followed and its target replaced. A destination that is not a
+regular file is refused; a directory where no file can be created fails that file
+("cannot create a temporary in 'dir'") with nothing written. \fB\-\-resume\fR keeps a
+partial destination and cannot be combined with \fB\-\-atomic\fR (a usage error).
+.PP
 Two sources with the same name copied into one directory (\fBcopy a/x b/x dst/\fR): the
 second is refused ("will not overwrite just\-created 'dst/x' with 'b/x'"), as by
 \fBcp\fR; it is reported failed and the run ends with exit status 1.

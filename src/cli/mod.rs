@@ -206,6 +206,11 @@ pub struct CopyArgs {
     /// copy is read from the disk, not the page cache.
     #[arg(long)]
     pub verify: bool,
+    /// Write each file to a temporary in its destination's directory and rename it over the
+    /// destination only when complete (and verified): an interrupted or failed copy leaves
+    /// the old destination as it was. Not with --resume, which keeps a partial destination.
+    #[arg(long, conflicts_with = "resume")]
+    pub atomic: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -436,6 +441,7 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
         special: args.special,
         sync: args.sync,
         verify: args.verify,
+        atomic: args.atomic,
     })
 }
 

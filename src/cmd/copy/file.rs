@@ -4,7 +4,7 @@
 
 use std::fs::{self, OpenOptions};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -13,6 +13,7 @@ use nix::fcntl::OFlag;
 use nix::sys::stat::{FileStat, Mode};
 use nix::unistd::Whence;
 
+use super::atomic::Sink;
 use super::meta::preserve_fd;
 use super::report::{Entry, Status};
 use super::resume::start_offset;
@@ -42,7 +43,11 @@ impl Copier<'_> {
             .open_source(src, OFlag::empty())
             .map_err(|err| format!("cannot open for reading: {err}"))?;
         let sst = fstat(source.as_fd()).map_err(|err| format!("cannot stat: {err}"))?;
-        let sink = self.open_destination(dst, &sst)?;
+        let sink = if self.cfg.atomic {
+            self.open_temporary(dst, &sst)?
+        } else {
+            Sink::InPlace(self.open_destination(dst, &sst)?)
+        };
         // From the fstat already made: a file zerocat opened itself needs no fcntl.
         let src_info = FdInfo::from_stat(&sst);
         let dst_st =
@@ -130,8 +135,9 @@ impl Copier<'_> {
         if self.cfg.preserve {
             preserve_fd(sink.as_fd(), &sst).map_err(|err| format!("{err:#}"))?;
         }
-        // close(2) may report what the writes did not (NFS, quotas).
-        nix::unistd::close(sink.into_raw_fd()).map_err(|err| format!("cannot close: {err}"))?;
+        // close(2) may report what the writes did not (NFS, quotas); then a temporary is
+        // renamed over the destination.
+        sink.finish(self.cfg.sync)?;
         Ok(())
     }
 

@@ -18,6 +18,7 @@
 //! `report` (each entry's kind and status, the totals, text and JSON). Which paths a file
 //! may take is the engine's: [`engine::FileChain`].
 
+mod atomic;
 mod file;
 mod meta;
 mod report;
@@ -81,6 +82,8 @@ pub struct CopyConfig {
     pub sync: bool,
     /// Read each copied file and its source back and compare them.
     pub verify: bool,
+    /// Write each file to a temporary renamed over the destination when complete.
+    pub atomic: bool,
 }
 
 pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
