@@ -125,7 +125,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__copy)
-            opts="-r -n -f -p -q -v -h -V --recursive --no-clobber --force --update --preserve --reflink --sparse --resume --special --sync --verify --atomic --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-r -n -f -p -q -v -h -V --recursive --no-clobber --force --update --preserve --reflink --sparse --resume --special --sync --verify --atomic --debug --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

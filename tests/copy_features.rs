@@ -636,3 +636,59 @@ fn atomic_refuses_what_it_cannot_do() {
     assert_eq!(fs::read(&old).unwrap(), b"old");
     assert_eq!(names_in(&locked), ["b"]);
 }
+
+/// `--debug`: cp 9.x's two lines per file on stdout, matching what the report says ran.
+#[test]
+fn debug_says_what_ran_in_cps_words() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", &data(100_000));
+    let sparse = dir.path().join("sparse");
+    let f = fs::File::create(&sparse).unwrap();
+    f.set_len(4 << 20).unwrap();
+    std::os::unix::fs::FileExt::write_at(&f, &data(4096), 1 << 20).unwrap();
+    drop(f);
+    let dst = dir.path().join("b");
+    let cases: [(&[&str], &Path, &str); 4] = [
+        (
+            &[],
+            &src,
+            "copy offload: yes, reflink: unsupported, sparse detection: no",
+        ),
+        (
+            &["--via", "userspace"],
+            &src,
+            "copy offload: no, reflink: no, sparse detection: no",
+        ),
+        (
+            &["--via", "splice"],
+            &sparse,
+            "copy offload: no, reflink: no, sparse detection: SEEK_HOLE",
+        ),
+        (
+            &["copy", "--sparse=always"],
+            &sparse,
+            "copy offload: no, reflink: no, sparse detection: SEEK_HOLE + zeros",
+        ),
+    ];
+    for (flags, from, want) in cases {
+        let mut cmd = zerocat();
+        cmd.args(["--stats", "json"]).args(flags);
+        if !flags.contains(&"copy") {
+            cmd.arg("copy");
+        }
+        cmd.arg("--debug").args([from, &dst]);
+        let out = run(cmd);
+        let err = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(0), "{flags:?}: {err}");
+        let report = json_report(&out.stderr);
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let first = format!("'{}' -> '{}'", from.display(), dst.display());
+        assert_eq!(stdout, format!("{first}\n{want}\n"), "{flags:?}: {report}");
+        assert_eq!(
+            fs::read(&dst).unwrap(),
+            fs::read(from).unwrap(),
+            "{flags:?}"
+        );
+        fs::remove_file(&dst).unwrap();
+    }
+}

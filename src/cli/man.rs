@@ -403,6 +403,17 @@ regular file is refused; a directory where no file can be created fails that fil
 ("cannot create a temporary in 'dir'") with nothing written. \fB\-\-resume\fR keeps a
 partial destination and cannot be combined with \fB\-\-atomic\fR (a usage error).
 .PP
+\fB\-\-debug\fR is for \fBcp\fR's users: after each file copied it prints on stdout
+cp 9.x's two lines, derived from what ran (the same record as the report):
+\fB'a' \-> 'b'\fR, then \fBcopy offload: \fR\fIX\fR\fB, reflink: \fR\fIY\fR\fB, sparse
+detection: \fR\fIZ\fR. \fIX\fR is \fByes\fR (copy_file_range moved bytes),
+\fBavoided\fR (a reflink made copying needless), \fBunsupported\fR (copy_file_range
+was refused before moving a byte) or \fBno\fR (not tried); \fIY\fR is \fByes\fR,
+\fBunsupported\fR (tried, refused) or \fBno\fR (not tried); \fIZ\fR is \fBno\fR
+(copied whole), \fBSEEK_HOLE\fR (walked extent by extent), \fBzeros\fR or
+\fBSEEK_HOLE + zeros\fR (\fB\-\-sparse=always\fR: runs of zeros found by reading, in a
+source that is not sparse or in the extents of one that is).
+.PP
 Two sources with the same name copied into one directory (\fBcopy a/x b/x dst/\fR): the
 second is refused ("will not overwrite just\-created 'dst/x' with 'b/x'"), as by
 \fBcp\fR; it is reported failed and the run ends with exit status 1.

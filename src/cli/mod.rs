@@ -211,6 +211,11 @@ pub struct CopyArgs {
     /// the old destination as it was. Not with --resume, which keeps a partial destination.
     #[arg(long, conflicts_with = "resume")]
     pub atomic: bool,
+    /// After each file, print on stdout what ran, in cp 9.x's words: 'a' -> 'b', then
+    /// "copy offload: yes|no|avoided|unsupported, reflink: yes|unsupported|no, sparse
+    /// detection: no|SEEK_HOLE|zeros|SEEK_HOLE + zeros".
+    #[arg(long)]
+    pub debug: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -442,6 +447,7 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
         sync: args.sync,
         verify: args.verify,
         atomic: args.atomic,
+        debug: args.debug,
     })
 }
 

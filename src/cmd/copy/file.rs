@@ -14,6 +14,7 @@ use nix::sys::stat::{FileStat, Mode};
 use nix::unistd::Whence;
 
 use super::atomic::Sink;
+use super::debug::SparseDetection;
 use super::meta::preserve_fd;
 use super::report::{Entry, Status};
 use super::resume::start_offset;
@@ -105,6 +106,15 @@ impl Copier<'_> {
                 SparseMode::Auto => (sst.st_blocks as u64) * 512 < src_size,
                 SparseMode::Always => true,
             };
+        if walk {
+            let sparse_source = (sst.st_blocks as u64) * 512 < src_size;
+            e.sparse_detection = match (self.cfg.sparse, sparse_source) {
+                (SparseMode::Always, _) if !chain.may_skip_zeros() => SparseDetection::SeekHole,
+                (SparseMode::Always, true) => SparseDetection::SeekHoleZeros,
+                (SparseMode::Always, false) => SparseDetection::Zeros,
+                _ => SparseDetection::SeekHole,
+            };
+        }
         let syncer = self.start_syncer(sink.as_fd(), start, src_size);
         let failure = if start == src_size && start > 0 {
             None

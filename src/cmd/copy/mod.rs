@@ -19,6 +19,7 @@
 //! may take is the engine's: [`engine::FileChain`].
 
 mod atomic;
+mod debug;
 mod file;
 mod meta;
 mod report;
@@ -84,6 +85,8 @@ pub struct CopyConfig {
     pub verify: bool,
     /// Write each file to a temporary renamed over the destination when complete.
     pub atomic: bool,
+    /// After each file, cp's `--debug` lines on stdout.
+    pub debug: bool,
 }
 
 pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {

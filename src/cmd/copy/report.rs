@@ -5,6 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
+use super::debug::SparseDetection;
 use super::walk::Kind;
 use super::Copier;
 use crate::engine::Record;
@@ -27,6 +28,8 @@ pub(super) struct Entry {
     /// `--verify`: the bytes read back and found equal, and how long it took, when it ran.
     pub(super) verified_bytes: u64,
     pub(super) verify_seconds: Option<f64>,
+    /// How holes were found, for `--debug`.
+    pub(super) sparse_detection: SparseDetection,
 }
 
 impl Entry {
@@ -42,6 +45,7 @@ impl Entry {
             resume_check_seconds: None,
             verified_bytes: 0,
             verify_seconds: None,
+            sparse_detection: SparseDetection::No,
         }
     }
 }
@@ -154,6 +158,9 @@ impl Copier<'_> {
                 false
             }
         };
+        if self.cfg.debug && e.kind == Some(Kind::File) && e.status == Status::Copied {
+            super::debug::print(&e);
+        }
         if ok && self.opts.verbose && !self.opts.quiet {
             self.say(format!("zerocat: {}", entry_line(&e)));
         }
