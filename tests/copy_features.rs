@@ -596,8 +596,8 @@ fn atomic_works_per_file_in_a_tree() {
     assert_eq!(names_in(&root), ["sub", "x"]);
 }
 
-/// Bad input: `--atomic` into a directory where nothing can be created (immutable), and
-/// with `--resume`.
+/// Bad input: `--atomic` into a directory where nothing can be created (immutable) is a
+/// usage error naming the option and the directory, as is `--atomic` with `--resume`.
 #[test]
 fn atomic_refuses_what_it_cannot_do() {
     let dir = tempdir();
@@ -628,9 +628,9 @@ fn atomic_refuses_what_it_cannot_do() {
         .arg("-i")
         .arg(&locked)
         .status();
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("cannot create a temporary in") && err.contains("locked"),
+        err.contains("--atomic: cannot create files in") && err.contains("locked"),
         "{err}"
     );
     assert_eq!(fs::read(&old).unwrap(), b"old");

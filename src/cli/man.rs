@@ -399,8 +399,9 @@ takes EFBIG, not SIGXFSZ) or a failed verify leave the old destination byte for 
 no temporary. The destination is replaced, not rewritten: a replaced file keeps its mode
 (and its owner, where permitted), other hard links to it keep the old bytes, and a
 symlink destination is followed and its target replaced. A destination that is not a
-regular file is refused; a directory where no file can be created fails that file
-("cannot create a temporary in 'dir'") with nothing written. \fB\-\-resume\fR keeps a
+regular file is refused. A destination directory where no file can be created is a
+usage error before anything is written (\fB\-\-atomic: cannot create files in 'dir'\fR);
+one of a tree that turns out so fails that file ("cannot create a temporary in 'dir'"). \fB\-\-resume\fR keeps a
 partial destination and cannot be combined with \fB\-\-atomic\fR (a usage error).
 .PP
 \fB\-\-debug\fR is for \fBcp\fR's users: after each file copied it prints on stdout

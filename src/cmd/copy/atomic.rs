@@ -23,6 +23,7 @@ use nix::sys::stat::{FileStat, Mode};
 
 use super::report::Status;
 use super::Copier;
+use crate::exit::UsageError;
 
 /// Where a file's bytes go: its destination, opened in place, or a temporary renamed over
 /// it at the end (`--atomic`).
@@ -68,7 +69,12 @@ impl Copier<'_> {
     /// the source, a symlink followed to its target) and creates the temporary. The mode is
     /// the source's through the umask for a new file, the old destination's for one
     /// replaced (as an overwrite in place keeps it), and its owner where permitted.
-    pub(super) fn open_temporary(&self, dst: &Path, sst: &FileStat) -> Result<Sink, Status> {
+    pub(super) fn open_temporary(
+        &self,
+        src: &Path,
+        dst: &Path,
+        sst: &FileStat,
+    ) -> Result<Sink, Status> {
         let mut target = dst.to_path_buf();
         let mut old = None;
         if let Ok(m) = fs::symlink_metadata(dst) {
@@ -90,7 +96,8 @@ impl Copier<'_> {
             }
             if (m.dev(), m.ino()) == (sst.st_dev, sst.st_ino) {
                 return Err(format!(
-                    "'{}' is the source itself: refusing (destination untouched)",
+                    "'{}' and '{}' are the same file: refusing (destination untouched)",
+                    src.display(),
                     dst.display()
                 )
                 .into());
@@ -117,6 +124,29 @@ impl Copier<'_> {
                 .map_err(|err| format!("--atomic: cannot set the temporary's mode: {err}"))?;
         }
         Ok(Sink::Atomic(temp))
+    }
+}
+
+/// Refuses `--atomic` when the directory the temporaries go in cannot take a file (no
+/// permission, read-only, immutable), before anything is written: a temporary is made
+/// there and dropped, which leaves nothing. A directory that does not exist yet is left to
+/// the copy to report.
+pub(super) fn check_directory(dest: &Path, dest_is_dir: bool) -> Result<(), UsageError> {
+    let probe = if dest_is_dir {
+        dest.join("probe")
+    } else {
+        dest.to_path_buf()
+    };
+    match Temp::create(&probe, 0o600) {
+        Ok(temp) => {
+            drop(temp);
+            Ok(())
+        }
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(UsageError(format!(
+            "--atomic: cannot create files in '{}': {err}",
+            parent_of(&probe).display()
+        ))),
     }
 }
 

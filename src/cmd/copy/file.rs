@@ -45,7 +45,7 @@ impl Copier<'_> {
             .map_err(|err| format!("cannot open for reading: {err}"))?;
         let sst = fstat(source.as_fd()).map_err(|err| format!("cannot stat: {err}"))?;
         let sink = if self.cfg.atomic {
-            self.open_temporary(dst, &sst)?
+            self.open_temporary(src, dst, &sst)?
         } else {
             Sink::InPlace(self.open_destination(dst, &sst)?)
         };

@@ -119,6 +119,9 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
     if cfg.verify {
         verify::check_destination(&dest)?;
     }
+    if cfg.atomic && !opts.explain {
+        atomic::check_directory(&dest, dest_is_dir)?;
+    }
     let mut copier = Copier::new(opts, cfg);
     let chain = engine::chain_for_copy(
         &FdInfo::assumed(FdKind::File),
