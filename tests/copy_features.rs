@@ -500,12 +500,6 @@ fn atomic_full_disk_leaves_the_old_destination() {
             return;
         }
     }
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(self.0).status();
-        }
-    }
     let _unmount = Unmount(&mnt);
     let src = write_file(dir.path(), "a", &data(2 << 20));
     let old = data(300_000);
@@ -691,4 +685,89 @@ fn debug_says_what_ran_in_cps_words() {
         );
         fs::remove_file(&dst).unwrap();
     }
+}
+
+/// Unmounts its directory when dropped.
+struct Unmount<'a>(&'a Path);
+
+impl Drop for Unmount<'_> {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(self.0).status();
+    }
+}
+
+/// A reflink on a loop-mounted XFS is verified like any copy (read back through the shared
+/// extents), renamed into place with `--atomic`, and `--debug` says "avoided, reflink: yes".
+#[test]
+fn verify_atomic_and_debug_follow_a_reflink() {
+    let why = |what: &str| eprintln!("skipped verify_atomic_and_debug_follow_a_reflink: {what}");
+    if std::process::Command::new("mkfs.xfs")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        return why("mkfs.xfs is missing (apt-get install -y xfsprogs)");
+    }
+    let dir = tempdir();
+    let image = dir.path().join("xfs.img");
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    fs::File::create(&image)
+        .unwrap()
+        .set_len(512 << 20)
+        .unwrap();
+    let mkfs = std::process::Command::new("mkfs.xfs")
+        .args(["-q", "-m", "reflink=1"])
+        .arg(&image)
+        .output()
+        .unwrap();
+    assert!(
+        mkfs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mkfs.stderr)
+    );
+    let mount = std::process::Command::new("mount")
+        .args(["-o", "loop"])
+        .arg(&image)
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    if !mount.status.success() {
+        return why(&format!(
+            "mount refused: {}",
+            String::from_utf8_lossy(&mount.stderr)
+        ));
+    }
+    let _unmount = Unmount(&mnt);
+    let bytes = data(8 << 20);
+    let src = write_file(&mnt, "src", &bytes);
+    let dst = write_file(&mnt, "dst", b"old");
+    let mut cmd = zerocat();
+    cmd.args([
+        "--stats",
+        "json",
+        "copy",
+        "--reflink=always",
+        "--verify",
+        "--atomic",
+        "--debug",
+    ])
+    .args([&src, &dst]);
+    let out = run(cmd);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let report = json_report(&out.stderr);
+    assert_eq!(report["verified_bytes"].as_u64(), Some(8 << 20), "{report}");
+    assert_eq!(
+        report["paths"][0]["path"].as_str(),
+        Some("reflink"),
+        "{report}"
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.ends_with("copy offload: avoided, reflink: yes, sparse detection: no\n"),
+        "{stdout}"
+    );
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, "clone");
+    assert_eq!(names_in(&mnt), ["dst", "src"]);
 }
