@@ -771,3 +771,23 @@ fn verify_atomic_and_debug_follow_a_reflink() {
     assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, "clone");
     assert_eq!(names_in(&mnt), ["dst", "src"]);
 }
+
+/// The file options on a copy that would run as a stream (`-`, a socket) are usage errors
+/// naming the option, not silently ignored.
+#[test]
+fn file_options_refuse_a_stream() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", &data(1000));
+    for option in ["--atomic", "--sync", "--update", "--debug"] {
+        let mut cmd = zerocat();
+        cmd.args(["copy", option]).arg(&src).arg("-");
+        let out = run(cmd);
+        let err = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{option}: {err}");
+        assert!(
+            err.contains(&format!("{option}: the destination '-' is stdout")),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "{option}: bytes were written");
+    }
+}

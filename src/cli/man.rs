@@ -385,7 +385,9 @@ it proves the clone reads as the source, not that the data is stored twice. Nor 
 say the source was right: a file still being written reads back equal when both reads
 see the same bytes. The source is read twice, so a procfs or sysfs file that changes
 between reads fails. A destination that cannot be read back (\fB\-\fR, a socket, a FIFO,
-a character device) is a usage error before anything is written.
+a character device) is a usage error before anything is written; so are
+\fB\-\-atomic\fR, \fB\-\-sync\fR, \fB\-\-update\fR and \fB\-\-debug\fR on a copy
+that would run as a stream (\fBcopy a \-\fR).
 .PP
 \fB\-\-atomic\fR writes each file (each file of a tree with \fB\-r\fR) to a temporary in
 its destination's directory and renames it over the destination only when it is

@@ -399,19 +399,8 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
     // One stream, or a file with options: what `pipe` does (the help says so).
     let plain = |e: &Endpoint| e.plain_file().is_some();
     if let [src] = &args.paths[..] {
-        if args.verify && (!plain(src) || !plain(&dest)) {
-            let (side, e) = if plain(&dest) {
-                ("source", src)
-            } else {
-                ("destination", &dest)
-            };
-            let message = format!(
-                "--verify: the {side} '{e}' is {}: it cannot be read back (copy --verify takes plain file paths)",
-                stream_kind(e, side == "source")
-            );
-            Cli::command()
-                .error(clap::error::ErrorKind::ArgumentConflict, message)
-                .exit();
+        if !plain(src) || !plain(&dest) {
+            refuse_file_options_on_a_stream(&args, src, &dest);
         }
         if !plain(src) || !plain(&dest) {
             return Invocation::Pipe(PipeConfig {
@@ -449,6 +438,40 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
         atomic: args.atomic,
         debug: args.debug,
     })
+}
+
+/// `copy`'s options for files (`--verify`, `--atomic`, `--sync`, `--update`, `--debug`)
+/// cannot apply when the copy is a stream (it runs as `pipe`): a usage error naming the
+/// option and what the endpoint is, rather than an option silently ignored.
+fn refuse_file_options_on_a_stream(args: &CopyArgs, src: &Endpoint, dest: &Endpoint) {
+    let plain = |e: &Endpoint| e.plain_file().is_some();
+    let (side, e) = if plain(dest) {
+        ("source", src)
+    } else {
+        ("destination", dest)
+    };
+    let kind = stream_kind(e, side == "source");
+    let message = if args.verify {
+        format!(
+            "--verify: the {side} '{e}' is {kind}: it cannot be read back (copy --verify takes plain file paths)"
+        )
+    } else {
+        let option = [
+            (args.atomic, "--atomic"),
+            (args.sync, "--sync"),
+            (args.update.is_some(), "--update"),
+            (args.debug, "--debug"),
+        ]
+        .into_iter()
+        .find_map(|(set, name)| set.then_some(name));
+        let Some(option) = option else {
+            return;
+        };
+        format!("{option}: the {side} '{e}' is {kind}: {option} applies to plain file paths only")
+    };
+    Cli::command()
+        .error(clap::error::ErrorKind::ArgumentConflict, message)
+        .exit();
 }
 
 /// What a non-plain endpoint is, in a message's words.
