@@ -17,6 +17,11 @@
 //! through the engine), `resume`, `meta` (modes, `--preserve`, symlinks and special files),
 //! `report` (each entry's kind and status, the totals, text and JSON). Which paths a file
 //! may take is the engine's: [`engine::FileChain`].
+//!
+//! For scripts (issue 17), each in a file of its own: `update` (`-n`, `--update`: which
+//! destinations are kept), `sync` (`--sync`), `verify` (`--verify`: read back and
+//! compared), `atomic` (`--atomic`: a temporary renamed over the destination), `debug`
+//! (`--debug`: cp's words for what ran).
 
 mod atomic;
 mod debug;

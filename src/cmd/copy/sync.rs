@@ -44,19 +44,20 @@ impl Copier<'_> {
         let (halt, counted) = (Arc::clone(&stop), Arc::clone(&credited));
         let thread = std::thread::Builder::new()
             .name("zerocat-sync".into())
-            .spawn(move || {
-                while !halt.load(Ordering::Relaxed) {
-                    std::thread::sleep(SYNC_EVERY);
-                    let Ok(at) = nix::unistd::lseek(fd.as_raw_fd(), 0, Whence::SeekCur) else {
-                        return;
-                    };
-                    if nix::unistd::fdatasync(fd.as_raw_fd()).is_err() {
-                        return;
-                    }
-                    let written = (at as u64).saturating_sub(start);
-                    let before = counted.fetch_max(written, Ordering::Relaxed);
-                    on_disk.add(written.saturating_sub(before));
+            .spawn(move || loop {
+                std::thread::park_timeout(SYNC_EVERY);
+                if halt.load(Ordering::Relaxed) {
+                    return;
                 }
+                let Ok(at) = nix::unistd::lseek(fd.as_raw_fd(), 0, Whence::SeekCur) else {
+                    return;
+                };
+                if nix::unistd::fdatasync(fd.as_raw_fd()).is_err() {
+                    return;
+                }
+                let written = (at as u64).saturating_sub(start);
+                let before = counted.fetch_max(written, Ordering::Relaxed);
+                on_disk.add(written.saturating_sub(before));
             })
             .ok()?;
         Some(Syncer {
@@ -85,19 +86,26 @@ impl Copier<'_> {
 }
 
 impl Syncer {
-    /// Stops the thread; the bytes it counted.
+    /// Stops the thread (woken at once, or done with the fdatasync it is in); the bytes it
+    /// counted.
     fn stop(mut self) -> u64 {
+        self.halt();
+        self.credited.load(Ordering::Relaxed)
+    }
+
+    fn halt(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
             let _ = thread.join();
         }
-        self.credited.load(Ordering::Relaxed)
     }
 }
 
+/// A file that failed stops its syncer too: it counts nothing more.
 impl Drop for Syncer {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.halt();
     }
 }
 
