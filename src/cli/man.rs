@@ -399,8 +399,9 @@ SIGKILL leaves nothing behind; elsewhere it is that hidden name from the start, 
 when the copy fails. SIGINT, a full disk, a file size limit (\fBulimit \-f\fR: zerocat
 takes EFBIG, not SIGXFSZ) or a failed verify leave the old destination byte for byte and
 no temporary. The destination is replaced, not rewritten: a replaced file keeps its mode
-(and its owner, where permitted), other hard links to it keep the old bytes, and a
-symlink destination is followed and its target replaced. A destination that is not a
+(and its owner, where permitted), other hard links to it keep the old bytes, a
+read\-only destination is replaced as by \fBmv\fR or \fBrsync\fR (the directory's
+permissions decide), and a symlink destination is followed and its target replaced. A destination that is not a
 regular file is refused. A destination directory where no file can be created is a
 usage error before anything is written (\fB\-\-atomic: cannot create files in 'dir'\fR);
 one of a tree that turns out so fails that file ("cannot create a temporary in 'dir'"). \fB\-\-resume\fR keeps a
