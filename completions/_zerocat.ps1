@@ -64,6 +64,7 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             break
         }
         'zerocat;copy' {
+            [CompletionResult]::new('--update', '--update', [CompletionResultType]::ParameterName, 'Which existing destinations are replaced (coreutils 9.5): all (the default without --update), none (keep every one, as -n), older (a bare --update: only one older than its source). A destination kept is skipped and counted')
             [CompletionResult]::new('--reflink', '--reflink', [CompletionResultType]::ParameterName, 'Clone with FICLONE: auto (clone where the filesystem can, else copy), always (clone or fail), never')
             [CompletionResult]::new('--sparse', '--sparse', [CompletionResultType]::ParameterName, 'Holes: auto (a sparse source''s holes stay holes), always (also zero blocks become holes), never (write every byte)')
             [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')
@@ -80,6 +81,10 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             [CompletionResult]::new('--preserve', '--preserve', [CompletionResultType]::ParameterName, 'Also keep exact mode bits, ownership (where permitted) and timestamps')
             [CompletionResult]::new('--resume', '--resume', [CompletionResultType]::ParameterName, 'Continue an interrupted copy: keep a destination that is a verified prefix of the source (every byte compared, 1 MiB at a time; the time it took is reported) and copy the rest; any other destination is copied again from the start')
             [CompletionResult]::new('--special', '--special', [CompletionResultType]::ParameterName, 'Recreate FIFOs and device nodes instead of refusing them')
+            [CompletionResult]::new('--sync', '--sync', [CompletionResultType]::ParameterName, 'fdatasync each file before counting it done: the progress bar shows bytes on disk, not in the page cache')
+            [CompletionResult]::new('--verify', '--verify', [CompletionResultType]::ParameterName, 'After each file is copied (by any path, a reflink too), read it and its source back and compare them; a difference fails that file, naming the offset. With --sync the copy is read from the disk, not the page cache')
+            [CompletionResult]::new('--atomic', '--atomic', [CompletionResultType]::ParameterName, 'Write each file to a temporary in its destination''s directory and rename it over the destination only when complete (and verified): an interrupted or failed copy leaves the old destination as it was. Not with --resume, which keeps a partial destination')
+            [CompletionResult]::new('--debug', '--debug', [CompletionResultType]::ParameterName, 'After each file, print on stdout what ran, in cp 9.x''s words: ''a'' -> ''b'', then "copy offload: yes|no|avoided|unsupported, reflink: yes|unsupported|no, sparse detection: no|SEEK_HOLE|zeros|SEEK_HOLE + zeros"')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No report line, no progress')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No report line, no progress')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')

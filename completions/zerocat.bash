@@ -125,12 +125,16 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__copy)
-            opts="-r -n -f -p -q -v -h -V --recursive --no-clobber --force --preserve --reflink --sparse --resume --special --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-r -n -f -p -q -v -h -V --recursive --no-clobber --force --update --preserve --reflink --sparse --resume --special --sync --verify --atomic --debug --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --update)
+                    COMPREPLY=($(compgen -W "all none older" -- "${cur}"))
+                    return 0
+                    ;;
                 --reflink)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
                     return 0

@@ -59,6 +59,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --version 'Print version'
         }
         &'zerocat;copy'= {
+            cand --update 'Which existing destinations are replaced (coreutils 9.5): all (the default without --update), none (keep every one, as -n), older (a bare --update: only one older than its source). A destination kept is skipped and counted'
             cand --reflink 'Clone with FICLONE: auto (clone where the filesystem can, else copy), always (clone or fail), never'
             cand --sparse 'Holes: auto (a sparse source''s holes stay holes), always (also zero blocks become holes), never (write every byte)'
             cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
@@ -75,6 +76,10 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --preserve 'Also keep exact mode bits, ownership (where permitted) and timestamps'
             cand --resume 'Continue an interrupted copy: keep a destination that is a verified prefix of the source (every byte compared, 1 MiB at a time; the time it took is reported) and copy the rest; any other destination is copied again from the start'
             cand --special 'Recreate FIFOs and device nodes instead of refusing them'
+            cand --sync 'fdatasync each file before counting it done: the progress bar shows bytes on disk, not in the page cache'
+            cand --verify 'After each file is copied (by any path, a reflink too), read it and its source back and compare them; a difference fails that file, naming the offset. With --sync the copy is read from the disk, not the page cache'
+            cand --atomic 'Write each file to a temporary in its destination''s directory and rename it over the destination only when complete (and verified): an interrupted or failed copy leaves the old destination as it was. Not with --resume, which keeps a partial destination'
+            cand --debug 'After each file, print on stdout what ran, in cp 9.x''s words: ''a'' -> ''b'', then "copy offload: yes|no|avoided|unsupported, reflink: yes|unsupported|no, sparse detection: no|SEEK_HOLE|zeros|SEEK_HOLE + zeros"'
             cand -q 'No report line, no progress'
             cand --quiet 'No report line, no progress'
             cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'

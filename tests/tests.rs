@@ -7,6 +7,7 @@ mod util;
 mod audit;
 mod cli;
 mod copy;
+mod copy_features;
 mod faults;
 mod listeners;
 mod pipe;

@@ -321,7 +321,7 @@ entries copied of each kind (\fBspecials\fR: FIFOs and device nodes, with
 \fB\-\-special\fR).
 .TP
 \fBskipped\fR
-destinations left alone under \fB\-n\fR.
+destinations left alone under \fB\-n\fR or \fB\-\-update\fR.
 .TP
 \fBfailed\fR
 entries that could not be copied (the run then ends with \fBerror\fR and exit status 1).
@@ -336,13 +336,17 @@ bytes of destinations kept by \fB\-\-resume\fR.
 \fBresume_check_seconds\fR
 seconds \fB\-\-resume\fR spent comparing destinations with their sources (0 without it).
 .TP
+\fBverified_bytes\fR, \fBverify_seconds\fR
+bytes \fB\-\-verify\fR read back and found equal, and the seconds it spent (0 without it).
+.TP
 \fBentries\fR
 array, one object per entry in the order each was done (a directory after what it
 holds; always, also without \fB\-v\fR):
 \fBsrc\fR and \fBdst\fR (paths, as strings), \fBkind\fR (\fBfile\fR, \fBdir\fR,
 \fBsymlink\fR, \fBfifo\fR, \fBdevice\fR, \fBsocket\fR, or \fBentry\fR when it could not
 even be examined), \fBbytes\fR, \fBholes\fR, \fBresumed\fR, \fBskipped\fR (true or
-false), \fBresume_check_seconds\fR (null when no destination was compared), \fBpaths\fR,
+false), \fBresume_check_seconds\fR (null when no destination was compared),
+\fBverified_bytes\fR, \fBverify_seconds\fR (null when the file was not verified), \fBpaths\fR,
 \fBfallbacks\fR and \fBerror\fR (the message, or null).
 .PP
 \fBtee\fR adds:
@@ -410,6 +414,69 @@ compared 1 MiB at a time (as long as reading it once more); a destination that d
 anywhere is copied again from the start. The time the check took is reported
 (\fBresume_check_seconds\fR, and on the \fB\-v\fR line:
 \fB6.00 MiB resumed (prefix checked in 2.1 ms)\fR).
+.PP
+\fB\-\-update\fR[\fB=\fR\fIWHICH\fR] chooses which existing destinations are
+replaced, as in coreutils 9.5: \fBall\fR (the default without it), \fBnone\fR (none,
+as \fB\-n\fR), \fBolder\fR (what a bare \fB\-\-update\fR means: only a destination
+whose modification time, to the nanosecond, is before its source's; a symlink
+destination is compared by what it points to). A destination kept is not an error: it is
+counted in \fBskipped\fR, and the \fB\-v\fR line says why
+(\fBskipped: not older than the source (\-\-update)\fR). Directories are always
+entered.
+.PP
+\fB\-\-sync\fR calls \fBfdatasync\fR(2) on each file before it counts as done; a
+file that cannot be synced fails. The progress bar then counts bytes on disk, not bytes
+in the page cache (pv's \fB\-\-sync\fR): a file's bytes join it when its fdatasync
+returns, and a file of more than 16 MiB is synced every 250 ms while it is copied so the
+bar moves with the disk.
+.PP
+\fB\-\-verify\fR reads each file back after it is copied, whatever path copied it (a
+reflink too), and compares it with its source, 4 MiB at a time. A difference fails that
+file (exit status 1) and names the offset of the first differing byte:
+\fBcannot copy 'a' to 'b': \-\-verify: the copy differs from the source at offset
+1000000\fR. What it proves: when it ends, the destination reads back the same bytes as the
+source does, so a source modified while it was copied, a short or misplaced copy, or an
+offload that wrote the wrong bytes is caught. What it does not prove: without
+\fB\-\-sync\fR the destination is read from the page cache, so bytes lost on their way to
+the disk are not seen; with \fB\-\-sync\fR it is read after \fBfdatasync\fR(2) and
+\fBPOSIX_FADV_DONTNEED\fR, from the disk on a disk filesystem (tmpfs has no disk; a
+device's own cache can still answer). A reflink is compared through the shared extents:
+it proves the clone reads as the source, not that the data is stored twice. Nor does it
+say the source was right: a file still being written reads back equal when both reads
+see the same bytes. The source is read twice, so a procfs or sysfs file that changes
+between reads fails. A destination that cannot be read back (\fB\-\fR, a socket, a FIFO,
+a character device) is a usage error before anything is written; so are
+\fB\-\-atomic\fR, \fB\-\-sync\fR, \fB\-\-update\fR and \fB\-\-debug\fR on a copy
+that would run as a stream (\fBcopy a \-\fR).
+.PP
+\fB\-\-atomic\fR writes each file (each file of a tree with \fB\-r\fR) to a temporary in
+its destination's directory and renames it over the destination only when it is
+complete: written, synced with \fB\-\-sync\fR, compared with \fB\-\-verify\fR. The
+temporary is an \fBO_TMPFILE\fR where the filesystem has them (ext4, XFS, btrfs,
+tmpfs): it has no name until it is linked in (\fBlinkat\fR of \fB/proc/self/fd/\fIN\fR)
+as \fB.\fINAME\fB.zerocat\-\fIXXXXXX\fR and renamed over the destination, so even
+SIGKILL leaves nothing behind; elsewhere it is that hidden name from the start, removed
+when the copy fails. SIGINT, a full disk, a file size limit (\fBulimit \-f\fR: zerocat
+takes EFBIG, not SIGXFSZ) or a failed verify leave the old destination byte for byte and
+no temporary. The destination is replaced, not rewritten: a replaced file keeps its mode
+(and its owner, where permitted), other hard links to it keep the old bytes, a
+read\-only destination is replaced as by \fBmv\fR or \fBrsync\fR (the directory's
+permissions decide), and a symlink destination is followed and its target replaced. A destination that is not a
+regular file is refused. A destination directory where no file can be created is a
+usage error before anything is written (\fB\-\-atomic: cannot create files in 'dir'\fR);
+one of a tree that turns out so fails that file ("cannot create a temporary in 'dir'"). \fB\-\-resume\fR keeps a
+partial destination and cannot be combined with \fB\-\-atomic\fR (a usage error).
+.PP
+\fB\-\-debug\fR is for \fBcp\fR's users: after each file copied it prints on stdout
+cp 9.x's two lines, derived from what ran (the same record as the report):
+\fB'a' \-> 'b'\fR, then \fBcopy offload: \fR\fIX\fR\fB, reflink: \fR\fIY\fR\fB, sparse
+detection: \fR\fIZ\fR. \fIX\fR is \fByes\fR (copy_file_range moved bytes),
+\fBavoided\fR (a reflink made copying needless), \fBunsupported\fR (copy_file_range
+was refused before moving a byte) or \fBno\fR (not tried); \fIY\fR is \fByes\fR,
+\fBunsupported\fR (tried, refused) or \fBno\fR (not tried); \fIZ\fR is \fBno\fR
+(copied whole), \fBSEEK_HOLE\fR (walked extent by extent), \fBzeros\fR or
+\fBSEEK_HOLE + zeros\fR (\fB\-\-sparse=always\fR: runs of zeros found by reading, in a
+source that is not sparse or in the extents of one that is).
 .PP
 Two sources with the same name copied into one directory (\fBcopy a/x b/x dst/\fR): the
 second is refused ("will not overwrite just\-created 'dst/x' with 'b/x'"), as by

@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::cmd::copy::{CopyConfig, SparseMode};
+use crate::cmd::copy::{CopyConfig, SparseMode, Update};
 use crate::cmd::pipe::PipeConfig;
 use crate::cmd::relay::RelayConfig;
 use crate::cmd::tee::TeeConfig;
@@ -173,6 +173,11 @@ pub struct CopyArgs {
     /// A destination that cannot be opened is removed and created anew.
     #[arg(short, long)]
     pub force: bool,
+    /// Which existing destinations are replaced (coreutils 9.5): all (the default without
+    /// --update), none (keep every one, as -n), older (a bare --update: only one older than
+    /// its source). A destination kept is skipped and counted.
+    #[arg(long, value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "older", value_name = "WHICH")]
+    pub update: Option<UpdateArg>,
     /// Also keep exact mode bits, ownership (where permitted) and timestamps.
     #[arg(short, long)]
     pub preserve: bool,
@@ -192,6 +197,25 @@ pub struct CopyArgs {
     /// Recreate FIFOs and device nodes instead of refusing them.
     #[arg(long)]
     pub special: bool,
+    /// fdatasync each file before counting it done: the progress bar shows bytes on disk,
+    /// not in the page cache.
+    #[arg(long)]
+    pub sync: bool,
+    /// After each file is copied (by any path, a reflink too), read it and its source back
+    /// and compare them; a difference fails that file, naming the offset. With --sync the
+    /// copy is read from the disk, not the page cache.
+    #[arg(long)]
+    pub verify: bool,
+    /// Write each file to a temporary in its destination's directory and rename it over the
+    /// destination only when complete (and verified): an interrupted or failed copy leaves
+    /// the old destination as it was. Not with --resume, which keeps a partial destination.
+    #[arg(long, conflicts_with = "resume")]
+    pub atomic: bool,
+    /// After each file, print on stdout what ran, in cp 9.x's words: 'a' -> 'b', then
+    /// "copy offload: yes|no|avoided|unsupported, reflink: yes|unsupported|no, sparse
+    /// detection: no|SEEK_HOLE|zeros|SEEK_HOLE + zeros".
+    #[arg(long)]
+    pub debug: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -199,6 +223,13 @@ pub enum ReflinkArg {
     Auto,
     Always,
     Never,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum UpdateArg {
+    All,
+    None,
+    Older,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -370,6 +401,9 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
     let plain = |e: &Endpoint| e.plain_file().is_some();
     if let [src] = &args.paths[..] {
         if !plain(src) || !plain(&dest) {
+            refuse_file_options_on_a_stream(&args, src, &dest);
+        }
+        if !plain(src) || !plain(&dest) {
             return Invocation::Pipe(PipeConfig {
                 src: src.clone(),
                 dst: dest,
@@ -381,6 +415,11 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
         dest,
         recursive: args.recursive,
         no_clobber: args.no_clobber,
+        update: match args.update {
+            None | Some(UpdateArg::All) => Update::All,
+            Some(UpdateArg::None) => Update::None,
+            Some(UpdateArg::Older) => Update::Older,
+        },
         force: args.force,
         preserve: args.preserve,
         reflink: match args.reflink {
@@ -395,7 +434,57 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
         },
         resume: args.resume,
         special: args.special,
+        sync: args.sync,
+        verify: args.verify,
+        atomic: args.atomic,
+        debug: args.debug,
     })
+}
+
+/// `copy`'s options for files (`--verify`, `--atomic`, `--sync`, `--update`, `--debug`)
+/// cannot apply when the copy is a stream (it runs as `pipe`): a usage error naming the
+/// option and what the endpoint is, rather than an option silently ignored.
+fn refuse_file_options_on_a_stream(args: &CopyArgs, src: &Endpoint, dest: &Endpoint) {
+    let plain = |e: &Endpoint| e.plain_file().is_some();
+    let (side, e) = if plain(dest) {
+        ("source", src)
+    } else {
+        ("destination", dest)
+    };
+    let kind = stream_kind(e, side == "source");
+    let message = if args.verify {
+        format!(
+            "--verify: the {side} '{e}' is {kind}: it cannot be read back (copy --verify takes plain file paths)"
+        )
+    } else {
+        let option = [
+            (args.atomic, "--atomic"),
+            (args.sync, "--sync"),
+            (args.update.is_some(), "--update"),
+            (args.debug, "--debug"),
+        ]
+        .into_iter()
+        .find_map(|(set, name)| set.then_some(name));
+        let Some(option) = option else {
+            return;
+        };
+        format!("{option}: the {side} '{e}' is {kind}: {option} applies to plain file paths only")
+    };
+    Cli::command()
+        .error(clap::error::ErrorKind::ArgumentConflict, message)
+        .exit();
+}
+
+/// What a non-plain endpoint is, in a message's words.
+fn stream_kind(e: &Endpoint, source: bool) -> &'static str {
+    match e {
+        Endpoint::Stdio if source => "stdin",
+        Endpoint::Stdio => "stdout",
+        Endpoint::Fd(_) => "an inherited fd",
+        Endpoint::File { .. } => "a file with options (written as a stream)",
+        Endpoint::Tcp { .. } | Endpoint::TcpListen { .. } => "a TCP socket",
+        Endpoint::Unix { .. } | Endpoint::UnixListen { .. } => "a unix socket",
+    }
 }
 
 /// The completion script for `shell`, generated from the clap definition.

@@ -73,6 +73,8 @@ pub fn install_signal_handlers() {
         let _ = sigaction(Signal::SIGTERM, &action);
         let _ = sigaction(Signal::SIGALRM, &tick);
         let _ = sigaction(Signal::SIGPIPE, &ignore);
+        // Past RLIMIT_FSIZE a write fails with EFBIG, reported, instead of killing us.
+        let _ = sigaction(Signal::SIGXFSZ, &ignore);
         let _ = sigaction(Signal::SIGUSR1, &usr1);
     }
 }

@@ -4,7 +4,7 @@
 
 use std::fs::{self, OpenOptions};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -13,9 +13,12 @@ use nix::fcntl::OFlag;
 use nix::sys::stat::{FileStat, Mode};
 use nix::unistd::Whence;
 
+use super::atomic::Sink;
+use super::debug::SparseDetection;
 use super::meta::preserve_fd;
 use super::report::{Entry, Status};
 use super::resume::start_offset;
+use super::verify::verify;
 use super::walk::Kind;
 use super::{Copier, SparseMode};
 use crate::engine::{self, DataPath, Ends, Failure, FileChain, Record, ReflinkMode, Side};
@@ -26,24 +29,25 @@ impl Copier<'_> {
     pub(super) fn copy_file(&mut self, src: &Path, dst: &Path) {
         let mut e = Entry::new(src, dst, Some(Kind::File));
         e.status = match self.copy_file_data(src, dst, &mut e) {
-            Ok(true) => {
+            Ok(()) => {
                 self.totals.files += 1;
                 Status::Copied
             }
-            Ok(false) => Status::Skipped,
             Err(status) => status,
         };
         self.done(e);
     }
 
-    /// Ok(false): skipped under `-n`. Err: how the entry failed.
-    fn copy_file_data(&mut self, src: &Path, dst: &Path, e: &mut Entry) -> Result<bool, Status> {
+    /// Err: how the entry failed, or why it was skipped.
+    fn copy_file_data(&mut self, src: &Path, dst: &Path, e: &mut Entry) -> Result<(), Status> {
         let source = self
             .open_source(src, OFlag::empty())
             .map_err(|err| format!("cannot open for reading: {err}"))?;
         let sst = fstat(source.as_fd()).map_err(|err| format!("cannot stat: {err}"))?;
-        let Some(sink) = self.open_destination(dst, sst.st_mode)? else {
-            return Ok(false);
+        let sink = if self.cfg.atomic {
+            self.open_temporary(src, dst, &sst)?
+        } else {
+            Sink::InPlace(self.open_destination(dst, &sst)?)
         };
         // From the fstat already made: a file zerocat opened itself needs no fcntl.
         let src_info = FdInfo::from_stat(&sst);
@@ -102,6 +106,16 @@ impl Copier<'_> {
                 SparseMode::Auto => (sst.st_blocks as u64) * 512 < src_size,
                 SparseMode::Always => true,
             };
+        if walk {
+            let sparse_source = (sst.st_blocks as u64) * 512 < src_size;
+            e.sparse_detection = match (self.cfg.sparse, sparse_source) {
+                (SparseMode::Always, _) if !chain.may_skip_zeros() => SparseDetection::SeekHole,
+                (SparseMode::Always, true) => SparseDetection::SeekHoleZeros,
+                (SparseMode::Always, false) => SparseDetection::Zeros,
+                _ => SparseDetection::SeekHole,
+            };
+        }
+        let syncer = self.start_syncer(sink.as_fd(), start, src_size);
         let failure = if start == src_size && start > 0 {
             None
         } else if walk {
@@ -124,22 +138,29 @@ impl Copier<'_> {
             nix::unistd::ftruncate(sink.as_fd(), size)
                 .map_err(|err| format!("cannot set the size: {err}"))?;
         }
+        self.sync_file(sink.as_fd(), e.record.bytes(), syncer)?;
+        if self.cfg.verify {
+            verify(source.as_fd(), sink.as_fd(), dst_is_file, self.cfg.sync, e)?;
+        }
         if self.cfg.preserve {
             preserve_fd(sink.as_fd(), &sst).map_err(|err| format!("{err:#}"))?;
         }
-        // close(2) may report what the writes did not (NFS, quotas).
-        nix::unistd::close(sink.into_raw_fd()).map_err(|err| format!("cannot close: {err}"))?;
-        Ok(true)
+        // close(2) may report what the writes did not (NFS, quotas); then a temporary is
+        // renamed over the destination.
+        sink.finish(self.cfg.sync)?;
+        Ok(())
     }
 
-    /// Opens the destination for writing, not truncated yet. Ok(None): it exists and `-n`
-    /// keeps it. The common case in a tree: it does not exist yet. O_EXCL creates it in one
-    /// call (and refuses any symlink at that name); only when something is there do the
-    /// checks run.
-    fn open_destination(&self, dst: &Path, src_mode: u32) -> Result<Option<OwnedFd>, Status> {
+    /// Opens the destination for writing, not truncated yet. Err(Status::Skipped): it
+    /// exists and `-n` or `--update` keeps it. The common case in a tree: it does not exist
+    /// yet. O_EXCL creates it in one call (and refuses any symlink at that name); only when
+    /// something is there do the checks run.
+    fn open_destination(&self, dst: &Path, sst: &FileStat) -> Result<OwnedFd, Status> {
+        let src_mode = sst.st_mode;
         let resume = self.cfg.resume;
-        let err = match create_new(dst, src_mode, resume) {
-            Ok(fd) => return Ok(Some(fd)),
+        let read_back = resume || self.cfg.verify;
+        let err = match create_new(dst, src_mode, read_back) {
+            Ok(fd) => return Ok(fd),
             Err(err) => err,
         };
         if err.kind() != io::ErrorKind::AlreadyExists {
@@ -147,8 +168,8 @@ impl Copier<'_> {
         }
         let m = fs::symlink_metadata(dst)
             .map_err(|err| format!("cannot stat the destination: {err}"))?;
-        if self.cfg.no_clobber {
-            return Ok(None);
+        if let Some(why) = self.keeps_existing(dst, &m, (sst.st_mtime, sst.st_mtime_nsec)) {
+            return Err(Status::Skipped(why));
         }
         if m.is_dir() {
             return Err(Status::Failed(
@@ -161,9 +182,9 @@ impl Copier<'_> {
                 "not writing through a dangling symlink".into(),
             ));
         }
-        let sink = open_existing(dst, self.cfg.force, src_mode, resume)
+        let sink = open_existing(dst, self.cfg.force, src_mode, read_back)
             .map_err(|err| format!("cannot open for writing: {err}"))?;
-        Ok(Some(sink))
+        Ok(sink)
     }
 
     /// The data extents of the source from `start`, each through the engine; holes between
@@ -263,11 +284,11 @@ fn fstat(fd: BorrowedFd<'_>) -> nix::Result<FileStat> {
 }
 
 /// Creates the destination (O_EXCL) with the source's permission bits, as cp does (the
-/// umask applies). `--resume` reads the destination's prefix back, hence O_RDWR.
-fn create_new(dst: &Path, src_mode: u32, resume: bool) -> io::Result<OwnedFd> {
+/// umask applies). `read_back`: `--resume` and `--verify` read the destination, hence O_RDWR.
+fn create_new(dst: &Path, src_mode: u32, read_back: bool) -> io::Result<OwnedFd> {
     OpenOptions::new()
         .write(true)
-        .read(resume)
+        .read(read_back)
         .create_new(true)
         .mode(src_mode & 0o777)
         .open(dst)
@@ -276,8 +297,8 @@ fn create_new(dst: &Path, src_mode: u32, resume: bool) -> io::Result<OwnedFd> {
 
 /// Opens an existing destination for writing *without* O_TRUNC: the same-file check comes
 /// first. `-f`: one that cannot be opened is removed and created anew.
-fn open_existing(dst: &Path, force: bool, src_mode: u32, resume: bool) -> io::Result<OwnedFd> {
-    let access = if resume {
+fn open_existing(dst: &Path, force: bool, src_mode: u32, read_back: bool) -> io::Result<OwnedFd> {
+    let access = if read_back {
         OFlag::O_RDWR
     } else {
         OFlag::O_WRONLY
@@ -288,7 +309,7 @@ fn open_existing(dst: &Path, force: bool, src_mode: u32, resume: bool) -> io::Re
     match opened {
         Err(e) if force => {
             fs::remove_file(dst).map_err(|_| e)?;
-            create_new(dst, src_mode, resume)
+            create_new(dst, src_mode, read_back)
         }
         other => other,
     }

@@ -12,6 +12,7 @@ use nix::errno::Errno;
 use nix::sys::stat::{FileStat, Mode, SFlag};
 
 use super::report::{Entry, Status};
+use super::update::mtime_of;
 use super::walk::Kind;
 use super::Copier;
 
@@ -49,9 +50,12 @@ impl Copier<'_> {
             Ok(t) => t,
             Err(e) => return self.fail(src, dst, Kind::Symlink, format!("cannot read link: {e}")),
         };
-        if fs::symlink_metadata(dst).is_ok() {
-            if self.cfg.no_clobber {
-                return self.skip(src, dst, Kind::Symlink);
+        if let Ok(dst_meta) = fs::symlink_metadata(dst) {
+            let src_mtime = fs::symlink_metadata(src)
+                .map(|m| mtime_of(&m))
+                .unwrap_or_default();
+            if let Some(why) = self.keeps_existing(dst, &dst_meta, src_mtime) {
+                return self.skip(src, dst, Kind::Symlink, why);
             }
             if let Err(e) = fs::remove_file(dst) {
                 return self.fail(src, dst, Kind::Symlink, format!("cannot replace: {e}"));
@@ -89,9 +93,12 @@ impl Copier<'_> {
                 ),
             );
         }
-        if fs::symlink_metadata(dst).is_ok() {
-            if self.cfg.no_clobber {
-                return self.skip(src, dst, kind);
+        if let Ok(dst_meta) = fs::symlink_metadata(dst) {
+            let src_mtime = fs::symlink_metadata(src)
+                .map(|m| mtime_of(&m))
+                .unwrap_or_default();
+            if let Some(why) = self.keeps_existing(dst, &dst_meta, src_mtime) {
+                return self.skip(src, dst, kind, why);
             }
             let _ = fs::remove_file(dst);
         }

@@ -17,12 +17,24 @@
 //! through the engine), `resume`, `meta` (modes, `--preserve`, symlinks and special files),
 //! `report` (each entry's kind and status, the totals, text and JSON). Which paths a file
 //! may take is the engine's: [`engine::FileChain`].
+//!
+//! For scripts (issue 17), each in a file of its own: `update` (`-n`, `--update`: which
+//! destinations are kept), `sync` (`--sync`), `verify` (`--verify`: read back and
+//! compared), `atomic` (`--atomic`: a temporary renamed over the destination), `debug`
+//! (`--debug`: cp's words for what ran).
 
+mod atomic;
+mod debug;
 mod file;
 mod meta;
 mod report;
 mod resume;
+mod sync;
+mod update;
+mod verify;
 mod walk;
+
+pub use update::Update;
 
 use std::collections::HashSet;
 use std::fs;
@@ -64,6 +76,7 @@ pub struct CopyConfig {
     pub dest: Endpoint,
     pub recursive: bool,
     pub no_clobber: bool,
+    pub update: Update,
     pub force: bool,
     pub preserve: bool,
     pub reflink: ReflinkMode,
@@ -71,6 +84,14 @@ pub struct CopyConfig {
     pub resume: bool,
     /// Recreate FIFOs and device nodes (mknod) instead of refusing them.
     pub special: bool,
+    /// fdatasync each file before it counts as done; the bar shows bytes on disk.
+    pub sync: bool,
+    /// Read each copied file and its source back and compare them.
+    pub verify: bool,
+    /// Write each file to a temporary renamed over the destination when complete.
+    pub atomic: bool,
+    /// After each file, cp's `--debug` lines on stdout.
+    pub debug: bool,
 }
 
 pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
@@ -100,6 +121,12 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
         .into());
     }
 
+    if cfg.verify {
+        verify::check_destination(&dest)?;
+    }
+    if cfg.atomic && !opts.explain {
+        atomic::check_directory(&dest, dest_is_dir)?;
+    }
     let mut copier = Copier::new(opts, cfg);
     let chain = engine::chain_for_copy(
         &FdInfo::assumed(FdKind::File),
@@ -146,6 +173,8 @@ struct Copier<'a> {
     middle: Option<OwnPipe>,
     /// One for the whole run: `--limit` paces the copy, not each file.
     meter: Arc<Meter>,
+    /// `--sync`: the bytes on disk, which the bar shows instead of `meter`'s.
+    on_disk: Option<Arc<Meter>>,
     /// Regular files done (copied, skipped or failed), for the progress line.
     files_done: Arc<AtomicU64>,
     progress: Option<ProgressGuard>,
@@ -168,6 +197,7 @@ impl<'a> Copier<'a> {
             refused: HashSet::new(),
             middle: None,
             meter: progress::meter(opts),
+            on_disk: sync::on_disk_meter(cfg.sync),
             files_done: Arc::new(AtomicU64::new(0)),
             progress: None,
             survey: None,
@@ -186,7 +216,7 @@ impl<'a> Copier<'a> {
             let n = done.load(Ordering::Relaxed);
             format!("{n} file{} done", if n == 1 { "" } else { "s" })
         };
-        let mut watch = Watch::new(&self.meter);
+        let mut watch = Watch::new(self.on_disk.as_ref().unwrap_or(&self.meter));
         if self.opts.progress {
             let totals = Arc::new(OnceLock::new());
             self.survey = survey_in_background(sources, self.cfg, &totals);

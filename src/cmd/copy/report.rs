@@ -5,6 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
+use super::debug::SparseDetection;
 use super::walk::Kind;
 use super::Copier;
 use crate::engine::Record;
@@ -24,6 +25,11 @@ pub(super) struct Entry {
     pub(super) resumed: u64,
     /// `--resume`: how long comparing the destination with the source took, when it ran.
     pub(super) resume_check_seconds: Option<f64>,
+    /// `--verify`: the bytes read back and found equal, and how long it took, when it ran.
+    pub(super) verified_bytes: u64,
+    pub(super) verify_seconds: Option<f64>,
+    /// How holes were found, for `--debug`.
+    pub(super) sparse_detection: SparseDetection,
 }
 
 impl Entry {
@@ -37,6 +43,9 @@ impl Entry {
             holes: 0,
             resumed: 0,
             resume_check_seconds: None,
+            verified_bytes: 0,
+            verify_seconds: None,
+            sparse_detection: SparseDetection::No,
         }
     }
 }
@@ -45,8 +54,8 @@ impl Entry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Status {
     Copied,
-    /// `-n` and the destination existed.
-    Skipped,
+    /// The destination existed and was kept (`-n`, `--update`): the words say why.
+    Skipped(&'static str),
     /// Not copied, or copied without all of its metadata: the message says why.
     Failed(String),
     /// SIGINT or SIGTERM stopped its copy.
@@ -57,7 +66,7 @@ impl Status {
     /// The entry's `error` in the JSON report.
     fn error(&self) -> Option<&str> {
         match self {
-            Status::Copied | Status::Skipped => None,
+            Status::Copied | Status::Skipped(_) => None,
             Status::Failed(message) => Some(message),
             Status::Interrupted => Some("interrupted"),
         }
@@ -77,6 +86,10 @@ pub(super) struct Totals {
     pub(super) holes: u64,
     pub(super) resumed: u64,
     pub(super) resume_check_seconds: f64,
+    pub(super) verified_bytes: u64,
+    pub(super) verify_seconds: f64,
+    /// Files compared by `--verify` (whatever the outcome).
+    pub(super) verified_files: u64,
     pub(super) files: u64,
     pub(super) dirs: u64,
     pub(super) symlinks: u64,
@@ -86,9 +99,9 @@ pub(super) struct Totals {
 }
 
 impl Copier<'_> {
-    pub(super) fn skip(&mut self, src: &Path, dst: &Path, kind: Kind) {
+    pub(super) fn skip(&mut self, src: &Path, dst: &Path, kind: Kind, why: &'static str) {
         let mut e = Entry::new(src, dst, Some(kind));
-        e.status = Status::Skipped;
+        e.status = Status::Skipped(why);
         self.done(e);
     }
 
@@ -115,12 +128,17 @@ impl Copier<'_> {
         self.totals.holes += e.holes;
         self.totals.resumed += e.resumed;
         self.totals.resume_check_seconds += e.resume_check_seconds.unwrap_or(0.0);
+        self.totals.verified_bytes += e.verified_bytes;
+        if let Some(seconds) = e.verify_seconds {
+            self.totals.verify_seconds += seconds;
+            self.totals.verified_files += 1;
+        }
         if e.kind == Some(Kind::File) {
             self.files_done.fetch_add(1, Ordering::Relaxed);
         }
         let ok = match &e.status {
             Status::Copied => true,
-            Status::Skipped => {
+            Status::Skipped(_) => {
                 self.totals.skipped += 1;
                 true
             }
@@ -140,6 +158,9 @@ impl Copier<'_> {
                 false
             }
         };
+        if self.cfg.debug && e.kind == Some(Kind::File) && e.status == Status::Copied {
+            super::debug::print(&e);
+        }
         if ok && self.opts.verbose && !self.opts.quiet {
             self.say(format!("zerocat: {}", entry_line(&e)));
         }
@@ -179,6 +200,8 @@ impl Copier<'_> {
             .num("holes", t.holes)
             .num("resumed", t.resumed)
             .float("resume_check_seconds", t.resume_check_seconds)
+            .num("verified_bytes", t.verified_bytes)
+            .float("verify_seconds", t.verify_seconds)
             .raw("src", &json_array(&srcs))
             .raw("dst", &named(dest));
         report::record_json(&mut o, &t.record);
@@ -223,8 +246,15 @@ pub(super) fn total_line(t: &Totals, seconds: f64, interrupted: bool) -> String 
     if t.resumed > 0 {
         extras.push(format!("{} resumed", human_bytes(t.resumed)));
     }
+    if t.verified_files > 0 {
+        extras.push(format!(
+            "{} verified in {}",
+            human_bytes(t.verified_bytes),
+            human_duration(t.verify_seconds)
+        ));
+    }
     if t.skipped > 0 {
-        extras.push(format!("{} skipped (-n)", t.skipped));
+        extras.push(format!("{} skipped", t.skipped));
     }
     if t.failed > 0 {
         extras.push(format!("{} failed", t.failed));
@@ -241,8 +271,8 @@ pub(super) fn total_line(t: &Totals, seconds: f64, interrupted: bool) -> String 
 
 /// The `-v` line of one entry.
 fn entry_line(e: &Entry) -> String {
-    let what = if e.status == Status::Skipped {
-        "skipped: exists (-n)".to_string()
+    let what = if let Status::Skipped(why) = e.status {
+        format!("skipped: {why}")
     } else if e.kind == Some(Kind::File) {
         let mut s = format!(
             "{} via {}",
@@ -267,6 +297,9 @@ fn entry_line(e: &Entry) -> String {
             )),
             None => {}
         }
+        if let Some(t) = e.verify_seconds {
+            s.push_str(&format!(", verified in {}", human_duration(t)));
+        }
         s
     } else {
         kind_word(e.kind).to_string()
@@ -282,10 +315,15 @@ fn entry_json(e: &Entry) -> String {
         .num("bytes", e.record.bytes())
         .num("holes", e.holes)
         .num("resumed", e.resumed)
-        .bool("skipped", e.status == Status::Skipped);
+        .bool("skipped", matches!(e.status, Status::Skipped(_)));
     match e.resume_check_seconds {
         Some(seconds) => o.float("resume_check_seconds", seconds),
         None => o.raw("resume_check_seconds", "null"),
+    };
+    o.num("verified_bytes", e.verified_bytes);
+    match e.verify_seconds {
+        Some(seconds) => o.float("verify_seconds", seconds),
+        None => o.raw("verify_seconds", "null"),
     };
     report::record_json(&mut o, &e.record);
     match e.status.error() {

@@ -1,0 +1,840 @@
+//! `copy` for scripts: `--update`, `--sync`, `--verify`, `--atomic`, `--debug` (issue 17).
+
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+
+use crate::util::{
+    assert_bytes_eq, data, json_report, run, stderr_text, tempdir, write_file, zerocat,
+};
+
+/// Runs `zerocat --stats json copy FLAGS... ARGS...`: (exit code, report, stderr).
+fn copy_with(flags: &[&str], args: &[&Path]) -> (i32, Value, String) {
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "copy"]).args(flags).args(args);
+    let out = run(cmd);
+    let err = stderr_text(&out);
+    let report = if err.contains('{') {
+        json_report(&out.stderr)
+    } else {
+        Value::Null
+    };
+    (out.status.code().unwrap_or(-1), report, err)
+}
+
+fn set_mtime(path: &Path, t: SystemTime) {
+    let since = t.duration_since(SystemTime::UNIX_EPOCH).unwrap();
+    let spec = nix::sys::time::TimeSpec::new(since.as_secs() as i64, since.subsec_nanos() as i64);
+    nix::sys::stat::utimensat(
+        None,
+        path,
+        &spec,
+        &spec,
+        nix::sys::stat::UtimensatFlags::FollowSymlink,
+    )
+    .unwrap();
+}
+
+fn entry_skipped(report: &Value, name: &str) -> bool {
+    report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["dst"].as_str().unwrap().ends_with(name))
+        .unwrap_or_else(|| panic!("no entry for {name}: {report}"))["skipped"]
+        .as_bool()
+        .unwrap()
+}
+
+/// `--update` (older): a destination older than its source is replaced, one as new or
+/// newer is kept and counted; `--update=none` keeps every one; `--update=all` none.
+#[test]
+fn update_replaces_only_older_destinations() {
+    let dir = tempdir();
+    let src = dir.path().join("src");
+    fs::create_dir(&src).unwrap();
+    let now = SystemTime::now();
+    let hour = Duration::from_secs(3600);
+    let (a, b, c) = (data(10_000), data(20_000), data(30_000));
+    for (name, bytes) in [("a", &a), ("b", &b), ("c", &c)] {
+        write_file(&src, name, bytes);
+        set_mtime(&src.join(name), now - hour);
+    }
+    let dst = dir.path().join("dst");
+    fs::create_dir(&dst).unwrap();
+    // a: older than its source; b: newer; c: the same time to the nanosecond.
+    write_file(&dst, "a", b"old a");
+    set_mtime(&dst.join("a"), now - 2 * hour);
+    write_file(&dst, "b", b"new b");
+    set_mtime(&dst.join("b"), now);
+    write_file(&dst, "c", b"same c");
+    let c_time = fs::metadata(src.join("c")).unwrap().modified().unwrap();
+    set_mtime(&dst.join("c"), c_time);
+
+    let (sa, sb, sc) = (src.join("a"), src.join("b"), src.join("c"));
+    let args: &[&Path] = &[&sa, &sb, &sc, &dst];
+    let (code, report, err) = copy_with(&["--update"], args);
+    assert_eq!(code, 0, "{err}");
+    assert_bytes_eq(
+        &fs::read(dst.join("a")).unwrap(),
+        &a,
+        "older destination replaced",
+    );
+    assert_eq!(fs::read(dst.join("b")).unwrap(), b"new b", "newer kept");
+    assert_eq!(fs::read(dst.join("c")).unwrap(), b"same c", "same age kept");
+    assert_eq!(report["skipped"].as_u64(), Some(2), "{report}");
+    assert_eq!(report["files"].as_u64(), Some(1), "{report}");
+    assert_eq!(report["bytes"].as_u64(), Some(10_000), "{report}");
+    assert!(!entry_skipped(&report, "/a") && entry_skipped(&report, "/b"));
+
+    // --update=none: nothing existing is touched, also a destination older than its source.
+    set_mtime(&dst.join("a"), now - 2 * hour);
+    fs::write(dst.join("a"), b"old a").unwrap();
+    set_mtime(&dst.join("a"), now - 2 * hour);
+    let (code, report, err) = copy_with(&["--update=none"], args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fs::read(dst.join("a")).unwrap(), b"old a");
+    assert_eq!(report["skipped"].as_u64(), Some(3), "{report}");
+    assert_eq!(report["bytes"].as_u64(), Some(0));
+
+    // --update=all: the default, everything replaced.
+    let (code, report, err) = copy_with(&["--update=all"], args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(report["skipped"].as_u64(), Some(0));
+    for (name, bytes) in [("a", &a), ("b", &b), ("c", &c)] {
+        assert_bytes_eq(&fs::read(dst.join(name)).unwrap(), bytes, name);
+    }
+}
+
+/// The -v line says why a destination was kept; the text total counts it.
+#[test]
+fn update_says_why_it_skipped() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", b"source");
+    let dst = write_file(dir.path(), "b", b"newer");
+    set_mtime(&src, SystemTime::now() - Duration::from_secs(60));
+    let mut cmd = zerocat();
+    cmd.args(["-v", "copy", "--update"]).args([&src, &dst]);
+    let out = run(cmd);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("skipped: not older than the source (--update)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("copied 0 files, 0 B") && err.contains("1 skipped"),
+        "{err}"
+    );
+    assert_eq!(fs::read(&dst).unwrap(), b"newer");
+}
+
+/// Bad input: a mode that is not one, nothing written.
+#[test]
+fn update_refuses_an_unknown_mode() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", b"source");
+    let dst = dir.path().join("b");
+    let (code, _, err) = copy_with(&["--update=bogus"], &[&src, &dst]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--update") && err.contains("bogus"), "{err}");
+    assert!(!dst.exists());
+}
+
+/// strace, or None (the test then says why it skips).
+fn strace() -> Option<std::process::Command> {
+    let found = std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    found.then(|| std::process::Command::new("strace"))
+}
+
+/// Runs `strace -f -e trace=SYSCALLS zerocat ARGS...`: (exit code, the trace, stderr).
+fn traced(syscalls: &str, args: &[&std::ffi::OsStr]) -> Option<(i32, String, String)> {
+    let Some(mut cmd) = strace() else {
+        eprintln!("skipped: strace is not installed");
+        return None;
+    };
+    let dir = tempdir();
+    let log = dir.path().join("trace");
+    cmd.arg("-f")
+        .arg("-o")
+        .arg(&log)
+        .arg("-e")
+        .arg(format!("trace={syscalls}"))
+        .arg(crate::util::bin())
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stdin(std::process::Stdio::null());
+    let out = run(cmd);
+    if !log.exists() {
+        eprintln!("skipped: strace could not trace: {}", stderr_text(&out));
+        return None;
+    }
+    let trace = fs::read_to_string(&log).unwrap();
+    Some((out.status.code().unwrap_or(-1), trace, stderr_text(&out)))
+}
+
+/// `--sync`: one fdatasync per file copied, none without it.
+#[test]
+fn sync_fdatasyncs_each_file() {
+    let dir = tempdir();
+    let names = ["a", "b", "c"];
+    let into = dir.path().join("into");
+    fs::create_dir(&into).unwrap();
+    let mut args: Vec<std::ffi::OsString> = vec!["copy".into(), "--sync".into()];
+    for (i, name) in names.iter().enumerate() {
+        args.push(write_file(dir.path(), name, &data(1000 * (i + 1))).into());
+    }
+    args.push(into.clone().into());
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    let Some((code, trace, err)) = traced("fdatasync", &args) else {
+        return;
+    };
+    assert_eq!(code, 0, "{err}");
+    let syncs = trace
+        .lines()
+        .filter(|l| l.contains("fdatasync(") && l.contains("= 0"))
+        .count();
+    assert_eq!(syncs, 3, "{trace}");
+    for (i, name) in names.iter().enumerate() {
+        assert_bytes_eq(
+            &fs::read(into.join(name)).unwrap(),
+            &data(1000 * (i + 1)),
+            name,
+        );
+    }
+    assert!(err.contains("copied 3 files"), "{err}");
+
+    let without: Vec<&std::ffi::OsStr> = args.iter().copied().filter(|a| *a != "--sync").collect();
+    let (code, trace, err) = traced("fdatasync", &without).unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(!trace.contains("fdatasync("), "{trace}");
+}
+
+/// `--verify` on a good copy: every byte read back, counted and timed; with `--sync` too,
+/// and for a sparse file and a tree.
+#[test]
+fn verify_counts_what_it_compared() {
+    let dir = tempdir();
+    let bytes = data(3 << 20);
+    let src = write_file(dir.path(), "a", &bytes);
+    let dst = dir.path().join("b");
+    for flags in [&["--verify"][..], &["--verify", "--sync"]] {
+        let (code, report, err) = copy_with(flags, &[&src, &dst]);
+        assert_eq!(code, 0, "{flags:?}: {err}");
+        assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, "verified copy");
+        assert_eq!(report["verified_bytes"].as_u64(), Some(3 << 20), "{report}");
+        assert!(report["verify_seconds"].as_f64().unwrap() > 0.0, "{report}");
+        let entry = &report["entries"][0];
+        assert_eq!(entry["verified_bytes"].as_u64(), Some(3 << 20), "{report}");
+        assert!(entry["verify_seconds"].as_f64().is_some(), "{report}");
+    }
+    // Without --verify: nothing compared, the entry's time is null.
+    let (code, report, err) = copy_with(&[], &[&src, &dst]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(report["verified_bytes"].as_u64(), Some(0));
+    assert!(report["entries"][0]["verify_seconds"].is_null());
+
+    // A sparse source: the holes read back as zeros on both sides.
+    let sparse = dir.path().join("sparse");
+    let f = fs::File::create(&sparse).unwrap();
+    f.set_len(8 << 20).unwrap();
+    std::os::unix::fs::FileExt::write_at(&f, &data(4096), 5 << 20).unwrap();
+    drop(f);
+    let tree = dir.path().join("tree");
+    fs::create_dir(&tree).unwrap();
+    let (code, report, err) = copy_with(&["--verify"], &[&sparse, &src, &tree]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        report["verified_bytes"].as_u64(),
+        Some((8 << 20) + (3 << 20)),
+        "{report}"
+    );
+    assert_eq!(
+        fs::read(tree.join("sparse")).unwrap(),
+        fs::read(&sparse).unwrap()
+    );
+}
+
+/// A file modified while it is copied (the everyday case): bytes of the source, in a region
+/// already copied, are overwritten during a slow copy; `--verify` fails that file with the
+/// offset of the first difference, and the copy holds the bytes the source had when copied.
+#[test]
+fn verify_catches_a_source_changed_while_copied() {
+    let dir = tempdir();
+    let len = 4 << 20;
+    let bytes = data(len);
+    let src = write_file(dir.path(), "a", &bytes);
+    let dst = dir.path().join("b");
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "--limit", "4M", "copy", "--verify"])
+        .args([&src, &dst])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    // Wait until the copy is past 2 MiB, then change 4 KiB at 1,000,000.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while fs::metadata(&dst).map_or(0, |m| m.len()) < 2 << 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy did not reach 2 MiB"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let at = 1_000_000;
+    let changed: Vec<u8> = bytes[at..at + 4096].iter().map(|b| !b).collect();
+    let f = fs::File::options().write(true).open(&src).unwrap();
+    std::os::unix::fs::FileExt::write_at(&f, &changed, at as u64).unwrap();
+    drop(f);
+    assert!(
+        fs::metadata(&dst).unwrap().len() < len as u64,
+        "the copy ended before the source changed: the test proves nothing"
+    );
+    let out = crate::util::wait_with_deadline(child, crate::util::DEADLINE);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("differs from the source at offset 1000000"),
+        "{err}"
+    );
+    let report = json_report(&out.stderr);
+    assert_eq!(report["failed"].as_u64(), Some(1), "{report}");
+    assert_eq!(report["ended"].as_str(), Some("error"), "{report}");
+    let entry = &report["entries"][0];
+    assert!(
+        entry["error"].as_str().unwrap().contains("offset 1000000"),
+        "{entry}"
+    );
+    assert_eq!(entry["verified_bytes"].as_u64(), Some(0), "{entry}");
+    assert_bytes_eq(
+        &fs::read(&dst).unwrap(),
+        &bytes,
+        "the copy holds the bytes copied",
+    );
+}
+
+/// Bad input: `--verify` into what cannot be read back is a usage error naming the kind,
+/// before anything is written.
+#[test]
+fn verify_refuses_a_sink_it_cannot_read_back() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", &data(1000));
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let (code, _, err) = copy_with(&["--verify"], &[&src, &fifo]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--verify") && err.contains("is a FIFO"),
+        "{err}"
+    );
+    for (dest, kind) in [("-", "stdout"), ("tcp:127.0.0.1:9", "a TCP socket")] {
+        let mut cmd = zerocat();
+        cmd.args(["copy", "--verify"]).arg(&src).arg(dest);
+        let out = run(cmd);
+        let err = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("'{dest}' is {kind}")), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+/// The names in a directory, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The size of the file zerocat `pid` has open whose path contains `dir_name` (an
+/// O_TMPFILE shows as `DIR/#INODE (deleted)`), if any.
+fn open_size(pid: u32, dir_name: &str, not: &Path) -> Option<u64> {
+    for fd in fs::read_dir(format!("/proc/{pid}/fd")).ok()?.flatten() {
+        let Ok(link) = fs::read_link(fd.path()) else {
+            continue;
+        };
+        if link.to_string_lossy().contains(dir_name) && link != not {
+            if let Ok(m) = fs::metadata(fd.path()) {
+                if m.is_file() {
+                    return Some(m.len());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// `--atomic`: a successful copy replaces the destination by a rename (strace shows the
+/// linkat and the rename), never opening it for writing nor truncating it.
+#[test]
+fn atomic_replaces_by_rename_never_by_truncation() {
+    let dir = tempdir();
+    let bytes = data(300_000);
+    let src = write_file(dir.path(), "a", &bytes);
+    let dst = write_file(dir.path(), "b", &data(900_000));
+    let args: Vec<&std::ffi::OsStr> = vec![
+        "copy".as_ref(),
+        "--atomic".as_ref(),
+        src.as_os_str(),
+        dst.as_os_str(),
+    ];
+    let syscalls = "open,openat,creat,truncate,ftruncate,rename,renameat,renameat2,link,linkat";
+    let Some((code, trace, err)) = traced(syscalls, &args) else {
+        return;
+    };
+    assert_eq!(code, 0, "{err}");
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, "replaced");
+    let quoted = format!("\"{}\"", dst.display());
+    let renamed = trace
+        .lines()
+        .any(|l| l.contains("rename") && l.contains(&quoted) && l.ends_with("= 0"));
+    assert!(renamed, "no rename onto the destination: {trace}");
+    assert!(!trace.contains("truncate("), "{trace}");
+    for line in trace.lines().filter(|l| l.contains(&quoted)) {
+        assert!(
+            !line.contains("open") || !(line.contains("O_WRONLY") || line.contains("O_RDWR")),
+            "the destination was opened for writing: {line}"
+        );
+    }
+    assert!(
+        trace.contains("O_TMPFILE") || trace.contains(".b.zerocat-"),
+        "{trace}"
+    );
+    assert_eq!(names_in(dir.path()), ["a", "b"]);
+}
+
+/// SIGINT mid-file: exit 130, the old destination byte for byte, no temporary.
+#[test]
+fn atomic_sigint_leaves_the_old_destination() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", &data(4 << 20));
+    let old = data(5000);
+    let dst = write_file(dir.path(), "b", &old);
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "--limit", "4M", "copy", "--atomic"])
+        .args([&src, &dst])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let dir_name = dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    while open_size(pid, &dir_name, &src).unwrap_or(0) < 1 << 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy did not start"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = crate::util::wait_with_deadline(child, crate::util::DEADLINE);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &old, "old destination");
+    assert_eq!(names_in(dir.path()), ["a", "b"], "a temporary was left");
+    let report = json_report(&out.stderr);
+    assert_eq!(report["ended"].as_str(), Some("signal"), "{report}");
+}
+
+/// A file size limit (`ulimit -f`): the write fails with EFBIG (exit 1), the old
+/// destination stays, no temporary.
+#[test]
+fn atomic_file_size_limit_leaves_the_old_destination() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", &data(3 << 20));
+    let old = data(5000);
+    let dst = write_file(dir.path(), "b", &old);
+    let mut cmd = std::process::Command::new("prlimit");
+    cmd.arg("--fsize=1048576")
+        .arg(crate::util::bin())
+        .args(["--stats", "json", "copy", "--atomic"])
+        .args([&src, &dst])
+        .stdin(std::process::Stdio::null());
+    let out = run(cmd);
+    let err = stderr_text(&out);
+    if out.status.code() == Some(127) || err.contains("prlimit:") {
+        eprintln!("skipped: prlimit could not run: {err}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("File too large"), "{err}");
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &old, "old destination");
+    assert_eq!(names_in(dir.path()), ["a", "b"], "a temporary was left");
+}
+
+/// A full disk: a 1 MiB tmpfs holding the old destination; the new one does not fit.
+#[test]
+fn atomic_full_disk_leaves_the_old_destination() {
+    let dir = tempdir();
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "zerocat-test"])
+        .arg(&mnt)
+        .output();
+    match mounted {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            let why = String::from_utf8_lossy(&o.stderr).into_owned();
+            eprintln!("skipped: cannot mount a 1 MiB tmpfs: {why}");
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipped: cannot run mount: {e}");
+            return;
+        }
+    }
+    let _unmount = Unmount(&mnt);
+    let src = write_file(dir.path(), "a", &data(2 << 20));
+    let old = data(300_000);
+    let dst = write_file(&mnt, "b", &old);
+    let (code, report, err) = copy_with(&["--atomic"], &[&src, &dst]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    assert_eq!(report["failed"].as_u64(), Some(1), "{report}");
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &old, "old destination");
+    assert_eq!(names_in(&mnt), ["b"], "a temporary was left");
+}
+
+/// A failed `--verify` (the source changed during the copy) renames nothing.
+#[test]
+fn atomic_failed_verify_leaves_the_old_destination() {
+    let dir = tempdir();
+    let len = 4 << 20;
+    let bytes = data(len);
+    let src = write_file(dir.path(), "a", &bytes);
+    let old = data(7000);
+    let dst = write_file(dir.path(), "b", &old);
+    let mut cmd = zerocat();
+    cmd.args(["--limit", "4M", "copy", "--atomic", "--verify"])
+        .args([&src, &dst])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let dir_name = dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    while open_size(pid, &dir_name, &src).unwrap_or(0) < 2 << 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy did not reach 2 MiB"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let changed: Vec<u8> = bytes[4096..8192].iter().map(|b| !b).collect();
+    let f = fs::File::options().write(true).open(&src).unwrap();
+    std::os::unix::fs::FileExt::write_at(&f, &changed, 4096).unwrap();
+    drop(f);
+    let out = crate::util::wait_with_deadline(child, crate::util::DEADLINE);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("differs from the source at offset 4096"),
+        "{err}"
+    );
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &old, "old destination");
+    assert_eq!(names_in(dir.path()), ["a", "b"], "a temporary was left");
+}
+
+/// `-r --atomic`: each file of the tree replaced whole; the modes of replaced files kept.
+#[test]
+fn atomic_works_per_file_in_a_tree() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir();
+    let src = dir.path().join("src");
+    fs::create_dir_all(src.join("sub")).unwrap();
+    write_file(&src, "x", &data(10_000));
+    write_file(&src.join("sub"), "y", &data(20_000));
+    let dst = dir.path().join("dst");
+    fs::create_dir_all(dst.join("sub")).unwrap();
+    write_file(&dst, "x", b"old x");
+    fs::set_permissions(dst.join("x"), fs::Permissions::from_mode(0o600)).unwrap();
+    let (code, report, err) = copy_with(&["-r", "--atomic"], &[&src, &dst]);
+    assert_eq!(code, 0, "{err}");
+    // dst exists: the tree goes in as dst/src.
+    let root = dst.join("src");
+    assert_bytes_eq(&fs::read(root.join("x")).unwrap(), &data(10_000), "x");
+    assert_bytes_eq(&fs::read(root.join("sub/y")).unwrap(), &data(20_000), "y");
+    assert_eq!(report["files"].as_u64(), Some(2), "{report}");
+    let (code, _, err) = copy_with(&["--atomic"], &[&src.join("x"), &dst.join("x")]);
+    assert_eq!(code, 0, "{err}");
+    assert_bytes_eq(
+        &fs::read(dst.join("x")).unwrap(),
+        &data(10_000),
+        "x replaced",
+    );
+    let mode = fs::metadata(dst.join("x")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the replaced file's mode is kept");
+    assert_eq!(names_in(&dst), ["src", "sub", "x"]);
+    assert_eq!(names_in(&root), ["sub", "x"]);
+}
+
+/// Bad input: `--atomic` into a directory where nothing can be created (immutable) is a
+/// usage error naming the option and the directory, as is `--atomic` with `--resume`.
+#[test]
+fn atomic_refuses_what_it_cannot_do() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", &data(1000));
+    let locked = dir.path().join("locked");
+    fs::create_dir(&locked).unwrap();
+    let old = write_file(&locked, "b", b"old");
+    let (code, _, err) = copy_with(&["--atomic", "--resume"], &[&src, &old]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--atomic") && err.contains("--resume"),
+        "{err}"
+    );
+
+    let chattr = std::process::Command::new("chattr")
+        .arg("+i")
+        .arg(&locked)
+        .output();
+    match chattr {
+        Ok(o) if o.status.success() => {}
+        other => {
+            eprintln!("skipped (the immutable directory case): chattr +i refused: {other:?}");
+            return;
+        }
+    }
+    let (code, _, err) = copy_with(&["--atomic"], &[&src, &old]);
+    let _ = std::process::Command::new("chattr")
+        .arg("-i")
+        .arg(&locked)
+        .status();
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--atomic: cannot create files in") && err.contains("locked"),
+        "{err}"
+    );
+    assert_eq!(fs::read(&old).unwrap(), b"old");
+    assert_eq!(names_in(&locked), ["b"]);
+}
+
+/// `--debug`: cp 9.x's two lines per file on stdout, matching what the report says ran.
+#[test]
+fn debug_says_what_ran_in_cps_words() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", &data(100_000));
+    let sparse = dir.path().join("sparse");
+    let f = fs::File::create(&sparse).unwrap();
+    f.set_len(4 << 20).unwrap();
+    std::os::unix::fs::FileExt::write_at(&f, &data(4096), 1 << 20).unwrap();
+    drop(f);
+    let dst = dir.path().join("b");
+    let cases: [(&[&str], &Path, &str); 4] = [
+        (
+            &[],
+            &src,
+            "copy offload: yes, reflink: unsupported, sparse detection: no",
+        ),
+        (
+            &["--via", "userspace"],
+            &src,
+            "copy offload: no, reflink: no, sparse detection: no",
+        ),
+        (
+            &["--via", "splice"],
+            &sparse,
+            "copy offload: no, reflink: no, sparse detection: SEEK_HOLE",
+        ),
+        (
+            &["copy", "--sparse=always"],
+            &sparse,
+            "copy offload: no, reflink: no, sparse detection: SEEK_HOLE + zeros",
+        ),
+    ];
+    for (flags, from, want) in cases {
+        let mut cmd = zerocat();
+        cmd.args(["--stats", "json"]).args(flags);
+        if !flags.contains(&"copy") {
+            cmd.arg("copy");
+        }
+        cmd.arg("--debug").args([from, &dst]);
+        let out = run(cmd);
+        let err = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(0), "{flags:?}: {err}");
+        let report = json_report(&out.stderr);
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let first = format!("'{}' -> '{}'", from.display(), dst.display());
+        assert_eq!(stdout, format!("{first}\n{want}\n"), "{flags:?}: {report}");
+        assert_eq!(
+            fs::read(&dst).unwrap(),
+            fs::read(from).unwrap(),
+            "{flags:?}"
+        );
+        fs::remove_file(&dst).unwrap();
+    }
+}
+
+/// Unmounts its directory when dropped.
+struct Unmount<'a>(&'a Path);
+
+impl Drop for Unmount<'_> {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(self.0).status();
+    }
+}
+
+/// A reflink on a loop-mounted XFS is verified like any copy (read back through the shared
+/// extents), renamed into place with `--atomic`, and `--debug` says "avoided, reflink: yes".
+#[test]
+fn verify_atomic_and_debug_follow_a_reflink() {
+    let why = |what: &str| eprintln!("skipped verify_atomic_and_debug_follow_a_reflink: {what}");
+    if std::process::Command::new("mkfs.xfs")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        return why("mkfs.xfs is missing (apt-get install -y xfsprogs)");
+    }
+    let dir = tempdir();
+    let image = dir.path().join("xfs.img");
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    fs::File::create(&image)
+        .unwrap()
+        .set_len(512 << 20)
+        .unwrap();
+    let mkfs = std::process::Command::new("mkfs.xfs")
+        .args(["-q", "-m", "reflink=1"])
+        .arg(&image)
+        .output()
+        .unwrap();
+    assert!(
+        mkfs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mkfs.stderr)
+    );
+    let mount = std::process::Command::new("mount")
+        .args(["-o", "loop"])
+        .arg(&image)
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    if !mount.status.success() {
+        return why(&format!(
+            "mount refused: {}",
+            String::from_utf8_lossy(&mount.stderr)
+        ));
+    }
+    let _unmount = Unmount(&mnt);
+    let bytes = data(8 << 20);
+    let src = write_file(&mnt, "src", &bytes);
+    let dst = write_file(&mnt, "dst", b"old");
+    let mut cmd = zerocat();
+    cmd.args([
+        "--stats",
+        "json",
+        "copy",
+        "--reflink=always",
+        "--verify",
+        "--atomic",
+        "--debug",
+    ])
+    .args([&src, &dst]);
+    let out = run(cmd);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let report = json_report(&out.stderr);
+    assert_eq!(report["verified_bytes"].as_u64(), Some(8 << 20), "{report}");
+    assert_eq!(
+        report["paths"][0]["path"].as_str(),
+        Some("reflink"),
+        "{report}"
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.ends_with("copy offload: avoided, reflink: yes, sparse detection: no\n"),
+        "{stdout}"
+    );
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, "clone");
+    assert_eq!(names_in(&mnt), ["dst", "src"]);
+}
+
+/// The file options on a copy that would run as a stream (`-`, a socket) are usage errors
+/// naming the option, not silently ignored.
+#[test]
+fn file_options_refuse_a_stream() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "a", &data(1000));
+    for option in ["--atomic", "--sync", "--update", "--debug"] {
+        let mut cmd = zerocat();
+        cmd.args(["copy", option]).arg(&src).arg("-");
+        let out = run(cmd);
+        let err = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{option}: {err}");
+        assert!(
+            err.contains(&format!("{option}: the destination '-' is stdout")),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "{option}: bytes were written");
+    }
+}
+
+/// `--sync`: the progress (here SIGUSR1's line) counts bytes on disk. Mid-way through a
+/// slow copy of one small file, nothing is synced yet: the line says 0 B while the
+/// destination already holds more than 1 MiB; without `--sync` it counts what was written.
+#[test]
+fn sync_progress_counts_bytes_on_disk() {
+    for sync in [true, false] {
+        let dir = tempdir();
+        let src = write_file(dir.path(), "a", &data(4 << 20));
+        let dst = dir.path().join("b");
+        let mut cmd = zerocat();
+        cmd.args(["--limit", "4M", "copy"]);
+        if sync {
+            cmd.arg("--sync");
+        }
+        cmd.args([&src, &dst])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let child = cmd.spawn().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while fs::metadata(&dst).map_or(0, |m| m.len()) < 1 << 20 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the copy did not start"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGUSR1,
+        )
+        .unwrap();
+        let out = crate::util::wait_with_deadline(child, crate::util::DEADLINE);
+        let err = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert_bytes_eq(&fs::read(&dst).unwrap(), &data(4 << 20), "copy");
+        let line = err
+            .lines()
+            .find(|l| l.contains("files done") || l.contains("file done"))
+            .unwrap_or_else(|| panic!("no SIGUSR1 line: {err}"));
+        assert_eq!(
+            line.starts_with("zerocat: 0 B in"),
+            sync,
+            "sync {sync}: {line}"
+        );
+    }
+}
