@@ -484,6 +484,7 @@ fn stream_kind(e: &Endpoint, source: bool) -> &'static str {
         Endpoint::File { .. } => "a file with options (written as a stream)",
         Endpoint::Tcp { .. } | Endpoint::TcpListen { .. } => "a TCP socket",
         Endpoint::Unix { .. } | Endpoint::UnixListen { .. } => "a unix socket",
+        Endpoint::Systemd { .. } => "a socket passed by systemd",
     }
 }
 
