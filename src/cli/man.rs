@@ -313,7 +313,8 @@ client's address), \fBseconds\fR, \fBended\fR (\fBeof\fR, \fBreset\fR,
 \fBbytes\fR, \fBpaths\fR, \fBfallbacks\fR, \fBswitches\fR (how often the adaptive
 choice moved between \fBsplice\fR and \fBuserspace\fR), \fBundelivered\fR (bytes
 taken from the source that could not be written out when the connection was cut: 0 on
-a clean end), \fBended\fR and \fBerror\fR.
+a clean end; when the grace of a stop signal ends, also what a TCP sink had still not
+sent after a last 100 ms to drain, since the reset drops it), \fBended\fR and \fBerror\fR.
 .TP
 \fBconnections_omitted\fR
 connections that ended before those listed, counted in the totals but not listed.

@@ -406,6 +406,88 @@ fn relay_signal_case(signal: Signal, via: &str) {
     );
 }
 
+/// The byte at offset `i` of [`relay_a_client_that_stopped_reading_when_the_grace_ends`]'s
+/// stream: every offset checkable on its own.
+fn pattern(i: u64) -> u8 {
+    (i % 251) as u8 ^ (i >> 16) as u8
+}
+
+/// A client that stops reading when the signal comes: when the grace ends, the relay's
+/// send queue towards it is full, and the reset (SO_LINGER 0) drops that queue. Those bytes
+/// never arrive, so the report must not count them as delivered: what the client can read
+/// after the cut is exactly the report's `bytes`, the rest is `undelivered`.
+#[test]
+fn relay_a_client_that_stopped_reading_when_the_grace_ends() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let backend = listener.local_addr().unwrap().to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let server = thread::spawn(move || {
+        let Some(mut s) = crate::rig::accept_until(&listener, &stop2) else {
+            return 0u64;
+        };
+        let mut sent = 0u64;
+        let mut block = vec![0u8; 64 << 10];
+        loop {
+            for (k, b) in block.iter_mut().enumerate() {
+                *b = pattern(sent + k as u64);
+            }
+            match s.write(&block) {
+                Ok(n) => sent += n as u64,
+                Err(_) => return sent,
+            }
+        }
+    });
+    let relay = Rig::new().args(["--via", "userspace"]).relay(&[
+        "--once",
+        "tcp-listen:0",
+        &format!("tcp:{backend}"),
+    ]);
+    let mut client = TcpStream::connect(relay.addr()).unwrap();
+    client.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut got = 0u64;
+    let mut buf = vec![0u8; 64 << 10];
+    let check = |buf: &[u8], got: &mut u64| {
+        for (k, b) in buf.iter().enumerate() {
+            assert_eq!(*b, pattern(*got + k as u64), "byte {}", *got + k as u64);
+        }
+        *got += buf.len() as u64;
+    };
+    while got < 1 << 20 {
+        let n = client.read(&mut buf).unwrap();
+        check(&buf[..n], &mut got);
+    }
+    // The client stops reading: its receive queue and the relay's send queue fill.
+    thread::sleep(Duration::from_millis(300));
+    relay.signal(Signal::SIGTERM);
+    let end = relay.finish();
+    stop.store(true, Ordering::SeqCst);
+    let mut reset = false;
+    loop {
+        match client.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => check(&buf[..n], &mut got),
+            Err(e) => {
+                reset = e.kind() == std::io::ErrorKind::ConnectionReset;
+                break;
+            }
+        }
+    }
+    server.join().unwrap();
+    assert_eq!(end.code(), Some(130), "{}", end.stderr);
+    let conn = &end.connections()[0];
+    assert_eq!(conn["ended"], "signal", "{conn}");
+    assert!(reset, "a cut connection must not look like a clean end");
+    let reported = conn["b_to_a"]["bytes"].as_u64().unwrap();
+    assert_eq!(got, reported, "received != reported: {conn}");
+    assert!(
+        conn["b_to_a"]["undelivered"].as_u64().unwrap() > 0,
+        "the relay's send queue was full at the cut: {conn}"
+    );
+    dir_paths(&conn["b_to_a"]).unwrap();
+    eprintln!("client stopped reading: received {got} B = reported; {conn}");
+}
+
 // =============================================================================================
 // RST against FIN
 // =============================================================================================
@@ -455,7 +537,8 @@ fn relay_a_reset_mid_stream_reaches_the_other_side_as_a_reset() {
             assert!(listener.seen.exact, "{name}: wrong bytes");
             assert!(
                 listener.seen.bytes <= entry[key]["bytes"].as_u64().unwrap(),
-                "{name}"
+                "{name}: {} B seen, {entry}",
+                listener.seen.bytes
             );
             dir_paths(&entry[key]).unwrap();
             eprintln!(

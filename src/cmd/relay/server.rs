@@ -319,13 +319,7 @@ impl<'a> Server<'a> {
                         self.poll_listener(true);
                     }
                 }
-                GRACE_OVER => {
-                    for idx in 0..self.conns.len() {
-                        if self.conns[idx].is_some() {
-                            self.finish(idx, ConnEnd::Signal);
-                        }
-                    }
-                }
+                GRACE_OVER => self.cut_all(),
                 _ => self.conn_timer(token, now),
             }
         }
