@@ -109,6 +109,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --max-conns 'Connections served at once; more wait in the listen backlog. Default: what the open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after raising the soft limit to the hard one'
             cand --idle-timeout 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m)'
             cand --connect-timeout 'Give up a connection attempt after this long (each attempt of retry=N)'
+            cand --grace 'After SIGINT/SIGTERM: stop accepting, let the connections in flight finish for this long, then cut (reset) the rest; a second signal cuts them at once. 0: cut at once'
             cand --first-trial 'Under auto, run the first trial of the other path after this many bytes (tests; the default is relay''s policy::FIRST_TRIAL)'
             cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
             cand --stats 'Format of the end-of-run report on stderr'

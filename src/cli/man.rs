@@ -121,7 +121,7 @@ connect to a unix socket; \fB@\fR names an abstract socket.
 accept on a unix socket. Option: \fBmode=\fI0600\fR: the socket file is created with
 exactly this mode (the umask is set for the bind; nothing is chmod\-ed by path).
 .PP
-Durations (\fB\-\-idle\-timeout\fR, \fB\-\-connect\-timeout\fR, \fBinterval=\fR) are at most
+Durations (\fB\-\-idle\-timeout\fR, \fB\-\-connect\-timeout\fR, \fB\-\-grace\fR, \fBinterval=\fR) are at most
 8760h (one year); a timeout of 0 is a usage error. An option given twice takes the last
 value.
 .PP
@@ -386,6 +386,9 @@ stop taking bytes from the source; bytes already taken (in zerocat's pipes or bu
 are still delivered while the sinks take them, for at most one second (a second signal
 cuts that short), so a reader that stalls cannot hold the run; the report is printed with
 the bytes each sink got; exit status 130.
+\fBrelay\fR stops accepting at once and lets the connections in flight go on for
+\fB\-\-grace\fR (default 2 s); then it resets those still open, reported as ended by
+\fBsignal\fR. A second signal cuts them at once.
 .TP
 SIGUSR1
 print one progress line on stderr (dd's habit), bar or no bar:

@@ -250,6 +250,10 @@ pub struct RelayArgs {
     /// Give up a connection attempt after this long (each attempt of retry=N).
     #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
     pub connect_timeout: Option<std::time::Duration>,
+    /// After SIGINT/SIGTERM: stop accepting, let the connections in flight finish for this
+    /// long, then cut (reset) the rest; a second signal cuts them at once. 0: cut at once.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = endpoint::parse_duration)]
+    pub grace: std::time::Duration,
     /// Grow the pipes of busy streams to pipe-max-size (saves about a third of the CPU,
     /// but measured slower on loopback than the default 64 KiB pipes).
     #[arg(long, hide = true)]
@@ -340,6 +344,7 @@ impl Cli {
                     max_conns: args.max_conns,
                     idle_timeout: args.idle_timeout,
                     connect_timeout: args.connect_timeout,
+                    grace: args.grace,
                 },
                 crate::cmd::relay::Tuning {
                     grow_pipes: args.grow_pipes,

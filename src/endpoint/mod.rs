@@ -12,7 +12,7 @@ mod open;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use grammar::{parse, parse_timeout, ParseError};
+pub use grammar::{parse, parse_duration, parse_timeout, ParseError};
 pub use open::{is_retryable_connect, predict, Listener, Opened, Role};
 
 /// Options that may follow a comma (`file:x,append`). Each scheme accepts only its own.

@@ -418,6 +418,46 @@ fn pattern(i: u64) -> u8 {
 /// after the cut is exactly the report's `bytes`, the rest is `undelivered`.
 #[test]
 fn relay_a_client_that_stopped_reading_when_the_grace_ends() {
+    for via in ["auto", "splice", "userspace"] {
+        let (got, conn) = stalled_client_cut(via, &["--grace", "300ms"], &[Signal::SIGTERM]);
+        let reported = conn["b_to_a"]["bytes"].as_u64().unwrap();
+        assert_eq!(got, reported, "via {via}: received != reported: {conn}");
+        assert!(
+            conn["b_to_a"]["undelivered"].as_u64().unwrap() > 0,
+            "via {via}: the relay's send queue was full at the cut: {conn}"
+        );
+        dir_paths(&conn["b_to_a"]).unwrap();
+        eprintln!("via {via}: client stopped reading: received {got} B = reported; {conn}");
+    }
+}
+
+/// `--grace`: a second signal cuts the connections in flight at once (a 60 s grace does
+/// not hold the run), and `--grace 0` cuts them at the first; either way they are
+/// reported as cut by the signal, exit 130.
+#[test]
+fn relay_a_second_signal_or_grace_0_cuts_at_once() {
+    for (grace, signals) in [
+        ("60s", &[Signal::SIGTERM, Signal::SIGINT][..]),
+        ("0", &[Signal::SIGINT][..]),
+    ] {
+        let started = Instant::now();
+        let (got, conn) = stalled_client_cut("auto", &["--grace", grace], signals);
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(10),
+            "--grace {grace}, {signals:?}: took {took:?}"
+        );
+        assert_eq!(got, conn["b_to_a"]["bytes"].as_u64().unwrap(), "{conn}");
+        eprintln!("--grace {grace}, {signals:?}: cut in {took:?}, received {got} B = reported");
+    }
+}
+
+/// `relay --once [global] tcp-listen:0 tcp:BACKEND`, the backend sending a checkable stream
+/// as fast as it can; the client reads 1 MiB, then stops reading; `signals` go to the relay
+/// (100 ms apart). Returns what the client could read after the cut (every byte checked)
+/// and the connection's report, once the run ended with 130 and the connection ended
+/// "signal" with a reset.
+fn stalled_client_cut(via: &str, opts: &[&str], signals: &[Signal]) -> (u64, Value) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let backend = listener.local_addr().unwrap().to_string();
     let stop = Arc::new(AtomicBool::new(false));
@@ -438,11 +478,11 @@ fn relay_a_client_that_stopped_reading_when_the_grace_ends() {
             }
         }
     });
-    let relay = Rig::new().args(["--via", "userspace"]).relay(&[
-        "--once",
-        "tcp-listen:0",
-        &format!("tcp:{backend}"),
-    ]);
+    let backend = format!("tcp:{backend}");
+    let mut args = vec!["--once"];
+    args.extend(opts);
+    args.extend(["tcp-listen:0", &backend]);
+    let relay = Rig::new().args(["--via", via]).relay(&args);
     let mut client = TcpStream::connect(relay.addr()).unwrap();
     client.set_read_timeout(Some(DEADLINE)).unwrap();
     let mut got = 0u64;
@@ -459,7 +499,12 @@ fn relay_a_client_that_stopped_reading_when_the_grace_ends() {
     }
     // The client stops reading: its receive queue and the relay's send queue fill.
     thread::sleep(Duration::from_millis(300));
-    relay.signal(Signal::SIGTERM);
+    for (i, signal) in signals.iter().enumerate() {
+        if i > 0 {
+            thread::sleep(Duration::from_millis(100));
+        }
+        relay.signal(*signal);
+    }
     let end = relay.finish();
     stop.store(true, Ordering::SeqCst);
     let mut reset = false;
@@ -474,18 +519,14 @@ fn relay_a_client_that_stopped_reading_when_the_grace_ends() {
         }
     }
     server.join().unwrap();
-    assert_eq!(end.code(), Some(130), "{}", end.stderr);
-    let conn = &end.connections()[0];
-    assert_eq!(conn["ended"], "signal", "{conn}");
-    assert!(reset, "a cut connection must not look like a clean end");
-    let reported = conn["b_to_a"]["bytes"].as_u64().unwrap();
-    assert_eq!(got, reported, "received != reported: {conn}");
+    assert_eq!(end.code(), Some(130), "via {via}: {}", end.stderr);
+    let conn = end.connections()[0].clone();
+    assert_eq!(conn["ended"], "signal", "via {via}: {conn}");
     assert!(
-        conn["b_to_a"]["undelivered"].as_u64().unwrap() > 0,
-        "the relay's send queue was full at the cut: {conn}"
+        reset,
+        "via {via}: a cut connection must not look like a clean end"
     );
-    dir_paths(&conn["b_to_a"]).unwrap();
-    eprintln!("client stopped reading: received {got} B = reported; {conn}");
+    (got, conn)
 }
 
 // =============================================================================================

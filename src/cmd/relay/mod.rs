@@ -10,7 +10,8 @@
 //! Ends: EOF from one side is passed on as a half-close (`shutdown(SHUT_WR)`) once every
 //! byte is delivered, and the other direction keeps going until its own EOF (no cut-off
 //! timer). A reset or an error on one side resets the other (SO_LINGER 0). SIGINT/SIGTERM:
-//! stop accepting, give connections in flight [`GRACE`] to finish, report, exit 130.
+//! stop accepting, give connections in flight `--grace` (default [`GRACE`]) to finish,
+//! cut the rest (a second signal cuts them at once), report, exit 130.
 
 mod end;
 mod flow;
@@ -36,8 +37,8 @@ use policy::Policy;
 use report::{ConnReport, Summary};
 use server::{Server, Spec};
 
-/// How long connections in flight may go on after SIGINT/SIGTERM (documented in the
-/// man page, under `relay`).
+/// How long connections in flight may go on after SIGINT/SIGTERM when `--grace` is not
+/// given (the CLI's default, "2s", says the same).
 pub const GRACE: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
@@ -52,6 +53,8 @@ pub struct RelayConfig {
     pub idle_timeout: Option<Duration>,
     /// Give up a connection attempt after this long (each attempt of `retry=N`).
     pub connect_timeout: Option<Duration>,
+    /// After SIGINT/SIGTERM, how long connections in flight may go on before they are cut.
+    pub grace: Duration,
 }
 
 /// Knobs for tests and measurements, set by hidden flags: not options of the product, so
@@ -252,6 +255,9 @@ fn plan(cfg: &RelayConfig, policy: Policy, tuning: &Tuning) -> String {
     }
     if let Some(d) = cfg.connect_timeout {
         let _ = write!(s, "; connect timeout {:.3} s", d.as_secs_f64());
+    }
+    if cfg.grace != GRACE {
+        let _ = write!(s, "; grace {:.3} s", cfg.grace.as_secs_f64());
     }
     s
 }

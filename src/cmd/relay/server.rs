@@ -20,9 +20,10 @@ use super::policy::Policy;
 use super::poller::{Poller, Ready};
 use super::pool::{Pools, PIPE_BUDGET};
 use super::report::Tally;
-use super::{RelayConfig, Tuning, GRACE};
+use super::{RelayConfig, Tuning};
 use crate::endpoint::{ConnectOpts, Endpoint, Listener};
 use crate::options::Options;
+use crate::sys::process;
 use crate::sys::socket::set_nonblocking;
 
 const LISTENER: u64 = u64::MAX;
@@ -220,6 +221,9 @@ impl<'a> Server<'a> {
             if crate::sys::process::interrupted() && self.grace_until.is_none() {
                 self.begin_grace();
             }
+            if self.grace_until.is_some() && self.active > 0 && process::stopped_twice() {
+                self.cut_all(); // a second signal: the grace ends now
+            }
             if self.active == 0 && !self.accepting {
                 return Ok(self.grace_until.is_some());
             }
@@ -265,7 +269,8 @@ impl<'a> Server<'a> {
     }
 
     fn begin_grace(&mut self) {
-        let until = Instant::now() + GRACE;
+        let grace = self.cfg.grace;
+        let until = Instant::now() + grace;
         self.grace_until = Some(until);
         if self.accepting {
             self.stop_accepting();
@@ -274,10 +279,14 @@ impl<'a> Server<'a> {
             self.opts.print_plan(&format!(
                 "interrupted: no new connections; {} in flight get {} s to finish",
                 self.active,
-                GRACE.as_secs()
+                grace.as_secs_f64()
             ));
         }
-        self.poller.timer(until, GRACE_OVER);
+        if grace.is_zero() {
+            self.cut_all();
+        } else {
+            self.poller.timer(until, GRACE_OVER);
+        }
     }
 
     fn on_event(&mut self, event: Ready) {
