@@ -97,6 +97,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l max-conns -d '
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l idle-timeout -d 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l connect-timeout -d 'Give up a connection attempt after this long (each attempt of retry=N)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l grace -d 'After SIGINT/SIGTERM: stop accepting, let the connections in flight finish for this long, then cut (reset) the rest; a second signal cuts them at once. 0: cut at once' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l log -d 'Write one JSON line per connection as it ends, into PATH (appended; a FIFO works) or `-` (stderr); the fields are listed under RELAY LOG' -r -F
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l first-trial -d 'Under auto, run the first trial of the other path after this many bytes (tests; the default is relay\'s policy::FIRST_TRIAL)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''

@@ -318,6 +318,32 @@ sent after a last 100 ms to drain, since the reset drops it), \fBended\fR and \f
 .TP
 \fBconnections_omitted\fR
 connections that ended before those listed, counted in the totals but not listed.
+.TP
+\fBlog_error\fR
+present only when \fB\-\-log\fR stopped on a write error: its text.
+.SH RELAY LOG
+\fBrelay \-\-log\fR \fIPATH\fR writes one JSON object per line into \fIPATH\fR
+(opened for appending and created 0644; a FIFO waits for its reader) or, with
+\fB\-\fR, on stderr. Each line is written with one \fBwrite\fR(2) as it happens. The
+first line is written at start, so a log that cannot be written (\fB/dev/full\fR, a full
+disk) is an error before anything is served; a write that fails later stops the log,
+said once on stderr and as \fBlog_error\fR in the report. The field names are stable:
+.TP
+\fB{"event":"start"}\fR
+\fBtime\fR, \fBevent\fR, \fBa\fR and \fBb\fR (the URIs), \fBpid\fR.
+.TP
+\fB{"event":"connection"}\fR
+one per connection, when it ended: \fBtime\fR (UTC, RFC 3339 to the millisecond,
+\fB2026\-11\-23T16:34:40.123Z\fR), \fBevent\fR, \fBid\fR (as in the report),
+\fBworker\fR (the event loop that served it, from 0), \fBclient\fR (the accepted
+peer's address; without a listener, side A), \fBupstream\fR (the address the relay
+connected to, or the URI when it never connected), \fBseconds\fR, \fBended\fR and
+\fBerror\fR (as in the report: \fBeof\fR, \fBreset\fR, \fBerror\fR,
+\fBidle\-timeout\fR, \fBconnect\-failed\fR, \fBsignal\fR; the error text or null), and
+\fBa_to_b\fR and \fBb_to_a\fR with \fBbytes\fR, \fBpaths\fR (each \fBpath\fR and
+\fBbytes\fR), \fBfallbacks\fR (each \fBfrom\fR, \fBto\fR, \fBerrno\fR,
+\fBreason\fR), \fBswitches\fR, \fBundelivered\fR, \fBended\fR and \fBerror\fR.
+Readers should ignore fields they do not know: new ones may be added.
 .SH PROGRESS AND RATE LIMIT
 A progress bar is drawn on stderr when stderr is a terminal (\fB\-\-progress\fR forces
 it, \fB\-q\fR and \fB\-\-no\-progress\fR hide it): bytes delivered, rate, elapsed time,

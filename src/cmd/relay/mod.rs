@@ -15,6 +15,7 @@
 
 mod end;
 mod flow;
+mod log;
 mod policy;
 mod poller;
 mod pool;
@@ -55,6 +56,8 @@ pub struct RelayConfig {
     pub connect_timeout: Option<Duration>,
     /// After SIGINT/SIGTERM, how long connections in flight may go on before they are cut.
     pub grace: Duration,
+    /// `--log`: a JSON line per connection into this file (`-`: stderr).
+    pub log: Option<std::path::PathBuf>,
 }
 
 /// Knobs for tests and measurements, set by hidden flags: not options of the product, so
@@ -92,6 +95,14 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
     if opts.explain {
         return Ok(ExitCode::Success);
     }
+    let log = match &cfg.log {
+        Some(path) => Some(log::ConnLog::open(
+            &path.to_string_lossy(),
+            &cfg.a.to_string(),
+            &cfg.b.to_string(),
+        )?),
+        None => None,
+    };
     let specs = [spec(&cfg.a)?, spec(&cfg.b)?];
     let single_session = !specs.iter().any(|s| matches!(s, Spec::Listen(_)));
     let once = cfg.once || specs.iter().any(|s| matches!(s, Spec::Inherited(_)));
@@ -101,9 +112,10 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         ..cfg.clone()
     };
     let started = Instant::now();
-    let mut server = Server::new(opts, &cfg_run, *tuning, specs, policy)?;
+    let mut server = Server::new(opts, &cfg_run, *tuning, specs, policy, log)?;
     let interrupted = server.run()?;
     let tally = std::mem::take(&mut server.tally);
+    let log_error = server.log.take().and_then(|l| l.error);
     drop(server);
     let seconds = started.elapsed().as_secs_f64();
     let summary = Summary {
@@ -111,6 +123,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         tally: &tally,
         seconds,
         interrupted,
+        log_error: log_error.as_deref(),
     };
     opts.print_report(&summary.render(opts.stats));
     if interrupted {

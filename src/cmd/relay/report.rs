@@ -24,7 +24,10 @@ pub struct FlowReport {
 #[derive(Debug, Clone)]
 pub struct ConnReport {
     pub id: u64,
+    /// The client: the accepted socket's peer (without a listener, side A's name).
     pub peer: String,
+    /// The side the relay connected to, as connected (its peer address), or its URI.
+    pub upstream: String,
     pub seconds: f64,
     /// [A -> B, B -> A]
     pub flows: [FlowReport; 2],
@@ -56,6 +59,28 @@ impl ConnReport {
             .str("peer", &self.peer)
             .float("seconds", self.seconds);
         end_json(&mut o, &self.end);
+        self.directions_json(&mut o);
+        o.finish()
+    }
+
+    /// The `--log` line (without its newline); the man page names every field.
+    pub fn log_line(&self, time: &str, worker: usize) -> String {
+        let mut o = JsonObject::new();
+        o.str("time", time)
+            .str("event", "connection")
+            .num("id", self.id)
+            .num("worker", worker as u64)
+            .str("client", &self.peer)
+            .str("upstream", &self.upstream)
+            .float("seconds", self.seconds);
+        end_json(&mut o, &self.end);
+        self.directions_json(&mut o);
+        o.finish()
+    }
+
+    /// `a_to_b` and `b_to_a`: bytes, paths, fallbacks (each with its errno), switches,
+    /// undelivered, and how the direction ended.
+    fn directions_json(&self, o: &mut JsonObject) {
         for (d, key) in ["a_to_b", "b_to_a"].iter().enumerate() {
             let f = &self.flows[d];
             let mut fo = JsonObject::new();
@@ -66,7 +91,6 @@ impl ConnReport {
             end_json(&mut fo, &f.ended);
             o.raw(key, &fo.finish());
         }
-        o.finish()
     }
 }
 
@@ -126,6 +150,8 @@ pub(super) struct Summary<'a> {
     pub(super) tally: &'a Tally,
     pub(super) seconds: f64,
     pub(super) interrupted: bool,
+    /// `--log` stopped on a write error: the error's text.
+    pub(super) log_error: Option<&'a str>,
 }
 
 impl Summary<'_> {
@@ -150,6 +176,9 @@ impl Summary<'_> {
                 }
                 if self.interrupted {
                     s.push_str("; interrupted");
+                }
+                if let Some(e) = self.log_error {
+                    let _ = write!(s, "; {e}");
                 }
                 s
             }
@@ -176,6 +205,9 @@ impl Summary<'_> {
                 let conns: Vec<String> = t.last.iter().map(ConnReport::json).collect();
                 o.raw("connections", &json_array(&conns))
                     .num("connections_omitted", t.omitted());
+                if let Some(e) = self.log_error {
+                    o.str("log_error", e);
+                }
                 o.finish()
             }
         }

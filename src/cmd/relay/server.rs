@@ -16,6 +16,7 @@ use nix::sys::socket::SockaddrStorage;
 
 use super::end::ConnEnd;
 use super::flow::Flow;
+use super::log::ConnLog;
 use super::policy::Policy;
 use super::poller::{Poller, Ready};
 use super::pool::{Pools, PIPE_BUDGET};
@@ -116,6 +117,9 @@ struct Conn {
     busy: bool,
     /// In `Server::starved`.
     starved: bool,
+    /// The connected upstream's address, taken at the first pump under `--log` (by the
+    /// end, a closed socket has no peer to ask).
+    upstream: Option<SockaddrStorage>,
 }
 
 pub(super) struct Server<'a> {
@@ -143,6 +147,9 @@ pub(super) struct Server<'a> {
     accept_paused_until: Option<Instant>,
     grace_until: Option<Instant>,
     pub(super) tally: Tally,
+    /// `--log`, and the worker this loop is (its lines say which).
+    pub(super) log: Option<ConnLog>,
+    worker: usize,
 }
 
 /// No fd (or no memory) for a new socket: nobody's fault but the load; wait until one is
@@ -173,6 +180,7 @@ impl<'a> Server<'a> {
         tuning: Tuning,
         specs: [Spec; 2],
         policy: Policy,
+        log: Option<ConnLog>,
     ) -> anyhow::Result<Server<'a>> {
         Ok(Server {
             opts,
@@ -196,6 +204,8 @@ impl<'a> Server<'a> {
             accept_paused_until: None,
             grace_until: None,
             tally: Tally::default(),
+            log,
+            worker: 0,
         })
     }
 
@@ -393,6 +403,7 @@ impl<'a> Server<'a> {
             last_active: now,
             busy: false,
             starved: false,
+            upstream: None,
         };
         self.next_id += 1;
         self.active += 1;

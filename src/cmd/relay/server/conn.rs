@@ -1,12 +1,13 @@
 //! Moving a connection's bytes both ways, and ending it.
 
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use nix::fcntl::{fcntl, FcntlArg};
+use nix::sys::socket::getpeername;
 
 use super::inherit;
-use super::{slot_token, Server};
+use super::{slot_token, Conn, Server, Spec};
 use crate::cmd::relay::end::{ConnEnd, Side};
 use crate::cmd::relay::flow::{Blame, FlowError, Port, Turn};
 use crate::cmd::relay::report::{ConnReport, FlowReport};
@@ -25,6 +26,14 @@ fn dropped_by_reset(fd: BorrowedFd<'_>) -> u64 {
         return 0;
     }
     sys::not_sent(fd).unwrap_or(0) as u64
+}
+
+/// The side the relay connects to: B, unless only A is a connector.
+fn upstream_side(specs: &[Spec; 2]) -> usize {
+    match (&specs[0], &specs[1]) {
+        (Spec::Dial { .. }, Spec::Listen(_) | Spec::Inherited(_)) => 0,
+        _ => 1,
+    }
 }
 
 /// How a connection that did not end cleanly is cut.
@@ -85,6 +94,12 @@ impl Server<'_> {
         };
         if !(conn.sides[0].open() && conn.sides[1].open()) {
             return;
+        }
+        if self.log.is_some() && conn.upstream.is_none() {
+            let side = upstream_side(&self.specs);
+            if let Some(fd) = &conn.sides[side].fd {
+                conn.upstream = getpeername(fd.as_raw_fd()).ok();
+            }
         }
         let mut moved = 0u64;
         let mut done = 0;
@@ -157,6 +172,21 @@ impl Server<'_> {
         }
     }
 
+    /// The side the relay connected to (B when it connected to both), as its peer
+    /// address once connected, else the address it was trying, else its URI.
+    fn upstream(&self, conn: &Conn) -> String {
+        let side = upstream_side(&self.specs);
+        if let Some(addr) = &conn.upstream {
+            return addr.to_string();
+        }
+        match (&self.specs[side], &conn.sides[side].dial) {
+            (Spec::Dial { addrs, .. }, Some(dial)) => addrs
+                .get(dial.addr)
+                .map_or_else(|| self.side_uri(Side::of(side)), |a| a.to_string()),
+            _ => self.side_uri(Side::of(side)),
+        }
+    }
+
     pub(super) fn side_uri(&self, side: Side) -> String {
         match side {
             Side::A => self.cfg.a.to_string(),
@@ -176,6 +206,7 @@ impl Server<'_> {
             return;
         };
         let abort = !matches!(end, ConnEnd::Eof);
+        let upstream = self.upstream(&conn);
         let undelivered = [0, 1].map(|d| {
             let dst = &conn.sides[1 - d];
             let mut left = if dst.open() && cut == Cut::Now {
@@ -213,6 +244,7 @@ impl Server<'_> {
         let report = ConnReport {
             id: conn.id,
             peer: conn.peer.clone(),
+            upstream,
             seconds: conn.started.elapsed().as_secs_f64(),
             flows: [0, 1].map(|d| FlowReport {
                 record: conn.flows[d].record.clone(),
@@ -229,6 +261,9 @@ impl Server<'_> {
         };
         if self.opts.verbose {
             eprintln!("zerocat: {}", report.line());
+        }
+        if let Some(log) = &mut self.log {
+            log.connection(&report, self.worker);
         }
         self.tally.add(report);
         self.gens[idx] = self.gens[idx].wrapping_add(1);
