@@ -111,6 +111,8 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --connect-timeout 'Give up a connection attempt after this long (each attempt of retry=N)'
             cand --grace 'After SIGINT/SIGTERM: stop accepting, let the connections in flight finish for this long, then cut (reset) the rest; a second signal cuts them at once. 0: cut at once'
             cand --log 'Write one JSON line per connection as it ends, into PATH (appended; a FIFO works) or `-` (stderr); the fields are listed under RELAY LOG'
+            cand -j 'Event loops serving a listener, each in a thread of its own; the listener is shared and a new connection goes to a loop that is waiting. Default: the CPUs available to the process. One session (no listener) or --once: one'
+            cand --workers 'Event loops serving a listener, each in a thread of its own; the listener is shared and a new connection goes to a loop that is waiting. Default: the CPUs available to the process. One session (no listener) or --once: one'
             cand --first-trial 'Under auto, run the first trial of the other path after this many bytes (tests; the default is relay''s policy::FIRST_TRIAL)'
             cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
             cand --stats 'Format of the end-of-run report on stderr'

@@ -180,7 +180,11 @@ connection ends with \fBno pipe for A \-> B\fR), and the buffers at most 16 MiB 
 of them): a direction that finds none waits until one is given back.
 \fB\-\-max\-conns\fR defaults to what the open\-file limit holds (the soft limit is raised
 to the hard one first), so idle clients wait in the listen backlog rather than run the
-relay out of fds.
+relay out of fds; it bounds the whole process, whatever \fB\-\-workers\fR.
+With a listener, \fB\-\-workers\fR \fIN\fR event loops (threads; default: the CPUs the
+process may run on) share it: a new connection wakes one loop that is waiting
+(\fBEPOLLEXCLUSIVE\fR), so an idle loop takes most of a light load. The budgets above
+are split between them, and the report sums them.
 Inherited stdin, stdout and \fBfd:\fIN\fR get their file status flags
 (\fBO_NONBLOCK\fR) back at the end, also on SIGHUP, SIGQUIT and a crash.
 .TP

@@ -258,6 +258,11 @@ pub struct RelayArgs {
     /// or `-` (stderr); the fields are listed under RELAY LOG.
     #[arg(long, value_name = "PATH")]
     pub log: Option<std::path::PathBuf>,
+    /// Event loops serving a listener, each in a thread of its own; the listener is shared
+    /// and a new connection goes to a loop that is waiting. Default: the CPUs available to
+    /// the process. One session (no listener) or --once: one.
+    #[arg(long, short = 'j', value_name = "N")]
+    pub workers: Option<usize>,
     /// Grow the pipes of busy streams to pipe-max-size (saves about a third of the CPU,
     /// but measured slower on loopback than the default 64 KiB pipes).
     #[arg(long, hide = true)]
@@ -350,6 +355,7 @@ impl Cli {
                     connect_timeout: args.connect_timeout,
                     grace: args.grace,
                     log: args.log,
+                    workers: args.workers,
                 },
                 crate::cmd::relay::Tuning {
                     grow_pipes: args.grow_pipes,

@@ -2,7 +2,8 @@
 //!
 //! A listener on either side serves every connection it accepts, concurrently, each paired
 //! with a fresh connection to the other side (`--once`: one). Two connectors, or `-` and a
-//! connector, relay one session. One thread, one epoll loop ([`poller`]); each direction
+//! connector, relay one session. With a listener, `--workers` threads each run an epoll
+//! loop ([`poller`]) over the one shared listener; one session runs one. Each direction
 //! of each connection is a [`flow::Flow`]: splice through a pipe of our own, or read/write
 //! through a pooled buffer ([`pool`]), chosen per direction and adaptively under
 //! `--via auto` ([`mod@policy`]).
@@ -35,8 +36,8 @@ use crate::units::human_bytes;
 
 use end::{ConnEnd, Side};
 use policy::Policy;
-use report::{ConnReport, Summary};
-use server::{Server, Spec};
+use report::{ConnReport, Summary, Tally};
+use server::{Server, Shared, Spec};
 
 /// How long connections in flight may go on after SIGINT/SIGTERM when `--grace` is not
 /// given (the CLI's default, "2s", says the same).
@@ -58,6 +59,8 @@ pub struct RelayConfig {
     pub grace: Duration,
     /// `--log`: a JSON line per connection into this file (`-`: stderr).
     pub log: Option<std::path::PathBuf>,
+    /// Event loops serving a listener (threads); None: one per CPU available.
+    pub workers: Option<usize>,
 }
 
 /// Knobs for tests and measurements, set by hidden flags: not options of the product, so
@@ -111,12 +114,26 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         max_conns,
         ..cfg.clone()
     };
+    // One session, or --once: one loop. A listener: --workers loops share it.
+    let workers = if single_session || once {
+        1
+    } else {
+        cfg.workers.unwrap_or_else(default_workers)
+    };
     let started = Instant::now();
-    let mut server = Server::new(opts, &cfg_run, *tuning, specs, policy, log)?;
-    let interrupted = server.run()?;
-    let tally = std::mem::take(&mut server.tally);
-    let log_error = server.log.take().and_then(|l| l.error);
-    drop(server);
+    let shared = Shared::new(log);
+    let (interrupted, tally) = if workers == 1 {
+        let mut server = Server::new(opts, &cfg_run, *tuning, &specs, policy, &shared, 0, workers)?;
+        let interrupted = server.run()?;
+        (interrupted, std::mem::take(&mut server.tally))
+    } else {
+        run_workers(opts, &cfg_run, tuning, &specs, policy, &shared, workers)?
+    };
+    drop(specs);
+    let log_error = shared
+        .log
+        .and_then(|log| log.into_inner().ok())
+        .and_then(|log| log.error);
     let seconds = started.elapsed().as_secs_f64();
     let summary = Summary {
         cfg,
@@ -144,6 +161,62 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         }
     }
     Ok(ExitCode::Success)
+}
+
+/// `--workers` event loops, each in a thread of its own, serving the one listener; the
+/// main thread only waits (it is the one the stop signals reach). Returns whether a
+/// signal stopped them, and their tallies added up.
+fn run_workers(
+    opts: &Options,
+    cfg: &RelayConfig,
+    tuning: &Tuning,
+    specs: &[Spec; 2],
+    policy: Policy,
+    shared: &Shared,
+    workers: usize,
+) -> anyhow::Result<(bool, Tally)> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|worker| {
+                scope.spawn(move || {
+                    let served =
+                        Server::new(opts, cfg, *tuning, specs, policy, shared, worker, workers)
+                            .and_then(|mut server| {
+                                let interrupted = server.run()?;
+                                Ok((interrupted, std::mem::take(&mut server.tally)))
+                            });
+                    if served.is_err() {
+                        // The others stop as on a signal (their grace, then the report).
+                        shared.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    served
+                })
+            })
+            .collect();
+        let mut interrupted = false;
+        let mut tally = Tally::default();
+        let mut failure = None;
+        for handle in handles {
+            match handle.join() {
+                Ok(Ok((stopped, t))) => {
+                    interrupted |= stopped;
+                    tally.merge(t);
+                }
+                Ok(Err(e)) => failure = Some(e),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok((interrupted, tally)),
+        }
+    })
+}
+
+/// `--workers` when not given: the CPUs this process may run on (its affinity mask and
+/// cgroup quota, as `std::thread::available_parallelism` reads them).
+fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Fds a connection may hold: two sockets, and a pipe (two fds) each way.
@@ -213,6 +286,9 @@ fn check_sides(cfg: &RelayConfig) -> anyhow::Result<()> {
         return Err(
             UsageError("relay: neither side is a socket to connect or listen on".into()).into(),
         );
+    }
+    if cfg.workers == Some(0) {
+        return Err(UsageError("--workers must be at least 1".into()).into());
     }
     if cfg.max_conns == Some(0) {
         return Err(UsageError("--max-conns must be at least 1".into()).into());

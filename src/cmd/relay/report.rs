@@ -24,6 +24,8 @@ pub struct FlowReport {
 #[derive(Debug, Clone)]
 pub struct ConnReport {
     pub id: u64,
+    /// Its place in the order connections ended, over every worker.
+    pub seq: u64,
     /// The client: the accepted socket's peer (without a listener, side A's name).
     pub peer: String,
     /// The side the relay connected to, as connected (its peer address), or its URI.
@@ -129,6 +131,27 @@ impl Tally {
             self.last.pop_front();
         }
         self.last.push_back(report);
+    }
+
+    /// Adds another worker's tally: the totals, the first connection to end, and the
+    /// last [`LISTED`] of both in the order they ended.
+    pub fn merge(&mut self, other: Tally) {
+        self.count += other.count;
+        self.failed += other.failed;
+        for d in 0..2 {
+            self.bytes[d] += other.bytes[d];
+        }
+        self.record.merge(&other.record);
+        if let Some(first) = other.first {
+            if self.first.as_ref().map_or(true, |f| first.seq < f.seq) {
+                self.first = Some(first);
+            }
+        }
+        self.last.extend(other.last);
+        self.last.make_contiguous().sort_by_key(|r| r.seq);
+        while self.last.len() > LISTED {
+            self.last.pop_front();
+        }
     }
 
     /// Connections that ended but are not listed.

@@ -8,6 +8,8 @@ mod inherit;
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -122,11 +124,34 @@ struct Conn {
     upstream: Option<SockaddrStorage>,
 }
 
+/// What the workers (`--workers`) share: the count `--max-conns` bounds, connection ids,
+/// the order connections end in, the log, and a stop for when a worker fails.
+pub(super) struct Shared {
+    live: AtomicUsize,
+    next_id: AtomicU64,
+    ended: AtomicU64,
+    pub(super) log: Option<Mutex<ConnLog>>,
+    pub(super) stop: AtomicBool,
+}
+
+impl Shared {
+    pub(super) fn new(log: Option<ConnLog>) -> Shared {
+        Shared {
+            live: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
+            ended: AtomicU64::new(0),
+            log: log.map(Mutex::new),
+            stop: AtomicBool::new(false),
+        }
+    }
+}
+
 pub(super) struct Server<'a> {
     opts: &'a Options,
     cfg: &'a RelayConfig,
     tuning: Tuning,
-    specs: [Spec; 2],
+    specs: &'a [Spec; 2],
+    shared: &'a Shared,
     policy: Policy,
     poller: Poller,
     pools: Pools,
@@ -137,7 +162,6 @@ pub(super) struct Server<'a> {
     busy: VecDeque<u64>,
     /// Connections with a direction waiting for a buffer (pool::BUFFER_BUDGET).
     starved: VecDeque<u64>,
-    next_id: u64,
     accepting: bool,
     listener_polled: bool,
     /// epoll said the listener has connections waiting (level-triggered: it says so again
@@ -147,8 +171,7 @@ pub(super) struct Server<'a> {
     accept_paused_until: Option<Instant>,
     grace_until: Option<Instant>,
     pub(super) tally: Tally,
-    /// `--log`, and the worker this loop is (its lines say which).
-    pub(super) log: Option<ConnLog>,
+    /// Which worker this loop is, from 0 (the log's lines say which).
     worker: usize,
 }
 
@@ -174,29 +197,39 @@ fn split_token(token: u64) -> (u32, usize, u64) {
 }
 
 impl<'a> Server<'a> {
+    /// The event loop of worker `worker` of `workers` (the only one: `workers` 1, run on
+    /// the calling thread, which gets the signals; else each in a thread of its own).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         opts: &'a Options,
         cfg: &'a RelayConfig,
         tuning: Tuning,
-        specs: [Spec; 2],
+        specs: &'a [Spec; 2],
         policy: Policy,
-        log: Option<ConnLog>,
+        shared: &'a Shared,
+        worker: usize,
+        workers: usize,
     ) -> anyhow::Result<Server<'a>> {
+        let poller = if workers > 1 {
+            Poller::for_worker()?
+        } else {
+            Poller::new()?
+        };
         Ok(Server {
             opts,
             cfg,
             tuning,
             specs,
+            shared,
             policy,
-            poller: Poller::new()?,
-            pools: Pools::new(PIPE_BUDGET, tuning.grow_pipes),
+            poller,
+            pools: Pools::new(PIPE_BUDGET, tuning.grow_pipes).share(workers),
             conns: Vec::new(),
             gens: Vec::new(),
             free: Vec::new(),
             active: 0,
             busy: VecDeque::new(),
             starved: VecDeque::new(),
-            next_id: 1,
             accepting: false,
             listener_polled: false,
             listener_ready: false,
@@ -204,8 +237,7 @@ impl<'a> Server<'a> {
             accept_paused_until: None,
             grace_until: None,
             tally: Tally::default(),
-            log,
-            worker: 0,
+            worker,
         })
     }
 
@@ -224,11 +256,13 @@ impl<'a> Server<'a> {
             self.accepting = true;
             self.poll_listener(true);
         } else {
+            self.shared.live.fetch_add(1, Ordering::SeqCst);
             self.start_conn(None);
         }
         let mut ready = Vec::new();
         loop {
-            if crate::sys::process::interrupted() && self.grace_until.is_none() {
+            let stop = process::interrupted() || self.shared.stop.load(Ordering::Relaxed);
+            if stop && self.grace_until.is_none() {
                 self.begin_grace();
             }
             if self.grace_until.is_some() && self.active > 0 && process::stopped_twice() {
@@ -236,6 +270,14 @@ impl<'a> Server<'a> {
             }
             if self.active == 0 && !self.accepting {
                 return Ok(self.grace_until.is_some());
+            }
+            // Room again (another worker's connection ended): watch the listener again.
+            if self.accepting
+                && !self.listener_polled
+                && self.accept_paused_until.is_none()
+                && !self.at_capacity()
+            {
+                self.poll_listener(true);
             }
             self.poller.wait(!self.busy.is_empty(), &mut ready)?;
             for event in ready.drain(..) {
@@ -395,7 +437,7 @@ impl<'a> Server<'a> {
         });
         let now = Instant::now();
         let mut conn = Conn {
-            id: self.next_id,
+            id: self.shared.next_id.fetch_add(1, Ordering::Relaxed),
             peer: String::new(),
             sides: [Peer::empty(), Peer::empty()],
             flows: [0, 1].map(|_| Flow::new(self.tuning.choice(self.policy))),
@@ -405,7 +447,6 @@ impl<'a> Server<'a> {
             starved: false,
             upstream: None,
         };
-        self.next_id += 1;
         self.active += 1;
         let mut accepted = accepted;
         let mut failure = None;
@@ -454,6 +495,39 @@ impl<'a> Server<'a> {
             self.poller.timer(now + idle, slot_token(gen, idx, IDLE));
         }
         self.pump(idx);
+    }
+
+    /// Connections open in every worker, and those being accepted.
+    pub(super) fn live(&self) -> usize {
+        self.shared.live.load(Ordering::SeqCst)
+    }
+
+    /// Takes a place within `--max-conns` for a connection about to be accepted; false
+    /// when there is none. [`Server::unreserve`] gives it back if none came.
+    pub(super) fn reserve(&self) -> bool {
+        let max = self.cfg.max_conns.unwrap_or(usize::MAX);
+        self.shared
+            .live
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    pub(super) fn unreserve(&self) {
+        self.shared.live.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// No more connections: the listener (shared by the workers, closed when the relay
+    /// ends) is shut down, so new clients are refused at once and none waits in a backlog
+    /// nobody reads.
+    pub(super) fn close_listener(&self) {
+        if let Some((_, listener)) = self.listener() {
+            let _ = nix::sys::socket::shutdown(
+                listener.as_fd().as_raw_fd(),
+                nix::sys::socket::Shutdown::Both,
+            );
+        }
     }
 
     fn specs_peer_name(&self) -> String {

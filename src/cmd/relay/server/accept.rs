@@ -6,9 +6,8 @@ use std::time::Instant;
 use nix::errno::Errno;
 
 use super::{
-    out_of_fds, Server, Spec, ACCEPT_BACKOFF_FIRST, ACCEPT_BACKOFF_MAX, ACCEPT_RESUME, LISTENER,
+    out_of_fds, Server, ACCEPT_BACKOFF_FIRST, ACCEPT_BACKOFF_MAX, ACCEPT_RESUME, LISTENER,
 };
-use crate::endpoint::Endpoint;
 use crate::sys::socket::set_nonblocking;
 
 impl Server<'_> {
@@ -30,16 +29,11 @@ impl Server<'_> {
     pub(super) fn stop_accepting(&mut self) {
         self.poll_listener(false);
         self.accepting = false;
-        // Dropping the listener closes it (and removes a unix socket file).
-        for spec in &mut self.specs {
-            if matches!(spec, Spec::Listen(_)) {
-                *spec = Spec::Inherited(Endpoint::Stdio);
-            }
-        }
+        self.close_listener();
     }
 
     pub(super) fn at_capacity(&self) -> bool {
-        self.cfg.max_conns.is_some_and(|max| self.active >= max)
+        self.cfg.max_conns.is_some_and(|max| self.live() >= max)
     }
 
     pub(super) fn accept_all(&mut self) {
@@ -47,18 +41,24 @@ impl Server<'_> {
             if !self.accepting || self.accept_paused_until.is_some() {
                 return;
             }
-            if self.at_capacity() {
+            if !self.reserve() {
                 // Beyond --max-conns, clients wait in the backlog.
                 self.poll_listener(false);
                 return;
             }
             let Some((_, listener)) = self.listener() else {
+                self.unreserve();
                 return;
             };
-            match listener.accept() {
+            let accepted = listener.accept();
+            if accepted.is_err() {
+                self.unreserve();
+            }
+            match accepted {
                 Ok((fd, peer)) => {
                     self.accept_backoff = ACCEPT_BACKOFF_FIRST;
                     if set_nonblocking(fd.as_raw_fd()).is_err() {
+                        self.unreserve();
                         continue;
                     }
                     self.start_conn(Some((fd, peer)));
@@ -84,6 +84,11 @@ impl Server<'_> {
                         self.accept_backoff = (self.accept_backoff * 2).min(ACCEPT_BACKOFF_MAX);
                         self.poll_listener(false);
                         self.poller.timer(until, ACCEPT_RESUME);
+                        return;
+                    }
+                    // Shut down (another worker stopped accepting): not listening now.
+                    Some(Errno::EINVAL) => {
+                        self.stop_accepting();
                         return;
                     }
                     // accept(2): errors of the pending connection; treat like EAGAIN, retry.

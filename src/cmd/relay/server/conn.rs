@@ -1,6 +1,7 @@
 //! Moving a connection's bytes both ways, and ending it.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use nix::fcntl::{fcntl, FcntlArg};
@@ -95,8 +96,8 @@ impl Server<'_> {
         if !(conn.sides[0].open() && conn.sides[1].open()) {
             return;
         }
-        if self.log.is_some() && conn.upstream.is_none() {
-            let side = upstream_side(&self.specs);
+        if self.shared.log.is_some() && conn.upstream.is_none() {
+            let side = upstream_side(self.specs);
             if let Some(fd) = &conn.sides[side].fd {
                 conn.upstream = getpeername(fd.as_raw_fd()).ok();
             }
@@ -175,7 +176,7 @@ impl Server<'_> {
     /// The side the relay connected to (B when it connected to both), as its peer
     /// address once connected, else the address it was trying, else its URI.
     fn upstream(&self, conn: &Conn) -> String {
-        let side = upstream_side(&self.specs);
+        let side = upstream_side(self.specs);
         if let Some(addr) = &conn.upstream {
             return addr.to_string();
         }
@@ -243,6 +244,7 @@ impl Server<'_> {
         }
         let report = ConnReport {
             id: conn.id,
+            seq: self.shared.ended.fetch_add(1, Ordering::Relaxed),
             peer: conn.peer.clone(),
             upstream,
             seconds: conn.started.elapsed().as_secs_f64(),
@@ -262,13 +264,16 @@ impl Server<'_> {
         if self.opts.verbose {
             eprintln!("zerocat: {}", report.line());
         }
-        if let Some(log) = &mut self.log {
-            log.connection(&report, self.worker);
+        if let Some(log) = &self.shared.log {
+            if let Ok(mut log) = log.lock() {
+                log.connection(&report, self.worker);
+            }
         }
         self.tally.add(report);
         self.gens[idx] = self.gens[idx].wrapping_add(1);
         self.free.push(idx);
         self.active -= 1;
+        self.unreserve();
         if self.accepting && self.accept_paused_until.is_none() && !self.at_capacity() {
             self.poll_listener(true);
         }
