@@ -523,8 +523,17 @@ fn idle_connections_are_closed_after_the_timeout() {
 
 #[test]
 fn max_conns_keeps_the_next_client_waiting() {
+    // --max-conns bounds the process, not each worker.
+    for workers in ["1", "2"] {
+        max_conns_case(workers);
+    }
+}
+
+fn max_conns_case(workers: &str) {
     let backend = tcp_backend(Serve::Echo);
     let relay = Rig::new().relay(&[
+        "--workers",
+        workers,
         "--max-conns",
         "1",
         "tcp-listen:0",
@@ -539,7 +548,7 @@ fn max_conns_keeps_the_next_client_waiting() {
     second.set_timeout(Some(Duration::from_millis(300)));
     let err = second
         .read(&mut one)
-        .expect_err("served beyond --max-conns");
+        .expect_err(&format!("served beyond --max-conns with {workers} workers"));
     assert!(matches!(
         err.kind(),
         ErrorKind::WouldBlock | ErrorKind::TimedOut
