@@ -348,5 +348,11 @@ fn plan(cfg: &RelayConfig, policy: Policy, tuning: &Tuning) -> String {
     if cfg.grace != GRACE {
         let _ = write!(s, "; grace {:.3} s", cfg.grace.as_secs_f64());
     }
+    if let Some(n) = cfg.workers {
+        let _ = write!(s, "; {n} workers (with a listener)");
+    }
+    if let Some(path) = &cfg.log {
+        let _ = write!(s, "; a log line per connection into {}", path.display());
+    }
     s
 }
