@@ -179,6 +179,7 @@ fn run_workers(
         let handles: Vec<_> = (0..workers)
             .map(|worker| {
                 scope.spawn(move || {
+                    let _stop = StopOnPanic(&shared.stop);
                     let served =
                         Server::new(opts, cfg, *tuning, specs, policy, shared, worker, workers)
                             .and_then(|mut server| {
@@ -196,6 +197,7 @@ fn run_workers(
         let mut interrupted = false;
         let mut tally = Tally::default();
         let mut failure = None;
+        let mut panicked = None;
         for handle in handles {
             match handle.join() {
                 Ok(Ok((stopped, t))) => {
@@ -203,14 +205,30 @@ fn run_workers(
                     tally.merge(t);
                 }
                 Ok(Err(e)) => failure = Some(e),
-                Err(panic) => std::panic::resume_unwind(panic),
+                // The others were stopped (StopOnPanic); the panic goes on once they end.
+                Err(panic) => panicked = Some(panic),
             }
+        }
+        if let Some(panic) = panicked {
+            std::panic::resume_unwind(panic);
         }
         match failure {
             Some(e) => Err(e),
             None => Ok((interrupted, tally)),
         }
     })
+}
+
+/// Stops the other workers (as on a signal) when a worker panics: the scope that runs
+/// them waits for every one.
+struct StopOnPanic<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
 }
 
 /// `--workers` when not given: the CPUs this process may run on (its affinity mask and
