@@ -339,7 +339,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__relay)
-            opts="-q -v -h -V --once --max-conns --idle-timeout --connect-timeout --grow-pipes --splice-first --first-trial --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-j -q -v -h -V --once --max-conns --idle-timeout --connect-timeout --grace --log --workers --grow-pipes --splice-first --first-trial --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -354,6 +354,22 @@ _zerocat() {
                     return 0
                     ;;
                 --connect-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --workers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -j)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -181,7 +181,7 @@ ExecStart=/usr/bin/zerocat \-q relay systemd:web tcp:10.0.0.5:8080
 .fi
 .RE
 .PP
-Durations (\fB\-\-idle\-timeout\fR, \fB\-\-connect\-timeout\fR, \fBinterval=\fR) are at most
+Durations (\fB\-\-idle\-timeout\fR, \fB\-\-connect\-timeout\fR, \fB\-\-grace\fR, \fBinterval=\fR) are at most
 8760h (one year); a timeout of 0 is a usage error. An option given twice takes the last
 value.
 .PP
@@ -240,7 +240,11 @@ connection ends with \fBno pipe for A \-> B\fR), and the buffers at most 16 MiB 
 of them): a direction that finds none waits until one is given back.
 \fB\-\-max\-conns\fR defaults to what the open\-file limit holds (the soft limit is raised
 to the hard one first), so idle clients wait in the listen backlog rather than run the
-relay out of fds.
+relay out of fds; it bounds the whole process, whatever \fB\-\-workers\fR.
+With a listener, \fB\-\-workers\fR \fIN\fR event loops (threads; default: the CPUs the
+process may run on) share it: a new connection wakes one loop that is waiting
+(\fBEPOLLEXCLUSIVE\fR), so an idle loop takes most of a light load. The budgets above
+are split between them, and the report sums them.
 Inherited stdin, stdout and \fBfd:\fIN\fR get their file status flags
 (\fBO_NONBLOCK\fR) back at the end, also on SIGHUP, SIGQUIT and a crash.
 .TP
@@ -377,10 +381,37 @@ client's address), \fBseconds\fR, \fBended\fR (\fBeof\fR, \fBreset\fR,
 \fBbytes\fR, \fBpaths\fR, \fBfallbacks\fR, \fBswitches\fR (how often the adaptive
 choice moved between \fBsplice\fR and \fBuserspace\fR), \fBundelivered\fR (bytes
 taken from the source that could not be written out when the connection was cut: 0 on
-a clean end), \fBended\fR and \fBerror\fR.
+a clean end; when the grace of a stop signal ends, also what a TCP sink had still not
+sent after a last 100 ms to drain, since the reset drops it), \fBended\fR and \fBerror\fR.
 .TP
 \fBconnections_omitted\fR
 connections that ended before those listed, counted in the totals but not listed.
+.TP
+\fBlog_error\fR
+present only when \fB\-\-log\fR stopped on a write error: its text.
+.SH RELAY LOG
+\fBrelay \-\-log\fR \fIPATH\fR writes one JSON object per line into \fIPATH\fR
+(opened for appending and created 0644; a FIFO waits for its reader) or, with
+\fB\-\fR, on stderr. Each line is written with one \fBwrite\fR(2) as it happens. The
+first line is written at start, so a log that cannot be written (\fB/dev/full\fR, a full
+disk) is an error before anything is served; a write that fails later stops the log,
+said once on stderr and as \fBlog_error\fR in the report. The field names are stable:
+.TP
+\fB{"event":"start"}\fR
+\fBtime\fR, \fBevent\fR, \fBa\fR and \fBb\fR (the URIs), \fBpid\fR.
+.TP
+\fB{"event":"connection"}\fR
+one per connection, when it ended: \fBtime\fR (UTC, RFC 3339 to the millisecond,
+\fB2026\-11\-23T16:34:40.123Z\fR), \fBevent\fR, \fBid\fR (as in the report),
+\fBworker\fR (the event loop that served it, from 0), \fBclient\fR (the accepted
+peer's address; without a listener, side A), \fBupstream\fR (the address the relay
+connected to, or the URI when it never connected), \fBseconds\fR, \fBended\fR and
+\fBerror\fR (as in the report: \fBeof\fR, \fBreset\fR, \fBerror\fR,
+\fBidle\-timeout\fR, \fBconnect\-failed\fR, \fBsignal\fR; the error text or null), and
+\fBa_to_b\fR and \fBb_to_a\fR with \fBbytes\fR, \fBpaths\fR (each \fBpath\fR and
+\fBbytes\fR), \fBfallbacks\fR (each \fBfrom\fR, \fBto\fR, \fBerrno\fR,
+\fBreason\fR), \fBswitches\fR, \fBundelivered\fR, \fBended\fR and \fBerror\fR.
+Readers should ignore fields they do not know: new ones may be added.
 .SH PROGRESS AND RATE LIMIT
 A progress bar is drawn on stderr when stderr is a terminal (\fB\-\-progress\fR forces
 it, \fB\-q\fR and \fB\-\-no\-progress\fR hide it): bytes delivered, rate, elapsed time,
@@ -512,6 +543,9 @@ stop taking bytes from the source; bytes already taken (in zerocat's pipes or bu
 are still delivered while the sinks take them, for at most one second (a second signal
 cuts that short), so a reader that stalls cannot hold the run; the report is printed with
 the bytes each sink got; exit status 130.
+\fBrelay\fR stops accepting at once and lets the connections in flight go on for
+\fB\-\-grace\fR (default 2 s); then it resets those still open, reported as ended by
+\fBsignal\fR. A second signal cuts them at once.
 .TP
 SIGUSR1
 print one progress line on stderr (dd's habit), bar or no bar:

@@ -282,6 +282,19 @@ pub struct RelayArgs {
     /// a `proxy` listener waits for a PROXY header (default 5 s).
     #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
     pub connect_timeout: Option<std::time::Duration>,
+    /// After SIGINT/SIGTERM: stop accepting, let the connections in flight finish for this
+    /// long, then cut (reset) the rest; a second signal cuts them at once. 0: cut at once.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = endpoint::parse_duration)]
+    pub grace: std::time::Duration,
+    /// Write one JSON line per connection as it ends, into PATH (appended; a FIFO works)
+    /// or `-` (stderr); the fields are listed under RELAY LOG.
+    #[arg(long, value_name = "PATH")]
+    pub log: Option<std::path::PathBuf>,
+    /// Event loops serving a listener, each in a thread of its own; the listener is shared
+    /// and a new connection goes to a loop that is waiting. Default: the CPUs available to
+    /// the process. One session (no listener) or --once: one.
+    #[arg(long, short = 'j', value_name = "N")]
+    pub workers: Option<usize>,
     /// Grow busy relay pipes to pipe-max-size: less CPU, but slower on loopback
     /// (bench/RESULTS.md, `relay: pipes stay at 64 KiB`).
     #[arg(long, hide = true)]
@@ -372,6 +385,9 @@ impl Cli {
                     max_conns: args.max_conns,
                     idle_timeout: args.idle_timeout,
                     connect_timeout: args.connect_timeout,
+                    grace: args.grace,
+                    log: args.log,
+                    workers: args.workers,
                 },
                 crate::cmd::relay::Tuning {
                     grow_pipes: args.grow_pipes,

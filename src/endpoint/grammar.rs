@@ -453,7 +453,7 @@ const DURATION_MAX: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// A duration as written on the command line: a number with a unit `ms`, `s`, `m` or `h`
 /// (`500ms`, `2s`, `1.5s`, `5m`); a bare number is seconds. At most [`DURATION_MAX`].
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let expected = "expected a duration such as 500ms, 2s, 1.5s, 5m or 1h";
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))

@@ -187,6 +187,12 @@ impl Listener {
         self.accept_from().map(|a| (a.fd, a.peer))
     }
 
+    /// Several sockets, or connections waiting for their PROXY header: accepting goes
+    /// through state of this listener's own (its epoll, the greetings in flight).
+    pub fn is_multiplexed(&self) -> bool {
+        self.mux.is_some()
+    }
+
     /// [`Listener::accept`], with the addresses a PROXY header would carry.
     pub fn accept_from(&self) -> io::Result<Accepted> {
         let Some(mux) = &self.mux else {

@@ -153,6 +153,12 @@ pub fn unsent(fd: BorrowedFd<'_>) -> Result<usize, Errno> {
     ioctl_count(fd, libc::TIOCOUTQ)
 }
 
+/// Bytes a TCP socket holds that it has not sent yet (SIOCOUTQNSD): a reset drops
+/// them, while bytes sent but not yet acknowledged still reach the peer ahead of the RST.
+pub fn not_sent(fd: BorrowedFd<'_>) -> Result<usize, Errno> {
+    ioctl_count(fd, libc::SIOCOUTQNSD as libc::Ioctl)
+}
+
 /// The size of a memory page: a pipe holds `F_GETPIPE_SZ / page_size()` buffers.
 pub fn page_size() -> usize {
     nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)

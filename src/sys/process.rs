@@ -89,6 +89,11 @@ pub fn interrupted() -> bool {
     STOP_SIGNALS.load(Ordering::Relaxed) > 0
 }
 
+/// True once a second SIGINT/SIGTERM arrived: whatever grace is left ends at once.
+pub fn stopped_twice() -> bool {
+    STOP_SIGNALS.load(Ordering::Relaxed) > 1
+}
+
 /// True once the stop's grace is over: a second SIGINT/SIGTERM, or a second since the
 /// first. Until then a loop delivering bytes it already took from the source retries
 /// EINTR (the tick wakes it every 100 ms); after, it stops with those bytes undelivered,

@@ -406,6 +406,129 @@ fn relay_signal_case(signal: Signal, via: &str) {
     );
 }
 
+/// The byte at offset `i` of [`relay_a_client_that_stopped_reading_when_the_grace_ends`]'s
+/// stream: every offset checkable on its own.
+fn pattern(i: u64) -> u8 {
+    (i % 251) as u8 ^ (i >> 16) as u8
+}
+
+/// A client that stops reading when the signal comes: when the grace ends, the relay's
+/// send queue towards it is full, and the reset (SO_LINGER 0) drops that queue. Those bytes
+/// never arrive, so the report must not count them as delivered: what the client can read
+/// after the cut is exactly the report's `bytes`, the rest is `undelivered`.
+#[test]
+fn relay_a_client_that_stopped_reading_when_the_grace_ends() {
+    for via in ["auto", "splice", "userspace"] {
+        let (got, conn) = stalled_client_cut(via, &["--grace", "300ms"], &[Signal::SIGTERM]);
+        let reported = conn["b_to_a"]["bytes"].as_u64().unwrap();
+        assert_eq!(got, reported, "via {via}: received != reported: {conn}");
+        assert!(
+            conn["b_to_a"]["undelivered"].as_u64().unwrap() > 0,
+            "via {via}: the relay's send queue was full at the cut: {conn}"
+        );
+        dir_paths(&conn["b_to_a"]).unwrap();
+        eprintln!("via {via}: client stopped reading: received {got} B = reported; {conn}");
+    }
+}
+
+/// `--grace`: a second signal cuts the connections in flight at once (a 60 s grace does
+/// not hold the run), and `--grace 0` cuts them at the first; either way they are
+/// reported as cut by the signal, exit 130.
+#[test]
+fn relay_a_second_signal_or_grace_0_cuts_at_once() {
+    for (grace, signals) in [
+        ("60s", &[Signal::SIGTERM, Signal::SIGINT][..]),
+        ("0", &[Signal::SIGINT][..]),
+    ] {
+        let started = Instant::now();
+        let (got, conn) = stalled_client_cut("auto", &["--grace", grace], signals);
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(10),
+            "--grace {grace}, {signals:?}: took {took:?}"
+        );
+        assert_eq!(got, conn["b_to_a"]["bytes"].as_u64().unwrap(), "{conn}");
+        eprintln!("--grace {grace}, {signals:?}: cut in {took:?}, received {got} B = reported");
+    }
+}
+
+/// `relay --once [global] tcp-listen:0 tcp:BACKEND`, the backend sending a checkable stream
+/// as fast as it can; the client reads 1 MiB, then stops reading; `signals` go to the relay
+/// (100 ms apart). Returns what the client could read after the cut (every byte checked)
+/// and the connection's report, once the run ended with 130 and the connection ended
+/// "signal" with a reset.
+fn stalled_client_cut(via: &str, opts: &[&str], signals: &[Signal]) -> (u64, Value) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let backend = listener.local_addr().unwrap().to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let server = thread::spawn(move || {
+        let Some(mut s) = crate::rig::accept_until(&listener, &stop2) else {
+            return 0u64;
+        };
+        let mut sent = 0u64;
+        let mut block = vec![0u8; 64 << 10];
+        loop {
+            for (k, b) in block.iter_mut().enumerate() {
+                *b = pattern(sent + k as u64);
+            }
+            match s.write(&block) {
+                Ok(n) => sent += n as u64,
+                Err(_) => return sent,
+            }
+        }
+    });
+    let backend = format!("tcp:{backend}");
+    let mut args = vec!["--once"];
+    args.extend(opts);
+    args.extend(["tcp-listen:0", &backend]);
+    let relay = Rig::new().args(["--via", via]).relay(&args);
+    let mut client = TcpStream::connect(relay.addr()).unwrap();
+    client.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut got = 0u64;
+    let mut buf = vec![0u8; 64 << 10];
+    let check = |buf: &[u8], got: &mut u64| {
+        for (k, b) in buf.iter().enumerate() {
+            assert_eq!(*b, pattern(*got + k as u64), "byte {}", *got + k as u64);
+        }
+        *got += buf.len() as u64;
+    };
+    while got < 1 << 20 {
+        let n = client.read(&mut buf).unwrap();
+        check(&buf[..n], &mut got);
+    }
+    // The client stops reading: its receive queue and the relay's send queue fill.
+    thread::sleep(Duration::from_millis(300));
+    for (i, signal) in signals.iter().enumerate() {
+        if i > 0 {
+            thread::sleep(Duration::from_millis(100));
+        }
+        relay.signal(*signal);
+    }
+    let end = relay.finish();
+    stop.store(true, Ordering::SeqCst);
+    let mut reset = false;
+    loop {
+        match client.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => check(&buf[..n], &mut got),
+            Err(e) => {
+                reset = e.kind() == std::io::ErrorKind::ConnectionReset;
+                break;
+            }
+        }
+    }
+    server.join().unwrap();
+    assert_eq!(end.code(), Some(130), "via {via}: {}", end.stderr);
+    let conn = end.connections()[0].clone();
+    assert_eq!(conn["ended"], "signal", "via {via}: {conn}");
+    assert!(
+        reset,
+        "via {via}: a cut connection must not look like a clean end"
+    );
+    (got, conn)
+}
+
 // =============================================================================================
 // RST against FIN
 // =============================================================================================
@@ -455,7 +578,8 @@ fn relay_a_reset_mid_stream_reaches_the_other_side_as_a_reset() {
             assert!(listener.seen.exact, "{name}: wrong bytes");
             assert!(
                 listener.seen.bytes <= entry[key]["bytes"].as_u64().unwrap(),
-                "{name}"
+                "{name}: {} B seen, {entry}",
+                listener.seen.bytes
             );
             dir_paths(&entry[key]).unwrap();
             eprintln!(

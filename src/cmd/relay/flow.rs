@@ -377,6 +377,28 @@ impl Flow {
         self.choice.fall_back();
     }
 
+    /// The sink's kernel queue held `n` of the bytes counted as delivered when it was reset
+    /// (SO_LINGER 0 drops them): they are taken back from the count and from the paths,
+    /// the path running now first (the newest bytes are the ones still queued).
+    pub fn withdraw(&mut self, n: u64) {
+        let n = n.min(self.delivered);
+        self.delivered -= n;
+        let now = if self.choice.splicing() {
+            DataPath::Splice
+        } else {
+            DataPath::Userspace
+        };
+        let mut left = n;
+        let paths = &mut self.record.paths;
+        let first = paths.iter().position(|(p, _)| *p == now);
+        let order = first.into_iter().chain((0..paths.len()).rev());
+        for i in order {
+            let take = left.min(paths[i].1);
+            paths[i].1 -= take;
+            left -= take;
+        }
+    }
+
     fn deliver(&mut self, path: DataPath, n: usize) {
         self.delivered += n as u64;
         self.record.add(path, n as u64);

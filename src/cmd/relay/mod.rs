@@ -2,7 +2,8 @@
 //!
 //! A listener on either side serves every connection it accepts, concurrently, each paired
 //! with a fresh connection to the other side (`--once`: one). Two connectors, or `-` and a
-//! connector, relay one session. One thread, one epoll loop ([`poller`]); each direction
+//! connector, relay one session. With a listener, `--workers` threads each run an epoll
+//! loop ([`poller`]) over the one shared listener; one session runs one. Each direction
 //! of each connection is a [`flow::Flow`]: splice through a pipe of our own, or read/write
 //! through a pooled buffer ([`pool`]), chosen per direction and adaptively under
 //! `--via auto` ([`mod@policy`]).
@@ -10,10 +11,12 @@
 //! Ends: EOF from one side is passed on as a half-close (`shutdown(SHUT_WR)`) once every
 //! byte is delivered, and the other direction keeps going until its own EOF (no cut-off
 //! timer). A reset or an error on one side resets the other (SO_LINGER 0). SIGINT/SIGTERM:
-//! stop accepting, give connections in flight [`GRACE`] to finish, report, exit 130.
+//! stop accepting, give connections in flight `--grace` (default [`GRACE`]) to finish,
+//! cut the rest (a second signal cuts them at once), report, exit 130.
 
 mod end;
 mod flow;
+mod log;
 mod policy;
 mod poller;
 mod pool;
@@ -33,11 +36,11 @@ use crate::units::human_bytes;
 
 use end::{ConnEnd, Side};
 use policy::Policy;
-use report::{ConnReport, Summary};
-use server::{Server, Spec};
+use report::{ConnReport, Summary, Tally};
+use server::{Server, Shared, Spec};
 
-/// How long connections in flight may go on after SIGINT/SIGTERM (documented in the
-/// man page, under `relay`).
+/// How long connections in flight may go on after SIGINT/SIGTERM when `--grace` is not
+/// given (the CLI's default, "2s", says the same).
 pub const GRACE: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
@@ -52,6 +55,12 @@ pub struct RelayConfig {
     pub idle_timeout: Option<Duration>,
     /// Give up a connection attempt after this long (each attempt of `retry=N`).
     pub connect_timeout: Option<Duration>,
+    /// After SIGINT/SIGTERM, how long connections in flight may go on before they are cut.
+    pub grace: Duration,
+    /// `--log`: a JSON line per connection into this file (`-`: stderr).
+    pub log: Option<std::path::PathBuf>,
+    /// Event loops serving a listener (threads); None: one per CPU available.
+    pub workers: Option<usize>,
 }
 
 /// Knobs for tests and measurements, set by hidden flags: not options of the product, so
@@ -89,6 +98,14 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
     if opts.explain {
         return Ok(ExitCode::Success);
     }
+    let log = match &cfg.log {
+        Some(path) => Some(log::ConnLog::open(
+            &path.to_string_lossy(),
+            &cfg.a.to_string(),
+            &cfg.b.to_string(),
+        )?),
+        None => None,
+    };
     let specs = [
         spec(&cfg.a, cfg.connect_timeout)?,
         spec(&cfg.b, cfg.connect_timeout)?,
@@ -100,17 +117,38 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         max_conns,
         ..cfg.clone()
     };
+    // One session, or --once: one loop. A listener: --workers loops share it — but not
+    // a multiplexed one (several systemd sockets, or `proxy`): its greetings are state of
+    // its own that one loop drives.
+    let multiplexed = specs
+        .iter()
+        .any(|s| matches!(s, Spec::Listen(l) if l.is_multiplexed()));
+    let workers = if single_session || once || multiplexed {
+        1
+    } else {
+        cfg.workers.unwrap_or_else(default_workers)
+    };
     let started = Instant::now();
-    let mut server = Server::new(opts, &cfg_run, *tuning, specs, policy)?;
-    let interrupted = server.run()?;
-    let tally = std::mem::take(&mut server.tally);
-    drop(server);
+    let shared = Shared::new(log);
+    let (interrupted, tally) = if workers == 1 {
+        let mut server = Server::new(opts, &cfg_run, *tuning, &specs, policy, &shared, 0, workers)?;
+        let interrupted = server.run()?;
+        (interrupted, std::mem::take(&mut server.tally))
+    } else {
+        run_workers(opts, &cfg_run, tuning, &specs, policy, &shared, workers)?
+    };
+    drop(specs);
+    let log_error = shared
+        .log
+        .and_then(|log| log.into_inner().ok())
+        .and_then(|log| log.error);
     let seconds = started.elapsed().as_secs_f64();
     let summary = Summary {
         cfg,
         tally: &tally,
         seconds,
         interrupted,
+        log_error: log_error.as_deref(),
     };
     opts.print_report(&summary.render(opts.stats));
     if interrupted {
@@ -131,6 +169,80 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         }
     }
     Ok(ExitCode::Success)
+}
+
+/// `--workers` event loops, each in a thread of its own, serving the one listener; the
+/// main thread only waits (it is the one the stop signals reach). Returns whether a
+/// signal stopped them, and their tallies added up.
+fn run_workers(
+    opts: &Options,
+    cfg: &RelayConfig,
+    tuning: &Tuning,
+    specs: &[Spec; 2],
+    policy: Policy,
+    shared: &Shared,
+    workers: usize,
+) -> anyhow::Result<(bool, Tally)> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|worker| {
+                scope.spawn(move || {
+                    let _stop = StopOnPanic(&shared.stop);
+                    let served =
+                        Server::new(opts, cfg, *tuning, specs, policy, shared, worker, workers)
+                            .and_then(|mut server| {
+                                let interrupted = server.run()?;
+                                Ok((interrupted, std::mem::take(&mut server.tally)))
+                            });
+                    if served.is_err() {
+                        // The others stop as on a signal (their grace, then the report).
+                        shared.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    served
+                })
+            })
+            .collect();
+        let mut interrupted = false;
+        let mut tally = Tally::default();
+        let mut failure = None;
+        let mut panicked = None;
+        for handle in handles {
+            match handle.join() {
+                Ok(Ok((stopped, t))) => {
+                    interrupted |= stopped;
+                    tally.merge(t);
+                }
+                Ok(Err(e)) => failure = Some(e),
+                // The others were stopped (StopOnPanic); the panic goes on once they end.
+                Err(panic) => panicked = Some(panic),
+            }
+        }
+        if let Some(panic) = panicked {
+            std::panic::resume_unwind(panic);
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok((interrupted, tally)),
+        }
+    })
+}
+
+/// Stops the other workers (as on a signal) when a worker panics: the scope that runs
+/// them waits for every one.
+struct StopOnPanic<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+/// `--workers` when not given: the CPUs this process may run on (its affinity mask and
+/// cgroup quota, as `std::thread::available_parallelism` reads them).
+fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Fds a connection may hold: two sockets, and a pipe (two fds) each way.
@@ -201,6 +313,9 @@ fn check_sides(cfg: &RelayConfig) -> anyhow::Result<()> {
             UsageError("relay: neither side is a socket to connect or listen on".into()).into(),
         );
     }
+    if cfg.workers == Some(0) {
+        return Err(UsageError("--workers must be at least 1".into()).into());
+    }
     if cfg.max_conns == Some(0) {
         return Err(UsageError("--max-conns must be at least 1".into()).into());
     }
@@ -254,6 +369,15 @@ fn plan(cfg: &RelayConfig, policy: Policy, tuning: &Tuning) -> String {
     }
     if let Some(d) = cfg.connect_timeout {
         let _ = write!(s, "; connect timeout {:.3} s", d.as_secs_f64());
+    }
+    if cfg.grace != GRACE {
+        let _ = write!(s, "; grace {:.3} s", cfg.grace.as_secs_f64());
+    }
+    if let Some(n) = cfg.workers {
+        let _ = write!(s, "; {n} workers (with a listener)");
+    }
+    if let Some(path) = &cfg.log {
+        let _ = write!(s, "; a log line per connection into {}", path.display());
     }
     s
 }

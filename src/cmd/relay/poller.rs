@@ -24,6 +24,9 @@ pub struct Poller {
     events: Vec<libc::epoll_event>,
     /// The signal mask to wait with (SIGINT/SIGTERM unblocked); the thread's mask outside.
     wait_mask: SigSet,
+    /// The longest wait: a worker that never receives the stop signals itself looks at
+    /// their flag this often.
+    max_wait_ms: Option<i32>,
     timers: BinaryHeap<Reverse<(Instant, u64)>>,
 }
 
@@ -38,6 +41,25 @@ pub struct Ready {
 impl Poller {
     /// Creates the epoll instance and blocks SIGINT/SIGTERM outside of [`Poller::wait`].
     pub fn new() -> nix::Result<Poller> {
+        Poller::with_signals(true)
+    }
+
+    /// A worker's poller (`--workers` above 1): the calling thread blocks SIGINT, SIGTERM
+    /// and SIGALRM for good, so they reach the main thread only (and the tick of
+    /// `sys::process` interrupts no worker's syscall); the wait wakes every 100 ms to look
+    /// at the stop flag.
+    pub fn for_worker() -> nix::Result<Poller> {
+        let mut blocked = SigSet::empty();
+        blocked.add(Signal::SIGINT);
+        blocked.add(Signal::SIGTERM);
+        blocked.add(Signal::SIGALRM);
+        nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&blocked), None)?;
+        let mut poller = Poller::with_signals(false)?;
+        poller.max_wait_ms = Some(100);
+        Ok(poller)
+    }
+
+    fn with_signals(unblock_in_wait: bool) -> nix::Result<Poller> {
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
         let mut stop = SigSet::empty();
         stop.add(Signal::SIGINT);
@@ -45,12 +67,18 @@ impl Poller {
         let mut old = SigSet::empty();
         nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&stop), Some(&mut old))?;
         let mut wait_mask = old;
-        wait_mask.remove(Signal::SIGINT);
-        wait_mask.remove(Signal::SIGTERM);
+        if unblock_in_wait {
+            wait_mask.remove(Signal::SIGINT);
+            wait_mask.remove(Signal::SIGTERM);
+        } else {
+            wait_mask.add(Signal::SIGINT);
+            wait_mask.add(Signal::SIGTERM);
+        }
         Ok(Poller {
             epoll,
             events: vec![libc::epoll_event { events: 0, u64: 0 }; 1024],
             wait_mask,
+            max_wait_ms: None,
             timers: BinaryHeap::new(),
         })
     }
@@ -70,11 +98,18 @@ impl Poller {
 
     /// Watches a listening socket for readability, level-triggered: while connections wait
     /// in the backlog it keeps saying so (accept is paused by not asking, not by ignoring).
-    pub fn add_listener(&self, fd: RawFd, token: u64) -> nix::Result<()> {
+    /// `shared`: several workers watch the one listener, so it is exclusive — a new
+    /// connection wakes one of those waiting (a busy worker is passed over), not all of
+    /// them. (The kernel refuses EPOLLEXCLUSIVE on an epoll fd, which a multiplexed
+    /// listener is; such a listener has one worker.)
+    pub fn add_listener(&self, fd: RawFd, token: u64, shared: bool) -> nix::Result<()> {
         // SAFETY: as in add().
         let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-        self.epoll
-            .add(fd, EpollEvent::new(EpollFlags::EPOLLIN, token))
+        let mut flags = EpollFlags::EPOLLIN;
+        if shared {
+            flags |= EpollFlags::EPOLLEXCLUSIVE;
+        }
+        self.epoll.add(fd, EpollEvent::new(flags, token))
     }
 
     pub fn delete(&self, fd: RawFd) {
@@ -113,6 +148,10 @@ impl Poller {
                         .min(i32::MAX as u128) as i32
                 }
             }
+        };
+        let timeout_ms = match self.max_wait_ms {
+            Some(max) if timeout_ms < 0 || timeout_ms > max => max,
+            _ => timeout_ms,
         };
         // SAFETY: the events buffer is valid for its length; the mask is a valid sigset.
         let n = unsafe {

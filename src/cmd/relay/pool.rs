@@ -57,6 +57,8 @@ pub struct Pools {
     /// Capacity of every pipe alive (held or pooled).
     pipe_bytes: Rc<Cell<usize>>,
     budget: usize,
+    /// [`BUFFER_BUDGET`], or this worker's share of it.
+    buffer_budget: usize,
     /// Grow busy pipes to `pipe-max-size` (within the budget).
     grow: bool,
 }
@@ -69,8 +71,18 @@ impl Pools {
             buffers_alive: 0,
             pipe_bytes: Rc::new(Cell::new(0)),
             budget,
+            buffer_budget: BUFFER_BUDGET,
             grow,
         }
+    }
+
+    /// One worker's share of both budgets when `workers` event loops run (the process
+    /// stays within the budgets), at least one pipe and one buffer.
+    pub fn share(mut self, workers: usize) -> Pools {
+        let workers = workers.max(1);
+        self.budget = (self.budget / workers).max(PIPE_DEFAULT);
+        self.buffer_budget = (BUFFER_BUDGET / workers).max(BUFFER_SIZE);
+        self
     }
 
     pub fn pipe_budget(&self) -> usize {
@@ -114,13 +126,13 @@ impl Pools {
         }
     }
 
-    /// A buffer within [`BUFFER_BUDGET`], or none: the direction waits. `drain`: for bytes
+    /// A buffer within the buffer budget ([`BUFFER_BUDGET`] or a worker's share), or none: the direction waits. `drain`: for bytes
     /// already in our own pipe, which may go over the budget (the pipes bound them).
     pub(super) fn take_buffer(&mut self, drain: bool) -> Option<Box<[u8]>> {
         if let Some(buf) = self.buffers.pop() {
             return Some(buf);
         }
-        if !drain && (self.buffers_alive + 1) * BUFFER_SIZE > BUFFER_BUDGET {
+        if !drain && (self.buffers_alive + 1) * BUFFER_SIZE > self.buffer_budget {
             return None;
         }
         self.buffers_alive += 1;
@@ -128,7 +140,8 @@ impl Pools {
     }
 
     pub(super) fn give_buffer(&mut self, buf: Box<[u8]>) {
-        if self.buffers.len() < BUFFERS_POOLED && self.buffers_alive * BUFFER_SIZE <= BUFFER_BUDGET
+        if self.buffers.len() < BUFFERS_POOLED
+            && self.buffers_alive * BUFFER_SIZE <= self.buffer_budget
         {
             self.buffers.push(buf);
         } else {
@@ -138,7 +151,7 @@ impl Pools {
 
     /// A direction waiting for a buffer could have one now.
     pub fn buffer_free(&self) -> bool {
-        !self.buffers.is_empty() || (self.buffers_alive + 1) * BUFFER_SIZE <= BUFFER_BUDGET
+        !self.buffers.is_empty() || (self.buffers_alive + 1) * BUFFER_SIZE <= self.buffer_budget
     }
 }
 

@@ -24,7 +24,12 @@ pub struct FlowReport {
 #[derive(Debug, Clone)]
 pub struct ConnReport {
     pub id: u64,
+    /// Its place in the order connections ended, over every worker.
+    pub seq: u64,
+    /// The client: the accepted socket's peer (without a listener, side A's name).
     pub peer: String,
+    /// The side the relay connected to, as connected (its peer address), or its URI.
+    pub upstream: String,
     pub seconds: f64,
     /// [A -> B, B -> A]
     pub flows: [FlowReport; 2],
@@ -56,6 +61,28 @@ impl ConnReport {
             .str("peer", &self.peer)
             .float("seconds", self.seconds);
         end_json(&mut o, &self.end);
+        self.directions_json(&mut o);
+        o.finish()
+    }
+
+    /// The `--log` line (without its newline); the man page names every field.
+    pub fn log_line(&self, time: &str, worker: usize) -> String {
+        let mut o = JsonObject::new();
+        o.str("time", time)
+            .str("event", "connection")
+            .num("id", self.id)
+            .num("worker", worker as u64)
+            .str("client", &self.peer)
+            .str("upstream", &self.upstream)
+            .float("seconds", self.seconds);
+        end_json(&mut o, &self.end);
+        self.directions_json(&mut o);
+        o.finish()
+    }
+
+    /// `a_to_b` and `b_to_a`: bytes, paths, fallbacks (each with its errno), switches,
+    /// undelivered, and how the direction ended.
+    fn directions_json(&self, o: &mut JsonObject) {
         for (d, key) in ["a_to_b", "b_to_a"].iter().enumerate() {
             let f = &self.flows[d];
             let mut fo = JsonObject::new();
@@ -66,7 +93,6 @@ impl ConnReport {
             end_json(&mut fo, &f.ended);
             o.raw(key, &fo.finish());
         }
-        o.finish()
     }
 }
 
@@ -107,6 +133,27 @@ impl Tally {
         self.last.push_back(report);
     }
 
+    /// Adds another worker's tally: the totals, the first connection to end, and the
+    /// last [`LISTED`] of both in the order they ended.
+    pub fn merge(&mut self, other: Tally) {
+        self.count += other.count;
+        self.failed += other.failed;
+        for d in 0..2 {
+            self.bytes[d] += other.bytes[d];
+        }
+        self.record.merge(&other.record);
+        if let Some(first) = other.first {
+            if self.first.as_ref().map_or(true, |f| first.seq < f.seq) {
+                self.first = Some(first);
+            }
+        }
+        self.last.extend(other.last);
+        self.last.make_contiguous().sort_by_key(|r| r.seq);
+        while self.last.len() > LISTED {
+            self.last.pop_front();
+        }
+    }
+
     /// Connections that ended but are not listed.
     pub fn omitted(&self) -> u64 {
         self.count - self.last.len() as u64
@@ -126,6 +173,8 @@ pub(super) struct Summary<'a> {
     pub(super) tally: &'a Tally,
     pub(super) seconds: f64,
     pub(super) interrupted: bool,
+    /// `--log` stopped on a write error: the error's text.
+    pub(super) log_error: Option<&'a str>,
 }
 
 impl Summary<'_> {
@@ -150,6 +199,9 @@ impl Summary<'_> {
                 }
                 if self.interrupted {
                     s.push_str("; interrupted");
+                }
+                if let Some(e) = self.log_error {
+                    let _ = write!(s, "; {e}");
                 }
                 s
             }
@@ -176,6 +228,9 @@ impl Summary<'_> {
                 let conns: Vec<String> = t.last.iter().map(ConnReport::json).collect();
                 o.raw("connections", &json_array(&conns))
                     .num("connections_omitted", t.omitted());
+                if let Some(e) = self.log_error {
+                    o.str("log_error", e);
+                }
                 o.finish()
             }
         }

@@ -8,6 +8,8 @@ mod inherit;
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -16,14 +18,16 @@ use nix::sys::socket::SockaddrStorage;
 
 use super::end::ConnEnd;
 use super::flow::Flow;
+use super::log::ConnLog;
 use super::policy::Policy;
 use super::poller::{Poller, Ready};
 use super::pool::{Pools, PIPE_BUDGET};
 use super::report::Tally;
-use super::{RelayConfig, Tuning, GRACE};
+use super::{RelayConfig, Tuning};
 use crate::endpoint::proxy::Addresses;
 use crate::endpoint::{Accepted, ConnectOpts, Endpoint, Listener};
 use crate::options::Options;
+use crate::sys::process;
 use crate::sys::socket::set_nonblocking;
 
 const LISTENER: u64 = u64::MAX;
@@ -118,13 +122,39 @@ struct Conn {
     busy: bool,
     /// In `Server::starved`.
     starved: bool,
+    /// The connected upstream's address, taken at the first pump under `--log` (by the
+    /// end, a closed socket has no peer to ask).
+    upstream: Option<SockaddrStorage>,
+}
+
+/// What the workers (`--workers`) share: the count `--max-conns` bounds, connection ids,
+/// the order connections end in, the log, and a stop for when a worker fails.
+pub(super) struct Shared {
+    live: AtomicUsize,
+    next_id: AtomicU64,
+    ended: AtomicU64,
+    pub(super) log: Option<Mutex<ConnLog>>,
+    pub(super) stop: AtomicBool,
+}
+
+impl Shared {
+    pub(super) fn new(log: Option<ConnLog>) -> Shared {
+        Shared {
+            live: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
+            ended: AtomicU64::new(0),
+            log: log.map(Mutex::new),
+            stop: AtomicBool::new(false),
+        }
+    }
 }
 
 pub(super) struct Server<'a> {
     opts: &'a Options,
     cfg: &'a RelayConfig,
     tuning: Tuning,
-    specs: [Spec; 2],
+    specs: &'a [Spec; 2],
+    shared: &'a Shared,
     policy: Policy,
     poller: Poller,
     pools: Pools,
@@ -135,7 +165,6 @@ pub(super) struct Server<'a> {
     busy: VecDeque<u64>,
     /// Connections with a direction waiting for a buffer (pool::BUFFER_BUDGET).
     starved: VecDeque<u64>,
-    next_id: u64,
     accepting: bool,
     listener_polled: bool,
     /// epoll said the listener has connections waiting (level-triggered: it says so again
@@ -145,6 +174,10 @@ pub(super) struct Server<'a> {
     accept_paused_until: Option<Instant>,
     grace_until: Option<Instant>,
     pub(super) tally: Tally,
+    /// Which worker this loop is, from 0 (the log's lines say which).
+    worker: usize,
+    /// Other workers watch the same listener (`--workers` above 1).
+    listener_shared: bool,
 }
 
 /// No fd (or no memory) for a new socket: nobody's fault but the load; wait until one is
@@ -169,28 +202,39 @@ fn split_token(token: u64) -> (u32, usize, u64) {
 }
 
 impl<'a> Server<'a> {
+    /// The event loop of worker `worker` of `workers` (the only one: `workers` 1, run on
+    /// the calling thread, which gets the signals; else each in a thread of its own).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         opts: &'a Options,
         cfg: &'a RelayConfig,
         tuning: Tuning,
-        specs: [Spec; 2],
+        specs: &'a [Spec; 2],
         policy: Policy,
+        shared: &'a Shared,
+        worker: usize,
+        workers: usize,
     ) -> anyhow::Result<Server<'a>> {
+        let poller = if workers > 1 {
+            Poller::for_worker()?
+        } else {
+            Poller::new()?
+        };
         Ok(Server {
             opts,
             cfg,
             tuning,
             specs,
+            shared,
             policy,
-            poller: Poller::new()?,
-            pools: Pools::new(PIPE_BUDGET, tuning.grow_pipes),
+            poller,
+            pools: Pools::new(PIPE_BUDGET, tuning.grow_pipes).share(workers),
             conns: Vec::new(),
             gens: Vec::new(),
             free: Vec::new(),
             active: 0,
             busy: VecDeque::new(),
             starved: VecDeque::new(),
-            next_id: 1,
             accepting: false,
             listener_polled: false,
             listener_ready: false,
@@ -198,6 +242,8 @@ impl<'a> Server<'a> {
             accept_paused_until: None,
             grace_until: None,
             tally: Tally::default(),
+            worker,
+            listener_shared: workers > 1,
         })
     }
 
@@ -216,15 +262,28 @@ impl<'a> Server<'a> {
             self.accepting = true;
             self.poll_listener(true);
         } else {
+            self.shared.live.fetch_add(1, Ordering::SeqCst);
             self.start_conn(None);
         }
         let mut ready = Vec::new();
         loop {
-            if crate::sys::process::interrupted() && self.grace_until.is_none() {
+            let stop = process::interrupted() || self.shared.stop.load(Ordering::Relaxed);
+            if stop && self.grace_until.is_none() {
                 self.begin_grace();
+            }
+            if self.grace_until.is_some() && self.active > 0 && process::stopped_twice() {
+                self.cut_all(); // a second signal: the grace ends now
             }
             if self.active == 0 && !self.accepting {
                 return Ok(self.grace_until.is_some());
+            }
+            // Room again (another worker's connection ended): watch the listener again.
+            if self.accepting
+                && !self.listener_polled
+                && self.accept_paused_until.is_none()
+                && !self.at_capacity()
+            {
+                self.poll_listener(true);
             }
             self.poller.wait(!self.busy.is_empty(), &mut ready)?;
             for event in ready.drain(..) {
@@ -268,7 +327,8 @@ impl<'a> Server<'a> {
     }
 
     fn begin_grace(&mut self) {
-        let until = Instant::now() + GRACE;
+        let grace = self.cfg.grace;
+        let until = Instant::now() + grace;
         self.grace_until = Some(until);
         if self.accepting {
             self.stop_accepting();
@@ -277,10 +337,14 @@ impl<'a> Server<'a> {
             self.opts.print_plan(&format!(
                 "interrupted: no new connections; {} in flight get {} s to finish",
                 self.active,
-                GRACE.as_secs()
+                grace.as_secs_f64()
             ));
         }
-        self.poller.timer(until, GRACE_OVER);
+        if grace.is_zero() {
+            self.cut_all();
+        } else {
+            self.poller.timer(until, GRACE_OVER);
+        }
     }
 
     fn on_event(&mut self, event: Ready) {
@@ -322,13 +386,7 @@ impl<'a> Server<'a> {
                         self.poll_listener(true);
                     }
                 }
-                GRACE_OVER => {
-                    for idx in 0..self.conns.len() {
-                        if self.conns[idx].is_some() {
-                            self.finish(idx, ConnEnd::Signal);
-                        }
-                    }
-                }
+                GRACE_OVER => self.cut_all(),
                 _ => self.conn_timer(token, now),
             }
         }
@@ -385,7 +443,7 @@ impl<'a> Server<'a> {
         });
         let now = Instant::now();
         let mut conn = Conn {
-            id: self.next_id,
+            id: self.shared.next_id.fetch_add(1, Ordering::Relaxed),
             peer: String::new(),
             origin: Addresses::Unknown,
             sides: [Peer::empty(), Peer::empty()],
@@ -394,8 +452,8 @@ impl<'a> Server<'a> {
             last_active: now,
             busy: false,
             starved: false,
+            upstream: None,
         };
-        self.next_id += 1;
         self.active += 1;
         let mut accepted = accepted;
         let mut failure = None;
@@ -445,6 +503,39 @@ impl<'a> Server<'a> {
             self.poller.timer(now + idle, slot_token(gen, idx, IDLE));
         }
         self.pump(idx);
+    }
+
+    /// Connections open in every worker, and those being accepted.
+    pub(super) fn live(&self) -> usize {
+        self.shared.live.load(Ordering::SeqCst)
+    }
+
+    /// Takes a place within `--max-conns` for a connection about to be accepted; false
+    /// when there is none. [`Server::unreserve`] gives it back if none came.
+    pub(super) fn reserve(&self) -> bool {
+        let max = self.cfg.max_conns.unwrap_or(usize::MAX);
+        self.shared
+            .live
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    pub(super) fn unreserve(&self) {
+        self.shared.live.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// No more connections: the listener (shared by the workers, closed when the relay
+    /// ends) is shut down, so new clients are refused at once and none waits in a backlog
+    /// nobody reads.
+    pub(super) fn close_listener(&self) {
+        if let Some((_, listener)) = self.listener() {
+            let _ = nix::sys::socket::shutdown(
+                listener.as_fd().as_raw_fd(),
+                nix::sys::socket::Shutdown::Both,
+            );
+        }
     }
 
     fn specs_peer_name(&self) -> String {

@@ -363,6 +363,10 @@ pub(super) fn start_relay(
 ) -> Running {
     let backend = format!("tcp:{backend}");
     let mut args = opts.to_vec();
+    if !wrap.is_empty() {
+        // strace counts the calls it fails per thread: one event loop.
+        args.extend(["--workers", "1"]);
+    }
     args.extend(["tcp-listen:0,backlog=128", &backend]);
     Rig::new().under(wrap).args(global).relay(&args)
 }

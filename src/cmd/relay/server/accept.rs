@@ -1,16 +1,17 @@
 //! The listener: accepting within `--max-conns`, backing off when out of fds, closing it.
 
 use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use nix::errno::Errno;
 
 use super::{
-    out_of_fds, Server, Spec, ACCEPT_BACKOFF_FIRST, ACCEPT_BACKOFF_MAX, ACCEPT_RESUME, LISTENER,
+    out_of_fds, Server, ACCEPT_BACKOFF_FIRST, ACCEPT_BACKOFF_MAX, ACCEPT_RESUME, LISTENER,
 };
 use crate::cmd::relay::end::ConnEnd;
 use crate::cmd::relay::report::{ConnReport, FlowReport};
-use crate::endpoint::{Endpoint, Rejected};
+use crate::endpoint::Rejected;
 use crate::engine::Record;
 use crate::sys::socket::set_nonblocking;
 
@@ -21,7 +22,11 @@ impl Server<'_> {
         };
         let fd = listener.as_fd().as_raw_fd();
         if on && !self.listener_polled {
-            if self.poller.add_listener(fd, LISTENER).is_ok() {
+            if self
+                .poller
+                .add_listener(fd, LISTENER, self.listener_shared)
+                .is_ok()
+            {
                 self.listener_polled = true;
             }
         } else if !on && self.listener_polled {
@@ -33,16 +38,11 @@ impl Server<'_> {
     pub(super) fn stop_accepting(&mut self) {
         self.poll_listener(false);
         self.accepting = false;
-        // Dropping the listener closes it (and removes a unix socket file).
-        for spec in &mut self.specs {
-            if matches!(spec, Spec::Listen(_)) {
-                *spec = Spec::Inherited(Endpoint::Stdio);
-            }
-        }
+        self.close_listener();
     }
 
     pub(super) fn at_capacity(&self) -> bool {
-        self.cfg.max_conns.is_some_and(|max| self.active >= max)
+        self.cfg.max_conns.is_some_and(|max| self.live() >= max)
     }
 
     pub(super) fn accept_all(&mut self) {
@@ -50,18 +50,24 @@ impl Server<'_> {
             if !self.accepting || self.accept_paused_until.is_some() {
                 return;
             }
-            if self.at_capacity() {
+            if !self.reserve() {
                 // Beyond --max-conns, clients wait in the backlog.
                 self.poll_listener(false);
                 return;
             }
             let Some((_, listener)) = self.listener() else {
+                self.unreserve();
                 return;
             };
-            match listener.accept_from() {
+            let accepted = listener.accept_from();
+            if accepted.is_err() {
+                self.unreserve();
+            }
+            match accepted {
                 Ok(accepted) => {
                     self.accept_backoff = ACCEPT_BACKOFF_FIRST;
                     if set_nonblocking(accepted.fd.as_raw_fd()).is_err() {
+                        self.unreserve();
                         continue;
                     }
                     self.start_conn(Some(accepted));
@@ -93,6 +99,11 @@ impl Server<'_> {
                         self.poller.timer(until, ACCEPT_RESUME);
                         return;
                     }
+                    // Shut down (another worker stopped accepting): not listening now.
+                    Some(Errno::EINVAL) => {
+                        self.stop_accepting();
+                        return;
+                    }
                     // accept(2): errors of the pending connection; treat like EAGAIN, retry.
                     _ => continue,
                 },
@@ -117,13 +128,14 @@ impl Server<'_> {
             undelivered: 0,
         };
         let report = ConnReport {
-            id: self.next_id,
+            id: self.shared.next_id.fetch_add(1, Ordering::Relaxed),
+            seq: self.shared.ended.fetch_add(1, Ordering::Relaxed),
             peer: rejected.peer.clone(),
+            upstream: String::new(),
             seconds: 0.0,
             flows: [flow(), flow()],
             end: end.clone(),
         };
-        self.next_id += 1;
-        self.tally.add(report);
+        self.ended(report);
     }
 }

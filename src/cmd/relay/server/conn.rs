@@ -1,18 +1,92 @@
 //! Moving a connection's bytes both ways, and ending it.
 
-use std::os::fd::AsFd;
-use std::time::Instant;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use nix::fcntl::{fcntl, FcntlArg};
+use nix::sys::socket::getpeername;
 
 use super::inherit;
-use super::{slot_token, Server};
+use super::{slot_token, Conn, Server, Spec};
 use crate::cmd::relay::end::{ConnEnd, Side};
 use crate::cmd::relay::flow::{Blame, FlowError, Port, Turn};
 use crate::cmd::relay::report::{ConnReport, FlowReport};
-use crate::sys::socket::abort_socket;
+use crate::sys::socket::{abort_socket, is_tcp};
+use crate::sys::{self, process};
+
+/// How long, at the end of the grace, the sinks get to send what their kernel queues
+/// hold before the reset drops it (a peer that stopped reading gets this long, no more).
+const DRAIN: Duration = Duration::from_millis(100);
+
+/// Bytes a reset of `fd` now would drop: what a TCP socket has not sent yet (bytes sent
+/// reach the peer ahead of the RST). A unix socket's queued bytes are already the peer's
+/// to read, and anything else has no queue of ours.
+fn dropped_by_reset(fd: BorrowedFd<'_>) -> u64 {
+    if !is_tcp(fd) {
+        return 0;
+    }
+    sys::not_sent(fd).unwrap_or(0) as u64
+}
+
+/// The side the relay connects to: B, unless only A is a connector.
+fn upstream_side(specs: &[Spec; 2]) -> usize {
+    match (&specs[0], &specs[1]) {
+        (Spec::Dial { .. }, Spec::Listen(_) | Spec::Inherited(_)) => 0,
+        _ => 1,
+    }
+}
+
+/// How a connection that did not end cleanly is cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// At once: what the relay holds is written to the sinks without waiting, then the
+    /// reset. Bytes the sockets took count as delivered, though the reset may still drop
+    /// some of them: the count is an upper bound.
+    Now,
+    /// After [`Server::cut_all`]'s flush and [`DRAIN`]: what a TCP sink has still not sent
+    /// (its peer stopped reading) is taken back from the count as undelivered, so the
+    /// count is what the peer can read.
+    Drained,
+}
 
 impl Server<'_> {
+    /// The grace is over: every connection still open is cut (reset) and reported as cut
+    /// by the signal. First what the relay holds is delivered as far as the sinks take it
+    /// without waiting, then the sinks get [`DRAIN`] (cut short by another signal) to send
+    /// their queues; what is still queued then is counted as undelivered by `finish`.
+    pub(super) fn cut_all(&mut self) {
+        let live: Vec<usize> = (0..self.conns.len())
+            .filter(|&i| self.conns[i].is_some())
+            .collect();
+        for &idx in &live {
+            let conn = self.conns[idx].as_mut().expect("live");
+            for d in 0..2 {
+                let dst = &conn.sides[1 - d];
+                if dst.open() {
+                    conn.flows[d].flush_now(dst.write_fd(), &mut self.pools);
+                }
+            }
+        }
+        let until = Instant::now() + DRAIN;
+        while Instant::now() < until && !process::stopped_twice() {
+            let queued: u64 = live
+                .iter()
+                .filter_map(|&idx| self.conns[idx].as_ref())
+                .flat_map(|conn| conn.sides.iter())
+                .filter(|peer| peer.open())
+                .map(|peer| dropped_by_reset(peer.write_fd()))
+                .sum();
+            if queued == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        for idx in live {
+            self.end_conn(idx, ConnEnd::Signal, Cut::Drained);
+        }
+    }
+
     /// Moves bytes both ways on a connection whose sides are both open.
     pub(super) fn pump(&mut self, idx: usize) {
         let gen = self.gens[idx];
@@ -21,6 +95,12 @@ impl Server<'_> {
         };
         if !(conn.sides[0].open() && conn.sides[1].open()) {
             return;
+        }
+        if self.shared.log.is_some() && conn.upstream.is_none() {
+            let side = upstream_side(self.specs);
+            if let Some(fd) = &conn.sides[side].fd {
+                conn.upstream = getpeername(fd.as_raw_fd()).ok();
+            }
         }
         let mut moved = 0u64;
         let mut done = 0;
@@ -93,6 +173,21 @@ impl Server<'_> {
         }
     }
 
+    /// The side the relay connected to (B when it connected to both), as its peer
+    /// address once connected, else the address it was trying, else its URI.
+    fn upstream(&self, conn: &Conn) -> String {
+        let side = upstream_side(self.specs);
+        if let Some(addr) = &conn.upstream {
+            return addr.to_string();
+        }
+        match (&self.specs[side], &conn.sides[side].dial) {
+            (Spec::Dial { addrs, .. }, Some(dial)) => addrs
+                .get(dial.addr)
+                .map_or_else(|| self.side_uri(Side::of(side)), |a| a.to_string()),
+            _ => self.side_uri(Side::of(side)),
+        }
+    }
+
     pub(super) fn side_uri(&self, side: Side) -> String {
         match side {
             Side::A => self.cfg.a.to_string(),
@@ -104,21 +199,32 @@ impl Server<'_> {
     /// any other end delivers what it can without waiting, then resets sockets
     /// (SO_LINGER 0), so a peer never takes an abort for a clean end.
     pub(super) fn finish(&mut self, idx: usize, end: ConnEnd) {
+        self.end_conn(idx, end, Cut::Now);
+    }
+
+    fn end_conn(&mut self, idx: usize, end: ConnEnd, cut: Cut) {
         let Some(mut conn) = self.conns[idx].take() else {
             return;
         };
         let abort = !matches!(end, ConnEnd::Eof);
+        let upstream = self.upstream(&conn);
         let undelivered = [0, 1].map(|d| {
             let dst = &conn.sides[1 - d];
-            let left = if dst.open() {
-                conn.flows[d].flush_now(dst.write_fd(), &mut self.pools)
+            let mut left = if dst.open() && cut == Cut::Now {
+                conn.flows[d].flush_now(dst.write_fd(), &mut self.pools) as u64
             } else {
-                conn.flows[d].held()
+                conn.flows[d].held() as u64
             };
             // Drained as far as the sink took it; the rest is lost (and said so): the
             // pipe is pooled only if empty, and its capacity returns to the budget.
             conn.flows[d].close(&mut self.pools);
-            left as u64
+            if cut == Cut::Drained && dst.open() {
+                // What the sink's TCP socket could not send in the drain, the reset drops.
+                let queued = dropped_by_reset(dst.write_fd());
+                conn.flows[d].withdraw(queued);
+                left += queued;
+            }
+            left
         });
         for peer in &mut conn.sides {
             for fd in peer.polled.drain(..) {
@@ -138,7 +244,9 @@ impl Server<'_> {
         }
         let report = ConnReport {
             id: conn.id,
+            seq: self.shared.ended.fetch_add(1, Ordering::Relaxed),
             peer: conn.peer.clone(),
+            upstream,
             seconds: conn.started.elapsed().as_secs_f64(),
             flows: [0, 1].map(|d| FlowReport {
                 record: conn.flows[d].record.clone(),
@@ -153,13 +261,11 @@ impl Server<'_> {
             }),
             end,
         };
-        if self.opts.verbose {
-            eprintln!("zerocat: {}", report.line());
-        }
-        self.tally.add(report);
+        self.ended(report);
         self.gens[idx] = self.gens[idx].wrapping_add(1);
         self.free.push(idx);
         self.active -= 1;
+        self.unreserve();
         if self.accepting && self.accept_paused_until.is_none() && !self.at_capacity() {
             self.poll_listener(true);
         }
@@ -168,5 +274,20 @@ impl Server<'_> {
             self.accept_paused_until = None;
             self.poll_listener(true);
         }
+    }
+}
+
+impl Server<'_> {
+    /// A connection is over: its `-v` line, its log line, and its place in the report.
+    pub(super) fn ended(&mut self, report: ConnReport) {
+        if self.opts.verbose {
+            eprintln!("zerocat: {}", report.line());
+        }
+        if let Some(log) = &self.shared.log {
+            if let Ok(mut log) = log.lock() {
+                log.connection(&report, self.worker);
+            }
+        }
+        self.tally.add(report);
     }
 }
