@@ -381,7 +381,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__tee)
-            opts="-q -v -h -V --on-error --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-p -q -v -h -V --on-error --output-error --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -389,6 +389,14 @@ _zerocat() {
             case "${prev}" in
                 --on-error)
                     COMPREPLY=($(compgen -W "fail continue" -- "${cur}"))
+                    return 0
+                    ;;
+                --output-error)
+                    COMPREPLY=($(compgen -W "warn warn-nopipe exit exit-nopipe" -- "${cur}"))
+                    return 0
+                    ;;
+                -p)
+                    COMPREPLY=($(compgen -W "warn warn-nopipe exit exit-nopipe" -- "${cur}"))
                     return 0
                     ;;
                 --via)
