@@ -192,6 +192,22 @@ pub struct CopyArgs {
     /// Recreate FIFOs and device nodes instead of refusing them.
     #[arg(long)]
     pub special: bool,
+    /// Copy the regular files of a tree (or of several operands) with N threads while the
+    /// walk goes on. Directories are still created before their entries and get their
+    /// mode and times after them; the report and -v list entries in the walk's order.
+    /// Default: the CPUs available (sched_getaffinity), at most 8; -j 1 copies on one
+    /// thread.
+    #[arg(short = 'j', long, value_name = "N", value_parser = parse_jobs)]
+    pub jobs: Option<usize>,
+}
+
+/// `-j N`: at least one.
+fn parse_jobs(arg: &str) -> Result<usize, String> {
+    match arg.parse::<usize>() {
+        Ok(0) => Err("-j 0: at least one job copies the files (-j 1: one thread)".to_string()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("'{arg}' is not a number of jobs")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -432,6 +448,7 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
         },
         resume: args.resume,
         special: args.special,
+        jobs: args.jobs,
     })
 }
 
