@@ -125,7 +125,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__copy)
-            opts="-r -n -f -p -q -v -h -V --recursive --no-clobber --force --preserve --reflink --sparse --resume --special --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-r -n -f -p -j -q -v -h -V --recursive --no-clobber --force --preserve --reflink --sparse --resume --special --jobs --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -137,6 +137,14 @@ _zerocat() {
                     ;;
                 --sparse)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --jobs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -j)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --via)

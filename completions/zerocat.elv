@@ -61,6 +61,8 @@ set edit:completion:arg-completer[zerocat] = {|@words|
         &'zerocat;copy'= {
             cand --reflink 'Clone with FICLONE: auto (clone where the filesystem can, else copy), always (clone or fail), never'
             cand --sparse 'Holes: auto (a sparse source''s holes stay holes), always (also zero blocks become holes), never (write every byte)'
+            cand -j 'Copy the regular files of a tree (or of several operands) with N threads while the walk goes on. Directories are still created before their entries and get their mode and times after them; the report and -v list entries in the walk''s order. Default: the CPUs available (sched_getaffinity), at most 8; -j 1 copies on one thread'
+            cand --jobs 'Copy the regular files of a tree (or of several operands) with N threads while the walk goes on. Directories are still created before their entries and get their mode and times after them; the report and -v list entries in the walk''s order. Default: the CPUs available (sched_getaffinity), at most 8; -j 1 copies on one thread'
             cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
             cand --stats 'Format of the end-of-run report on stderr'
             cand --limit 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks'

@@ -8,6 +8,7 @@ mod audit;
 mod cli;
 mod copy;
 mod faults;
+mod parallel;
 mod pipe;
 mod relay;
 mod tee;

@@ -364,6 +364,23 @@ The mode must follow an equals sign (\fB\-\-output\-error=exit\fR): \fB\-\-outpu
 exit\fR is the bare option and a sink named \fBexit\fR, as with GNU's optional argument.
 The report still lists a quietly dropped sink with the bytes it got and its error. When
 every sink is gone, \fBtee\fR stops reading its source.
+.SH COPY: PARALLEL TREES
+\fB\-j\fR \fIN\fR copies the regular files of a tree (or of several operands) with \fIN\fR
+threads while the walk goes on; the default is the CPUs the process may run on
+(\fBsched_getaffinity\fR), at most 8, and \fB\-j 1\fR copies on one thread. One file
+given alone is copied on one thread whatever \fB\-j\fR says.
+The walk stays on one thread: it creates each directory before its entries, and a
+directory gets its mode (and with \fB\-\-preserve\fR its owner and times) after the last
+of its entries was written. The report's \fBentries\fR, the \fB\-v\fR lines and the error
+lines come in the walk's order, the order of \fB\-j 1\fR, whatever order the files finish
+in. A worker opens a file at the fd of the directory it was listed in, with
+\fBO_NOFOLLOW\fR, as the walk does. Each worker learns on its own what the filesystems
+refuse (a reflink on ext4), so with \fB\-j 4\fR up to four files may show
+\fBreflink \-> copy_file_range (EOPNOTSUPP)\fR under \fB\-v\fR.
+\fB\-\-limit\fR holds all the workers together (at the start each may take one slice, an
+eighth of a second's worth), and the progress bar counts them all.
+On SIGINT or SIGTERM no new file is started, the files in flight stop as any transfer
+does, and the run reports and exits 130.
 .SH COPY: FILES
 Holes are left only in a destination that is a regular file (\fBcp\fR's rule): onto a
 block device or any other sink the zeros are written, also with \fB\-\-sparse=always\fR,

@@ -14,7 +14,8 @@
 //!
 //! Here: the options and the run (check the operands, print the plan, copy, report). The
 //! jobs: `walk` (operands, the tree, the survey for the bar), `file` (one regular file
-//! through the engine), `resume`, `meta` (modes, `--preserve`, symlinks and special files),
+//! through the engine), `pool` (`-j`: files copied by worker threads, entries reported in
+//! the walk's order), `resume`, `meta` (modes, `--preserve`, symlinks and special files),
 //! `report` (each entry's kind and status, the totals, text and JSON). Which paths a file
 //! may take is the engine's: [`engine::FileChain`].
 
