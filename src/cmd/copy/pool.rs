@@ -16,7 +16,8 @@
 //! The walk and the workers share one queue behind a mutex, and wake each other only when
 //! the other sleeps: the walk when the queue fills up (it goes on once half is taken),
 //! a worker when the queue is empty. A wake-up per file (a channel's send and receive)
-//! cost as much as copying a 4 KiB file: -j 2 ran 10,000 of them slower than -j 1.
+//! cost as much as copying a 4 KiB file: -j 2 ran 10,000 of them slower than -j 1
+//! (`bench/RESULTS.md#copy-workers-for-a-tree`).
 //!
 //! SIGINT/SIGTERM: the walk stops handing out jobs; a worker drops the jobs it takes after
 //! the signal and its file in flight stops as any transfer does (the engine's rule); the
