@@ -23,7 +23,7 @@
 //! the signal and its file in flight stops as any transfer does (the engine's rule); the
 //! walk waits for the workers, reports, and the run exits 130.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{hash_map, HashMap, VecDeque};
 use std::fs;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -198,8 +198,10 @@ impl Pool {
     }
 
     /// Takes the results the workers sent so far; `wait`: at least one, unless every
-    /// worker is gone.
-    fn take_results(&mut self, wait: bool) {
+    /// worker is gone. Returns whether every worker was gone when the results were taken
+    /// (under the same lock: a worker puts its last result back before it ends, so then
+    /// nothing more will come).
+    fn take_results(&mut self, wait: bool) -> bool {
         let mut q = self.shared.lock();
         if wait {
             q.walk_waits = Some(WalkWaits::Result);
@@ -218,8 +220,10 @@ impl Pool {
             q.results.extend(left);
         }
         let results = std::mem::take(&mut q.results);
+        let gone = q.live == 0;
         drop(q);
         self.arrived.extend(results);
+        gone
     }
 
     /// No more jobs: idle workers end, the others after the queue is empty.
@@ -372,14 +376,16 @@ impl Copier<'_> {
                 None => return,
                 Some(Slot::File(seq)) if !pool.arrived.contains_key(seq) => {
                     let seq = *seq;
-                    pool.take_results(wait);
-                    if !pool.arrived.contains_key(&seq) {
+                    let gone = pool.take_results(wait);
+                    if let hash_map::Entry::Vacant(missing) = pool.arrived.entry(seq) {
                         if !wait {
                             return;
                         }
-                        if pool.shared.lock().live == 0 {
-                            // Every worker is gone and this one never came back.
-                            pool.arrived.insert(seq, None);
+                        if gone {
+                            // Every worker ended: each job handed out has its result by
+                            // now (copied, or failed by a worker's panic), so this does not
+                            // happen; were it to, the walk must not wait forever.
+                            missing.insert(None);
                         }
                     }
                     continue;
