@@ -125,7 +125,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__copy)
-            opts="-r -n -f -p -q -v -h -V --recursive --no-clobber --force --update --preserve --reflink --sparse --resume --special --sync --verify --atomic --debug --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-r -n -f -p -j -q -v -h -V --recursive --no-clobber --force --update --preserve --reflink --sparse --resume --special --sync --verify --atomic --debug --jobs --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -141,6 +141,14 @@ _zerocat() {
                     ;;
                 --sparse)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --jobs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -j)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --via)
@@ -401,7 +409,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__tee)
-            opts="-q -v -h -V --on-error --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-p -q -v -h -V --on-error --output-error --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -409,6 +417,14 @@ _zerocat() {
             case "${prev}" in
                 --on-error)
                     COMPREPLY=($(compgen -W "fail continue" -- "${cur}"))
+                    return 0
+                    ;;
+                --output-error)
+                    COMPREPLY=($(compgen -W "warn warn-nopipe exit exit-nopipe" -- "${cur}"))
+                    return 0
+                    ;;
+                -p)
+                    COMPREPLY=($(compgen -W "warn warn-nopipe exit exit-nopipe" -- "${cur}"))
                     return 0
                     ;;
                 --via)

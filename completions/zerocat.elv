@@ -62,6 +62,8 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --update 'Which existing destinations are replaced (coreutils 9.5): all (the default without --update), none (keep every one, as -n), older (a bare --update: only one older than its source). A destination kept is skipped and counted'
             cand --reflink 'Clone with FICLONE: auto (clone where the filesystem can, else copy), always (clone or fail), never'
             cand --sparse 'Holes: auto (a sparse source''s holes stay holes), always (also zero blocks become holes), never (write every byte)'
+            cand -j 'Copy the regular files of a tree (or of several operands) with N threads while the walk goes on. Directories are still created before their entries and get their mode and times after them; the report and -v list entries in the walk''s order. Default: the CPUs available (sched_getaffinity), at most 8; -j 1 copies on one thread'
+            cand --jobs 'Copy the regular files of a tree (or of several operands) with N threads while the walk goes on. Directories are still created before their entries and get their mode and times after them; the report and -v list entries in the walk''s order. Default: the CPUs available (sched_getaffinity), at most 8; -j 1 copies on one thread'
             cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
             cand --stats 'Format of the end-of-run report on stderr'
             cand --limit 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks'
@@ -93,7 +95,9 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --version 'Print version'
         }
         &'zerocat;tee'= {
-            cand --on-error 'When a sink fails: stop everything (exit 1, naming it), or drop that sink and keep feeding the others (still exit 1 at the end). Like GNU tee''s --output-error'
+            cand --on-error 'When a sink fails: stop everything (exit 1, naming it; stdout''s reader going away is a quiet 141), or drop that sink and keep feeding the others (still exit 1 at the end). fail is the default; continue is --output-error=warn'
+            cand -p 'GNU tee''s modes: warn (drop a failing sink, feed the others, exit 1), warn-nopipe (the same, but a reader that went away (EPIPE) is dropped quietly and is no error), exit (stop at the first failing sink, EPIPE included: exit 1), exit-nopipe (a reader that went away is dropped quietly; any other error stops). Bare --output-error and -p mean warn-nopipe'
+            cand --output-error 'GNU tee''s modes: warn (drop a failing sink, feed the others, exit 1), warn-nopipe (the same, but a reader that went away (EPIPE) is dropped quietly and is no error), exit (stop at the first failing sink, EPIPE included: exit 1), exit-nopipe (a reader that went away is dropped quietly; any other error stops). Bare --output-error and -p mean warn-nopipe'
             cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
             cand --stats 'Format of the end-of-run report on stderr'
             cand --limit 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks'

@@ -64,6 +64,7 @@ never\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l sparse -d 'Holes: auto (a sparse source\'s holes stay holes), always (also zero blocks become holes), never (write every byte)' -r -f -a "auto\t''
 always\t''
 never\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s j -l jobs -d 'Copy the regular files of a tree (or of several operands) with N threads while the walk goes on. Directories are still created before their entries and get their mode and times after them; the report and -v list entries in the walk\'s order. Default: the CPUs available (sched_getaffinity), at most 8; -j 1 copies on one thread' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
@@ -86,8 +87,12 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l no-progress -d 
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l explain -d 'Print the plan and exit without moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s V -l version -d 'Print version'
-complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l on-error -d 'When a sink fails: stop everything (exit 1, naming it), or drop that sink and keep feeding the others (still exit 1 at the end). Like GNU tee\'s --output-error' -r -f -a "fail\t''
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l on-error -d 'When a sink fails: stop everything (exit 1, naming it; stdout\'s reader going away is a quiet 141), or drop that sink and keep feeding the others (still exit 1 at the end). fail is the default; continue is --output-error=warn' -r -f -a "fail\t''
 continue\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s p -l output-error -d 'GNU tee\'s modes: warn (drop a failing sink, feed the others, exit 1), warn-nopipe (the same, but a reader that went away (EPIPE) is dropped quietly and is no error), exit (stop at the first failing sink, EPIPE included: exit 1), exit-nopipe (a reader that went away is dropped quietly; any other error stops). Bare --output-error and -p mean warn-nopipe' -r -f -a "warn\t''
+warn-nopipe\t''
+exit\t''
+exit-nopipe\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"

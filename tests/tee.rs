@@ -610,3 +610,250 @@ fn sigint_stops_between_rounds_with_every_sink_level() {
     assert_eq!(sink_path(&report, 0), "splice");
     assert_eq!(sink_path(&report, 1), "tee");
 }
+
+// =============================================================================================
+// GNU tee's --output-error modes (and -p, and the --on-error alias)
+// =============================================================================================
+
+/// What breaks in one run of the modes' table.
+#[derive(Clone, Copy, PartialEq)]
+enum Breakage {
+    /// stdout is a pipe whose reader already went away (EPIPE).
+    ReaderGone,
+    /// A sink that fails with ENOSPC (/dev/full); stdout is read to its end.
+    SinkFails,
+    /// Both.
+    Both,
+}
+
+impl Breakage {
+    fn name(self) -> &'static str {
+        match self {
+            Breakage::ReaderGone => "reader gone",
+            Breakage::SinkFails => "/dev/full",
+            Breakage::Both => "reader gone + /dev/full",
+        }
+    }
+}
+
+/// Runs `tee MODE... [/dev/full] GOOD` (zerocat's `tee MODE... SRC - [/dev/full] GOOD`:
+/// stdout first, as GNU tee writes it first) under `breakage`. Returns the output, with
+/// the exit code a shell would give (128 + signal).
+fn run_tee_mode(
+    program: Command,
+    zerocat: bool,
+    src: &Path,
+    good: &Path,
+    breakage: Breakage,
+) -> (i32, Output) {
+    let mut cmd = program;
+    if zerocat {
+        cmd.arg(src).arg("-");
+    } else {
+        cmd.stdin(File::open(src).unwrap());
+    }
+    if breakage != Breakage::ReaderGone {
+        cmd.arg("/dev/full");
+    }
+    cmd.arg(good).stderr(Stdio::piped());
+    if breakage == Breakage::SinkFails {
+        cmd.stdout(Stdio::piped());
+    } else {
+        let (read, write) = nix::unistd::pipe().unwrap();
+        drop(read);
+        cmd.stdout(Stdio::from(write));
+    }
+    let out = wait_with_deadline(cmd.spawn().unwrap(), DEADLINE);
+    use std::os::unix::process::ExitStatusExt;
+    let code = out
+        .status
+        .code()
+        .or_else(|| out.status.signal().map(|s| 128 + s))
+        .unwrap();
+    (code, out)
+}
+
+/// Each mode with a closed stdout reader, a failing file sink, and both: zerocat's exit
+/// code is GNU tee's (the table below, checked against the real `tee` where it is GNU's),
+/// the messages are the ones GNU gives (a reader that went away is quiet under the
+/// `-nopipe` modes), and the sinks hold what the report says: all of it where the mode
+/// keeps feeding them, a prefix where it stops.
+#[test]
+fn output_error_modes_exit_as_gnu_tee() {
+    let dir = tempdir();
+    let want = data(1 << 20);
+    let src = write_file(dir.path(), "in", &want);
+    let good = dir.path().join("good");
+    // (zerocat's spelling, GNU's, exit codes for: reader gone, /dev/full, both)
+    let modes: [(&[&str], &[&str], [i32; 3]); 8] = [
+        (&[], &[], [141, 1, 141]),
+        (&["-p"], &["-p"], [0, 1, 1]),
+        (&["--output-error"], &["--output-error"], [0, 1, 1]),
+        (
+            &["--output-error=warn"],
+            &["--output-error=warn"],
+            [1, 1, 1],
+        ),
+        (
+            &["--on-error=continue"],
+            &["--output-error=warn"],
+            [1, 1, 1],
+        ),
+        (
+            &["--output-error=warn-nopipe"],
+            &["--output-error=warn-nopipe"],
+            [0, 1, 1],
+        ),
+        (
+            &["--output-error=exit"],
+            &["--output-error=exit"],
+            [1, 1, 1],
+        ),
+        (
+            &["--output-error=exit-nopipe"],
+            &["--output-error=exit-nopipe"],
+            [0, 1, 1],
+        ),
+    ];
+    let gnu = Command::new("tee")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("GNU coreutils"));
+    if !gnu {
+        eprintln!("no GNU tee installed: checking zerocat against the table only");
+    }
+    let breakages = [Breakage::ReaderGone, Breakage::SinkFails, Breakage::Both];
+    for (ours, theirs, codes) in modes {
+        for (breakage, code) in breakages.into_iter().zip(codes) {
+            if gnu {
+                let mut cmd = Command::new("tee");
+                cmd.args(theirs);
+                let gnu_good = dir.path().join("gnu_good");
+                let (got, out) = run_tee_mode(cmd, false, &src, &gnu_good, breakage);
+                assert_eq!(
+                    got,
+                    code,
+                    "GNU tee {theirs:?} {}: {}",
+                    breakage.name(),
+                    stderr_text(&out)
+                );
+            }
+            for via in ["auto", "userspace"] {
+                let name = format!("zerocat tee {ours:?} via {via}, {}", breakage.name());
+                let mut cmd = zerocat();
+                cmd.args(["--stats", "json", "--via", via, "tee"])
+                    .args(ours);
+                let (got, out) = run_tee_mode(cmd, true, &src, &good, breakage);
+                let err = stderr_text(&out);
+                assert_eq!(got, code, "{name}: {err}");
+                check_mode_run(&name, ours, breakage, code, &out, &want, &good);
+                eprintln!("{name} | exit {got}, as GNU tee");
+            }
+        }
+    }
+}
+
+/// The messages, the report and the bytes of one run of the modes' table.
+fn check_mode_run(
+    name: &str,
+    mode: &[&str],
+    breakage: Breakage,
+    code: i32,
+    out: &Output,
+    want: &[u8],
+    good: &Path,
+) {
+    let err = stderr_text(out);
+    let messages: Vec<&str> = err.lines().filter(|l| l.starts_with("zerocat:")).collect();
+    let good_bytes = std::fs::read(good).unwrap();
+    if code == 141 {
+        // The shell's SIGPIPE convention: nothing on stderr, not even the report.
+        assert!(out.stderr.is_empty(), "{name}: {err}");
+        assert_bytes_eq(&good_bytes, &want[..good_bytes.len()], name);
+        return;
+    }
+    let report = json_report(&out.stderr);
+    let mode = mode.first().copied().unwrap_or("");
+    let nopipe = mode == "-p" || mode == "--output-error" || mode.ends_with("-nopipe");
+    let keeps_feeding = mode.contains("warn") || mode == "-p" || mode == "--output-error";
+    let keeps_feeding = keeps_feeding
+        || mode == "--on-error=continue"
+        || (mode.ends_with("exit-nopipe") && breakage == Breakage::ReaderGone);
+    let epipe_said = messages.iter().any(|m| m.contains("Broken pipe"));
+    let enospc_said = messages
+        .iter()
+        .any(|m| m.contains("'file:/dev/full'") && m.contains("No space left on device"));
+    let reader_gone = breakage != Breakage::SinkFails;
+    let full = breakage != Breakage::ReaderGone;
+    // A reader that went away is diagnosed unless the mode is -nopipe; /dev/full always is
+    // (unless exit mode stopped at stdout first).
+    assert_eq!(epipe_said, reader_gone && !nopipe, "{name}: {err}");
+    let stopped_at_stdout = mode == "--output-error=exit" && reader_gone;
+    assert_eq!(enospc_said, full && !stopped_at_stdout, "{name}: {err}");
+    assert_eq!(messages.is_empty(), code == 0, "{name}: {err}");
+    let good_sink = if full { 2 } else { 1 };
+    let good_entry = sink(&report, good_sink);
+    assert_eq!(
+        good_entry["bytes"].as_u64(),
+        Some(good_bytes.len() as u64),
+        "{name}"
+    );
+    assert_bytes_eq(&good_bytes, &want[..good_bytes.len()], name);
+    if keeps_feeding {
+        assert_bytes_eq(&good_bytes, want, name);
+        assert_eq!(good_entry["ended"], "eof", "{name}");
+        if !reader_gone {
+            assert_bytes_eq(&out.stdout, want, &format!("{name}: stdout"));
+        }
+    }
+    if reader_gone {
+        assert_eq!(sink(&report, 0)["ended"], "error", "{name}");
+        assert_eq!(sink(&report, 0)["bytes"].as_u64(), Some(0), "{name}");
+    }
+    if full {
+        assert_eq!(sink(&report, 1)["ended"], "error", "{name}");
+        assert_eq!(sink(&report, 1)["bytes"].as_u64(), Some(0), "{name}");
+    }
+    let ended = if code == 0 { "eof" } else { "error" };
+    assert_eq!(report["ended"], ended, "{name}");
+}
+
+#[test]
+fn output_error_takes_its_mode_only_after_an_equals_sign() {
+    // `--output-error warn` is the bare option (warn-nopipe) and a sink named `warn`, as
+    // with GNU's optional argument.
+    let dir = tempdir();
+    let want = data(10_000);
+    let src = write_file(dir.path(), "in", &want);
+    let out = run({
+        let mut cmd = zerocat();
+        cmd.current_dir(dir.path())
+            .args(["-q", "tee", "--output-error"])
+            .arg(&src)
+            .arg("warn");
+        cmd
+    });
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_bytes_eq(
+        &std::fs::read(dir.path().join("warn")).unwrap(),
+        &want,
+        "warn",
+    );
+    let out = run({
+        let mut cmd = zerocat();
+        cmd.args(["tee", "--output-error=sometimes"])
+            .arg(&src)
+            .arg(dir.path().join("x"));
+        cmd
+    });
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_text(&out));
+    assert!(
+        stderr_text(&out).contains("warn-nopipe"),
+        "{}",
+        stderr_text(&out)
+    );
+    assert!(
+        !dir.path().join("x").exists(),
+        "nothing written on a usage error"
+    );
+}

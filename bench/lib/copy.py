@@ -1,25 +1,26 @@
-"""The copy family: zerocat copy vs cp, cat > and xcp on one big file (ext4 warm, tmpfs),
-and cp -r / xcp -r on a tree of small files."""
+"""The copy family: zerocat copy vs cp, cat > and xcp on one big file (ext4 warm, tmpfs).
+Trees are the trees family's (trees.py), which runs its copies through run_copy."""
 import os
 import shutil
 import time
 
 from . import common
 from .checks import Sample, check_tree
-from .common import WORK, Failed, human
+from .common import Failed, human
 from .measure import contender, scenario
 from .procs import Procs, result, settle, timeout_for
 
 GROUP = "copy"
 
 
-def run_copy(ctx, argv, src, dst, redirect=False, tree=False):
-    """TOOL SRC DST (or TOOL SRC > DST); dst removed first, outside the clock."""
+def run_copy(ctx, argv, src, dst, redirect=False, tree=False, nbytes=None):
+    """TOOL SRC DST (or TOOL SRC > DST); dst removed first, outside the clock. nbytes: what
+    a tree holds (a file: the run's size)."""
     if os.path.isdir(dst):
         shutil.rmtree(dst)
     elif os.path.exists(dst):
         os.unlink(dst)
-    size = ctx["tree_bytes"] if tree else ctx["size"]
+    size = nbytes or ctx["size"]
     sample = None if tree else Sample(src, size, ctx["rng"])
     ps = Procs(timeout_for(size) + (60 if tree else 0))
     out = None
@@ -59,14 +60,4 @@ def scenarios(ctx):
               contender("cat >", "peer", runner(["cat", src], redirect=True)),
               contender("xcp", "peer", runner(["xcp", src, dst]), ("xcp",))]
         S.append(scenario(GROUP, f"copy {human(n)} ({fs})", n, cs))
-    tsrc, tdst = ctx["tree"], os.path.join(WORK, "tree.out")
-
-    def trunner(argv):
-        return lambda: run_copy(ctx, argv, tsrc, tdst, tree=True)
-    # -q: --stats json would print one entry per file, a cost the peers do not pay
-    cs = [contender("zerocat -q", "zerocat", trunner([common.ZC, "-q", "copy", "-r", tsrc, tdst]), ("copy",)),
-          contender("cp -r", "peer", trunner(["cp", "-r", tsrc, tdst])),
-          contender("xcp -r", "peer", trunner(["xcp", "-r", tsrc, tdst]), ("xcp",))]
-    S.append(scenario(GROUP, f"copy tree {ctx['tree_files']:,} x 4 KiB (ext4)", ctx["tree_bytes"], cs,
-                      ref="zerocat -q", files=ctx["tree_files"]))
     return S

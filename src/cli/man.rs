@@ -431,6 +431,51 @@ and tee stay the path.
 A \fBcopy\fR is one transfer: the rate is for all its files together (a reflink moves
 no data and is not held back, nor are the zero blocks \fB\-\-sparse=always\fR seeks over).
 \fBtee\fR paces what it takes from the source, so every sink gets \fIRATE\fR.
+.SH TEE: WHEN A SINK FAILS
+By default (\fB\-\-on\-error=fail\fR) the first sink that fails stops the whole run:
+what is already in zerocat's pipes is delivered, the error names the sink, exit status 1;
+stdout's reader going away is the quiet 141 of GNU \fBtee\fR killed by SIGPIPE. (GNU's
+default keeps feeding the other files after a file fails; its exit status, 1, is the same.)
+\fB\-\-output\-error\fR[\fB=\fIMODE\fR] takes GNU \fBtee\fR's modes, with its exit
+statuses; a "reader that went away" is a sink failing with EPIPE (a pipe or socket whose
+reader closed):
+.TP
+\fBwarn\fR (also \fB\-\-on\-error=continue\fR)
+a failing sink is dropped and the others get every byte; every failure is diagnosed
+(\fB2 of 3 sinks failed: ...\fR) and the exit status is 1.
+.TP
+\fBwarn\-nopipe\fR (bare \fB\-\-output\-error\fR, and \fB\-p\fR)
+the same, but a reader that went away is dropped quietly and is no error: with only
+that, the exit status is 0.
+.TP
+\fBexit\fR
+the first sink that fails stops the run, EPIPE included (a message and exit 1, not 141).
+.TP
+\fBexit\-nopipe\fR
+a reader that went away is dropped quietly and the others go on; any other failure stops
+the run with exit status 1.
+.PP
+The mode must follow an equals sign (\fB\-\-output\-error=exit\fR): \fB\-\-output\-error
+exit\fR is the bare option and a sink named \fBexit\fR, as with GNU's optional argument.
+The report still lists a quietly dropped sink with the bytes it got and its error. When
+every sink is gone, \fBtee\fR stops reading its source.
+.SH COPY: PARALLEL TREES
+\fB\-j\fR \fIN\fR copies the regular files of a tree (or of several operands) with \fIN\fR
+threads while the walk goes on; the default is the CPUs the process may run on
+(\fBsched_getaffinity\fR), at most 8, and \fB\-j 1\fR copies on one thread. One file
+given alone is copied on one thread whatever \fB\-j\fR says.
+The walk stays on one thread: it creates each directory before its entries, and a
+directory gets its mode (and with \fB\-\-preserve\fR its owner and times) after the last
+of its entries was written. The report's \fBentries\fR, the \fB\-v\fR lines and the error
+lines come in the walk's order, the order of \fB\-j 1\fR, whatever order the files finish
+in. A worker opens a file at the fd of the directory it was listed in, with
+\fBO_NOFOLLOW\fR, as the walk does. Each worker learns on its own what the filesystems
+refuse (a reflink on ext4), so with \fB\-j 4\fR up to four files may show
+\fBreflink \-> copy_file_range (EOPNOTSUPP)\fR under \fB\-v\fR.
+\fB\-\-limit\fR holds all the workers together (at the start each may take one slice, an
+eighth of a second's worth), and the progress bar counts them all.
+On SIGINT or SIGTERM no new file is started, the files in flight stop as any transfer
+does, and the run reports and exits 130.
 .SH COPY: FILES
 Holes are left only in a destination that is a regular file (\fBcp\fR's rule): onto a
 block device or any other sink the zeros are written, also with \fB\-\-sparse=always\fR,
@@ -571,7 +616,8 @@ usage error: bad option or URI, or a \fB\-\-via\fR path the endpoints cannot tak
 interrupted by SIGINT or SIGTERM (the report is still printed).
 .TP
 \fB141\fR
-stdout's reader went away (the shell's code for SIGPIPE), without a message.
+stdout's reader went away (the shell's code for SIGPIPE), without a message
+(\fBtee\fR: unless \fB\-\-output\-error\fR says otherwise).
 .SH EXAMPLES
 .TP
 \fBzerocat pipe big.iso \- | sha256sum\fR

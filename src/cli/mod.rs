@@ -216,6 +216,22 @@ pub struct CopyArgs {
     /// detection: no|SEEK_HOLE|zeros|SEEK_HOLE + zeros".
     #[arg(long)]
     pub debug: bool,
+    /// Copy the regular files of a tree (or of several operands) with N threads while the
+    /// walk goes on. Directories are still created before their entries and get their
+    /// mode and times after them; the report and -v list entries in the walk's order.
+    /// Default: the CPUs available (sched_getaffinity), at most 8; -j 1 copies on one
+    /// thread.
+    #[arg(short = 'j', long, value_name = "N", value_parser = parse_jobs)]
+    pub jobs: Option<usize>,
+}
+
+/// `-j N`: at least one.
+fn parse_jobs(arg: &str) -> Result<usize, String> {
+    match arg.parse::<usize>() {
+        Ok(0) => Err("-j 0: at least one job copies the files (-j 1: one thread)".to_string()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("'{arg}' is not a number of jobs")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -247,16 +263,57 @@ pub struct TeeArgs {
     /// Where they all go; listeners each accept one connection before data flows.
     #[arg(required = true, value_parser = parse_endpoint)]
     pub dst: Vec<Endpoint>,
-    /// When a sink fails: stop everything (exit 1, naming it), or drop that sink and keep
-    /// feeding the others (still exit 1 at the end). Like GNU tee's --output-error.
-    #[arg(long, value_enum, default_value_t = OnErrorArg::Fail, value_name = "POLICY")]
-    pub on_error: OnErrorArg,
+    /// When a sink fails: stop everything (exit 1, naming it; stdout's reader going away
+    /// is a quiet 141), or drop that sink and keep feeding the others (still exit 1 at the
+    /// end). fail is the default; continue is --output-error=warn.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "POLICY",
+        overrides_with = "output_error"
+    )]
+    pub on_error: Option<OnErrorArg>,
+    /// GNU tee's modes: warn (drop a failing sink, feed the others, exit 1), warn-nopipe
+    /// (the same, but a reader that went away (EPIPE) is dropped quietly and is no error),
+    /// exit (stop at the first failing sink, EPIPE included: exit 1), exit-nopipe (a reader
+    /// that went away is dropped quietly; any other error stops). Bare --output-error and
+    /// -p mean warn-nopipe.
+    #[arg(
+        short = 'p',
+        long,
+        value_enum,
+        value_name = "MODE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "warn-nopipe",
+        overrides_with = "on_error"
+    )]
+    pub output_error: Option<OutputErrorArg>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum OnErrorArg {
     Fail,
     Continue,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OutputErrorArg {
+    Warn,
+    WarnNopipe,
+    Exit,
+    ExitNopipe,
+}
+
+/// The one policy both spellings name; neither given is zerocat's `fail`.
+fn on_error(on_error: Option<OnErrorArg>, output_error: Option<OutputErrorArg>) -> OnError {
+    match (output_error, on_error) {
+        (Some(OutputErrorArg::Warn), _) | (None, Some(OnErrorArg::Continue)) => OnError::Warn,
+        (Some(OutputErrorArg::WarnNopipe), _) => OnError::WarnNoPipe,
+        (Some(OutputErrorArg::Exit), _) => OnError::Exit,
+        (Some(OutputErrorArg::ExitNopipe), _) => OnError::ExitNoPipe,
+        (None, Some(OnErrorArg::Fail) | None) => OnError::Fail,
+    }
 }
 
 #[derive(Debug, Args)]
@@ -372,10 +429,7 @@ impl Cli {
             Command::Tee(args) => Invocation::Tee(TeeConfig {
                 src: args.src,
                 sinks: args.dst,
-                on_error: match args.on_error {
-                    OnErrorArg::Fail => OnError::Fail,
-                    OnErrorArg::Continue => OnError::Continue,
-                },
+                on_error: on_error(args.on_error, args.output_error),
             }),
             Command::Relay(args) => Invocation::Relay(
                 RelayConfig {
@@ -454,6 +508,7 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
         verify: args.verify,
         atomic: args.atomic,
         debug: args.debug,
+        jobs: args.jobs,
     })
 }
 
@@ -537,5 +592,36 @@ mod tests {
         );
         assert_eq!(parse_via("AUTO"), Ok(Via::Auto));
         assert!(parse_via("carrier-pigeon").is_err());
+    }
+
+    fn tee_policy(args: &[&str]) -> OnError {
+        let argv = ["zerocat", "tee"].iter().chain(args).chain(&["in", "out"]);
+        match Cli::try_parse_from(argv).unwrap().into_invocation().1 {
+            Invocation::Tee(cfg) => cfg.on_error,
+            _ => unreachable!("tee parses as tee"),
+        }
+    }
+
+    #[test]
+    fn tee_error_modes_as_gnu_spells_them_and_the_old_alias() {
+        assert_eq!(tee_policy(&[]), OnError::Fail);
+        assert_eq!(tee_policy(&["--on-error=fail"]), OnError::Fail);
+        assert_eq!(tee_policy(&["--on-error=continue"]), OnError::Warn);
+        assert_eq!(tee_policy(&["--output-error"]), OnError::WarnNoPipe);
+        assert_eq!(tee_policy(&["-p"]), OnError::WarnNoPipe);
+        assert_eq!(tee_policy(&["--output-error=warn"]), OnError::Warn);
+        assert_eq!(
+            tee_policy(&["--output-error=warn-nopipe"]),
+            OnError::WarnNoPipe
+        );
+        assert_eq!(tee_policy(&["--output-error=exit"]), OnError::Exit);
+        assert_eq!(
+            tee_policy(&["--output-error=exit-nopipe"]),
+            OnError::ExitNoPipe
+        );
+        // The last one given wins, as with GNU's options.
+        assert_eq!(tee_policy(&["-p", "--on-error=fail"]), OnError::Fail);
+        assert_eq!(tee_policy(&["--on-error=fail", "-p"]), OnError::WarnNoPipe);
+        assert!(Cli::try_parse_from(["zerocat", "tee", "--output-error=bogus", "a", "b"]).is_err());
     }
 }

@@ -5,6 +5,7 @@ use std::os::fd::AsFd;
 use std::time::Instant;
 
 use anyhow::{anyhow, Context};
+use nix::errno::Errno;
 
 use super::common::{
     describe, failure_message, finish_socket_sink, inspect, predict, refuse_same_file, remaining,
@@ -121,31 +122,40 @@ fn conclude(
     out: FanOut,
     seconds: f64,
 ) -> anyhow::Result<ExitCode> {
-    let sink_errors: Vec<(usize, String)> = out
+    let policy = cfg.on_error;
+    // Every sink that failed, with its text and whether it fails the run (a reader that
+    // went away under a `*-nopipe` mode does not, and is not diagnosed: GNU tee's rule).
+    let sink_errors: Vec<SinkError> = out
         .sinks
         .iter()
         .enumerate()
         .filter_map(|(i, s)| match &s.failure {
-            Some(Failure::Io(err, side)) => Some((
-                i,
-                failure_message(opts.via, &cfg.src, &cfg.sinks[i], err, *side),
-            )),
+            Some(Failure::Io(err, side)) => Some(SinkError {
+                sink: i,
+                message: failure_message(opts.via, &cfg.src, &cfg.sinks[i], err, *side),
+                counts: policy.counts(errno_of(err)),
+                stops: policy.stops(errno_of(err)),
+            }),
             _ => None,
         })
         .collect();
+    let counted: Vec<&str> = sink_errors
+        .iter()
+        .filter(|e| e.counts)
+        .map(|e| e.message.as_str())
+        .collect();
     let (ending, code) = match &out.failure {
-        None if sink_errors.is_empty() => (Ending::Eof, ExitCode::Success),
+        None if counted.is_empty() => (Ending::Eof, ExitCode::Success),
         None => {
-            let messages: Vec<&str> = sink_errors.iter().map(|(_, m)| m.as_str()).collect();
-            let message = if cfg.on_error == OnError::Continue {
+            let message = if matches!(policy, OnError::Warn | OnError::WarnNoPipe) {
                 format!(
                     "{} of {} sinks failed: {}",
-                    messages.len(),
+                    counted.len(),
                     cfg.sinks.len(),
-                    messages.join("; ")
+                    counted.join("; ")
                 )
             } else {
-                messages.join("; ")
+                counted.join("; ")
             };
             (Ending::Error(message), ExitCode::Failure)
         }
@@ -161,7 +171,8 @@ fn conclude(
             ExitCode::Failure,
         ),
     };
-    let survivors_whole = out.failure.is_none() && cfg.on_error == OnError::Continue;
+    // No failure stopped the fan-out: the sinks still running got every byte.
+    let survivors_whole = out.failure.is_none() && !sink_errors.iter().any(|e| e.stops);
     let report = FanOutReport {
         src: Named {
             uri: cfg.src.to_string(),
@@ -180,7 +191,7 @@ fn conclude(
                 },
                 ending: sink_ending(i, &sink_errors, &ending, survivors_whole),
                 record: result.record.clone(),
-                failed_itself: sink_errors.iter().any(|(j, _)| *j == i),
+                failed_itself: sink_errors.iter().any(|e| e.sink == i),
             })
             .collect(),
         record: out.record,
@@ -188,11 +199,15 @@ fn conclude(
         ending: ending.clone(),
     };
     // stdout's reader went away and stopped the run: the shell's 141, without a message
-    // (DESIGN §5), like `pipe` and like GNU tee killed by SIGPIPE.
-    let reader_left = cfg.on_error == OnError::Fail
+    // (DESIGN §5), like `pipe` and like GNU tee killed by SIGPIPE. GNU's `exit` mode says
+    // so and exits 1 instead; the other modes go on without that sink.
+    let reader_left = policy == OnError::Fail
         && out.failure.is_none()
         && sink_errors.len() == 1
-        && stdout_went_away(&cfg.sinks[sink_errors[0].0], &out.sinks[sink_errors[0].0]);
+        && stdout_went_away(
+            &cfg.sinks[sink_errors[0].sink],
+            &out.sinks[sink_errors[0].sink],
+        );
     if reader_left {
         return Ok(ExitCode::BrokenPipe);
     }
@@ -203,16 +218,26 @@ fn conclude(
     }
 }
 
-/// How sink `i` ended: its own error, or how the run ended. Under `continue` with a
-/// healthy source, a surviving sink got every byte even though the run failed.
-fn sink_ending(
-    i: usize,
-    errors: &[(usize, String)],
-    run: &Ending,
-    survivors_whole: bool,
-) -> Ending {
-    if let Some((_, message)) = errors.iter().find(|(j, _)| *j == i) {
-        return Ending::Error(message.clone());
+/// One sink's failure, as the report and the exit code see it.
+struct SinkError {
+    sink: usize,
+    message: String,
+    /// It fails the run (exit 1, diagnosed).
+    counts: bool,
+    /// It stopped the whole fan-out.
+    stops: bool,
+}
+
+fn errno_of(err: &std::io::Error) -> Errno {
+    Errno::from_raw(err.raw_os_error().unwrap_or(0))
+}
+
+/// How sink `i` ended: its own error, or how the run ended. When no failure stopped the
+/// fan-out and the source was healthy, a surviving sink got every byte even though the
+/// run failed.
+fn sink_ending(i: usize, errors: &[SinkError], run: &Ending, survivors_whole: bool) -> Ending {
+    if let Some(e) = errors.iter().find(|e| e.sink == i) {
+        return Ending::Error(e.message.clone());
     }
     match run {
         Ending::Error(_) if survivors_whole => Ending::Eof,

@@ -268,7 +268,9 @@ fn swapped_after_listing(victim_is_dir: bool) {
         .arg("-P")
         .arg(&victim)
         .arg(crate::util::bin())
-        .args(["--stats", "json", "copy", "-r"])
+        // strace counts `when=` per thread: -j 1 keeps both opens on one thread
+        // (tests/parallel.rs has the same swap under -j).
+        .args(["--stats", "json", "copy", "-r", "-j", "1"])
         .arg(&src)
         .arg(&dst)
         .stdin(Stdio::null())

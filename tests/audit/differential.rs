@@ -403,12 +403,20 @@ enum Failing {
     EioWriting,
 }
 
-fn zerocat_copy(src: &Path, dst: &Path, via: &str, preserve: bool, fault: &Fault) -> Output {
+/// `jobs`: copy's `-j` (every case runs with one thread and with a pool of workers).
+fn zerocat_copy(
+    src: &Path,
+    dst: &Path,
+    via: &str,
+    preserve: bool,
+    jobs: &str,
+    fault: &Fault,
+) -> Output {
     let mut args: Vec<OsString> = vec!["--stats".into(), "json".into()];
     if via != "auto" {
         args.extend(["--via".into(), via.into()]);
     }
-    args.extend(["copy".into(), "-r".into()]);
+    args.extend(["copy".into(), "-r".into(), "-j".into(), jobs.into()]);
     if preserve {
         args.push("--preserve".into());
     }
@@ -736,7 +744,10 @@ fn seeds(default: std::ops::Range<u64>) -> Vec<u64> {
     }
 }
 
-/// One seed: the tree, then every (filesystem, via, preserve) case against cp.
+/// `copy -j`: every case runs on one thread and with four workers.
+const JOBS: [&str; 2] = ["1", "4"];
+
+/// One seed: the tree, then every (filesystem, via, preserve, jobs) case against cp.
 fn differential(seed: u64, shape: Shape) {
     let mut rng = Rng::new(seed);
     let work = tempdir();
@@ -746,17 +757,20 @@ fn differential(seed: u64, shape: Shape) {
         for preserve in [true, false] {
             let reference = place.join(format!("cp-{preserve}"));
             cp(&tree.root, &reference, preserve);
-            for via in ["auto", "userspace"] {
+            for (via, jobs) in ["auto", "userspace"]
+                .into_iter()
+                .flat_map(|via| JOBS.map(|jobs| (via, jobs)))
+            {
                 let case = format!(
-                    "seed {seed}, into {fs_name}, --via {via}, {}",
+                    "seed {seed}, into {fs_name}, --via {via}, -j {jobs}, {}",
                     if preserve {
                         "--preserve vs cp -a"
                     } else {
                         "vs cp -r"
                     }
                 );
-                let dst = place.join(format!("zc-{via}-{preserve}"));
-                let out = zerocat_copy(&tree.root, &dst, via, preserve, &Fault::None);
+                let dst = place.join(format!("zc-{via}-{preserve}-{jobs}"));
+                let out = zerocat_copy(&tree.root, &dst, via, preserve, jobs, &Fault::None);
                 let mut diffs = Vec::new();
                 if out.status.code() != Some(0) {
                     diffs.push(format!("exit {:?}: {}", out.status.code(), messages(&out)));
@@ -843,17 +857,38 @@ fn one_file_fails(seed: u64, shape: Shape, fs_name: &str, via: &str, failing: Fa
     };
     let reference = place.join("cp");
     cp(&tree.root, &reference, true);
-    let dst = place.join("zc");
-    let victim_path = tree.root.join(&victim);
-    let victim_copy = dst.join(&victim);
+    for jobs in JOBS {
+        let dst = place.join(format!("zc-{jobs}"));
+        one_copy_fails(
+            &tree, &victim, &reference, &dst, via, jobs, failing, limit, seed, fs_name,
+        );
+    }
+}
+
+/// One run of [`one_file_fails`]: `tree` copied to `dst` with `victim` failing.
+#[allow(clippy::too_many_arguments)]
+fn one_copy_fails(
+    tree: &Tree,
+    victim: &Path,
+    reference: &Path,
+    dst: &Path,
+    via: &str,
+    jobs: &str,
+    failing: Failing,
+    limit: u64,
+    seed: u64,
+    fs_name: &str,
+) {
+    let victim_path = tree.root.join(victim);
+    let victim_copy = dst.join(victim);
     let fault = match failing {
         Failing::OverSizeLimit => Fault::SizeLimit(limit),
         Failing::EioReading => Fault::EioReading(&victim_path),
         Failing::EioWriting => Fault::EioWriting(&victim_copy, 2),
     };
-    let out = zerocat_copy(&tree.root, &dst, via, true, &fault);
+    let out = zerocat_copy(&tree.root, dst, via, true, jobs, &fault);
     let case = format!(
-        "seed {seed}, into {fs_name}, --via {via}, {} on {victim:?}",
+        "seed {seed}, into {fs_name}, --via {via}, -j {jobs}, {} on {victim:?}",
         match failing {
             Failing::OverSizeLimit => format!("file size limit {limit}"),
             other => format!("{other:?}"),
@@ -867,8 +902,8 @@ fn one_file_fails(seed: u64, shape: Shape, fs_name: &str, via: &str, failing: Fa
             messages(&out)
         ));
     }
-    diffs.extend(report_differences(&out, &tree, Some(&victim)));
-    diffs.extend(compare(&dst, &reference, &tree.root, true, Some(&victim)));
+    diffs.extend(report_differences(&out, tree, Some(victim)));
+    diffs.extend(compare(dst, reference, &tree.root, true, Some(victim)));
     // What the failed file holds is a prefix of its source: no foreign byte.
     if let Ok(got) = fs::read(&victim_copy) {
         let want = fs::read(&victim_path).unwrap();

@@ -30,6 +30,16 @@ type Want = BTreeMap<PathBuf, Vec<u8>>;
 /// (`dst` in the rig's directory when None). Returns the run started, its destination and
 /// what each destination file must hold.
 fn start_copy(rig: Rig, what: What, dst: Option<PathBuf>) -> (Running, PathBuf, Want) {
+    start_copy_with(rig, what, dst, &[])
+}
+
+/// [`start_copy`] with copy's own `flags` after `copy`.
+fn start_copy_with(
+    rig: Rig,
+    what: What,
+    dst: Option<PathBuf>,
+    flags: &[&str],
+) -> (Running, PathBuf, Want) {
     let dst = dst.unwrap_or_else(|| rig.path("dst"));
     let (src, want) = match what {
         What::File(len) => (
@@ -49,7 +59,7 @@ fn start_copy(rig: Rig, what: What, dst: Option<PathBuf>) -> (Running, PathBuf, 
             (root.display().to_string(), want)
         }
     };
-    let rig = rig.arg("copy");
+    let rig = rig.arg("copy").args(flags);
     let rig = match what {
         What::Tree => rig.arg("-r"),
         What::File(_) => rig,
@@ -265,7 +275,10 @@ fn run_copy_fault(case: &CopyFault) -> Result<String, String> {
         wrap.push("-e".into());
         wrap.push(format!("inject={syscall}:{action}:when={when}"));
     }
-    let (run, want) = run_copy(Rig::new().under(wrap), case.what, None);
+    // strace counts `when=` per thread: the calls are numbered as one thread makes them
+    // (tests/parallel.rs injects into `-j` copies by path instead).
+    let (running, _, want) = start_copy_with(Rig::new().under(wrap), case.what, None, &["-j", "1"]);
+    let run = running.finish();
     let (syscall, action, when) = case.injects.last().unwrap();
     let what = format!("{} {syscall} {action}@{when}", what_name(case.what));
     let what = match case.injects.len() {

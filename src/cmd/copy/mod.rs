@@ -14,7 +14,8 @@
 //!
 //! Here: the options and the run (check the operands, print the plan, copy, report). The
 //! jobs: `walk` (operands, the tree, the survey for the bar), `file` (one regular file
-//! through the engine), `resume`, `meta` (modes, `--preserve`, symlinks and special files),
+//! through the engine), `pool` (`-j`: files copied by worker threads, entries reported in
+//! the walk's order), `resume`, `meta` (modes, `--preserve`, symlinks and special files),
 //! `report` (each entry's kind and status, the totals, text and JSON). Which paths a file
 //! may take is the engine's: [`engine::FileChain`].
 //!
@@ -27,6 +28,7 @@ mod atomic;
 mod debug;
 mod file;
 mod meta;
+mod pool;
 mod report;
 mod resume;
 mod sync;
@@ -54,6 +56,7 @@ use crate::report::StatsFormat;
 use crate::sys::fdkind::{FdInfo, FdKind};
 use crate::sys::pipe::OwnPipe;
 
+use pool::Pool;
 use report::{total_line, Entry, Totals};
 use walk::{survey_in_background, Survey};
 
@@ -92,6 +95,9 @@ pub struct CopyConfig {
     pub atomic: bool,
     /// After each file, cp's `--debug` lines on stdout.
     pub debug: bool,
+    /// `-j N`: regular files copied by N threads while the walk goes on (pool.rs). None:
+    /// the CPUs available, at most [`pool::MAX_DEFAULT_JOBS`].
+    pub jobs: Option<usize>,
 }
 
 pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
@@ -135,8 +141,15 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
         cfg.reflink,
     )
     .map_err(|e| UsageError(format!("--via: {e}")))?;
+    // Threads pay off only where there are several files: a tree, or several operands.
+    let jobs = cfg.jobs.unwrap_or_else(pool::default_jobs);
+    let jobs = if cfg.recursive || sources.len() > 1 {
+        jobs
+    } else {
+        1
+    };
     opts.print_plan(&format!(
-        "plan: copy {} -> '{}'{}: per file via {}; sparse {}{}{}",
+        "plan: copy {} -> '{}'{}: per file via {}; sparse {}{}; {}{}",
         sources
             .iter()
             .map(|s| format!("'{}'", s.display()))
@@ -147,6 +160,10 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
         crate::cmd::common::chain_words(&chain),
         format!("{:?}", cfg.sparse).to_lowercase(),
         if cfg.resume { ", resume" } else { "" },
+        match jobs {
+            1 => "1 job".to_string(),
+            n => format!("{n} jobs"),
+        },
         crate::engine::meter::plan_words(opts.limit),
     ));
     if opts.explain {
@@ -155,7 +172,21 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
 
     let started = Instant::now();
     copier.start_progress(&sources);
-    copier.copy_operands(&sources, &dest, dest_is_dir);
+    let copier = if jobs > 1 {
+        // The copier moves into the scope: were the walk to panic, dropping it closes the
+        // job queue, so the workers end and the scope can join them.
+        std::thread::scope(|scope| {
+            let mut copier = copier;
+            copier.pool = Pool::start(scope, jobs, opts, cfg, &copier.meter, &copier.on_disk);
+            copier.held = copier.pool.as_ref().map(|_| Vec::new());
+            copier.copy_operands(&sources, &dest, dest_is_dir);
+            copier.close_pool();
+            copier
+        })
+    } else {
+        copier.copy_operands(&sources, &dest, dest_is_dir);
+        copier
+    };
     let seconds = started.elapsed().as_secs_f64();
     copier.finish(&sources, &dest, seconds)
 }
@@ -183,8 +214,13 @@ struct Copier<'a> {
     interrupted: bool,
     /// The directories `-r` is listing, innermost last, each with its open fd: an entry is
     /// opened relative to its directory (openat), so a path component swapped for a
-    /// symlink meanwhile cannot redirect the copy.
-    walk: Vec<(PathBuf, OwnedFd)>,
+    /// symlink meanwhile cannot redirect the copy. A job of `-j` carries its directory's.
+    walk: Vec<(PathBuf, Arc<OwnedFd>)>,
+    /// `-j`: the workers, and the walk's order the entries are reported in.
+    pool: Option<Pool>,
+    /// `-j`: entries done but not yet in the order (the walk's), or not yet sent back (a
+    /// worker's). None: each entry is accounted as it is done.
+    held: Option<Vec<Entry>>,
 }
 
 impl<'a> Copier<'a> {
@@ -203,6 +239,8 @@ impl<'a> Copier<'a> {
             survey: None,
             interrupted: false,
             walk: Vec::new(),
+            pool: None,
+            held: None,
         }
     }
 

@@ -122,8 +122,17 @@ impl Copier<'_> {
         self.done(e);
     }
 
-    /// Adds one entry to the totals; errors are printed at once (also under -q, as cp does).
+    /// One entry is done. Under `-j` it waits for its turn in the walk's order (pool.rs);
+    /// otherwise it is accounted now.
     pub(super) fn done(&mut self, e: Entry) {
+        match &mut self.held {
+            Some(held) => held.push(e),
+            None => self.account(e),
+        }
+    }
+
+    /// Adds one entry to the totals; errors are printed at once (also under -q, as cp does).
+    pub(super) fn account(&mut self, e: Entry) {
         self.totals.record.merge(&e.record);
         self.totals.holes += e.holes;
         self.totals.resumed += e.resumed;

@@ -15,6 +15,7 @@ use std::sync::{Arc, OnceLock};
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
+use super::pool::DirDone;
 use super::report::{Entry, Status};
 use super::{Copier, CopyConfig, SparseMode};
 
@@ -163,7 +164,7 @@ impl Copier<'_> {
         match kind {
             Kind::Dir => self.copy_dir(src, dst),
             Kind::Symlink => self.copy_symlink(src, dst),
-            Kind::File => self.copy_file(src, dst),
+            Kind::File => self.copy_or_hand_out(src, dst),
             Kind::Fifo | Kind::Socket | Kind::Device => self.copy_special(src, dst, kind),
         }
     }
@@ -205,14 +206,26 @@ impl Copier<'_> {
             Ok(l) => l,
             Err(e) => return self.fail(src, dst, Kind::Dir, format!("cannot read directory: {e}")),
         };
-        self.walk.push((src.to_path_buf(), OwnedFd::from(dir)));
+        self.walk
+            .push((src.to_path_buf(), Arc::new(OwnedFd::from(dir))));
         self.copy_listing(&mut listing, src, dst);
         self.walk.pop();
         if self.interrupted {
             return;
         }
-        let mut entry = Entry::new(src, dst, Some(Kind::Dir));
-        if let Err(e) = self.dir_metadata(dst, &meta, existing) {
+        self.close_dir(DirDone {
+            src: src.to_path_buf(),
+            dst: dst.to_path_buf(),
+            meta,
+            existing,
+        });
+    }
+
+    /// A directory's mode (and `--preserve`'s owner and times) once its entries are in, and
+    /// its entry.
+    pub(super) fn finish_dir(&mut self, dir: DirDone) {
+        let mut entry = Entry::new(&dir.src, &dir.dst, Some(Kind::Dir));
+        if let Err(e) = self.dir_metadata(&dir.dst, &dir.meta, dir.existing) {
             entry.status = Status::Failed(format!("{e:#}"));
         }
         self.totals.dirs += 1;

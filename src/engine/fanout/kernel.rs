@@ -391,7 +391,7 @@ impl<'a> Kernel<'a> {
             }
             failure => {
                 self.lanes[i].fail(failure);
-                on_error == OnError::Fail
+                on_error.stops(e)
             }
         }
     }

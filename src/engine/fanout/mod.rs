@@ -10,6 +10,8 @@ mod userspace;
 
 use std::os::fd::{AsFd, BorrowedFd};
 
+use nix::errno::Errno;
+
 use super::{DataPath, Failure, Fallback, Reason, Record, Side, Via};
 use crate::engine::meter::Meter;
 use crate::sys::fdkind::FdInfo;
@@ -19,14 +21,48 @@ pub use kernel::{consumer_of, lane_words};
 /// The most one userspace write round (or one pipe drain with writes) holds in memory.
 const SCRATCH: usize = super::userspace::BUFFER_SIZE;
 
-/// What to do when a sink fails (GNU tee's `--output-error`).
+/// What to do when a sink fails: zerocat's default, and GNU tee's `--output-error` modes.
+/// A "reader that went away" is a sink failing with EPIPE (a pipe or socket whose reader
+/// closed); the `*NoPipe` modes drop such a sink quietly, as GNU tee does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnError {
-    /// Stop the whole fan-out (after draining what is already in lane pipes).
+    /// Stop the whole fan-out (after draining what is already in lane pipes). The command
+    /// turns stdout's reader going away into the shell's quiet 141, as GNU tee's default
+    /// (killed by SIGPIPE) does.
     #[default]
     Fail,
-    /// Drop that sink and keep feeding the others; the run still fails at the end.
-    Continue,
+    /// GNU `warn`: drop that sink and keep feeding the others; the run still fails at the
+    /// end (`--on-error=continue`).
+    Warn,
+    /// GNU `warn-nopipe` (`-p`): like `Warn`, but a reader that went away is dropped
+    /// quietly and is no failure of the run.
+    WarnNoPipe,
+    /// GNU `exit`: stop at the first sink that fails, EPIPE included (no 141: a message
+    /// and exit 1).
+    Exit,
+    /// GNU `exit-nopipe`: a reader that went away is dropped quietly; any other failure
+    /// stops the fan-out.
+    ExitNoPipe,
+}
+
+impl OnError {
+    /// Whether a sink failing with `errno` stops the whole fan-out.
+    pub fn stops(self, errno: Errno) -> bool {
+        match self {
+            OnError::Fail | OnError::Exit => true,
+            OnError::Warn | OnError::WarnNoPipe => false,
+            OnError::ExitNoPipe => errno != Errno::EPIPE,
+        }
+    }
+
+    /// Whether a sink failing with `errno` fails the run (a message, exit 1): not a reader
+    /// that went away under the `*NoPipe` modes.
+    pub fn counts(self, errno: Errno) -> bool {
+        match self {
+            OnError::WarnNoPipe | OnError::ExitNoPipe => errno != Errno::EPIPE,
+            OnError::Fail | OnError::Warn | OnError::Exit => true,
+        }
+    }
 }
 
 /// One sink handed to the fan-out.
@@ -132,6 +168,32 @@ impl Slowest {
         if let Some(least) = least.filter(|&n| n > self.told) {
             meter.add(least - self.told);
             self.told = least;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// GNU tee's table (coreutils `fail_output`): which failures stop the run and which
+    /// count toward exit 1, for a reader that went away (EPIPE) and any other error.
+    #[test]
+    fn each_mode_stops_and_counts_as_gnu_tee() {
+        let (pipe, other) = (Errno::EPIPE, Errno::ENOSPC);
+        let table = [
+            // mode, stops on EPIPE, on ENOSPC; counts EPIPE, ENOSPC
+            (OnError::Fail, true, true, true, true),
+            (OnError::Warn, false, false, true, true),
+            (OnError::WarnNoPipe, false, false, false, true),
+            (OnError::Exit, true, true, true, true),
+            (OnError::ExitNoPipe, false, true, false, true),
+        ];
+        for (mode, stops_pipe, stops_other, counts_pipe, counts_other) in table {
+            assert_eq!(mode.stops(pipe), stops_pipe, "{mode:?}");
+            assert_eq!(mode.stops(other), stops_other, "{mode:?}");
+            assert_eq!(mode.counts(pipe), counts_pipe, "{mode:?}");
+            assert_eq!(mode.counts(other), counts_other, "{mode:?}");
         }
     }
 }

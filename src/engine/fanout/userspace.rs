@@ -69,7 +69,7 @@ pub(super) fn fan_out(
                         }
                         sink_failure => {
                             out.failure = Some(sink_failure);
-                            if on_error == OnError::Fail {
+                            if on_error.stops(e) {
                                 break 'rounds;
                             }
                         }

@@ -1,0 +1,101 @@
+"""The trees family (issue 17, `copy -j`): zerocat copy -r with its default -j (the CPUs
+available, at most 8) and with -j 1, against xcp -r (its default parallel driver) and
+cp -r, on a tree of many small files and a tree of fewer big ones, each on ext4
+(bench/work) and on tmpfs (/dev/shm), the copy on the source's filesystem. The source is
+warm; what earlier runs left dirty is flushed before each run, outside the clock (settle).
+Targets: >= 1.2x xcp -r and >= 1.5x cp -r (the xref column: peer time / zerocat time)."""
+import os
+import random
+import shutil
+
+from . import common
+from .common import KiB, MiB, WORK, log
+from .copy import run_copy
+from .measure import contender, scenario
+
+GROUP = "trees"
+
+# The targets of issue 17: zerocat's default against each peer (peer time / zerocat time).
+TARGETS = {"xcp -r": 1.2, "cp -r": 1.5}
+REF = "zerocat -q"
+
+
+def make_tree(root, files, size, per_dir=100):
+    """`files` files of `size` bytes, `per_dir` to a directory, each a different slice of
+    one random pool (a mix-up between files cannot compare equal); reused when the stamp
+    next to it says the same shape."""
+    stamp = root + ".stamp"
+    shape = f"{files}:{size}:{per_dir}"
+    if os.path.isdir(root) and os.path.exists(stamp):
+        with open(stamp) as f:
+            if f.read() == shape:
+                return
+    shutil.rmtree(root, ignore_errors=True)
+    log(f"making a tree of {files:,} x {size:,} B in {root}")
+    rng = random.Random(13)
+    pool = rng.randbytes(max(2 * size, 1 * MiB))
+    for i in range(files):
+        d = os.path.join(root, f"d{i // per_dir:03}")
+        os.makedirs(d, exist_ok=True)
+        at = (i * 65_537) % (len(pool) - size + 1)
+        with open(os.path.join(d, f"f{i:05}"), "wb") as f:
+            f.write(pool[at:at + size])
+    with open(stamp, "w") as f:
+        f.write(shape)
+
+
+def scenarios(ctx):
+    S = []
+    small = (f"{ctx['tree_files']:,} x 4 KiB", ctx["tree_files"], 4 * KiB)
+    big = (f"{ctx['big_files']:,} x {ctx['big_size'] // MiB or ctx['big_size'] // KiB}"
+           f" {'MiB' if ctx['big_size'] >= MiB else 'KiB'}", ctx["big_files"], ctx["big_size"])
+    for label, files, size in (small, big):
+        for fs, base in (("ext4", WORK), ("tmpfs", ctx["tmpfs"])):
+            src = os.path.join(base, f"tree-{files}x{size}.src")
+            dst = os.path.join(base, f"tree-{files}x{size}.out")
+            nbytes = files * size
+
+            def runner(argv, src=src, dst=dst, files=files, size=size, nbytes=nbytes):
+                def run():
+                    make_tree(src, files, size)  # once, outside the clock
+                    return run_copy(ctx, argv, src, dst, tree=True, nbytes=nbytes)
+                return run
+            zc = [common.ZC, "-q", "copy", "-r"]
+            cs = [contender(REF, "zerocat", runner([*zc, src, dst]), ("copy",)),
+                  contender("zerocat -q -j 1", "zerocat", runner([*zc, "-j", "1", src, dst]), ("copy",)),
+                  contender("xcp -r", "peer", runner(["xcp", "-r", src, dst]), ("xcp",)),
+                  contender("cp -r", "peer", runner(["cp", "-r", src, dst]))]
+            S.append(scenario(GROUP, f"copy tree {label} ({fs})", nbytes, cs, ref=REF, files=files))
+    return S
+
+
+def cleanup(ctx):
+    """The trees on ext4 stay for the next run (their stamps say what they hold); the copies go."""
+    for name in os.listdir(WORK):
+        if name.startswith("tree-") and name.endswith(".out"):
+            shutil.rmtree(os.path.join(WORK, name), ignore_errors=True)
+
+
+def summary(rows, meta):
+    """RESULTS.md's lines under the trees table: each scenario against the targets."""
+    L = ["Targets (issue 17): zerocat's default `-j` at least 1.2x `xcp -r` and 1.5x `cp -r` "
+         "(xref above: per repetition, the peer's time over zerocat's, then the median). "
+         f"Load average {meta['load0']} at the start, {meta['load1']} at the end "
+         "(other engineers' builds and tests share the machine's cores).\n",
+         "| scenario | zerocat default -j | vs -j 1 | vs xcp -r (>= 1.2) | vs cp -r (>= 1.5) |",
+         "|---|---:|---:|---:|---:|"]
+    for scn in dict.fromkeys(r["scenario"] for r in rows if r["group"] == GROUP):
+        by = {r["tool"]: r for r in rows if r["scenario"] == scn}
+        ref = by.get(REF)
+        if not ref or ref["median"] is None:
+            continue
+
+        def vs(tool):
+            r = by.get(tool)
+            if not r or r["ratio"] is None:
+                return (r and (r["skip"] or r["error"])) or "–"
+            mark = "" if tool not in TARGETS else (" ok" if r["ratio"] >= TARGETS[tool] else " **missed**")
+            return f"{r['ratio']:.2f}x{mark}"
+        L.append(f"| {scn} | {ref['median'] * 1000:.0f} ms | {vs('zerocat -q -j 1')} | {vs('xcp -r')} | {vs('cp -r')} |")
+    L.append("")
+    return L
