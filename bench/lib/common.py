@@ -9,6 +9,7 @@ BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(BENCH)
 WORK = os.path.join(BENCH, "work")
 ZCB = os.path.join(WORK, "zcb")
+REFRELAY = os.path.join(WORK, "refrelay")  # bench/refrelay.c: the two reference relays
 # The zerocat under test: this checkout's release build, or --zerocat PATH (set by
 # peers.setup before any run; read it as common.ZC, never import the name).
 ZC = os.path.join(ROOT, "target", "release", "zerocat")

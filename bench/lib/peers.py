@@ -5,7 +5,7 @@ import shutil
 import subprocess
 
 from . import common
-from .common import GiB, ROOT, WORK, ZCB, first_line, log, quiet
+from .common import GiB, REFRELAY, ROOT, WORK, ZCB, first_line, log, quiet
 
 
 def setup(args):
@@ -17,6 +17,8 @@ def setup(args):
         log("building zerocat (cargo build --release)")
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     subprocess.run(["cc", "-O2", "-Wall", "-o", ZCB, os.path.join(common.BENCH, "zcb.c")], check=True)
+    subprocess.run(["cc", "-O2", "-Wall", "-pthread", "-o", REFRELAY, os.path.join(common.BENCH, "refrelay.c")],
+                   check=True)
     if not args.no_install:
         install_peers()
     have = {c: quiet([common.ZC, c, "--help"]).returncode == 0 for c in ("pipe", "tee", "copy", "relay")}
@@ -25,7 +27,8 @@ def setup(args):
 
 
 def install_peers():
-    want = {"socat": "socat", "pv": "pv", "mbuffer": "mbuffer", "nc": "netcat-openbsd"}
+    want = {"socat": "socat", "pv": "pv", "mbuffer": "mbuffer", "nc": "netcat-openbsd", "haproxy": "haproxy",
+            "redis-server": "redis-server", "redis-benchmark": "redis-tools"}
     missing = [pkg for cmd, pkg in want.items() if not shutil.which(cmd)]
     if missing and shutil.which("apt-get"):
         log("installing", *missing)
@@ -80,4 +83,5 @@ def versions():
             first_line(["pv", "--version"]), first_line(["dd", "--version"]),
             next((ln for ln in quiet(["socat", "-V"]).stdout.splitlines() if "socat version" in ln), "socat ?"),
             first_line(["tee", "--version"]), first_line(["mbuffer", "-V"]), first_line(["cp", "--version"]),
-            first_line(["xcp", "--version"])]
+            first_line(["xcp", "--version"]), first_line(["haproxy", "-v"]),
+            first_line(["redis-server", "--version"]), first_line(["redis-benchmark", "--version"])]

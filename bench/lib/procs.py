@@ -1,6 +1,7 @@
 """One run's processes: spawned (optionally pinned), killed at a deadline, reaped with
 wait4 for their CPU; and the small timing helpers around a run."""
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -23,14 +24,37 @@ class Procs:
         self.timer.start()
         self.timed_out = False
 
-    def spawn(self, role, argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=()):
+    def spawn(self, role, argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(), daemon=False):
+        """daemon: a server that runs until told to stop (haproxy, a relay without --once,
+        redis-server): wait() does not wait for it but charges it the CPU it used since
+        start_clock() (its children's too: socat fork), then stops it with SIGTERM."""
         err = tempfile.TemporaryFile()  # a file, not a pipe: a long report cannot block the tool
         cpus = self.pin.get(role)
         pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         p = subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=err, pass_fds=pass_fds, preexec_fn=pin)
         p.role, p.argv, p.rusage, p.io, p.err, p.errfile = role, argv, None, {}, b"", err
+        p.daemon, p.cpu0, p.cpu = daemon, 0.0, None
         self.procs.append(p)
         return p
+
+    def start_clock(self):
+        """The daemons' CPU so far (start-up), which their result does not count."""
+        for p in self.procs:
+            if p.daemon:
+                p.cpu0 = proc_cpu(p.pid, children=True)
+
+    def stop_daemons(self):
+        """Charges each daemon its CPU since start_clock(), then stops it (SIGTERM) and reaps it."""
+        for p in self.procs:
+            if p.daemon and p.pid not in self.reaped:
+                try:
+                    p.cpu = proc_cpu(p.pid, children=True) - p.cpu0
+                    os.kill(p.pid, signal.SIGTERM)
+                except (OSError, ProcessLookupError):
+                    pass
+                _, status, p.rusage = os.wait4(p.pid, 0)
+                self.reaped.add(p.pid)
+                p.returncode = os.waitstatus_to_exitcode(status)
 
     def kill(self):
         self.timed_out = True
@@ -42,7 +66,11 @@ class Procs:
                     pass
 
     def wait(self):
+        """Reaps every process but the daemons, then stops those; returns the time the last
+        non-daemon ended."""
         for p in self.procs:
+            if p.daemon:
+                continue
             if p.role == "tool":  # read the kernel's I/O counters before reaping
                 os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
                 try:
@@ -54,6 +82,7 @@ class Procs:
             self.reaped.add(p.pid)
             p.returncode = os.waitstatus_to_exitcode(status)
         end = time.perf_counter()
+        self.stop_daemons()
         self.timer.cancel()
         for p in self.procs:
             p.err = os.pread(p.errfile.fileno(), 1 << 24, 0)
@@ -76,7 +105,7 @@ class Procs:
         if self.timed_out:
             raise Failed("timed out")
         for p in self.procs:
-            if p.returncode:
+            if p.returncode and not p.daemon:
                 msg = p.err.decode(errors="replace").strip().splitlines()
                 raise Failed(f"{os.path.basename(p.argv[0])} exited {p.returncode}"
                              + (f": {msg[-1][:200]}" if msg else ""))
@@ -86,7 +115,7 @@ def result(ps, start, end, nbytes):
     t = ps.tool()
     r = {"seconds": end - start, "cpu": None, "path": ""}
     if t is not None:
-        r["cpu"] = t.rusage.ru_utime + t.rusage.ru_stime
+        r["cpu"] = t.cpu if t.daemon else t.rusage.ru_utime + t.rusage.ru_stime
         if t.argv[0] == common.ZC:
             names, _ = zerocat_paths(t.err)
             r["path"] = "+".join(names)
@@ -126,8 +155,33 @@ def read_line(p, timeout=10):
         time.sleep(0.002)
 
 
-def proc_cpu(pid):
-    """user+system CPU seconds of a live process."""
+def proc_cpu(pid, children=False):
+    """user+system CPU seconds of a live process (all its threads; with children=True,
+    also those of the children it has reaped)."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = sum(int(x) for x in fields[11:15 if children else 13])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def wait_listening(where, timeout=10, proc=None):
+    """Until something listens on `where`: a TCP port on 127.0.0.1 (int) or a unix socket
+    path (str) -- read from /proc/net, without connecting (a connection would reach the
+    backend). Raises Failed on timeout or when `proc` exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if isinstance(where, int):
+            with open("/proc/net/tcp") as f:
+                if any(ln.split()[1] == f"0100007F:{where:04X}" and ln.split()[3] == "0A" for ln in list(f)[1:]):
+                    return
+        else:
+            # HAProxy binds PATH.PID.tmp, then renames it to PATH: the socket keeps its name
+            with open("/proc/net/unix") as f:
+                names = [ln.split()[-1] for ln in list(f)[1:] if len(ln.split()) >= 8 and ln.split()[3] == "00010000"]
+            if os.path.exists(where) and any(n == where or n.startswith(where + ".") for n in names):
+                return
+        if proc is not None and proc.poll() is not None:
+            raise Failed(f"{os.path.basename(proc.argv[0])} exited {proc.returncode} before listening: "
+                         + (os.pread(proc.errfile.fileno(), 4096, 0).decode(errors="replace").strip().splitlines() or [""])[-1][:300])
+        time.sleep(0.005)
+    raise Failed(f"nothing listening on {where} after {timeout} s")

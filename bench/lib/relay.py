@@ -1,6 +1,8 @@
-"""The relay family: zerocat relay --once vs socat (default and 1 MiB buffers) and the
-feeder connected straight to the sink, over TCP and unix sockets; and one relay holding
-many idle connections."""
+"""The relay family: zerocat relay --once vs socat (default and 1 MiB buffers), HAProxy
+(tcp mode, one thread; with and without `option splice-auto`), the two reference relays of
+bench/refrelay.c (blocking, a thread per direction: read/write through 1 MiB, splice through
+a 1 MiB pipe) and the feeder connected straight to the sink, over TCP and unix sockets; and
+one relay holding many idle connections."""
 import os
 import re
 import resource
@@ -15,15 +17,36 @@ from . import common
 from .checks import Sample, sink_check
 from .common import Failed
 from .measure import contender, scenario
-from .procs import Procs, free_port, proc_cpu, read_line, result, timeout_for
+from .procs import Procs, free_port, proc_cpu, read_line, result, timeout_for, wait_listening
 
 GROUP = "relay"
 
 
+def haproxy_config(tmp, listen, server, splice=False, name="haproxy.cfg"):
+    """An HAProxy config in `tmp` relaying `listen` to `server` (each "127.0.0.1:PORT" or a
+    unix socket path) in tcp mode on one thread; returns its path. splice: `option
+    splice-auto` (HAProxy splices only when it judges it pays; off by default)."""
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        f.write("global\n    nbthread 1\n    maxconn 4000\n\n"
+                "defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 120s\n"
+                "    timeout server 120s\n" + ("    option splice-auto\n" if splice else "") +
+                f"\nlisten relay\n    bind {listen}\n    server backend {server}\n")
+    return path
+
+
+def start_haproxy(ps, tmp, listen, server, splice=False, role="tool"):
+    """HAProxy (a daemon of `ps`) relaying `listen` to `server`, listening when it returns."""
+    cfg = haproxy_config(tmp, listen, server, splice)
+    p = ps.spawn(role, ["haproxy", "-db", "-f", cfg], daemon=True)
+    wait_listening(int(listen.rsplit(":", 1)[1]) if listen.startswith("127.0.0.1:") else listen, proc=p)
+    return p
+
+
 def run_relay(ctx, tool, pair, chunk=0, nbytes=None, pin=None):
     """zcb src -> A [TOOL relays A to B] -> B zcb sink. tool: ("zerocat", via) |
-    ("socat", extra args) | None (direct: the feeder connects to the sink). pin: see
-    seed.seed_pinning."""
+    ("socat", extra args) | ("ref", "rw" or "splice") | ("haproxy", splice-auto?) |
+    None (direct: the feeder connects to the sink). pin: see seed.seed_pinning."""
     a_kind, b_kind = pair.split("-to-")
     data = ctx["seed_data"] if nbytes else ctx["data"]
     size = nbytes or ctx["size"]
@@ -53,6 +76,19 @@ def run_relay(ctx, tool, pair, chunk=0, nbytes=None, pin=None):
             if not m:
                 raise Failed(f"unexpected first line from zerocat: {line!r}")
             a = f"tcp:{m.group(1)}" if a_kind == "tcp" else f"unix:{a_path}"
+        elif tool[0] == "ref":
+            a_listen = "tcp-listen:127.0.0.1:0" if a_kind == "tcp" else f"unix-listen:{a_path}"
+            p = ps.spawn("tool", [common.REFRELAY, tool[1], a_listen, b], stdout=subprocess.PIPE)
+            port = p.stdout.readline().decode().strip()
+            if not port:
+                raise Failed("refrelay did not listen: " + os.pread(p.errfile.fileno(), 4096, 0).decode(errors="replace"))
+            a = f"tcp:127.0.0.1:{port}" if a_kind == "tcp" else f"unix:{a_path}"
+        elif tool[0] == "haproxy":
+            listen = f"127.0.0.1:{free_port()}" if a_kind == "tcp" else a_path
+            server = f"127.0.0.1:{ready}" if b_kind == "tcp" else b_path
+            start_haproxy(ps, ctx["tmp"], listen, server, tool[1])
+            ps.start_clock()
+            a = f"tcp:{listen}" if a_kind == "tcp" else f"unix:{a_path}"
         else:
             port = free_port()
             left = f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr" if a_kind == "tcp" else f"UNIX-LISTEN:{a_path}"
@@ -78,6 +114,10 @@ def scenarios(ctx):
         cs = [contender("zerocat", "zerocat", runner(("zerocat", None)), ("relay",)),
               contender("socat", "peer", runner(("socat", [])), ("socat",)),
               contender("socat -b1048576", "peer", runner(("socat", ["-b1048576"])), ("socat",)),
+              contender("haproxy", "peer", runner(("haproxy", False)), ("haproxy",)),
+              contender("haproxy splice-auto", "peer", runner(("haproxy", True)), ("haproxy",)),
+              contender("ref rw 1M", "peer", runner(("ref", "rw"))),
+              contender("ref splice 1M", "peer", runner(("ref", "splice"))),
               contender("direct (src -> sink)", "ceiling", runner(None))]
         S.append(scenario(GROUP, f"relay {pair.replace('-to-', ' -> ')}", n, cs))
     return S

@@ -1,5 +1,6 @@
 """The seed table: acln0/zerocopy's transfer benchmark (relay throughput per chunk size)
-for zerocat relay --via userspace, --via splice and auto, with its plot."""
+for zerocat relay --via userspace, --via splice and auto, and the two reference relays of
+bench/refrelay.c, with its plot."""
 import os
 import sys
 
@@ -29,9 +30,13 @@ def scenarios(ctx):
         for chunk in CHUNKS:
             def runner(via, pair=pair, chunk=chunk):
                 return lambda: run_relay(ctx, ("zerocat", via), pair, chunk, ctx["seed_size"], seed_pinning())
+            def ref(kind, pair=pair, chunk=chunk):
+                return lambda: run_relay(ctx, ("ref", kind), pair, chunk, ctx["seed_size"], seed_pinning())
             cs = [contender("userspace", "zerocat", runner("userspace"), ("relay",)),
                   contender("splice", "zerocat", runner("splice"), ("relay",)),
-                  contender("auto", "zerocat", runner(None), ("relay",))]
+                  contender("auto", "zerocat", runner(None), ("relay",)),
+                  contender("ref rw", "peer", ref("rw")),
+                  contender("ref splice", "peer", ref("splice"))]
             S.append(scenario(GROUP, f"Transfer/{pair}/{chunk}", ctx["seed_size"], cs, ref="auto"))
     return S
 
@@ -45,22 +50,32 @@ def table(rows, plot_file):
          "throughput over the better of the userspace and splice medians (the target is >= 0.95). "
          "Each run pins the relay to the last CPU and the feeder and sink to the others (see seed_pinning "
          "in bench/lib/seed.py): unpinned, the placement of three busy processes on two cores swung one binary "
-         "by 2x.", ""]
+         "by 2x. `ref rw` and `ref splice` are the reference relays of bench/refrelay.c (blocking, a thread per "
+         "direction; read/write through 1 MiB, splice through a 1 MiB pipe): `auto/ref` is auto's throughput "
+         "over the better of the two (the target is >= 0.95 from 16 KiB up), and the CPU columns are "
+         "CPU-s/GiB of the relay (median).", ""]
     seed = [r for r in rows if r["group"] == GROUP]
     notes = sorted({status(r) for r in seed if status(r)})
     by = {(r["scenario"], r["tool"]): r for r in seed}
-    L += ["```", f"{'benchmark':<40} {'old MB/s':>12} {'new MB/s':>12} {'speedup':>9} {'splice MB/s':>12} {'auto/best':>10}"]
+    L += ["```", f"{'benchmark':<40} {'old MB/s':>9} {'new MB/s':>9} {'speedup':>8} {'splice MB/s':>11} "
+          f"{'auto/best':>9} {'ref rw':>8} {'ref splice':>10} {'auto/ref':>8} {'CPU auto':>8} {'CPU ref':>8}"]
     for pair in SEED_PAIRS:
         for chunk in CHUNKS:
             name = f"Transfer/{pair}/{chunk}"
             u, a, sp_row = by.get((name, "userspace")), by.get((name, "auto")), by.get((name, "splice"))
+            rw, rs = by.get((name, "ref rw")), by.get((name, "ref splice"))
             if not u or not a:
                 continue
             cell = lambda r: f"{mbs(r, r['median']):.2f}" if r and r["median"] else "-"
             sp = f"{u['ratio']:.2f}x" if u["ratio"] else "-"
             rates = [mbs(r, r["median"]) for r in (u, sp_row) if r and r["median"]]
             best = f"{mbs(a, a['median']) / max(rates):.2f}" if a["median"] and rates else "-"
-            L.append(f"{name:<40} {cell(u):>12} {cell(a):>12} {sp:>9} {cell(sp_row):>12} {best:>10}")
+            refs = [mbs(r, r["median"]) for r in (rw, rs) if r and r["median"]]
+            vs_ref = f"{mbs(a, a['median']) / max(refs):.2f}" if a["median"] and refs else "-"
+            cpu = lambda r: f"{r['cpu']:.2f}" if r and r["cpu"] is not None else "-"
+            ref_cpus = [r["cpu"] for r in (rw, rs) if r and r["cpu"] is not None]
+            L.append(f"{name:<40} {cell(u):>9} {cell(a):>9} {sp:>8} {cell(sp_row):>11} {best:>9} {cell(rw):>8} "
+                     f"{cell(rs):>10} {vs_ref:>8} {cpu(a):>8} {(f'{min(ref_cpus):.2f}' if ref_cpus else '-'):>8}")
     L += ["```", ""]
     paths = sorted({r["path"] for r in seed if r["tool"] == "auto" and r["path"]})
     if paths:
@@ -104,7 +119,8 @@ def plot_png(series, path):
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
     for ax, pair in zip(axes.flat, SEED_PAIRS):
-        for tool, style in (("userspace", "o--"), ("splice", "^:"), ("auto", "s-")):
+        for tool, style in (("userspace", "o--"), ("splice", "^:"), ("auto", "s-"), ("ref rw", "x-."),
+                            ("ref splice", "+-.")):
             pts = sorted(series.get(pair, {}).get(tool, []))
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=tool)
@@ -150,7 +166,8 @@ def plot_svg(series, path):
         for k in range(5):
             v = top * k / 4
             out.append(f'<text x="{ox - 4}" y="{y(v) + 4}" text-anchor="end">{v:.0f}</text>')
-        for j, (tool, color) in enumerate((("userspace", "#d62728"), ("splice", "#2ca02c"), ("auto", "#1f77b4"))):
+        for j, (tool, color) in enumerate((("userspace", "#d62728"), ("splice", "#2ca02c"), ("auto", "#1f77b4"),
+                                           ("ref rw", "#7f7f7f"), ("ref splice", "#bcbd22"))):
             pts = sorted(data.get(tool, []))
             if pts:
                 out.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="'
