@@ -256,6 +256,55 @@ fn sixty_four_mib_both_ways_at_once() {
     }
 }
 
+/// Request/response in lock-step, as most relayed traffic is: each small message must come
+/// back whole before the next is sent, so a direction that stopped reading at a short read
+/// and missed the next wake-up hangs here. The last message leaves with the FIN right
+/// behind it (the short read that must still read on to the EOF).
+fn lock_step(addr: &str, messages: u64) -> u64 {
+    let mut s = connect(addr);
+    let mut total = 0u64;
+    let mut got = vec![0u8; 1024];
+    for i in 0..messages {
+        let len = 1 + (i * 37 % 700) as usize;
+        let msg: Vec<u8> = (0..len).map(|j| (i as usize * 131 + j) as u8).collect();
+        // Two writes for some: the second may arrive after the relay's read of the first.
+        let split = if i % 3 == 0 { len / 2 } else { len };
+        s.write_all(&msg[..split]).unwrap();
+        s.write_all(&msg[split..]).unwrap();
+        s.read_exact(&mut got[..len]).unwrap();
+        assert_bytes_eq(&got[..len], &msg, &format!("message {i}"));
+        total += len as u64;
+    }
+    let last = data(100);
+    s.write_all(&last).unwrap();
+    s.shut_write();
+    let mut tail = Vec::new();
+    s.read_to_end(&mut tail).unwrap();
+    assert_bytes_eq(&tail, &last, "the last message, sent with the FIN");
+    total + last.len() as u64
+}
+
+#[test]
+fn many_small_messages_in_lock_step_lose_no_wake_up() {
+    let dir = tempdir();
+    let sock = dir.path().join("echo.sock");
+    unix_backend(&sock, Serve::Echo);
+    let backends = [
+        format!("tcp:{}", tcp_backend(Serve::Echo)),
+        format!("unix:{}", sock.display()),
+    ];
+    for backend in &backends {
+        let relay = Rig::new().relay(&["--once", "tcp-listen:0", backend]);
+        let total = lock_step(relay.addr(), 3000);
+        let end = relay.finish();
+        end.assert_code(0, backend);
+        let conn = &connections(end.report())[0];
+        assert_eq!(conn["ended"], "eof", "{backend}");
+        assert_eq!(conn["a_to_b"]["bytes"].as_u64(), Some(total), "{backend}");
+        assert_eq!(conn["b_to_a"]["bytes"].as_u64(), Some(total), "{backend}");
+    }
+}
+
 /// Echoes 32 MiB through a relay whose trials start at 3 MiB; returns each direction's
 /// JSON (bytes checked).
 fn echo_through_trials(backend: &str) -> Value {

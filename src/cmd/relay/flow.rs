@@ -28,6 +28,11 @@ pub struct Port<'a> {
     /// Readable (source) or writable (sink), as far as we know.
     pub ready: &'a mut bool,
     pub socket: bool,
+    /// A source whose read shorter than asked means "drained": it is polled
+    /// (edge-triggered, so the next bytes bring an event) and has not reported
+    /// RDHUP/HUP/ERR (then an EOF or error may sit behind the bytes, with no event to
+    /// come). Such a source stops at a short read instead of reading on into EAGAIN.
+    pub short_read_drains: bool,
 }
 
 /// Which end an error came from.
@@ -285,6 +290,9 @@ impl Flow {
                 Ok(true)
             }
             Ok(n) => {
+                if n < buf.len() && src.short_read_drains {
+                    *src.ready = false; // the next bytes bring the next EPOLLIN
+                }
                 self.end = n;
                 Ok(true)
             }
@@ -412,6 +420,7 @@ impl Flow {
             fd: dst,
             ready: &mut ready,
             socket: false,
+            short_read_drains: false,
         };
         for _ in 0..OPS_PER_TURN {
             if self.held() == 0 {

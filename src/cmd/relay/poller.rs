@@ -7,7 +7,9 @@
 //! flag" and "sleep" (mio has no pwait).
 //!
 //! Registration is edge-triggered, once per fd, for reading and writing: no epoll_ctl per
-//! event; the loop keeps readiness flags that an event sets and EAGAIN clears.
+//! event; the loop keeps readiness flags that an event sets and EAGAIN clears (or a read
+//! shorter than asked: it drained the fd, and the next bytes bring the next event — unless
+//! the fd reported RDHUP/HUP, see [`Ready::hup`]).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -36,6 +38,10 @@ pub struct Ready {
     pub token: u64,
     pub readable: bool,
     pub writable: bool,
+    /// The peer shut its side, or the fd hung up or failed (RDHUP, HUP, ERR): a read may
+    /// return less than asked with an EOF or an error right behind it, so the reader
+    /// reads on instead of waiting for an event that will not come.
+    pub hup: bool,
 }
 
 impl Poller {
@@ -170,12 +176,14 @@ impl Poller {
             };
         }
         let err = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
+        let hup = libc::EPOLLRDHUP as u32 | err;
         for e in &self.events[..n as usize] {
             let bits = e.events;
             out.push(Ready {
                 token: e.u64,
                 readable: bits & (libc::EPOLLIN as u32 | libc::EPOLLRDHUP as u32 | err) != 0,
                 writable: bits & (libc::EPOLLOUT as u32 | err) != 0,
+                hup: bits & hup != 0,
             });
         }
         Ok(())

@@ -193,11 +193,13 @@ mod tests {
                 fd: src.as_fd(),
                 ready: &mut r,
                 socket: true,
+                short_read_drains: false,
             },
             Port {
                 fd: dst.as_fd(),
                 ready: &mut w,
                 socket: true,
+                short_read_drains: false,
             },
             pools,
             &mut 0,

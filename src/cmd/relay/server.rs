@@ -70,6 +70,9 @@ struct Peer {
     wfd: Option<OwnedFd>,
     readable: bool,
     writable: bool,
+    /// The read fd reported RDHUP, HUP or ERR ([`super::poller::Ready::hup`]): read on
+    /// to EAGAIN or EOF from now on.
+    hup: bool,
     socket: bool,
     polled: Vec<RawFd>,
     dial: Option<Dial>,
@@ -85,6 +88,7 @@ impl Peer {
             wfd: None,
             readable: false,
             writable: false,
+            hup: false,
             socket: true,
             polled: Vec::new(),
             dial: None,
@@ -94,6 +98,16 @@ impl Peer {
 
     fn open(&self) -> bool {
         self.fd.is_some() && self.dial.is_none()
+    }
+
+    /// A read shorter than asked drained the read fd: it is in epoll (edge-triggered)
+    /// and has not hung up. See [`super::flow::Port::short_read_drains`].
+    fn short_read_drains(&self) -> bool {
+        !self.hup
+            && self
+                .fd
+                .as_ref()
+                .is_some_and(|fd| self.polled.contains(&fd.as_raw_fd()))
     }
 
     fn read_fd(&self) -> BorrowedFd<'_> {
@@ -363,6 +377,7 @@ impl<'a> Server<'a> {
         let peer = &mut conn.sides[side];
         if slot & 1 == 0 {
             peer.readable |= event.readable;
+            peer.hup |= event.hup;
             if peer.wfd.is_none() {
                 peer.writable |= event.writable;
             }

@@ -110,17 +110,20 @@ impl Server<'_> {
             let [s0, s1] = &mut conn.sides;
             let (src, dst) = if d == 0 { (s0, s1) } else { (s1, s0) };
             let src_fd = src.fd.as_ref().expect("open").as_fd();
+            let short_read_drains = src.short_read_drains();
             let dst_fd = dst.wfd.as_ref().or(dst.fd.as_ref()).expect("open").as_fd();
             let result = conn.flows[d].pump(
                 Port {
                     fd: src_fd,
                     ready: &mut src.readable,
                     socket: src.socket,
+                    short_read_drains,
                 },
                 Port {
                     fd: dst_fd,
                     ready: &mut dst.writable,
                     socket: dst.socket,
+                    short_read_drains: false,
                 },
                 &mut self.pools,
                 &mut moved,

@@ -94,6 +94,7 @@ impl Server<'_> {
         }
         peer.readable = false;
         peer.writable = false;
+        peer.hup = false;
         let dial = peer.dial.as_mut().expect("dialing");
         dial.deadline = None;
         if dial.addr + 1 < addrs.len() {
