@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::libc;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
-use nix::sys::socket::{self, sockopt, MsgFlags, SockFlag, SockaddrStorage};
+use nix::sys::socket::{self, sockopt, MsgFlags, SockFlag, SockaddrLike, SockaddrStorage};
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 
@@ -195,13 +196,23 @@ impl Listener {
 
     /// [`Listener::accept`], with the addresses a PROXY header would carry.
     pub fn accept_from(&self) -> io::Result<Accepted> {
+        self.accept_with(SockFlag::SOCK_CLOEXEC)
+    }
+
+    /// [`Listener::accept_from`] for an event loop: the connection comes O_NONBLOCK (from
+    /// accept4 itself, no fcntl after).
+    pub fn accept_nonblocking(&self) -> io::Result<Accepted> {
+        self.accept_with(SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK)
+    }
+
+    fn accept_with(&self, flags: SockFlag) -> io::Result<Accepted> {
         let Some(mux) = &self.mux else {
-            return accept_on(&self.sockets[0].fd);
+            return accept_on(&self.sockets[0].fd, flags);
         };
         let blocking = fcntl(mux.epoll.0.as_raw_fd(), FcntlArg::F_GETFL)
             .map(|f| !OFlag::from_bits_retain(f).contains(OFlag::O_NONBLOCK))
             .unwrap_or(true);
-        mux.step(&self.sockets, blocking)
+        mux.step(&self.sockets, blocking, flags)
     }
 
     /// The bound addresses as announced: `127.0.0.1:43211`, `[::1]:8080`, a path or
@@ -225,18 +236,37 @@ impl AsFd for Listener {
     }
 }
 
-/// One accept4 on a listening socket (blocking or not, as the socket is).
-fn accept_on(listener: &OwnedFd) -> io::Result<Accepted> {
-    let raw = socket::accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC)?;
+/// One accept4 on a listening socket (blocking or not, as the socket is), with `flags`
+/// for the new one; the peer's address comes from accept4 too.
+fn accept_on(listener: &OwnedFd, flags: SockFlag) -> io::Result<Accepted> {
+    // SAFETY: zeroed storage is a valid sockaddr_storage.
+    let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: addr and len point to our storage and its size, as accept4 wants.
+    let raw = Errno::result(unsafe {
+        libc::accept4(
+            listener.as_raw_fd(),
+            std::ptr::addr_of_mut!(addr).cast(),
+            &mut len,
+            flags.bits(),
+        )
+    })?;
     // SAFETY: accept4 just returned this descriptor; nothing else owns it.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    let (peer, origin) = addresses_of(&fd);
+    // SAFETY: accept4 wrote an address of `len` bytes (capped at the storage's size).
+    let peer = unsafe {
+        SockaddrStorage::from_raw(
+            std::ptr::addr_of!(addr).cast(),
+            Some(len.min(std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t)),
+        )
+    };
+    let (peer, origin) = addresses_of(&fd, peer);
     Ok(Accepted { fd, peer, origin })
 }
 
-/// A connected socket's peer as printed, and its (peer, local) addresses.
-fn addresses_of(fd: &OwnedFd) -> (String, Addresses) {
-    let peer = socket::getpeername::<SockaddrStorage>(fd.as_raw_fd()).ok();
+/// A connected socket's peer as printed, and its (peer, local) addresses; `peer` as
+/// accept4 reported it.
+fn addresses_of(fd: &OwnedFd, peer: Option<SockaddrStorage>) -> (String, Addresses) {
     let local = socket::getsockname::<SockaddrStorage>(fd.as_raw_fd()).ok();
     let shown = peer
         .as_ref()
@@ -298,7 +328,7 @@ impl Mux {
     /// ready to hand out (or one is rejected). Not `blocking`: EAGAIN when nothing more is
     /// ready. `blocking`: waits (the event that wakes it is the one handled: a greeting's
     /// is edge-triggered and comes once); EINTR for the caller to judge.
-    fn step(&self, sockets: &[Socket], blocking: bool) -> io::Result<Accepted> {
+    fn step(&self, sockets: &[Socket], blocking: bool, flags: SockFlag) -> io::Result<Accepted> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some(rejected) = state.expired.pop_front() {
@@ -333,7 +363,7 @@ impl Mux {
             let Some(socket) = sockets.get(token as usize) else {
                 continue;
             };
-            match accept_on(&socket.fd) {
+            match accept_on(&socket.fd, flags) {
                 Ok(accepted) if self.timer.is_none() => return Ok(accepted),
                 // Its header is read when the socket says it arrived (at once, when it came
                 // with the connection: epoll reports data already there).

@@ -97,7 +97,7 @@ impl Poller {
             | EpollFlags::EPOLLRDHUP
             | EpollFlags::EPOLLET;
         // SAFETY: the fd is open for as long as it is registered (the caller deletes it
-        // before closing).
+        // before closing, unless the close is the file's last reference: that removes it).
         let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
         self.epoll.add(fd, EpollEvent::new(flags, token))
     }

@@ -13,7 +13,6 @@ use crate::cmd::relay::end::ConnEnd;
 use crate::cmd::relay::report::{ConnReport, FlowReport};
 use crate::endpoint::Rejected;
 use crate::engine::Record;
-use crate::sys::socket::set_nonblocking;
 
 impl Server<'_> {
     pub(super) fn poll_listener(&mut self, on: bool) {
@@ -59,17 +58,13 @@ impl Server<'_> {
                 self.unreserve();
                 return;
             };
-            let accepted = listener.accept_from();
+            let accepted = listener.accept_nonblocking();
             if accepted.is_err() {
                 self.unreserve();
             }
             match accepted {
                 Ok(accepted) => {
                     self.accept_backoff = ACCEPT_BACKOFF_FIRST;
-                    if set_nonblocking(accepted.fd.as_raw_fd()).is_err() {
-                        self.unreserve();
-                        continue;
-                    }
                     self.start_conn(Some(accepted));
                     if self.cfg.once {
                         self.stop_accepting();

@@ -230,8 +230,14 @@ impl Server<'_> {
             left
         });
         for peer in &mut conn.sides {
+            // Closing the relay's own sockets takes them out of the epoll (the last
+            // reference to the file goes); an inherited fd's dup does not, as the original
+            // stays open: only those are deleted first.
+            let inherited = !peer.restore.is_empty();
             for fd in peer.polled.drain(..) {
-                self.poller.delete(fd);
+                if inherited {
+                    self.poller.delete(fd);
+                }
             }
             for (fd, flags) in peer.restore.drain(..) {
                 let _ = fcntl(fd, FcntlArg::F_SETFL(flags));
