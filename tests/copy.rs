@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::rig::Rig;
 use crate::util::{
     assert_bytes_eq, data, final_path, json_report, paths, run, stderr_text, tempdir, write_file,
-    zerocat,
+    zerocat, Mounted,
 };
 
 /// Sizes of the foundation issue, and one larger.
@@ -105,55 +105,14 @@ fn cross_filesystem_falls_back_and_says_why() {
     assert_eq!(paths(&report).last().unwrap().1, bytes.len() as u64);
 }
 
-/// Unmounts and detaches the loop device when the test ends, however it ends.
-struct Mounted(PathBuf);
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn reflink_always_clones_on_xfs() {
-    if Command::new("mkfs.xfs").arg("-V").output().is_err() {
-        eprintln!("SKIPPED reflink_always_clones_on_xfs: mkfs.xfs is missing (apt-get install -y xfsprogs)");
+    let Some(xfs) = Mounted::xfs_with_reflink() else {
         return;
-    }
-    let dir = tempdir();
-    let image = dir.path().join("xfs.img");
-    let mnt = dir.path().join("mnt");
-    fs::create_dir(&mnt).unwrap();
-    fs::File::create(&image)
-        .unwrap()
-        .set_len(512 << 20)
-        .unwrap();
-    let mkfs = Command::new("mkfs.xfs")
-        .args(["-q", "-m", "reflink=1"])
-        .arg(&image)
-        .output()
-        .unwrap();
-    assert!(
-        mkfs.status.success(),
-        "mkfs.xfs: {}",
-        String::from_utf8_lossy(&mkfs.stderr)
-    );
-    let mount = Command::new("mount")
-        .args(["-o", "loop"])
-        .arg(&image)
-        .arg(&mnt)
-        .output()
-        .unwrap();
-    if !mount.status.success() {
-        eprintln!(
-            "SKIPPED reflink_always_clones_on_xfs: mount refused: {}",
-            String::from_utf8_lossy(&mount.stderr).trim()
-        );
-        return;
-    }
-    let _guard = Mounted(mnt.clone());
+    };
+    let mnt = xfs.path();
     let bytes = data(128 << 20);
-    let src = write_file(&mnt, "src", &bytes);
+    let src = write_file(mnt, "src", &bytes);
     let dst = mnt.join("dst");
     let (code, report, err) = copy_with(&["--reflink=always"], &[&src, &dst]);
     assert_eq!(code, 0, "{err}");

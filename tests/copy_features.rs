@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 
 use crate::util::{
-    assert_bytes_eq, data, json_report, run, stderr_text, tempdir, write_file, zerocat,
+    assert_bytes_eq, data, json_report, run, stderr_text, tempdir, write_file, zerocat, Mounted,
 };
 
 /// Runs `zerocat --stats json copy FLAGS... ARGS...`: (exit code, report, stderr).
@@ -484,34 +484,19 @@ fn atomic_file_size_limit_leaves_the_old_destination() {
 #[test]
 fn atomic_full_disk_leaves_the_old_destination() {
     let dir = tempdir();
-    let mnt = dir.path().join("mnt");
-    fs::create_dir(&mnt).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "zerocat-test"])
-        .arg(&mnt)
-        .output();
-    match mounted {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => {
-            let why = String::from_utf8_lossy(&o.stderr).into_owned();
-            eprintln!("skipped: cannot mount a 1 MiB tmpfs: {why}");
-            return;
-        }
-        Err(e) => {
-            eprintln!("skipped: cannot run mount: {e}");
-            return;
-        }
-    }
-    let _unmount = Unmount(&mnt);
+    let Some(tmpfs) = Mounted::tmpfs("1m") else {
+        return;
+    };
+    let mnt = tmpfs.path();
     let src = write_file(dir.path(), "a", &data(2 << 20));
     let old = data(300_000);
-    let dst = write_file(&mnt, "b", &old);
+    let dst = write_file(mnt, "b", &old);
     let (code, report, err) = copy_with(&["--atomic"], &[&src, &dst]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("No space left on device"), "{err}");
     assert_eq!(report["failed"].as_u64(), Some(1), "{report}");
     assert_bytes_eq(&fs::read(&dst).unwrap(), &old, "old destination");
-    assert_eq!(names_in(&mnt), ["b"], "a temporary was left");
+    assert_eq!(names_in(mnt), ["b"], "a temporary was left");
 }
 
 /// A failed `--verify` (the source changed during the copy) renames nothing.
@@ -689,61 +674,17 @@ fn debug_says_what_ran_in_cps_words() {
     }
 }
 
-/// Unmounts its directory when dropped.
-struct Unmount<'a>(&'a Path);
-
-impl Drop for Unmount<'_> {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(self.0).status();
-    }
-}
-
 /// A reflink on a loop-mounted XFS is verified like any copy (read back through the shared
 /// extents), renamed into place with `--atomic`, and `--debug` says "avoided, reflink: yes".
 #[test]
 fn verify_atomic_and_debug_follow_a_reflink() {
-    let why = |what: &str| eprintln!("skipped verify_atomic_and_debug_follow_a_reflink: {what}");
-    if std::process::Command::new("mkfs.xfs")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        return why("mkfs.xfs is missing (apt-get install -y xfsprogs)");
-    }
-    let dir = tempdir();
-    let image = dir.path().join("xfs.img");
-    let mnt = dir.path().join("mnt");
-    fs::create_dir(&mnt).unwrap();
-    fs::File::create(&image)
-        .unwrap()
-        .set_len(512 << 20)
-        .unwrap();
-    let mkfs = std::process::Command::new("mkfs.xfs")
-        .args(["-q", "-m", "reflink=1"])
-        .arg(&image)
-        .output()
-        .unwrap();
-    assert!(
-        mkfs.status.success(),
-        "{}",
-        String::from_utf8_lossy(&mkfs.stderr)
-    );
-    let mount = std::process::Command::new("mount")
-        .args(["-o", "loop"])
-        .arg(&image)
-        .arg(&mnt)
-        .output()
-        .unwrap();
-    if !mount.status.success() {
-        return why(&format!(
-            "mount refused: {}",
-            String::from_utf8_lossy(&mount.stderr)
-        ));
-    }
-    let _unmount = Unmount(&mnt);
+    let Some(xfs) = Mounted::xfs_with_reflink() else {
+        return;
+    };
+    let mnt = xfs.path();
     let bytes = data(8 << 20);
-    let src = write_file(&mnt, "src", &bytes);
-    let dst = write_file(&mnt, "dst", b"old");
+    let src = write_file(mnt, "src", &bytes);
+    let dst = write_file(mnt, "dst", b"old");
     let mut cmd = zerocat();
     cmd.args([
         "--stats",
@@ -771,7 +712,7 @@ fn verify_atomic_and_debug_follow_a_reflink() {
         "{stdout}"
     );
     assert_bytes_eq(&fs::read(&dst).unwrap(), &bytes, "clone");
-    assert_eq!(names_in(&mnt), ["dst", "src"]);
+    assert_eq!(names_in(mnt), ["dst", "src"]);
 }
 
 /// The file options on a copy that would run as a stream (`-`, a socket) are usage errors

@@ -21,7 +21,7 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use crate::rig::{Finished, Pace, Rig, Running};
-use crate::util::{assert_bytes_eq, bin, data, paths, tempdir, DEADLINE};
+use crate::util::{assert_bytes_eq, bin, data, paths, tempdir, Mounted, DEADLINE};
 
 mod copy;
 mod endpoint;
@@ -213,44 +213,3 @@ fn run_cases<C>(cases: Vec<C>, run: impl Fn(&C) -> Result<String, String>) {
 // =============================================================================================
 // Full disk: a small tmpfs
 // =============================================================================================
-
-/// A tmpfs of `size` mounted on a fresh directory, unmounted on drop.
-struct SmallFs {
-    dir: tempfile::TempDir,
-}
-
-impl SmallFs {
-    /// None (and the reason printed) when the machine refuses the mount.
-    fn mount(size: &str) -> Option<SmallFs> {
-        let dir = tempdir();
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output();
-        match out {
-            Ok(out) if out.status.success() => Some(SmallFs { dir }),
-            Ok(out) => {
-                eprintln!(
-                    "SKIPPED the tmpfs cases: mount -t tmpfs refused ({}): {}",
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("SKIPPED the tmpfs cases: cannot run mount: {e}");
-                None
-            }
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
-}

@@ -257,3 +257,88 @@ pub fn linger_zero(s: &TcpStream) {
         );
     }
 }
+
+/// A filesystem mounted for one test on a fresh directory, unmounted when dropped.
+pub struct Mounted {
+    mnt: PathBuf,
+    // Dropped after `drop` unmounted `mnt`: holds the mount point (and an image).
+    _dir: tempfile::TempDir,
+}
+
+impl Mounted {
+    pub fn path(&self) -> &Path {
+        &self.mnt
+    }
+
+    /// A tmpfs of `size` (`1m`, `512m`); None, with the reason printed, when the machine
+    /// refuses the mount.
+    pub fn tmpfs(size: &str) -> Option<Mounted> {
+        let dir = tempdir();
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let mut mount = Command::new("mount");
+        mount.args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]);
+        mount.arg(&mnt);
+        Mounted::new(dir, mnt, &mut mount, "tmpfs")
+    }
+
+    /// A loop-mounted 512 MiB XFS with reflink=1; None, with the reason printed, when
+    /// mkfs.xfs is missing or the machine refuses the mount.
+    pub fn xfs_with_reflink() -> Option<Mounted> {
+        if Command::new("mkfs.xfs").arg("-V").output().is_err() {
+            eprintln!("SKIPPED (xfs): mkfs.xfs is missing (apt-get install -y xfsprogs)");
+            return None;
+        }
+        let dir = tempdir();
+        let image = dir.path().join("xfs.img");
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        std::fs::File::create(&image)
+            .unwrap()
+            .set_len(512 << 20)
+            .unwrap();
+        let mkfs = Command::new("mkfs.xfs")
+            .args(["-q", "-m", "reflink=1"])
+            .arg(&image)
+            .output()
+            .unwrap();
+        assert!(
+            mkfs.status.success(),
+            "mkfs.xfs: {}",
+            String::from_utf8_lossy(&mkfs.stderr)
+        );
+        let mut mount = Command::new("mount");
+        mount.args(["-o", "loop"]).arg(&image).arg(&mnt);
+        Mounted::new(dir, mnt, &mut mount, "xfs")
+    }
+
+    fn new(
+        dir: tempfile::TempDir,
+        mnt: PathBuf,
+        mount: &mut Command,
+        what: &str,
+    ) -> Option<Mounted> {
+        match mount.output() {
+            Ok(o) if o.status.success() => Some(Mounted { mnt, _dir: dir }),
+            Ok(o) => {
+                let why = String::from_utf8_lossy(&o.stderr);
+                eprintln!(
+                    "SKIPPED ({what}): mount refused ({}): {}",
+                    o.status,
+                    why.trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("SKIPPED ({what}): cannot run mount: {e}");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mnt).status();
+    }
+}

@@ -422,7 +422,7 @@ fn assert_copy_disk_full(run: &Finished, want: &Want, name: &str) {
 
 #[test]
 fn copy_full_disk_on_a_1mib_tmpfs() {
-    let Some(fs) = SmallFs::mount("1m") else {
+    let Some(fs) = Mounted::tmpfs("1m") else {
         return;
     };
     for what in [What::File(3 << 20), What::Tree] {

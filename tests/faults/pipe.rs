@@ -447,7 +447,7 @@ fn fill_up(dst: Dst, sink_dir: Option<&Path>, payload: &Arc<Vec<u8>>) -> Vec<(St
 
 #[test]
 fn full_disk_on_a_1mib_tmpfs() {
-    let Some(fs) = SmallFs::mount("1m") else {
+    let Some(fs) = Mounted::tmpfs("1m") else {
         return;
     };
     for (name, run) in fill_up(Dst::File, Some(fs.path()), &Arc::new(data(3 << 20))) {

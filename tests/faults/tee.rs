@@ -430,7 +430,7 @@ fn tee_into_a_full_sink(full: Out, small: Option<&Path>, payload: &Arc<Vec<u8>>)
 
 #[test]
 fn tee_full_disk_on_a_1mib_tmpfs() {
-    let Some(fs) = SmallFs::mount("1m") else {
+    let Some(fs) = Mounted::tmpfs("1m") else {
         return;
     };
     tee_into_a_full_sink(Out::Small, Some(fs.path()), &Arc::new(data(3 << 20)));
