@@ -781,3 +781,48 @@ fn sync_progress_counts_bytes_on_disk() {
         );
     }
 }
+
+/// `--sync` under `-j`: the bar and the SIGUSR1 line count what the workers synced (each
+/// worker credits the walk's on-disk counter, not one of its own).
+#[test]
+fn sync_progress_counts_what_the_workers_synced() {
+    let dir = tempdir();
+    let tree = dir.path().join("tree");
+    fs::create_dir(&tree).unwrap();
+    for i in 0..8 {
+        write_file(&tree, &format!("f{i}"), &data(512 << 10));
+    }
+    let dst = dir.path().join("copy");
+    let mut cmd = zerocat();
+    cmd.args(["--limit", "1M", "copy", "-r", "-j", "2", "--sync"])
+        .args([&tree, &dst])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    // Two workers: once a third file is started, one file is copied and synced.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while fs::read_dir(&dst).map_or(0, |d| d.count()) < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy did not go on"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGUSR1,
+    )
+    .unwrap();
+    let out = crate::util::wait_with_deadline(child, crate::util::DEADLINE);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    for i in 0..8 {
+        let name = format!("f{i}");
+        assert_bytes_eq(&fs::read(dst.join(&name)).unwrap(), &data(512 << 10), &name);
+    }
+    let line = err
+        .lines()
+        .find(|l| l.contains("files done") || l.contains("file done"))
+        .unwrap_or_else(|| panic!("no SIGUSR1 line: {err}"));
+    assert!(!line.starts_with("zerocat: 0 B in"), "{line}");
+}
