@@ -115,6 +115,21 @@ pub fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> Result<usize, Errno> {
     cvt(unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) })
 }
 
+/// Reads at `offset` until `buf` is full or the file ends: the bytes read. EINTR is
+/// retried until SIGINT/SIGTERM arrived, then returned.
+pub fn pread_full(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> Result<usize, Errno> {
+    let mut got = 0;
+    while got < buf.len() {
+        match nix::sys::uio::pread(fd, &mut buf[got..], (offset + got as u64) as i64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(Errno::EINTR) if !process::interrupted() => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(got)
+}
+
 /// Writes all of `buf`, retrying EINTR and short writes and waiting out EAGAIN.
 /// On error, returns how many bytes did go out. Bytes already read are delivered even
 /// when a signal asks us to stop: they left the source and exist nowhere else — but only

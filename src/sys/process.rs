@@ -99,11 +99,7 @@ pub fn stopped_twice() -> bool {
 /// EINTR (the tick wakes it every 100 ms); after, it stops with those bytes undelivered,
 /// so a sink that takes nothing cannot hold the run forever.
 pub fn must_stop() -> bool {
-    match STOP_SIGNALS.load(Ordering::Relaxed) {
-        0 => false,
-        1 => TICKS.load(Ordering::Relaxed) >= GRACE_TICKS,
-        _ => true,
-    }
+    stopped_twice() || (interrupted() && TICKS.load(Ordering::Relaxed) >= GRACE_TICKS)
 }
 
 /// Started with `>&-`, the next open() would return fd 1 and "stdout" would write into

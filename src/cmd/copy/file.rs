@@ -208,17 +208,17 @@ impl Copier<'_> {
                     e.holes += size.saturating_sub(offset);
                     break;
                 }
-                Err(err) => return Some(Failure::Io(err.into(), Side::Source)),
+                Err(err) => return Some(Failure::of(err, Side::Source)),
             };
             let hole = match nix::unistd::lseek(src, data as i64, Whence::SeekHole) {
                 Ok(h) => h as u64,
-                Err(err) => return Some(Failure::Io(err.into(), Side::Source)),
+                Err(err) => return Some(Failure::of(err, Side::Source)),
             };
             e.holes += data - offset;
             if let Err(err) = nix::unistd::lseek(src, data as i64, Whence::SeekSet)
                 .and_then(|_| nix::unistd::lseek(dst, data as i64, Whence::SeekSet))
             {
-                return Some(Failure::Io(err.into(), Side::Either));
+                return Some(Failure::of(err, Side::Either));
             }
             let len = hole - data;
             let mut zeros = 0;

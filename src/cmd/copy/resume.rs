@@ -3,7 +3,6 @@
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Instant;
 
-use nix::errno::Errno;
 use nix::unistd::Whence;
 
 use super::report::Entry;
@@ -55,27 +54,13 @@ fn resume_point(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, src_size: u64, dst_siz
     while offset < dst_size {
         let len = (dst_size - offset).min(RESUME_CHECK as u64) as usize;
         let (a, b) = (&mut a[..len], &mut b[..len]);
-        if !(read_exact_at(src, a, offset) && read_exact_at(dst, b, offset) && a == b) {
+        let full = |fd, buf: &mut [u8]| crate::sys::pread_full(fd, buf, offset) == Ok(len);
+        if !(full(src, a) && full(dst, b) && a == b) {
             return 0;
         }
         offset += len as u64;
     }
     dst_size
-}
-
-fn read_exact_at(fd: BorrowedFd<'_>, mut buf: &mut [u8], mut offset: u64) -> bool {
-    while !buf.is_empty() {
-        match nix::sys::uio::pread(fd, buf, offset as i64) {
-            Ok(0) => return false,
-            Ok(n) => {
-                buf = &mut buf[n..];
-                offset += n as u64;
-            }
-            Err(Errno::EINTR) => {}
-            Err(_) => return false,
-        }
-    }
-    true
 }
 
 #[cfg(test)]

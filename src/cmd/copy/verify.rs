@@ -115,10 +115,12 @@ fn compare(
         if crate::sys::process::interrupted() {
             return Err(Mismatch::Interrupted);
         }
-        let n = read_full(src, &mut a, offset).map_err(|e| Mismatch::read(e, "source"))?;
+        let n =
+            crate::sys::pread_full(src, &mut a, offset).map_err(|e| Mismatch::read(e, "source"))?;
         // One byte more than the source gave, when it ended: a longer copy shows.
         let want = if n < a.len() && whole { n + 1 } else { n };
-        let m = read_full(dst, &mut b[..want], offset).map_err(|e| Mismatch::read(e, "copy"))?;
+        let m = crate::sys::pread_full(dst, &mut b[..want], offset)
+            .map_err(|e| Mismatch::read(e, "copy"))?;
         let common = n.min(m);
         if a[..common] != b[..common] {
             let i = a.iter().zip(&b[..common]).position(|(x, y)| x != y);
@@ -136,18 +138,4 @@ fn compare(
         }
         offset += n as u64;
     }
-}
-
-/// Reads until `buf` is full or the end of the file: the bytes read.
-fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> Result<usize, Errno> {
-    let mut got = 0;
-    while got < buf.len() {
-        match nix::sys::uio::pread(fd, &mut buf[got..], (offset + got as u64) as i64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(Errno::EINTR) if !crate::sys::process::interrupted() => {}
-            Err(err) => return Err(err),
-        }
-    }
-    Ok(got)
 }
