@@ -355,22 +355,43 @@ fn names_in(dir: &Path) -> Vec<String> {
     names
 }
 
-/// The size of the file zerocat `pid` has open whose path contains `dir_name` (an
-/// O_TMPFILE shows as `DIR/#INODE (deleted)`), if any.
-fn open_size(pid: u32, dir_name: &str, not: &Path) -> Option<u64> {
-    for fd in fs::read_dir(format!("/proc/{pid}/fd")).ok()?.flatten() {
-        let Ok(link) = fs::read_link(fd.path()) else {
-            continue;
-        };
-        if link.to_string_lossy().contains(dir_name) && link != not {
-            if let Ok(m) = fs::metadata(fd.path()) {
-                if m.is_file() {
-                    return Some(m.len());
+/// Spawns `cmd` (an `--atomic` copy of `src` into `dir`) and returns once the temporary it
+/// writes holds `at_least` bytes: the file zerocat has open under `dir` other than `src`
+/// (an O_TMPFILE shows as `DIR/#INODE (deleted)`).
+fn spawn_until_temporary_holds(
+    cmd: &mut std::process::Command,
+    dir: &Path,
+    src: &Path,
+    at_least: u64,
+) -> std::process::Child {
+    let child = cmd.spawn().unwrap();
+    let dir_name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let written = || -> Option<u64> {
+        for fd in fs::read_dir(format!("/proc/{}/fd", child.id()))
+            .ok()?
+            .flatten()
+        {
+            let Ok(link) = fs::read_link(fd.path()) else {
+                continue;
+            };
+            if link.to_string_lossy().contains(&dir_name) && link != src {
+                match fs::metadata(fd.path()) {
+                    Ok(m) if m.is_file() => return Some(m.len()),
+                    _ => {}
                 }
             }
         }
+        None
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while written().unwrap_or(0) < at_least {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the temporary did not reach {at_least} bytes"
+        );
+        std::thread::sleep(Duration::from_millis(5));
     }
-    None
+    child
 }
 
 /// `--atomic`: a successful copy replaces the destination by a rename (strace shows the
@@ -424,22 +445,8 @@ fn atomic_sigint_leaves_the_old_destination() {
         .args([&src, &dst])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let child = cmd.spawn().unwrap();
+    let child = spawn_until_temporary_holds(&mut cmd, dir.path(), &src, 1 << 20);
     let pid = child.id();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let dir_name = dir
-        .path()
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
-    while open_size(pid, &dir_name, &src).unwrap_or(0) < 1 << 20 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the copy did not start"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid as i32),
         nix::sys::signal::Signal::SIGINT,
@@ -513,22 +520,7 @@ fn atomic_failed_verify_leaves_the_old_destination() {
         .args([&src, &dst])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let child = cmd.spawn().unwrap();
-    let pid = child.id();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let dir_name = dir
-        .path()
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
-    while open_size(pid, &dir_name, &src).unwrap_or(0) < 2 << 20 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the copy did not reach 2 MiB"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let child = spawn_until_temporary_holds(&mut cmd, dir.path(), &src, 2 << 20);
     let changed: Vec<u8> = bytes[4096..8192].iter().map(|b| !b).collect();
     let f = fs::File::options().write(true).open(&src).unwrap();
     std::os::unix::fs::FileExt::write_at(&f, &changed, 4096).unwrap();
