@@ -41,7 +41,11 @@ fn recording_backend() -> (String, mpsc::Receiver<Vec<u8>>) {
 
 /// Sends `payload` (after `prefix`) to `addr`, half-closes, returns what came back.
 fn exchange(addr: &str, prefix: &[u8], payload: &[u8]) -> Vec<u8> {
-    let mut s = TcpStream::connect(addr).unwrap();
+    round_trip(TcpStream::connect(addr).unwrap(), prefix, payload)
+}
+
+/// [`exchange`] on a connected stream.
+fn round_trip(mut s: TcpStream, prefix: &[u8], payload: &[u8]) -> Vec<u8> {
     s.set_read_timeout(Some(DEADLINE)).unwrap();
     s.write_all(prefix).unwrap();
     s.write_all(payload).unwrap();
@@ -229,12 +233,7 @@ fn systemd_socket_activation_relays_every_connection() {
     // zerocat starts at the first connection, on the socket systemd-socket-activate made.
     for i in 0..3 {
         let payload = data(50_000 + i * 1000);
-        let mut s = connect_retrying(&addr);
-        s.set_read_timeout(Some(DEADLINE)).unwrap();
-        s.write_all(&payload).unwrap();
-        s.shutdown(Shutdown::Write).unwrap();
-        let mut back = Vec::new();
-        s.read_to_end(&mut back).unwrap();
+        let back = round_trip(connect_retrying(&addr), b"", &payload);
         assert_bytes_eq(&back, &payload, "echo through systemd:");
         assert_bytes_eq(&next(&rx), &payload, "backend");
     }
@@ -267,12 +266,7 @@ fn systemd_all_sockets_are_served_together() {
     // Alternate between the two sockets: one relay, one loop, both served.
     for i in 0..4 {
         let payload = data(30_000 + i * 100);
-        let mut s = connect_retrying(&addrs[i % 2]);
-        s.set_read_timeout(Some(DEADLINE)).unwrap();
-        s.write_all(&payload).unwrap();
-        s.shutdown(Shutdown::Write).unwrap();
-        let mut back = Vec::new();
-        s.read_to_end(&mut back).unwrap();
+        let back = round_trip(connect_retrying(&addrs[i % 2]), b"", &payload);
         assert_bytes_eq(&back, &payload, "echo");
         assert_bytes_eq(&next(&rx), &payload, "backend");
     }
@@ -299,12 +293,7 @@ fn systemd_names_choose_the_socket() {
     );
     let (_, rest) = wait_for_line(&mut child, "Listening on");
     let payload = data(20_000);
-    let mut s = connect_retrying(&web_addr);
-    s.write_all(&payload).unwrap();
-    s.shutdown(Shutdown::Write).unwrap();
-    let mut back = Vec::new();
-    s.set_read_timeout(Some(DEADLINE)).unwrap();
-    s.read_to_end(&mut back).unwrap();
+    let back = round_trip(connect_retrying(&web_addr), b"", &payload);
     assert_bytes_eq(&back, &payload, "systemd:web");
     assert_bytes_eq(&next(&rx), &payload, "backend");
     let (code, stderr) = end_of(child, rest, true);
@@ -806,13 +795,9 @@ fn haproxy_send_proxy_v2_to_a_zerocat_proxy_listener() {
     let front = format!("127.0.0.1:{}", free_port());
     let _haproxy = start_haproxy(&front, &format!("{} send-proxy-v2", relay.addr()));
     let payload = data(500_000);
-    let mut s = connect_retrying(&front);
+    let s = connect_retrying(&front);
     let client = s.local_addr().unwrap().to_string();
-    s.set_read_timeout(Some(DEADLINE)).unwrap();
-    s.write_all(&payload).unwrap();
-    s.shutdown(Shutdown::Write).unwrap();
-    let mut back = Vec::new();
-    s.read_to_end(&mut back).unwrap();
+    let back = round_trip(s, b"", &payload);
     assert_bytes_eq(&back, &payload, "echo through HAProxy and zerocat");
     assert_bytes_eq(&next(&rx), &payload, "the backend sees the payload only");
     let end = relay.stop();
