@@ -121,6 +121,17 @@ pub fn stderr_text(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// The entry of a `copy` report whose destination ends with `name`.
+#[track_caller]
+pub fn entry<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["dst"].as_str().unwrap().ends_with(name))
+        .unwrap_or_else(|| panic!("no entry for {name} in {report}"))
+}
+
 /// The `--stats json` object on stderr.
 #[track_caller]
 pub fn json_report(stderr: &[u8]) -> Value {

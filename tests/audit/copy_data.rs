@@ -8,19 +8,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::util::{
-    assert_bytes_eq, bin, data, json_report, run, stderr_text, tempdir, wait_with_deadline,
+    assert_bytes_eq, bin, data, entry, json_report, run, stderr_text, tempdir, wait_with_deadline,
     write_file, zerocat,
 };
-
-/// The entry of a copy report whose destination ends with `name`.
-fn entry<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["dst"].as_str().unwrap().ends_with(name))
-        .unwrap_or_else(|| panic!("no entry for {name} in {report}"))
-}
 
 /// Issue 13 #1. bigA into another filesystem (/dev/shm: copy_file_range says EXDEV, so
 /// splice runs through zerocat's own pipe) under `ulimit -f`: the sink says EFBIG with

@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::util::{
-    assert_bytes_eq, data, json_report, run, stderr_text, tempdir, wait_with_deadline, write_file,
-    zerocat, DEADLINE,
+    assert_bytes_eq, data, entry, json_report, run, stderr_text, tempdir, wait_with_deadline,
+    write_file, zerocat, DEADLINE,
 };
 
 fn is_root() -> bool {
@@ -24,16 +24,6 @@ fn mode_of(path: &Path) -> u32 {
 
 fn chmod(path: &Path, mode: u32) {
     fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
-}
-
-/// The entries of a copy report whose destination ends with `name`.
-fn entry<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["dst"].as_str().unwrap().ends_with(name))
-        .unwrap_or_else(|| panic!("no entry for {name} in {report}"))
 }
 
 /// `copy --preserve` as uid 65534 of a root-owned setuid/setgid file and setgid directory:
