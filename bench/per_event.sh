@@ -5,9 +5,11 @@
 #
 #   bench/per_event.sh redis RELAY      strace -c -f of RELAY (zerocat|haproxy) during one
 #                                       redis-benchmark keep-alive run and one -k 0 run
-#   bench/per_event.sh bulk TOOL [MiB]  strace of TOOL (zerocat|rw|splice) relaying MiB
-#                                       (default 512) tcp -> unix: -c summary, and splice,
-#                                       ioctl and epoll calls counted by kind
+#   bench/per_event.sh bulk TOOL [MiB] [PAIR]
+#                                       strace of TOOL (zerocat|rw|splice) relaying MiB
+#                                       (default 512) over PAIR (tcp-to-unix, the default, or
+#                                       tcp-to-tcp): -c summary, and splice, ioctl and epoll
+#                                       calls counted by kind. ZC=PATH: another zerocat.
 #   bench/per_event.sh perf RELAY       perf record of RELAY during redis-benchmark keep-alive
 #
 # Output under bench/work/per_event/. strace slows the traced process several-fold, which
@@ -79,20 +81,33 @@ redis_perf() {
 }
 
 bulk_strace() {
-  local tool=$1 mib=${2:-512}
+  local tool=$1 mib=${2:-512} pair=${3:-tcp-to-unix} name
   head -c "$((mib << 20))" /dev/urandom >"$tmp/data"
-  case $tool in
-    zerocat) relay_cmd=("$ZC" --stats json relay --once "tcp-listen:127.0.0.1:0" "unix:$tmp/b.sock") ;;
-    rw|splice) relay_cmd=("$REF" "$tool" "tcp-listen:127.0.0.1:0" "unix:$tmp/b.sock") ;;
-    *) echo "bulk: zerocat, rw or splice" >&2; exit 2 ;;
+  case $pair in
+    tcp-to-unix) name=$tool ;;
+    tcp-to-tcp) name=$tool-tcp ;;
+    *) echo "bulk: PAIR is tcp-to-unix or tcp-to-tcp" >&2; exit 2 ;;
   esac
   for pass in summary calls; do
     if [ $pass = summary ]; then sopt=(-c); else sopt=(-e trace=splice,ioctl,epoll_ctl,epoll_pwait,epoll_wait,read,write); fi
-    rm -f "$tmp/b.sock" "$tmp/relay.out" "$tmp/relay.err"
-    "$ZCB" sink 0 "$tmp/sample" "unix-listen:$tmp/b.sock" >"$tmp/sink.out" &
-    sink=$!
-    for _ in $(seq 500); do [ -S "$tmp/b.sock" ] && break; sleep 0.01; done
-    strace -f "${sopt[@]}" -o "$OUT/bulk-$tool-$pass.strace" "${relay_cmd[@]}" >"$tmp/relay.out" 2>"$tmp/relay.err" &
+    rm -f "$tmp/b.sock" "$tmp/relay.out" "$tmp/relay.err" "$tmp/sink.out"
+    if [ "$pair" = tcp-to-unix ]; then
+      "$ZCB" sink 0 "$tmp/sample" "unix-listen:$tmp/b.sock" >"$tmp/sink.out" &
+      sink=$!
+      for _ in $(seq 500); do [ -S "$tmp/b.sock" ] && break; sleep 0.01; done
+      backend=unix:$tmp/b.sock
+    else
+      "$ZCB" sink 0 "$tmp/sample" "tcp-listen:127.0.0.1:0" >"$tmp/sink.out" &
+      sink=$!
+      for _ in $(seq 500); do [ -s "$tmp/sink.out" ] && break; sleep 0.01; done
+      backend=tcp:127.0.0.1:$(head -1 "$tmp/sink.out")
+    fi
+    case $tool in
+      zerocat) relay_cmd=("$ZC" --stats json relay --once "tcp-listen:127.0.0.1:0" "$backend") ;;
+      rw|splice) relay_cmd=("$REF" "$tool" "tcp-listen:127.0.0.1:0" "$backend") ;;
+      *) echo "bulk: zerocat, rw or splice" >&2; exit 2 ;;
+    esac
+    strace -f "${sopt[@]}" -o "$OUT/bulk-$name-$pass.strace" "${relay_cmd[@]}" >"$tmp/relay.out" 2>"$tmp/relay.err" &
     spid=$!
     port=
     for _ in $(seq 1000); do  # a whole line: zerocat writes "listening on ADDR" in pieces
@@ -102,11 +117,12 @@ bulk_strace() {
     done
     "$ZCB" src "$tmp/data" 262144 "tcp:127.0.0.1:$port"
     wait "$spid" "$sink"
-    echo "sink got $(cat "$tmp/sink.out") bytes (want $((mib << 20)))"
+    echo "sink got $(tail -1 "$tmp/sink.out") bytes (want $((mib << 20)))"
+    [ $pass = summary ] && grep -o '"path[^]]*]' "$tmp/relay.err" | head -2 || true
   done
-  f=$OUT/bulk-$tool-calls.strace
-  echo "== $tool, $mib MiB tcp -> unix, 256 KiB writes"
-  head -30 "$OUT/bulk-$tool-summary.strace"
+  f=$OUT/bulk-$name-calls.strace
+  echo "== $tool, $mib MiB $pair, 256 KiB writes"
+  head -30 "$OUT/bulk-$name-summary.strace"
   python3 - "$f" "$mib" <<'EOF'
 import collections, re, sys
 path, mib = sys.argv[1], int(sys.argv[2])
@@ -136,6 +152,6 @@ EOF
 case ${1:-} in
   redis) relay=${2:?zerocat or haproxy}; redis_strace ;;
   perf) relay=${2:?zerocat or haproxy}; redis_perf ;;
-  bulk) bulk_strace "${2:?zerocat, rw or splice}" "${3:-512}" ;;
-  *) sed -n '2,14p' "$0"; exit 2 ;;
+  bulk) bulk_strace "${2:?zerocat, rw or splice}" "${3:-512}" "${4:-tcp-to-unix}" ;;
+  *) sed -n '2,16p' "$0"; exit 2 ;;
 esac

@@ -233,6 +233,8 @@ segment each) moves to the buffer, which coalesces them. A buffered
 stream past 192 MiB then times a phase of each path by wall clock and switches when the
 other is 1.25 times faster, trying again after a gap that grows fourfold; once on
 \fBsplice\fR it stays there (a userspace trial cost more than it could win).
+A pipe starts at 64 KiB; one that a splice fills grows to 1 MiB (or
+\fBpipe\-max\-size\fR if lower), for fewer and larger splices.
 Memory is bounded: the pipes of all connections hold at most 32 MiB (a pipe is given back
 when its direction goes idle or its connection ends, and only an empty one is reused; a
 direction that finds none moves through a buffer, or under \fB\-\-via splice\fR its

@@ -352,10 +352,6 @@ pub struct RelayArgs {
     /// the process. One session (no listener) or --once: one.
     #[arg(long, short = 'j', value_name = "N")]
     pub workers: Option<usize>,
-    /// Grow busy relay pipes to pipe-max-size: less CPU, but slower on loopback
-    /// (bench/RESULTS.md, `relay: pipes stay at 64 KiB`).
-    #[arg(long, hide = true)]
-    pub grow_pipes: bool,
     /// Under auto, start every direction with splice, skipping the measured prior (the
     /// fault-injection tests aim at splice).
     #[arg(long, hide = true)]
@@ -444,7 +440,6 @@ impl Cli {
                     workers: args.workers,
                 },
                 crate::cmd::relay::Tuning {
-                    grow_pipes: args.grow_pipes,
                     splice_first: args.splice_first,
                     first_trial: args.first_trial,
                 },

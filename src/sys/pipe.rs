@@ -86,8 +86,24 @@ pub fn grow_unless_shrunk(fd: BorrowedFd<'_>) {
 /// EBUSY below what is queued): halves the request until the kernel agrees, never
 /// shrinks. Returns the size the pipe has now.
 pub fn grow_pipe(fd: BorrowedFd<'_>) -> Option<usize> {
+    grow_pipe_within(fd, usize::MAX)
+}
+
+/// Sets an empty pipe's capacity (F_SETPIPE_SZ; the kernel rounds it up to a power of two
+/// pages). Returns the capacity granted.
+pub fn set_pipe_size(fd: BorrowedFd<'_>, size: usize) -> Result<usize, Errno> {
+    fcntl(fd.as_raw_fd(), FcntlArg::F_SETPIPE_SZ(size as i32)).map(|n| n as usize)
+}
+
+/// [`grow_pipe`], to at most `limit` bytes (the kernel rounds a size up to a power of two
+/// pages, so the request is the largest power of two within both limits).
+pub fn grow_pipe_within(fd: BorrowedFd<'_>, limit: usize) -> Option<usize> {
     let current = pipe_size(fd).ok()?;
-    let mut want = pipe_max_size();
+    let cap = pipe_max_size().min(limit);
+    if cap == 0 {
+        return Some(current);
+    }
+    let mut want = 1usize << (usize::BITS - 1 - cap.leading_zeros());
     while want > current {
         if let Ok(granted) = fcntl(fd.as_raw_fd(), FcntlArg::F_SETPIPE_SZ(want as i32)) {
             return Some(granted as usize);

@@ -117,9 +117,9 @@ fn stalling_unix_backend(path: &std::path::Path, stall: usize) {
 
 /// The pipe budget (32 MiB). Connections cut by --idle-timeout while their pipe held bytes
 /// (the backend never reads) used to keep their pipe's share of it for good: once it was
-/// spent (512 pipes of 64 KiB; here 1 MiB pipes under --grow-pipes, so fewer connections
-/// spend it), every new connection failed with "reading A: No buffer space available"
-/// until a restart.
+/// spent (512 pipes of 64 KiB; here pipes grown to 1 MiB, so fewer connections spend
+/// it), every new connection failed with "reading A: No buffer space available" until a
+/// restart.
 #[test]
 fn relay_pipe_budget_comes_back_from_connections_cut_with_bytes_in_their_pipes() {
     const STALLED: usize = 48;
@@ -130,7 +130,6 @@ fn relay_pipe_budget_comes_back_from_connections_cut_with_bytes_in_their_pipes()
     let relay = Rig::new().relay(&[
         "--via",
         "splice",
-        "--grow-pipes",
         "--idle-timeout",
         "200ms",
         "tcp-listen:0,backlog=1024",

@@ -313,7 +313,7 @@ impl Flow {
             return Ok(false);
         }
         if self.pipe.is_none() {
-            match pools.take_pipe() {
+            match pools.take_pipe(self.choice.judging()) {
                 Ok(pipe) => self.pipe = Some(pipe),
                 Err(_) if self.choice.without_pipe() => return Ok(true),
                 Err(errno) => {
@@ -343,15 +343,14 @@ impl Flow {
             }
             Ok(n) => {
                 self.in_pipe += n;
-                let size = pipe.size;
-                if n == size && size < (1 << 20) {
-                    pools.grow(pipe);
-                }
                 if self.choice.judging() {
+                    // The pipe stays at its first size while judging: the rule's figures
+                    // are for 16 buffers.
                     let full = n < room && queued >= room;
-                    let buffers = size / sys::page_size();
                     self.choice
-                        .judge_segments(self.delivered, self.in_pipe, full, buffers);
+                        .judge_segments(self.delivered, self.in_pipe, pipe.size, full);
+                } else if n == pipe.size {
+                    pools.grow(pipe); // a bulk stream: fewer, larger splices
                 }
                 Ok(true)
             }

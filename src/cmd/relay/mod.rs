@@ -67,8 +67,6 @@ pub struct RelayConfig {
 /// they travel beside [`RelayConfig`], and [`Tuning::default`] is the product's behaviour.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Tuning {
-    /// `--grow-pipes`: grow the pipes of busy streams to `pipe-max-size` (within the budget).
-    pub grow_pipes: bool,
     /// `--splice-first`: under auto, start every direction with splice (no prior).
     pub splice_first: bool,
     /// `--first-trial`: under auto, the first trial's point (default [`policy::FIRST_TRIAL`]).
@@ -93,7 +91,6 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
             ..cfg.clone()
         },
         policy,
-        tuning,
     ));
     if opts.explain {
         return Ok(ExitCode::Success);
@@ -340,7 +337,7 @@ fn spec(endpoint: &Endpoint, header_deadline: Option<Duration>) -> anyhow::Resul
     })
 }
 
-fn plan(cfg: &RelayConfig, policy: Policy, tuning: &Tuning) -> String {
+fn plan(cfg: &RelayConfig, policy: Policy) -> String {
     let paths = match policy {
         Policy::Auto => {
             "splice or userspace, chosen per direction from the bytes each splice moves"
@@ -349,14 +346,10 @@ fn plan(cfg: &RelayConfig, policy: Policy, tuning: &Tuning) -> String {
         Policy::Userspace => "userspace",
     };
     let mut s = format!(
-        "plan: relay {} <-> {} via {paths}; pipes of 64 KiB{}, {} in all at most; buffers of {}, {} in all",
+        "plan: relay {} <-> {} via {paths}; pipes of 64 KiB, grown to {} for busy streams, {} in all at most; buffers of {}, {} in all",
         cfg.a,
         cfg.b,
-        if tuning.grow_pipes {
-            " grown for busy streams"
-        } else {
-            ""
-        },
+        human_bytes(pool::PIPE_GROWN as u64),
         human_bytes(pool::PIPE_BUDGET as u64),
         human_bytes(pool::BUFFER_SIZE as u64),
         human_bytes(pool::BUFFER_BUDGET as u64),

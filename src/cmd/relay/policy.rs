@@ -131,12 +131,14 @@ impl Choice {
     }
 
     /// After a splice in: if it stopped on a pipe out of buffers (`full`), the bytes per
-    /// buffer (`in_pipe` over `buffers`) tell the segment size.
-    pub fn judge_segments(&mut self, delivered: u64, in_pipe: usize, full: bool, buffers: usize) {
-        if delivered >= JUDGE_BYTES {
+    /// buffer (`in_pipe` over `buffers`) tell the segment size. A pipe full of bytes
+    /// (`in_pipe` = its `size`) holds a page or more a buffer: no tiny segments.
+    pub fn judge_segments(&mut self, delivered: u64, in_pipe: usize, size: usize, full: bool) {
+        if delivered >= JUDGE_BYTES || in_pipe == size {
             self.judging = false;
             return;
         }
+        let buffers = size / sys::page_size();
         if !full {
             return;
         }

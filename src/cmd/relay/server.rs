@@ -242,7 +242,7 @@ impl<'a> Server<'a> {
             shared,
             policy,
             poller,
-            pools: Pools::new(PIPE_BUDGET, tuning.grow_pipes).share(workers),
+            pools: Pools::new(PIPE_BUDGET).share(workers),
             conns: Vec::new(),
             gens: Vec::new(),
             free: Vec::new(),
