@@ -70,6 +70,8 @@ pub struct Flow {
     /// A splice into the pipe said EAGAIN while the pipe held bytes: it may be out of
     /// slots (HAZARDS: EAGAIN's two meanings). Cleared when the pipe drains.
     pipe_maybe_full: bool,
+    /// The last splice in moved less than the pipe had room for: drain before the next.
+    short_in: bool,
     buf: Option<Box<[u8]>>,
     /// The last turn found no buffer to read into (see [`super::pool::BUFFER_BUDGET`]).
     starved: bool,
@@ -91,6 +93,7 @@ impl Flow {
             pipe: None,
             in_pipe: 0,
             pipe_maybe_full: false,
+            short_in: false,
             buf: None,
             starved: false,
             start: 0,
@@ -124,20 +127,36 @@ impl Flow {
     ) -> Result<Turn, FlowError> {
         self.choice.prime(src.socket, dst.fd);
         self.starved = false;
+        // Fill, then drain: take bytes in until the pipe (or the buffer) is full, the source
+        // said EAGAIN or ended, or a splice came back short (the source is drained or the
+        // pipe out of buffers: splicing on would likely meet EAGAIN), then deliver until
+        // the sink is full or nothing is held. Fewer, larger splices than one splice in and
+        // one out in turn (bench/RESULTS.md, `relay: one path rule`).
         let mut ops = 0;
         loop {
+            if self.shut {
+                return Ok(Turn::Done);
+            }
+            let mut into = false;
+            self.short_in = false;
+            while !self.short_in && ops < OPS_PER_TURN && self.input(&mut src, pools)? {
+                ops += 1;
+                into = true;
+            }
+            let mut out = false;
+            let before = self.delivered;
+            while ops < OPS_PER_TURN && self.output(&mut dst)? {
+                ops += 1;
+                out = true;
+            }
+            *moved += self.delivered - before;
+            self.choice.trial_step(self.delivered, dst.fd);
             if self.shut {
                 return Ok(Turn::Done);
             }
             if ops >= OPS_PER_TURN {
                 return Ok(Turn::Busy);
             }
-            ops += 1;
-            let before = self.delivered;
-            let out = self.output(&mut dst)?;
-            *moved += self.delivered - before;
-            self.choice.trial_step(self.delivered, dst.fd);
-            let into = self.input(&mut src, pools)?;
             if !(out || into) {
                 break;
             }
@@ -343,6 +362,7 @@ impl Flow {
             }
             Ok(n) => {
                 self.in_pipe += n;
+                self.short_in = n < room;
                 if self.choice.judging() {
                     // The pipe stays at its first size while judging: the rule's figures
                     // are for 16 buffers.
