@@ -347,7 +347,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__relay)
-            opts="-j -q -v -h -V --once --max-conns --idle-timeout --connect-timeout --grace --log --workers --grow-pipes --splice-first --first-trial --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-j -q -v -h -V --once --max-conns --idle-timeout --connect-timeout --grace --log --workers --splice-first --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -378,10 +378,6 @@ _zerocat() {
                     return 0
                     ;;
                 -j)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --first-trial)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

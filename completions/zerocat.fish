@@ -111,15 +111,13 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l connect-timeou
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l grace -d 'After SIGINT/SIGTERM: stop accepting, let the connections in flight finish for this long, then cut (reset) the rest; a second signal cuts them at once. 0: cut at once' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l log -d 'Write one JSON line per connection as it ends, into PATH (appended; a FIFO works) or `-` (stderr); the fields are listed under RELAY LOG' -r -F
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s j -l workers -d 'Event loops serving a listener, each in a thread of its own; the listener is shared and a new connection goes to a loop that is waiting. Default: the CPUs available to the process. One session (no listener) or --once: one' -r
-complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l first-trial -d 'Under auto, run the first trial of the other path after this many bytes (tests; the default is relay\'s policy::FIRST_TRIAL)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l limit -d 'Hold each transfer (each direction of a relay) to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l once -d 'Serve one connection, then exit'
-complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l grow-pipes -d 'Grow busy relay pipes to pipe-max-size: less CPU, but slower on loopback (bench/RESULTS.md, `relay: pipes stay at 64 KiB`)'
-complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l splice-first -d 'Under auto, start every direction with splice, skipping the measured prior (the fault-injection tests aim at splice)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l splice-first -d 'Under auto, start every direction with splice, as if a bulk read had moved it there (the fault-injection and tiny-segment tests aim at splice)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'

@@ -132,6 +132,16 @@ fn direction_paths(dir: &Value) -> Vec<String> {
     dir_paths(dir).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// A direction ran one path, or (auto) moved once from userspace to splice at a bulk read.
+#[track_caller]
+fn assert_one_path(dir: &Value) {
+    let paths = direction_paths(dir);
+    assert!(
+        paths.len() == 1 || paths == ["userspace", "splice"],
+        "{dir}"
+    );
+}
+
 /// Sends `payload`, half-closes, reads the whole answer.
 fn exchange(addr: &str, payload: &[u8]) -> Vec<u8> {
     let mut s = connect(addr);
@@ -148,9 +158,9 @@ fn reversed(v: &[u8]) -> Vec<u8> {
 
 const SIZES: [usize; 6] = [0, 1, 4096, 65_537, 1 << 20, 8 << 20];
 
-/// `first`: the path auto runs each direction on (a_to_b, b_to_a) below its first trial:
-/// read/write into a TCP socket, splice into anything else (flow.rs's prior).
-fn every_size(listen: &str, backend: &str, first: [&str; 2]) {
+/// Under auto a direction from a socket starts in userspace (policy.rs): small payloads
+/// never leave it; larger ones may move to splice at a read of 64 KiB or more.
+fn every_size(listen: &str, backend: &str) {
     let relay = Rig::new().relay(&[listen, backend]);
     for size in SIZES {
         let payload = data(size);
@@ -167,10 +177,16 @@ fn every_size(listen: &str, backend: &str, first: [&str; 2]) {
     assert_eq!(conns.len(), SIZES.len());
     for (conn, size) in conns.iter().zip(SIZES) {
         assert_eq!(conn["ended"], "eof", "{conn}");
-        for (key, first) in ["a_to_b", "b_to_a"].into_iter().zip(first) {
+        for key in ["a_to_b", "b_to_a"] {
             assert_eq!(conn[key]["bytes"].as_u64(), Some(size as u64));
-            if size > 0 {
-                assert_eq!(direction_paths(&conn[key]), vec![first], "{key}: {conn}");
+            let paths = direction_paths(&conn[key]);
+            match size {
+                0 => assert!(paths.is_empty(), "{key}: {conn}"),
+                1..=4096 => assert_eq!(paths, ["userspace"], "{key}: {conn}"),
+                _ => assert!(
+                    paths == ["userspace"] || paths == ["userspace", "splice"],
+                    "{key}: {conn}"
+                ),
             }
         }
     }
@@ -183,11 +199,7 @@ fn every_size(listen: &str, backend: &str, first: [&str; 2]) {
 #[test]
 fn every_size_both_ways_tcp_to_tcp() {
     let backend = tcp_backend(Serve::Answer(Duration::ZERO));
-    every_size(
-        "tcp-listen:0",
-        &format!("tcp:{backend}"),
-        ["userspace", "userspace"],
-    );
+    every_size("tcp-listen:0", &format!("tcp:{backend}"));
 }
 
 #[test]
@@ -198,7 +210,6 @@ fn every_size_both_ways_unix_to_tcp() {
     every_size(
         &format!("unix-listen:{}", sock.display()),
         &format!("tcp:{backend}"),
-        ["userspace", "splice"],
     );
     assert!(!sock.exists(), "the relay removes its socket file");
 }
@@ -208,11 +219,7 @@ fn every_size_both_ways_tcp_to_unix() {
     let dir = tempdir();
     let sock = dir.path().join("back.sock");
     unix_backend(&sock, Serve::Answer(Duration::ZERO));
-    every_size(
-        "tcp-listen:0",
-        &format!("unix:{}", sock.display()),
-        ["splice", "userspace"],
-    );
+    every_size("tcp-listen:0", &format!("unix:{}", sock.display()));
 }
 
 /// Sends `payload` in writes of `write_size` while reading the echo, both at once, then
@@ -300,18 +307,22 @@ fn many_small_messages_in_lock_step_lose_no_wake_up() {
         end.assert_code(0, backend);
         let conn = &connections(end.report())[0];
         assert_eq!(conn["ended"], "eof", "{backend}");
-        assert_eq!(conn["a_to_b"]["bytes"].as_u64(), Some(total), "{backend}");
-        assert_eq!(conn["b_to_a"]["bytes"].as_u64(), Some(total), "{backend}");
+        for key in ["a_to_b", "b_to_a"] {
+            assert_eq!(conn[key]["bytes"].as_u64(), Some(total), "{backend}");
+            // Small messages stay on the cheapest path: a read and a write each.
+            assert_eq!(direction_paths(&conn[key]), ["userspace"], "{key}: {conn}");
+            assert_eq!(conn[key]["switches"].as_u64(), Some(0), "{key}: {conn}");
+        }
     }
 }
 
-/// Echoes 32 MiB through a relay whose trials start at 3 MiB; returns each direction's
-/// JSON (bytes checked).
-fn echo_through_trials(backend: &str) -> Value {
-    let relay = Rig::new().relay(&["--once", "--first-trial", "3M", "tcp-listen:0", backend]);
+/// Echoes 32 MiB in 7919-byte writes, both ways at once; returns the connection's JSON
+/// (bytes checked).
+fn echo_32_mib(backend: &str) -> Value {
+    let relay = Rig::new().relay(&["--once", "tcp-listen:0", backend]);
     let payload = data(32 << 20);
     let got = echo_both_ways(relay.addr(), &payload, 7919);
-    assert_bytes_eq(&got, &payload, "32 MiB echoed through trials");
+    assert_bytes_eq(&got, &payload, "32 MiB echoed");
     let end = relay.finish();
     end.assert_code(0, "relay");
     let report = end.report();
@@ -322,44 +333,46 @@ fn echo_through_trials(backend: &str) -> Value {
     conn
 }
 
-/// A trial switched the direction to splice, at least for its phase.
-fn assert_trials_ran(conn: &Value, key: &str) {
-    assert!(
-        conn[key]["switches"].as_u64().unwrap() >= 1,
+/// A bulk direction started in userspace and moved to splice once, which carried most of
+/// its bytes.
+fn assert_moved_to_splice(conn: &Value, key: &str) {
+    assert_eq!(
+        direction_paths(&conn[key]),
+        ["userspace", "splice"],
         "{key}: {conn}"
     );
-    let mut paths = direction_paths(&conn[key]);
-    paths.sort();
-    assert_eq!(paths, ["splice", "userspace"], "{key}: {conn}");
+    assert_eq!(conn[key]["switches"].as_u64(), Some(1), "{key}: {conn}");
+    let spliced = conn[key]["paths"][1]["bytes"].as_u64().unwrap();
+    assert!(spliced > (16 << 20), "{key}: {conn}");
 }
 
-/// Auto's trials switch each direction to splice and back (or not) mid-stream,
-/// with bytes in the pipe or the buffer: every byte arrives once and in order. The first
-/// trial is moved from 192 MiB to 3 MiB so a test-sized stream runs several.
+/// Auto's one rule on a bulk tcp -> tcp stream: each direction starts in userspace and
+/// moves to splice at its first large read, with bytes still in the buffer; every byte
+/// arrives once and in order, and the report says splice carried the stream.
 #[test]
-fn trials_switch_paths_mid_stream_without_losing_a_byte() {
-    // Into TCP both ways: both directions start in userspace and run trials.
+fn a_bulk_stream_moves_to_splice_mid_stream_without_losing_a_byte() {
     let backend = tcp_backend(Serve::Echo);
-    let conn = echo_through_trials(&format!("tcp:{backend}"));
-    assert_trials_ran(&conn, "a_to_b");
-    assert_trials_ran(&conn, "b_to_a");
+    let conn = echo_32_mib(&format!("tcp:{backend}"));
+    assert_moved_to_splice(&conn, "a_to_b");
+    assert_moved_to_splice(&conn, "b_to_a");
 }
 
+/// The same into and out of a unix socket (its queue holds about 230 KB, less than the
+/// relay's buffer: a read of 64 KiB counts as bulk).
 #[test]
-fn a_direction_that_starts_with_splice_runs_no_trials() {
+fn a_bulk_stream_from_and_to_a_unix_socket_moves_to_splice() {
     let dir = tempdir();
     let sock = dir.path().join("echo.sock");
     unix_backend(&sock, Serve::Echo);
-    let conn = echo_through_trials(&format!("unix:{}", sock.display()));
-    // tcp -> unix starts with splice and stays there; unix -> tcp starts in userspace.
-    assert_eq!(conn["a_to_b"]["switches"].as_u64(), Some(0), "{conn}");
-    assert_eq!(direction_paths(&conn["a_to_b"]), ["splice"], "{conn}");
-    assert_trials_ran(&conn, "b_to_a");
+    let conn = echo_32_mib(&format!("unix:{}", sock.display()));
+    assert_moved_to_splice(&conn, "a_to_b");
+    assert_moved_to_splice(&conn, "b_to_a");
 }
 
-/// unix -> unix under auto starts with splice; a client that writes 1 KiB segments fills
-/// the pipe's buffers with a segment each, and the direction goes to userspace (where
-/// read() coalesces them); 4 KiB segments stay on splice.
+/// unix -> unix on splice (the hidden --splice-first: as if a bulk read had moved it
+/// there); a client that writes 1 KiB segments fills the pipe's buffers with a segment
+/// each, and the direction goes to userspace (where read() coalesces them); 4 KiB
+/// segments stay on splice.
 #[test]
 fn tiny_segments_from_a_socket_go_to_userspace() {
     let dir = tempdir();
@@ -372,6 +385,7 @@ fn tiny_segments_from_a_socket_go_to_userspace() {
         let front = dir.path().join(format!("front{write_size}.sock"));
         let relay = Rig::new().relay(&[
             "--once",
+            "--splice-first",
             &format!("unix-listen:{}", front.display()),
             &format!("unix:{}", backend.display()),
         ]);
@@ -386,8 +400,7 @@ fn tiny_segments_from_a_socket_go_to_userspace() {
         end.assert_code(0, "relay");
         let report = end.report();
         let conn = &connections(report)[0];
-        let mut paths = direction_paths(&conn["a_to_b"]);
-        paths.sort();
+        let paths = direction_paths(&conn["a_to_b"]);
         assert_eq!(paths, expect, "{write_size}: {conn}");
         let switches = conn["a_to_b"]["switches"].as_u64();
         assert_eq!(
@@ -511,7 +524,7 @@ fn a_reset_backend_resets_the_client() {
     let conn = &connections(report)[0];
     assert_eq!(conn["ended"], "reset", "{conn}");
     assert_eq!(conn["a_to_b"]["bytes"].as_u64(), Some(1));
-    assert_eq!(direction_paths(&conn["a_to_b"]).len(), 1);
+    assert_one_path(&conn["a_to_b"]);
 }
 
 #[test]
@@ -540,7 +553,7 @@ fn a_reset_client_resets_the_backend() {
     let report = end.report();
     let conn = &connections(report)[0];
     assert_eq!(conn["ended"], "reset", "{conn}");
-    assert_eq!(direction_paths(&conn["a_to_b"]).len(), 1);
+    assert_one_path(&conn["a_to_b"]);
 }
 
 #[test]
@@ -566,7 +579,7 @@ fn idle_connections_are_closed_after_the_timeout() {
     let report = end.report();
     let conn = &connections(report)[0];
     assert_eq!(conn["ended"], "idle-timeout", "{conn}");
-    assert_eq!(direction_paths(&conn["a_to_b"]).len(), 1);
+    assert_one_path(&conn["a_to_b"]);
     assert_eq!(conn["b_to_a"]["bytes"].as_u64(), Some(4));
 }
 
@@ -615,7 +628,7 @@ fn max_conns_case(workers: &str) {
     let conns = connections(report);
     assert!(!conns.is_empty());
     assert_eq!(conns[0]["ended"], "eof");
-    assert_eq!(direction_paths(&conns[0]["a_to_b"]).len(), 1);
+    assert_one_path(&conns[0]["a_to_b"]);
 }
 
 #[test]
@@ -628,7 +641,7 @@ fn once_serves_one_connection_and_exits() {
     end.assert_code(0, "relay");
     let report = end.report();
     assert_eq!(connections(report).len(), 1);
-    assert_eq!(direction_paths(&connections(report)[0]["a_to_b"]).len(), 1);
+    assert_one_path(&connections(report)[0]["a_to_b"]);
     assert!(TcpStream::connect(&addr).is_err(), "the listener is closed");
 }
 
@@ -659,7 +672,7 @@ fn connect_retries_until_a_late_backend_is_up() {
     let end = relay.finish();
     end.assert_code(0, "relay");
     let report = end.report();
-    assert_eq!(direction_paths(&connections(report)[0]["b_to_a"]).len(), 1);
+    assert_one_path(&connections(report)[0]["b_to_a"]);
 }
 
 #[test]
@@ -752,7 +765,7 @@ fn stdio_relays_like_netcat() {
     let conn = &connections(&report)[0];
     assert_eq!(conn["a_to_b"]["bytes"].as_u64(), Some(5));
     assert_eq!(conn["b_to_a"]["bytes"].as_u64(), Some(5));
-    assert_eq!(direction_paths(&conn["b_to_a"]).len(), 1);
+    assert_one_path(&conn["b_to_a"]);
 }
 
 #[test]

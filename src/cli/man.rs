@@ -226,13 +226,12 @@ terminal, other, an O_APPEND sink the kernel refuses
 .TP
 relay, each direction
 its own pipe (\fBsplice\fR in, \fBsplice\fR out) or a 256 KiB buffer (\fBread\fR,
-\fBwrite\fR). Under auto a direction from a socket into a TCP socket starts with the
-buffer, any other with \fBsplice\fR (what measured faster on loopback); a socket
-that sends tiny segments (about 2 KiB or less, seen as pipe buffers that fill one
-segment each) moves to the buffer, which coalesces them. A buffered
-stream past 192 MiB then times a phase of each path by wall clock and switches when the
-other is 1.25 times faster, trying again after a gap that grows fourfold; once on
-\fBsplice\fR it stays there (a userspace trial cost more than it could win).
+\fBwrite\fR). Under auto a direction from a socket starts with the buffer (a request
+or an answer costs one read and one write) and moves to \fBsplice\fR at its first read
+of 64 KiB or more (a bulk stream, which splice moves for less CPU); a socket that sends
+tiny segments (about 2 KiB or less, seen as pipe buffers that fill one segment each)
+goes back to the buffer for good, which coalesces them. A direction from anything else
+starts with \fBsplice\fR.
 A pipe starts at 64 KiB; one that a splice fills grows to 1 MiB (or
 \fBpipe\-max\-size\fR if lower), for fewer and larger splices.
 Memory is bounded: the pipes of all connections hold at most 32 MiB (a pipe is given back

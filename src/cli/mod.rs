@@ -352,14 +352,10 @@ pub struct RelayArgs {
     /// the process. One session (no listener) or --once: one.
     #[arg(long, short = 'j', value_name = "N")]
     pub workers: Option<usize>,
-    /// Under auto, start every direction with splice, skipping the measured prior (the
-    /// fault-injection tests aim at splice).
+    /// Under auto, start every direction with splice, as if a bulk read had moved it there
+    /// (the fault-injection and tiny-segment tests aim at splice).
     #[arg(long, hide = true)]
     pub splice_first: bool,
-    /// Under auto, run the first trial of the other path after this many bytes (tests;
-    /// the default is relay's policy::FIRST_TRIAL).
-    #[arg(long, hide = true, value_name = "BYTES", value_parser = crate::units::parse_bytes)]
-    pub first_trial: Option<u64>,
 }
 
 fn parse_endpoint(arg: &str) -> Result<Endpoint, String> {
@@ -441,7 +437,6 @@ impl Cli {
                 },
                 crate::cmd::relay::Tuning {
                     splice_first: args.splice_first,
-                    first_trial: args.first_trial,
                 },
             ),
             Command::Completions { shell } => Invocation::Print(completions(shell)),

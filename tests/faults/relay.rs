@@ -116,7 +116,7 @@ fn run_relay_fault(case: &RelayFault) -> Result<String, String> {
         ..Default::default()
     });
     let once: &[&str] = if case.conns == 1 { &["--once"] } else { &[] };
-    // tcp -> tcp under auto starts in userspace (flow.rs's prior): a splice fault needs
+    // A socket source under auto starts in userspace (policy.rs): a splice fault needs
     // the directions to splice from the first byte.
     let mut opts = once.to_vec();
     if case.via == "auto" && case.syscalls.contains("splice") {

@@ -125,7 +125,7 @@ impl Flow {
         pools: &mut Pools,
         moved: &mut u64,
     ) -> Result<Turn, FlowError> {
-        self.choice.prime(src.socket, dst.fd);
+        self.choice.prime(src.socket);
         self.starved = false;
         // Fill, then drain: take bytes in until the pipe (or the buffer) is full, the source
         // said EAGAIN or ended, or a splice came back short (the source is drained or the
@@ -150,7 +150,6 @@ impl Flow {
                 out = true;
             }
             *moved += self.delivered - before;
-            self.choice.trial_step(self.delivered, dst.fd);
             if self.shut {
                 return Ok(Turn::Done);
             }
@@ -313,6 +312,9 @@ impl Flow {
                     *src.ready = false; // the next bytes bring the next EPOLLIN
                 }
                 self.end = n;
+                if self.choice.bulk_read(n) {
+                    self.move_to_splice(src.socket, pools);
+                }
                 Ok(true)
             }
             Err(Errno::EINTR) => Ok(true),
@@ -325,6 +327,18 @@ impl Flow {
                 blame: Blame::Source,
             }),
         }
+    }
+
+    /// After a bulk read: on to splice, if a pipe is to be had (else the next bulk read
+    /// tries again). The bytes just read go out first, from the buffer.
+    fn move_to_splice(&mut self, socket: bool, pools: &mut Pools) {
+        if self.pipe.is_none() {
+            match pools.take_pipe(socket) {
+                Ok(pipe) => self.pipe = Some(pipe),
+                Err(_) => return,
+            }
+        }
+        self.choice.move_to_splice(self.delivered, socket);
     }
 
     fn splice_in(&mut self, src: &mut Port<'_>, pools: &mut Pools) -> Result<bool, FlowError> {

@@ -67,17 +67,15 @@ pub struct RelayConfig {
 /// they travel beside [`RelayConfig`], and [`Tuning::default`] is the product's behaviour.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Tuning {
-    /// `--splice-first`: under auto, start every direction with splice (no prior).
+    /// `--splice-first`: under auto, start every direction with splice, as if a bulk read
+    /// had moved it there.
     pub splice_first: bool,
-    /// `--first-trial`: under auto, the first trial's point (default [`policy::FIRST_TRIAL`]).
-    pub first_trial: Option<u64>,
 }
 
 impl Tuning {
     /// How a new direction chooses its path under `policy`.
     fn choice(&self, policy: Policy) -> policy::Choice {
-        let first_trial = self.first_trial.unwrap_or(policy::FIRST_TRIAL);
-        policy::Choice::new(policy, !self.splice_first, first_trial)
+        policy::Choice::new(policy, !self.splice_first)
     }
 }
 
@@ -340,7 +338,7 @@ fn spec(endpoint: &Endpoint, header_deadline: Option<Duration>) -> anyhow::Resul
 fn plan(cfg: &RelayConfig, policy: Policy) -> String {
     let paths = match policy {
         Policy::Auto => {
-            "splice or userspace, chosen per direction from the bytes each splice moves"
+            "userspace, then splice for a bulk stream (a read of 64 KiB or more), per direction"
         }
         Policy::Splice => "splice",
         Policy::Userspace => "userspace",

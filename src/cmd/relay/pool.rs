@@ -94,7 +94,7 @@ impl Pools {
 
     /// A pipe from the pool, or a fresh one. `fresh_size`: one of the kernel's default
     /// size (a pooled pipe that grew is shrunk back), for a direction judging its segments
-    /// by the pipe's 16 buffers ([`super::policy`]).
+    /// by the pipe's 16 buffers ([`mod@super::policy`]).
     pub(super) fn take_pipe(&mut self, fresh_size: bool) -> Result<BudgetPipe, Errno> {
         if let Some(mut pipe) = self.pipes.pop() {
             if fresh_size && pipe.size > PIPE_DEFAULT {
@@ -180,7 +180,7 @@ impl Pools {
 mod tests {
     use super::*;
     use crate::cmd::relay::flow::{Blame, Flow, FlowError, Port, Turn};
-    use crate::cmd::relay::policy::{Choice, Policy, FIRST_TRIAL};
+    use crate::cmd::relay::policy::{Choice, Policy, BULK_READ};
     use crate::sys;
     use nix::errno::Errno;
     use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
@@ -198,7 +198,7 @@ mod tests {
 
     /// A direction on a fixed path, without the prior.
     fn flow(policy: Policy) -> Flow {
-        Flow::new(Choice::new(policy, false, FIRST_TRIAL))
+        Flow::new(Choice::new(policy, false))
     }
 
     /// Pumps `flow` from `src` into `dst` (both ready).
@@ -298,6 +298,43 @@ mod tests {
         assert_eq!(pools.pipe_bytes.get(), size(&second));
         drop(second);
         assert_eq!(pools.pipe_bytes.get(), 0);
+    }
+
+    /// Drains what `backend` holds, returns it.
+    fn drain(backend: &OwnedFd) -> Vec<u8> {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n) = sys::read(backend.as_fd(), &mut buf) {
+            got.extend_from_slice(&buf[..n]);
+        }
+        got
+    }
+
+    /// Auto's one rule: a socket direction starts in userspace, and its first read of
+    /// BULK_READ or more moves it to splice (those bytes still leave from the buffer).
+    #[test]
+    fn auto_starts_in_userspace_and_a_bulk_read_moves_it_to_splice() {
+        use crate::engine::DataPath::{Splice, Userspace};
+        let mut pools = Pools::new(PIPE_BUDGET);
+        let (client, src) = pair();
+        let (dst, backend) = pair();
+        let mut flow = Flow::new(Choice::new(Policy::Auto, true));
+        sys::write(client.as_fd(), b"ping").unwrap();
+        pump(&mut flow, &src, &dst, &mut pools).unwrap();
+        assert_eq!(drain(&backend), b"ping");
+        assert_eq!(flow.record.paths, [(Userspace, 4)]);
+        assert_eq!(flow.switches(), 0);
+        let bulk = vec![7u8; BULK_READ + 1000];
+        sys::write_all(client.as_fd(), &bulk).unwrap();
+        pump(&mut flow, &src, &dst, &mut pools).unwrap();
+        assert_eq!(drain(&backend), bulk);
+        assert_eq!(flow.switches(), 1, "on splice after the bulk read");
+        let tail = vec![9u8; 5000];
+        sys::write_all(client.as_fd(), &tail).unwrap();
+        pump(&mut flow, &src, &dst, &mut pools).unwrap();
+        assert_eq!(drain(&backend), tail);
+        let moved = 4 + bulk.len() as u64;
+        assert_eq!(flow.record.paths, [(Userspace, moved), (Splice, 5000)]);
     }
 
     #[test]
