@@ -150,9 +150,6 @@ impl Flow {
                 out = true;
             }
             *moved += self.delivered - before;
-            if self.shut {
-                return Ok(Turn::Done);
-            }
             if ops >= OPS_PER_TURN {
                 return Ok(Turn::Busy);
             }
