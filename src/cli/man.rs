@@ -124,7 +124,7 @@ accept one connection (relay: every connection). Options:
 .RS
 .TP
 \fBbacklog=\fIN\fR
-the listen(2) backlog (default 128).
+the listen(2) backlog (default 4096, which the kernel caps at net.core.somaxconn).
 .TP
 \fBreuseport\fR
 \fBSO_REUSEPORT\fR: several zerocat processes listen on one port and the kernel spreads
