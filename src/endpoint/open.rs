@@ -399,11 +399,23 @@ fn bind_tcp(addr: SocketAddr, backlog: i32, opts: &ListenOpts) -> anyhow::Result
     // Port 0 picked a port: report the one the kernel chose.
     let bound: SockaddrStorage = socket::getsockname(fd.as_raw_fd()).map_err(io::Error::from)?;
     let local = format_sockaddr(&bound).unwrap_or_else(|| addr.to_string());
+    let accepts_on = (!addr.ip().is_unspecified())
+        .then(|| SocketAddr::new(addr.ip(), bound_port(&bound, addr.port())));
     Ok(Socket {
         fd,
         local,
         socket_file: None,
+        accepts_on,
     })
+}
+
+/// The port a TCP socket is bound to (the kernel's choice for port 0).
+fn bound_port(bound: &SockaddrStorage, asked: u16) -> u16 {
+    bound
+        .as_sockaddr_in()
+        .map(|a| a.port())
+        .or_else(|| bound.as_sockaddr_in6().map(|a| a.port()))
+        .unwrap_or(asked)
 }
 
 /// nix refuses a backlog of SOMAXCONN or more; the kernel caps it anyway.
@@ -446,6 +458,7 @@ fn listen_unix(addr: &UnixAddr, mode: Option<u32>, backlog: i32) -> anyhow::Resu
         fd,
         local: addr.to_string(),
         socket_file,
+        accepts_on: None,
     };
     socket::listen(&listener.fd, to_backlog(backlog)).map_err(io::Error::from)?;
     Ok(listener)
