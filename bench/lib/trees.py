@@ -55,6 +55,8 @@ def make_tree(root, files, size, per_dir=100):
         f.write(shape)
 
 
+# The floor's processes: as many as zerocat's default -j here.
+FLOOR_JOBS = min(os.cpu_count() or 1, 8)
 # Trees up to this size are copied into a fresh directory each run (see the module's docs).
 FRESH_UP_TO = 256 * MiB
 RUNS = iter(range(1_000_000))
@@ -99,7 +101,9 @@ def scenarios(ctx):
             cs = [contender(REF, "zerocat", runner([*zc, src, dst]), ("copy",)),
                   contender("zerocat -q -j 1", "zerocat", runner([*zc, "-j", "1", src, dst]), ("copy",)),
                   contender("xcp -r", "peer", runner(["xcp", "-r", src, dst]), ("xcp",)),
-                  contender("cp -r", "peer", runner(["cp", "-r", src, dst]))]
+                  contender("cp -r", "peer", runner(["cp", "-r", src, dst])),
+                  contender(f"floor: C, {FLOOR_JOBS} processes", "ceiling",
+                            runner([common.FLOOR, str(FLOOR_JOBS), src, dst]))]
             S.append(scenario(GROUP, f"copy tree {label} ({fs})", nbytes, cs, ref=REF, files=files))
     return S
 
@@ -120,10 +124,12 @@ def summary(rows, meta):
     """RESULTS.md's lines under the trees table: each scenario against the targets."""
     L = ["Targets (issue 17): zerocat's default `-j` at least 1.2x `xcp -r` and 1.5x `cp -r` "
          "(xref above: per repetition, the peer's time over zerocat's, then the median). "
+         "The floor is bench/floorcopy.c: processes that make only the six syscalls a small "
+         "file needs and nothing else (no metadata, report or checks); below 1.00 it is faster. "
          f"Load average {meta['load0']} at the start, {meta['load1']} at the end "
          "(other engineers' builds and tests share the machine's cores).\n",
-         "| scenario | zerocat default -j | vs -j 1 | vs xcp -r (>= 1.2) | vs cp -r (>= 1.5) |",
-         "|---|---:|---:|---:|---:|"]
+         "| scenario | zerocat default -j | vs -j 1 | vs xcp -r (>= 1.2) | vs cp -r (>= 1.5) | the floor (C) |",
+         "|---|---:|---:|---:|---:|---:|"]
     for scn in dict.fromkeys(r["scenario"] for r in rows if r["group"] == GROUP):
         by = {r["tool"]: r for r in rows if r["scenario"] == scn}
         ref = by.get(REF)
@@ -136,6 +142,8 @@ def summary(rows, meta):
                 return (r and (r["skip"] or r["error"])) or "–"
             mark = "" if tool not in TARGETS else (" ok" if r["ratio"] >= TARGETS[tool] else " **missed**")
             return f"{r['ratio']:.2f}x{mark}"
-        L.append(f"| {scn} | {ref['median'] * 1000:.0f} ms | {vs('zerocat -q -j 1')} | {vs('xcp -r')} | {vs('cp -r')} |")
+        floor = f"floor: C, {FLOOR_JOBS} processes"
+        L.append(f"| {scn} | {ref['median'] * 1000:.0f} ms | {vs('zerocat -q -j 1')} | {vs('xcp -r')} | {vs('cp -r')} "
+                 f"| {vs(floor)} |")
     L.append("")
     return L
