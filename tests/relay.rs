@@ -1055,6 +1055,52 @@ fn log_to_stderr_and_to_a_fifo() {
     assert_eq!(lines[1]["b_to_a"]["bytes"], 4);
 }
 
+/// A log FIFO whose reader stops reading does not stop the relay: 300 connections (some
+/// 180 KB of lines, three times a pipe's buffer) are all served, byte-exact; at SIGTERM the
+/// relay exits 130 within its wait for the log, and the report counts the lines not
+/// written. Before the log had a writer thread, the relay blocked in write(2) after ~100.
+#[test]
+fn log_fifo_whose_reader_stalls_does_not_stall_the_relay() {
+    let backend = tcp_backend(Serve::Echo);
+    let dir = tempdir();
+    let fifo = dir.path().join("log.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // Opens the FIFO (the relay's open waits for a reader) and never reads from it.
+    let reader = {
+        let fifo = fifo.clone();
+        thread::spawn(move || std::fs::File::open(fifo).unwrap())
+    };
+    let relay = Rig::new().relay(&[
+        "--log",
+        fifo.to_str().unwrap(),
+        "tcp-listen:0",
+        &format!("tcp:{backend}"),
+    ]);
+    let stalled = reader.join().unwrap();
+    for i in 0..300u32 {
+        let payload = format!("message {i}").into_bytes();
+        assert_eq!(exchange(relay.addr(), &payload), payload, "connection {i}");
+    }
+    relay.signal(nix::sys::signal::Signal::SIGTERM);
+    let signalled = Instant::now();
+    let end = relay.finish();
+    end.assert_code(130, "relay");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        signalled.elapsed()
+    );
+    let report = end.report();
+    let error = report["log_error"].as_str().unwrap_or_default();
+    assert!(error.contains("not written"), "{report}");
+    let listed = connections(report).len() as u64;
+    assert_eq!(
+        listed + report["connections_omitted"].as_u64().unwrap(),
+        300
+    );
+    drop(stalled);
+}
+
 /// A log that cannot be written is an error at start, before anything is served: exit 1,
 /// the log named, nothing listening.
 #[test]
