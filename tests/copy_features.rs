@@ -179,6 +179,70 @@ fn traced(syscalls: &str, args: &[&std::ffi::OsStr]) -> Option<(i32, String, Str
     Some((out.status.code().unwrap_or(-1), trace, stderr_text(&out)))
 }
 
+/// A tree of small files costs seven syscalls a file, cp's count less its probes: two
+/// openat, an fstat of the source, copy_file_range to the end (twice) and two closes.
+/// Not per file: the procfs check (once per filesystem), an lseek and an fstat to trust
+/// copy_file_range's 0 (the whole size was copied), an fstat of a destination just made.
+/// Each of those cost about a tenth of a 4 KiB file's copy (bench/RESULTS.md, "copy:
+/// seven syscalls a small file").
+#[test]
+fn a_small_file_in_a_tree_costs_seven_syscalls() {
+    let dir = tempdir();
+    let src = dir.path().join("src");
+    let mut files = Vec::new();
+    for d in ["a", "b"] {
+        fs::create_dir_all(src.join(d)).unwrap();
+        for i in 0..20 {
+            let bytes = data(4096 + i * 7);
+            files.push((format!("{d}/f{i}"), bytes.clone()));
+            write_file(&src.join(d), &format!("f{i}"), &bytes);
+        }
+    }
+    let dst = dir.path().join("dst");
+    // One thread: with workers, strace splits a call across lines ("<unfinished ...>").
+    let args = ["copy", "-r", "-j", "1", "--stats", "json"].map(std::ffi::OsStr::new);
+    let mut args = args.to_vec();
+    args.extend([src.as_os_str(), dst.as_os_str()]);
+    let Some((code, trace, err)) = traced(
+        "openat,fstat,newfstatat,fstatfs,lseek,copy_file_range,close",
+        &args,
+    ) else {
+        return;
+    };
+    assert_eq!(code, 0, "{err}");
+    for (name, bytes) in &files {
+        assert_bytes_eq(&fs::read(dst.join(name)).unwrap(), bytes, name);
+    }
+    let report = json_report(err.as_bytes());
+    let paths = crate::util::paths(&report);
+    // A reflink is probed once for the filesystem pair (refused on ext4 and tmpfs).
+    let total = 40 * 4096 + 2 * 7 * 190;
+    assert!(
+        paths.contains(&("copy_file_range".to_string(), total)),
+        "{err}"
+    );
+    let count = |call: &str| trace.lines().filter(|l| l.contains(call)).count();
+    let per_file = |call: &str| count(call) as f64 / files.len() as f64;
+    assert!(
+        count("fstatfs(") <= 1,
+        "one procfs check per filesystem:\n{trace}"
+    );
+    // (The walk rewinds its directory fds with SEEK_SET.)
+    assert_eq!(
+        count("SEEK_CUR"),
+        0,
+        "copy_file_range's 0 trusted at the size:\n{trace}"
+    );
+    assert_eq!(per_file("copy_file_range("), 2.0, "{trace}");
+    // The source's fstat, once a file; the loader's and the directories' (a dozen) aside.
+    let fstats = count("fstat(") + count("AT_EMPTY_PATH");
+    assert!(
+        fstats <= files.len() + 16,
+        "{fstats} fstats for {} files:\n{trace}",
+        files.len()
+    );
+}
+
 /// `--sync`: one fdatasync per file copied, none without it.
 #[test]
 fn sync_fdatasyncs_each_file() {

@@ -93,7 +93,7 @@ fn handle(mut s: Box<dyn Stream>, serve: Serve) {
 
 /// A TCP backend on 127.0.0.1 serving every connection; returns "host:port".
 fn tcp_backend(serve: Serve) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = loopback_listener();
     let addr = listener.local_addr().unwrap().to_string();
     thread::spawn(move || {
         for s in listener.incoming() {
@@ -109,6 +109,23 @@ fn tcp_backend(serve: Serve) -> String {
         }
     });
     addr
+}
+
+/// A listener on 127.0.0.1, port 0, with room for a burst of connections in its accept
+/// queue (std's bind asks for 128).
+fn loopback_listener() -> TcpListener {
+    use nix::sys::socket::{self, AddressFamily, Backlog, SockFlag, SockType, SockaddrIn};
+    use std::os::fd::AsRawFd;
+    let fd = socket::socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    socket::bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, 0)).unwrap();
+    socket::listen(&fd, Backlog::MAXCONN).unwrap();
+    TcpListener::from(fd)
 }
 
 fn unix_backend(path: &Path, serve: Serve) {
@@ -1051,6 +1068,52 @@ fn log_to_stderr_and_to_a_fifo() {
     assert_eq!(lines[1]["b_to_a"]["bytes"], 4);
 }
 
+/// A log FIFO whose reader stops reading does not stop the relay: 300 connections (some
+/// 180 KB of lines, three times a pipe's buffer) are all served, byte-exact; at SIGTERM the
+/// relay exits 130 within its wait for the log, and the report counts the lines not
+/// written. Before the log had a writer thread, the relay blocked in write(2) after ~100.
+#[test]
+fn log_fifo_whose_reader_stalls_does_not_stall_the_relay() {
+    let backend = tcp_backend(Serve::Echo);
+    let dir = tempdir();
+    let fifo = dir.path().join("log.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // Opens the FIFO (the relay's open waits for a reader) and never reads from it.
+    let reader = {
+        let fifo = fifo.clone();
+        thread::spawn(move || std::fs::File::open(fifo).unwrap())
+    };
+    let relay = Rig::new().relay(&[
+        "--log",
+        fifo.to_str().unwrap(),
+        "tcp-listen:0",
+        &format!("tcp:{backend}"),
+    ]);
+    let stalled = reader.join().unwrap();
+    for i in 0..300u32 {
+        let payload = format!("message {i}").into_bytes();
+        assert_eq!(exchange(relay.addr(), &payload), payload, "connection {i}");
+    }
+    relay.signal(nix::sys::signal::Signal::SIGTERM);
+    let signalled = Instant::now();
+    let end = relay.finish();
+    end.assert_code(130, "relay");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        signalled.elapsed()
+    );
+    let report = end.report();
+    let error = report["log_error"].as_str().unwrap_or_default();
+    assert!(error.contains("not written"), "{report}");
+    let listed = connections(report).len() as u64;
+    assert_eq!(
+        listed + report["connections_omitted"].as_u64().unwrap(),
+        300
+    );
+    drop(stalled);
+}
+
 /// A log that cannot be written is an error at start, before anything is served: exit 1,
 /// the log named, nothing listening.
 #[test]
@@ -1174,6 +1237,123 @@ fn rss_growth_over(conns: u64, max_kib: u64) {
     assert!(
         after <= before + max_kib,
         "RSS grew from {before} KiB to {after} KiB over {conns} connections"
+    );
+}
+
+/// A burst of 1,000 clients, each sending 256 KiB and closing, through the relay into a
+/// backend that checks every stream: the clients wait in the listen backlog, none is reset,
+/// every byte arrives. With the old default backlog of 128 the accept queue overflowed (SYN
+/// cookies) and clients were reset ("Connection reset by peer" on send).
+#[test]
+fn a_burst_of_a_thousand_clients_waits_in_the_backlog_none_is_reset() {
+    use std::sync::mpsc;
+    const CLIENTS: u64 = 1000;
+    const BYTES: usize = 64 << 10;
+    // Distinct per client: a mix-up between streams cannot compare equal.
+    fn pattern(client: u64) -> Vec<u8> {
+        let mut p = client.to_le_bytes().to_vec();
+        p.extend((0..BYTES).map(|k| ((k as u64 * 131 + client * 7) % 251) as u8));
+        p
+    }
+    // Each client holds a socket here and one in the backend, plus the relay's two.
+    let (soft, hard) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+    let need = 3 * CLIENTS + 256;
+    if soft < need {
+        if hard < need {
+            eprintln!("SKIPPED: the open-file limit ({hard}) holds fewer than {need} sockets");
+            return;
+        }
+        nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, need, hard)
+            .unwrap();
+    }
+    // The backend: each stream read to its end and checked against its client's pattern.
+    let listener = loopback_listener();
+    let backend = listener.local_addr().unwrap().to_string();
+    let (checked, results) = mpsc::channel();
+    thread::spawn(move || {
+        for s in listener.incoming().take(CLIENTS as usize) {
+            let checked = checked.clone();
+            let Ok(mut s) = s else { continue };
+            thread::Builder::new()
+                .stack_size(64 << 10)
+                .spawn(move || {
+                    s.set_read_timeout(Some(DEADLINE)).unwrap();
+                    let mut got = Vec::new();
+                    let read = s.read_to_end(&mut got);
+                    let _ = checked.send((read.map_err(|e| e.to_string()), got));
+                })
+                .unwrap();
+        }
+    });
+    let relay = Rig::new().relay(&["tcp-listen:0", &format!("tcp:{backend}")]);
+    let addr = relay.addr().to_string();
+    // The burst: 1,000 SYNs in a millisecond (non-blocking connects in a tight loop), then
+    // each client writes as soon as its handshake is done.
+    let port: u16 = addr.rsplit(':').next().unwrap().parse().unwrap();
+    let streams: Vec<TcpStream> = (0..CLIENTS)
+        .map(|i| {
+            use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, SockaddrIn};
+            use std::os::fd::AsRawFd;
+            let fd = socket::socket(
+                AddressFamily::Inet,
+                SockType::Stream,
+                SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+                None,
+            )
+            .unwrap();
+            match socket::connect(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, port)) {
+                Ok(()) | Err(nix::errno::Errno::EINPROGRESS) => {}
+                Err(e) => panic!("client {i}: connect: {e}"),
+            }
+            let s = TcpStream::from(fd);
+            s.set_nonblocking(false).unwrap(); // a write now waits for the handshake
+            s
+        })
+        .collect();
+    let clients: Vec<_> = streams
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut s)| {
+            thread::Builder::new()
+                .stack_size(64 << 10)
+                .spawn(move || {
+                    s.write_all(&pattern(i as u64))
+                        .map_err(|e| format!("send: {e}"))
+                })
+                .unwrap()
+        })
+        .collect();
+    for (i, client) in clients.into_iter().enumerate() {
+        if let Err(e) = client.join().unwrap() {
+            panic!("client {i}: {e}");
+        }
+    }
+    let mut seen = vec![false; CLIENTS as usize];
+    for _ in 0..CLIENTS {
+        let (read, got) = results
+            .recv_timeout(DEADLINE)
+            .expect("every stream reached the backend");
+        read.unwrap_or_else(|e| panic!("the backend's read: {e}"));
+        assert!(got.len() >= 8, "a stream of {} bytes", got.len());
+        let client = u64::from_le_bytes(got[..8].try_into().unwrap());
+        assert_bytes_eq(&got, &pattern(client), &format!("client {client}'s stream"));
+        assert!(
+            !std::mem::replace(&mut seen[client as usize], true),
+            "client {client} twice"
+        );
+    }
+    relay.signal(nix::sys::signal::Signal::SIGTERM);
+    let end = relay.finish();
+    end.assert_code(130, "relay");
+    let report = end.report();
+    let total = CLIENTS * (BYTES as u64 + 8);
+    assert_eq!(report["bytes_a_to_b"].as_u64(), Some(total), "{report}");
+    assert_eq!(report["failed"], 0, "{report}");
+    let listed = connections(report).len() as u64;
+    assert_eq!(
+        listed + report["connections_omitted"].as_u64().unwrap(),
+        CLIENTS
     );
 }
 

@@ -273,6 +273,7 @@ impl Rig {
             self.threads
                 .push(thread::spawn(move || keep(stdout, pace, &kept)));
         }
+        let pid = Pid::from_raw(child.id() as i32);
         Running {
             child,
             dir: self.dir,
@@ -282,6 +283,7 @@ impl Rig {
             stderr: None,
             addr: None,
             started,
+            guard: KillUnlessWaited { pid, waited: false },
         }
     }
 
@@ -307,6 +309,23 @@ pub struct Running {
     stderr: Option<JoinHandle<Vec<u8>>>,
     addr: Option<String>,
     started: Instant,
+    /// Kills zerocat if the test ends (a failed assertion) before it was waited for.
+    guard: KillUnlessWaited,
+}
+
+/// A child not waited for yet: SIGKILL when dropped, so a test that fails midway leaves no
+/// zerocat running (its pid is not reaped until then, so it cannot be reused).
+struct KillUnlessWaited {
+    pid: Pid,
+    waited: bool,
+}
+
+impl Drop for KillUnlessWaited {
+    fn drop(&mut self) {
+        if !self.waited {
+            let _ = kill(self.pid, Signal::SIGKILL);
+        }
+    }
 }
 
 impl Running {
@@ -401,6 +420,7 @@ impl Running {
     pub fn finish(mut self) -> Finished {
         let status = loop {
             if let Some(status) = self.child.try_wait().unwrap() {
+                self.guard.waited = true;
                 break status;
             }
             if self.started.elapsed() > DEADLINE {

@@ -10,6 +10,8 @@ ROOT = os.path.dirname(BENCH)
 WORK = os.path.join(BENCH, "work")
 ZCB = os.path.join(WORK, "zcb")
 REFRELAY = os.path.join(WORK, "refrelay")  # bench/refrelay.c: the two reference relays
+FLOOR = os.path.join(WORK, "floorcopy")  # bench/floorcopy.c: the least a tree copier does
+FAN = os.path.join(WORK, "fan")  # bench/fan.c: many concurrent bulk streams, every byte checked
 # The zerocat under test: this checkout's release build, or --zerocat PATH (set by
 # peers.setup before any run; read it as common.ZC, never import the name).
 ZC = os.path.join(ROOT, "target", "release", "zerocat")

@@ -5,7 +5,7 @@ import shutil
 import subprocess
 
 from . import common
-from .common import GiB, REFRELAY, ROOT, WORK, ZCB, first_line, log, quiet
+from .common import FAN, FLOOR, GiB, REFRELAY, ROOT, WORK, ZCB, first_line, log, quiet
 
 
 def setup(args):
@@ -19,6 +19,8 @@ def setup(args):
     subprocess.run(["cc", "-O2", "-Wall", "-o", ZCB, os.path.join(common.BENCH, "zcb.c")], check=True)
     subprocess.run(["cc", "-O2", "-Wall", "-pthread", "-o", REFRELAY, os.path.join(common.BENCH, "refrelay.c")],
                    check=True)
+    subprocess.run(["cc", "-O2", "-Wall", "-o", FAN, os.path.join(common.BENCH, "fan.c")], check=True)
+    subprocess.run(["cc", "-O2", "-Wall", "-o", FLOOR, os.path.join(common.BENCH, "floorcopy.c")], check=True)
     if not args.no_install:
         install_peers()
     have = {c: quiet([common.ZC, c, "--help"]).returncode == 0 for c in ("pipe", "tee", "copy", "relay")}

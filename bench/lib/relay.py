@@ -1,10 +1,12 @@
 """The relay family: zerocat relay --once vs socat (default and 1 MiB buffers), HAProxy
 (tcp mode, one thread; with and without `option splice-auto`), the two reference relays of
 bench/refrelay.c (blocking, a thread per direction: read/write through 1 MiB, splice through
-a 1 MiB pipe) and the feeder connected straight to the sink, over TCP and unix sockets; and
-one relay holding many idle connections."""
+a 1 MiB pipe) and the feeder connected straight to the sink, over TCP and unix sockets; one
+relay holding many idle connections; and many concurrent bulk streams (bench/fan.c) through
+--workers 1 and 2."""
 import os
 import re
+import statistics
 import resource
 import selectors
 import signal
@@ -219,5 +221,82 @@ def idle_table(idle):
     L.append(f"| FAILED: {idle['error']} | | | |" if "error" in idle else
              f"| {idle['conns']} | {idle['rss_kib'] / 1024:.1f} MiB | {idle['cpu_s']:.2f} s over "
              f"{idle['seconds']} s | 130 |")
+    L.append("")
+    return L
+
+
+def fan_run(conns, nbytes, workers):
+    """One run of bench/fan.c: `conns` streams of `nbytes` each at once through one relay
+    (`--workers`) into fan's checking backend. Returns seconds, the relay's CPU and peak
+    RSS (VmHWM); SIGINT then ends the relay, which must exit 130."""
+    fan = subprocess.Popen([common.FAN, str(conns), str(nbytes)], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
+    ps = Procs(120)
+    try:
+        backend = int(fan.stdout.readline())
+        p = ps.spawn("tool", [common.ZC, "-q", "relay", "--workers", str(workers),
+                              "tcp-listen:127.0.0.1:0", f"tcp:127.0.0.1:{backend}"])
+        m = re.search(r"listening on (\S+):(\d+)", read_line(p))
+        if not m:
+            raise Failed("no 'listening on' line from zerocat")
+        fan.stdin.write(m.group(2) + "\n")
+        fan.stdin.flush()
+        got = fan.stdout.readline().split()
+        if not got or got[0] != "ok":
+            raise Failed("fan: " + " ".join(got))
+        cpu = proc_cpu(p.pid)
+        with open(f"/proc/{p.pid}/status") as f:
+            rss = next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:"))
+        os.kill(p.pid, signal.SIGINT)
+        ps.wait()
+        if p.returncode != 130:
+            raise Failed(f"relay exited {p.returncode} after SIGINT, not 130")
+        return {"seconds": float(got[3]), "bytes": int(got[2]), "cpu_s": cpu, "rss_kib": rss}
+    finally:
+        fan.kill()
+        fan.wait()
+        ps.close()
+
+
+def fan_relay(conns, nbytes, runs):
+    """fan_run with --workers 1 and 2, interleaved, `runs` times each: medians, the largest
+    RSS, or the first error."""
+    out = {"conns": conns, "nbytes": nbytes, "runs": runs}
+    try:
+        got = {1: [], 2: []}
+        for _ in range(runs):
+            for w in (1, 2):
+                got[w].append(fan_run(conns, nbytes, w))
+    except (Failed, OSError, ValueError) as e:
+        return {"error": str(e)}
+    for w, rs in got.items():
+        out[w] = {"seconds": statistics.median(r["seconds"] for r in rs),
+                  "gibs": statistics.median(r["bytes"] / r["seconds"] / 2**30 for r in rs),
+                  "cpu_s": statistics.median(r["cpu_s"] for r in rs),
+                  "rss_kib": max(r["rss_kib"] for r in rs)}
+    return out
+
+
+def fan_summary(fan):
+    if "error" in fan:
+        return f"relay concurrent bulk streams: FAILED: {fan['error']}"
+    return "relay concurrent bulk streams: " + "; ".join(
+        f"--workers {w} {fan[w]['gibs']:.2f} GiB/s, peak RSS {fan[w]['rss_kib'] / 1024:.1f} MiB" for w in (1, 2))
+
+
+def fan_table(fan):
+    """RESULTS.md's lines for fan_relay's result, under the relay table."""
+    if "error" in fan:
+        return ["### relay: concurrent bulk streams\n", f"FAILED: {fan['error']}\n"]
+    L = [f"### relay: {fan['conns']:,} concurrent bulk streams\n",
+         f"bench/fan.c opens {fan['conns']:,} connections at once through one relay and sends "
+         f"{fan['nbytes'] // 1024:,} KiB on each; its backend checks every byte of every stream. "
+         f"Medians of {fan['runs']} interleaved runs; peak RSS is the largest VmHWM of the relay "
+         "(target: < 64 MiB). fan itself (one thread, a copy and a compare per byte) shares the "
+         "machine's cores with the relay.\n",
+         "| --workers | aggregate GiB/s | seconds | relay CPU s | relay peak RSS |", "|---:|---:|---:|---:|---:|"]
+    for w in (1, 2):
+        r = fan[w]
+        L.append(f"| {w} | {r['gibs']:.2f} | {r['seconds']:.2f} | {r['cpu_s']:.2f} | {r['rss_kib'] / 1024:.1f} MiB |")
     L.append("")
     return L

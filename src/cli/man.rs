@@ -124,7 +124,7 @@ accept one connection (relay: every connection). Options:
 .RS
 .TP
 \fBbacklog=\fIN\fR
-the listen(2) backlog (default 128).
+the listen(2) backlog (default 4096, which the kernel caps at net.core.somaxconn).
 .TP
 \fBreuseport\fR
 \fBSO_REUSEPORT\fR: several zerocat processes listen on one port and the kernel spreads
@@ -389,14 +389,19 @@ sent after a last 100 ms to drain, since the reset drops it), \fBended\fR and \f
 connections that ended before those listed, counted in the totals but not listed.
 .TP
 \fBlog_error\fR
-present only when \fB\-\-log\fR stopped on a write error: its text.
+present only when \fB\-\-log\fR stopped on a write error, or lines were not written
+because the log did not keep up: its text, with the count of such lines.
 .SH RELAY LOG
 \fBrelay \-\-log\fR \fIPATH\fR writes one JSON object per line into \fIPATH\fR
 (opened for appending and created 0644; a FIFO waits for its reader) or, with
-\fB\-\fR, on stderr. Each line is written with one \fBwrite\fR(2) as it happens. The
-first line is written at start, so a log that cannot be written (\fB/dev/full\fR, a full
-disk) is an error before anything is served; a write that fails later stops the log,
-said once on stderr and as \fBlog_error\fR in the report. The field names are stable:
+\fB\-\fR, on stderr. Each line is written with one \fBwrite\fR(2) by a thread of its
+own, so the relay never waits for its log: when the log does not keep up (a FIFO whose
+reader stalls, a slow disk) up to 16,384 lines wait, and further lines are dropped,
+said once on stderr and counted in the report's \fBlog_error\fR; at the end the log gets
+one second to write what waits. The first line is written at start, so a log that cannot
+be written (\fB/dev/full\fR, a full disk) is an error before anything is served; a write
+that fails later stops the log, said once on stderr and as \fBlog_error\fR in the
+report. The field names are stable:
 .TP
 \fB{"event":"start"}\fR
 \fBtime\fR, \fBevent\fR, \fBa\fR and \fBb\fR (the URIs), \fBpid\fR.

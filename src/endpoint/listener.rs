@@ -80,6 +80,9 @@ pub(super) struct Socket {
     pub(super) local: String,
     /// The socket file we bound, with its (st_dev, st_ino), so Drop removes only that file.
     pub(super) socket_file: Option<(PathBuf, u64, u64)>,
+    /// The local address of every connection it accepts, where known without a
+    /// getsockname per connection: a TCP socket bound to one address, not a wildcard.
+    pub(super) accepts_on: Option<SocketAddr>,
 }
 
 impl Socket {
@@ -94,6 +97,7 @@ impl Socket {
             fd,
             local,
             socket_file: None,
+            accepts_on: None,
         }
     }
 }
@@ -207,7 +211,7 @@ impl Listener {
 
     fn accept_with(&self, flags: SockFlag) -> io::Result<Accepted> {
         let Some(mux) = &self.mux else {
-            return accept_on(&self.sockets[0].fd, flags);
+            return accept_on(&self.sockets[0], flags);
         };
         let blocking = fcntl(mux.epoll.0.as_raw_fd(), FcntlArg::F_GETFL)
             .map(|f| !OFlag::from_bits_retain(f).contains(OFlag::O_NONBLOCK))
@@ -238,7 +242,8 @@ impl AsFd for Listener {
 
 /// One accept4 on a listening socket (blocking or not, as the socket is), with `flags`
 /// for the new one; the peer's address comes from accept4 too.
-fn accept_on(listener: &OwnedFd, flags: SockFlag) -> io::Result<Accepted> {
+fn accept_on(listener: &Socket, flags: SockFlag) -> io::Result<Accepted> {
+    let (local, listener) = (listener.accepts_on, &listener.fd);
     // SAFETY: zeroed storage is a valid sockaddr_storage.
     let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
@@ -260,22 +265,34 @@ fn accept_on(listener: &OwnedFd, flags: SockFlag) -> io::Result<Accepted> {
             Some(len.min(std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t)),
         )
     };
-    let (peer, origin) = addresses_of(&fd, peer);
+    let (peer, origin) = addresses_of(&fd, peer, local);
     Ok(Accepted { fd, peer, origin })
 }
 
 /// A connected socket's peer as printed, and its (peer, local) addresses; `peer` as
-/// accept4 reported it.
-fn addresses_of(fd: &OwnedFd, peer: Option<SockaddrStorage>) -> (String, Addresses) {
-    let local = socket::getsockname::<SockaddrStorage>(fd.as_raw_fd()).ok();
+/// accept4 reported it, `local` if the listener knows it. getsockname only for a TCP peer
+/// on a wildcard listener (one syscall of the twenty a short connection costs).
+fn addresses_of(
+    fd: &OwnedFd,
+    peer: Option<SockaddrStorage>,
+    local: Option<SocketAddr>,
+) -> (String, Addresses) {
     let shown = peer
         .as_ref()
         .and_then(format_sockaddr)
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "unix".to_string());
-    let origin = match (peer.as_ref().and_then(inet), local.as_ref().and_then(inet)) {
-        (Some(src), Some(dst)) => Addresses::Inet { src, dst },
-        _ => Addresses::Unknown,
+    let origin = match peer.as_ref().and_then(inet) {
+        Some(src) => match local.or_else(|| {
+            socket::getsockname::<SockaddrStorage>(fd.as_raw_fd())
+                .ok()
+                .as_ref()
+                .and_then(inet)
+        }) {
+            Some(dst) => Addresses::Inet { src, dst },
+            None => Addresses::Unknown,
+        },
+        None => Addresses::Unknown,
     };
     (shown, origin)
 }
@@ -363,7 +380,7 @@ impl Mux {
             let Some(socket) = sockets.get(token as usize) else {
                 continue;
             };
-            match accept_on(&socket.fd, flags) {
+            match accept_on(socket, flags) {
                 Ok(accepted) if self.timer.is_none() => return Ok(accepted),
                 // Its header is read when the socket says it arrived (at once, when it came
                 // with the connection: epoll reports data already there).

@@ -32,8 +32,11 @@ pub enum Role {
 
 /// The host a listener binds when the URI names none: never expose a port by default.
 const DEFAULT_LISTEN_HOST: &str = "127.0.0.1";
-/// The listen(2) backlog when the URI gives no `backlog=`.
-const DEFAULT_BACKLOG: i32 = 128;
+/// The listen(2) backlog when the URI gives no `backlog=`: 4096 (glibc's SOMAXCONN), which the
+/// kernel caps at net.core.somaxconn (HAProxy and Go size theirs the same way). With 128, a
+/// burst of 1,000 clients overflowed the accept queue: SYN cookies, then resets of clients
+/// that had already sent data (bench/RESULTS.md, "relay: 1,000 concurrent bulk streams").
+const DEFAULT_BACKLOG: i32 = 4096;
 
 #[derive(Debug)]
 pub struct Opened {
@@ -396,11 +399,23 @@ fn bind_tcp(addr: SocketAddr, backlog: i32, opts: &ListenOpts) -> anyhow::Result
     // Port 0 picked a port: report the one the kernel chose.
     let bound: SockaddrStorage = socket::getsockname(fd.as_raw_fd()).map_err(io::Error::from)?;
     let local = format_sockaddr(&bound).unwrap_or_else(|| addr.to_string());
+    let accepts_on = (!addr.ip().is_unspecified())
+        .then(|| SocketAddr::new(addr.ip(), bound_port(&bound, addr.port())));
     Ok(Socket {
         fd,
         local,
         socket_file: None,
+        accepts_on,
     })
+}
+
+/// The port a TCP socket is bound to (the kernel's choice for port 0).
+fn bound_port(bound: &SockaddrStorage, asked: u16) -> u16 {
+    bound
+        .as_sockaddr_in()
+        .map(|a| a.port())
+        .or_else(|| bound.as_sockaddr_in6().map(|a| a.port()))
+        .unwrap_or(asked)
 }
 
 /// nix refuses a backlog of SOMAXCONN or more; the kernel caps it anyway.
@@ -443,6 +458,7 @@ fn listen_unix(addr: &UnixAddr, mode: Option<u32>, backlog: i32) -> anyhow::Resu
         fd,
         local: addr.to_string(),
         socket_file,
+        accepts_on: None,
     };
     socket::listen(&listener.fd, to_backlog(backlog)).map_err(io::Error::from)?;
     Ok(listener)

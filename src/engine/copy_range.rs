@@ -11,14 +11,25 @@ use super::{pump, Outcome, Reason};
 use crate::engine::meter::Meter;
 use crate::sys;
 
-/// Moves bytes with copy_file_range until EOF or `limit` bytes.
-pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
+/// Moves bytes with copy_file_range until EOF or `limit` bytes. `size`: the source's size
+/// when it was opened, where known.
+pub fn copy_upto(
+    src: BorrowedFd<'_>,
+    size: Option<u64>,
+    dst: BorrowedFd<'_>,
+    meter: &Meter,
+    limit: u64,
+) -> Outcome {
     // A 0 is not always EOF. On the first call: procfs/sysfs, overlayfs and CIFS have said
     // 0 for files with data (golang/go#44272, docker/for-linux#1015). Later, short of the
     // source's size: a short copy by FUSE or CIFS. Either way the next path carries on.
+    // Once this call moved the whole size the source was opened with, the 0 is the end and
+    // needs no lseek and fstat to say so (two of a small file's eleven syscalls).
     let distrust_zero = |moved: u64| {
         if moved == 0 {
             Some(Reason::FirstCallReturnedZero)
+        } else if size.is_some_and(|size| moved >= size) {
+            None
         } else if before_the_end(src) {
             Some(Reason::ReturnedZeroBeforeEnd)
         } else {

@@ -117,7 +117,9 @@ fn run_path(
 ) -> Outcome {
     match path {
         DataPath::Reflink => reflink::clone(ends, meter),
-        DataPath::CopyFileRange => copy_range::copy_upto(ends.src, ends.dst, meter, limit),
+        DataPath::CopyFileRange => {
+            copy_range::copy_upto(ends.src, ends.src_info.size, ends.dst, meter, limit)
+        }
         DataPath::Sendfile => sendfile::copy_upto(ends.src, ends.dst, meter, limit),
         DataPath::Splice => splice::copy_upto(ends, middle, meter, limit),
         DataPath::Userspace => userspace::copy_upto(ends.src, ends.dst, meter, limit),

@@ -91,6 +91,19 @@ impl FdInfo {
         }
     }
 
+    /// A regular file on device `dev` that this process has just created (O_EXCL) and
+    /// opened: empty, blocking, no O_APPEND. Its inode number is left 0: nothing can be
+    /// the same file as one that did not exist a moment ago.
+    pub fn created_file(dev: u64) -> FdInfo {
+        FdInfo {
+            kind: FdKind::File,
+            append: false,
+            nonblocking: false,
+            size: Some(0),
+            identity: (dev, 0),
+        }
+    }
+
     /// An fd of `kind` that is not open yet (a plan, `--explain`): nothing else is known.
     pub fn assumed(kind: FdKind) -> FdInfo {
         FdInfo {

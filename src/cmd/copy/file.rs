@@ -5,7 +5,7 @@
 use std::fs::{self, OpenOptions};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use nix::errno::Errno;
@@ -44,17 +44,30 @@ impl Copier<'_> {
             .open_source(src, OFlag::empty())
             .map_err(|err| format!("cannot open for reading: {err}"))?;
         let sst = fstat(source.as_fd()).map_err(|err| format!("cannot stat: {err}"))?;
-        let sink = if self.cfg.atomic {
-            self.open_temporary(src, dst, &sst)?
+        let (sink, created) = if self.cfg.atomic {
+            (self.open_temporary(src, dst, &sst)?, false)
         } else {
-            Sink::InPlace(self.open_destination(dst, &sst)?)
+            let (fd, created) = self.open_destination(dst, &sst)?;
+            (Sink::InPlace(fd), created)
         };
         // From the fstat already made: a file zerocat opened itself needs no fcntl.
         let src_info = FdInfo::from_stat(&sst);
-        let dst_st =
-            fstat(sink.as_fd()).map_err(|err| format!("cannot stat the destination: {err}"))?;
-        let dst_info = FdInfo::from_stat(&dst_st);
-        if src_info.identity == dst_info.identity {
+        // A file just created (O_EXCL) is empty, regular, not the source, and on its
+        // directory's filesystem: no fstat (one of a small file's eight syscalls).
+        // Only a regular file can keep holes, be truncated or be resumed (cp's rule): a
+        // block device (FdKind::File too) keeps its old bytes where a hole is skipped.
+        let (dst_info, dst_is_file) = match created.then(|| self.device_of_parent(dst)) {
+            Some(Some(dev)) => (FdInfo::created_file(dev), true),
+            _ => {
+                let st = fstat(sink.as_fd())
+                    .map_err(|err| format!("cannot stat the destination: {err}"))?;
+                (
+                    FdInfo::from_stat(&st),
+                    st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFREG,
+                )
+            }
+        };
+        if !created && src_info.identity == dst_info.identity {
             return Err(Status::Failed(format!(
                 "'{}' and '{}' are the same file: refusing (destination untouched)",
                 src.display(),
@@ -62,10 +75,10 @@ impl Copier<'_> {
             )));
         }
         let src_size = sst.st_size as u64;
-        let pseudo = is_pseudo_file(source.as_fd());
-        // Only a regular file can keep holes, be truncated or be resumed (cp's rule): a block
-        // device (FdKind::File too) keeps its old bytes where a hole is skipped.
-        let dst_is_file = dst_st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFREG;
+        let pseudo = *self
+            .pseudo
+            .entry(sst.st_dev)
+            .or_insert_with(|| is_pseudo_file(source.as_fd()));
 
         let start = if dst_is_file {
             let resume = self.cfg.resume && !pseudo && self.cfg.reflink != ReflinkMode::Always;
@@ -155,12 +168,13 @@ impl Copier<'_> {
     /// exists and `-n` or `--update` keeps it. The common case in a tree: it does not exist
     /// yet. O_EXCL creates it in one call (and refuses any symlink at that name); only when
     /// something is there do the checks run.
-    fn open_destination(&self, dst: &Path, sst: &FileStat) -> Result<OwnedFd, Status> {
+    /// The fd, and whether it was created (it did not exist).
+    fn open_destination(&self, dst: &Path, sst: &FileStat) -> Result<(OwnedFd, bool), Status> {
         let src_mode = sst.st_mode;
         let resume = self.cfg.resume;
         let read_back = resume || self.cfg.verify;
         let err = match create_new(dst, src_mode, read_back) {
-            Ok(fd) => return Ok(fd),
+            Ok(fd) => return Ok((fd, true)),
             Err(err) => err,
         };
         if err.kind() != io::ErrorKind::AlreadyExists {
@@ -184,7 +198,25 @@ impl Copier<'_> {
         }
         let sink = open_existing(dst, self.cfg.force, src_mode, read_back)
             .map_err(|err| format!("cannot open for writing: {err}"))?;
-        Ok(sink)
+        Ok((sink, false))
+    }
+
+    /// The st_dev of the directory `dst` is in (asked once per directory).
+    fn device_of_parent(&mut self, dst: &Path) -> Option<u64> {
+        let parent = dst.parent()?;
+        if let Some((dir, dev)) = &self.parent_device {
+            if dir == parent {
+                return Some(*dev);
+            }
+        }
+        let dir = if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
+        };
+        let dev = fs::metadata(dir).ok()?.dev();
+        self.parent_device = Some((parent.to_path_buf(), dev));
+        Some(dev)
     }
 
     /// The data extents of the source from `start`, each through the engine; holes between

@@ -38,7 +38,7 @@ mod walk;
 
 pub use update::Update;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -202,6 +202,11 @@ struct Copier<'a> {
     /// filesystems, not the file: not tried again this run (std probes once too).
     refused: HashSet<((u64, u64), DataPath)>,
     middle: Option<OwnPipe>,
+    /// Source st_dev -> whether it is procfs or sysfs: one fstatfs per filesystem, not per
+    /// file (a tenth of a small file's syscalls).
+    pseudo: HashMap<u64, bool>,
+    /// The last destination directory a file was created in, and its st_dev.
+    parent_device: Option<(PathBuf, u64)>,
     /// One for the whole run: `--limit` paces the copy, not each file.
     meter: Arc<Meter>,
     /// `--sync`: the bytes on disk, which the bar shows instead of `meter`'s.
@@ -232,6 +237,8 @@ impl<'a> Copier<'a> {
             entries: Vec::new(),
             refused: HashSet::new(),
             middle: None,
+            pseudo: HashMap::new(),
+            parent_device: None,
             meter: progress::meter(opts),
             on_disk: sync::on_disk_meter(cfg.sync),
             files_done: Arc::new(AtomicU64::new(0)),

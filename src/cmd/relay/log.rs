@@ -1,39 +1,84 @@
-//! `--log PATH` (or `-` for stderr): one JSON line per connection, written (one write, no
-//! buffer of ours) as the connection ends. The field names are the man page's (`--log`).
+//! `--log PATH` (or `-` for stderr): one JSON line per connection, queued as the connection
+//! ends and written by a thread of its own (one write a line, no buffer of ours). The field
+//! names are the man page's (`--log`).
 //!
-//! The first line (`"event":"start"`) is written when the relay starts, so a log that
+//! The first line (`"event":"start"`) is written before the relay starts, so a log that
 //! cannot be written (`/dev/full`, a full disk) is an error before anything is served,
 //! not a line lost later. A write that fails later stops the log: said once on stderr
 //! at once, and again in the final report (`log_error`).
+//!
+//! The event loops never wait for the log: a FIFO whose reader stalls (or a slow disk)
+//! fills the queue ([`QUEUED_MAX`] lines), and the lines that find it full are dropped and
+//! counted, said once on stderr and in the final report. At the end the writer gets
+//! [`FLUSH_WAIT`] to write what is queued; what it could not is counted as dropped.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 
 use super::report::ConnReport;
 use crate::report::JsonObject;
 
+/// Lines waiting for the writer at most (a line is ~600 bytes: ~10 MB).
+const QUEUED_MAX: usize = 16_384;
+/// How long the end of the run waits for the writer to empty the queue.
+const FLUSH_WAIT: Duration = Duration::from_secs(1);
+
 enum Out {
     Stderr,
     File(File),
 }
 
+impl Out {
+    fn write_line(&mut self, line: &str) -> std::io::Result<()> {
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        match self {
+            Out::Stderr => {
+                let mut err = std::io::stderr().lock();
+                err.write_all(&bytes)?;
+                err.flush()
+            }
+            Out::File(f) => {
+                f.write_all(&bytes)?;
+                f.flush()
+            }
+        }
+    }
+}
+
+/// What the writer and the loops share.
+#[derive(Default)]
+struct State {
+    /// The first write error; nothing more is written after it.
+    error: Mutex<Option<String>>,
+    /// Lines queued and not yet written.
+    queued: AtomicU64,
+    /// Lines dropped: the queue was full.
+    dropped: AtomicU64,
+}
+
 pub struct ConnLog {
-    out: Out,
     /// As given (`-` or the path), for messages.
     name: String,
-    /// The first write error; nothing more is written after it.
-    pub error: Option<String>,
+    queue: Option<SyncSender<String>>,
+    writer: Option<JoinHandle<()>>,
+    state: Arc<State>,
 }
 
 impl ConnLog {
-    /// Opens `path` for appending (created 0644 if missing; a FIFO waits for its reader)
-    /// and writes the start line.
+    /// Opens `path` for appending (created 0644 if missing; a FIFO waits for its reader),
+    /// writes the start line, and starts the writer.
     pub fn open(path: &str, a: &str, b: &str) -> anyhow::Result<ConnLog> {
-        let out = if path == "-" {
+        let mut out = if path == "-" {
             Out::Stderr
         } else {
             Out::File(
@@ -46,50 +91,103 @@ impl ConnLog {
                     .with_context(|| format!("--log {path}: cannot open"))?,
             )
         };
-        let mut log = ConnLog {
-            out,
-            name: path.to_string(),
-            error: None,
-        };
         let mut o = JsonObject::new();
         o.str("time", &now_rfc3339())
             .str("event", "start")
             .str("a", a)
             .str("b", b)
             .num("pid", u64::from(std::process::id()));
-        log.write_line(&o.finish())
+        out.write_line(&o.finish())
             .with_context(|| format!("--log {path}: cannot write"))?;
-        Ok(log)
+        let (queue, lines) = mpsc::sync_channel::<String>(QUEUED_MAX);
+        let state = Arc::new(State::default());
+        let (name, shared) = (path.to_string(), Arc::clone(&state));
+        let writer = std::thread::Builder::new()
+            .name("zerocat-log".into())
+            .spawn(move || {
+                for line in lines {
+                    let written = out.write_line(&line);
+                    shared.queued.fetch_sub(1, Ordering::Relaxed);
+                    if let Err(e) = written {
+                        let text = format!("--log {name}: {e}; no more lines are written");
+                        eprintln!("zerocat: {text}");
+                        *shared.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(text);
+                        return;
+                    }
+                }
+            })
+            .context("--log: cannot start its writer thread")?;
+        Ok(ConnLog {
+            name: path.to_string(),
+            queue: Some(queue),
+            writer: Some(writer),
+            state,
+        })
     }
 
-    /// Writes the line of a connection that ended. After a write error nothing more is
-    /// written; the error is said once on stderr and kept for the final report.
+    /// Queues the line of a connection that ended, without waiting: a full queue drops it
+    /// (said on stderr the first time).
     pub fn connection(&mut self, report: &ConnReport, worker: usize) {
-        if self.error.is_some() {
+        let Some(queue) = &self.queue else {
             return;
-        }
+        };
         let line = report.log_line(&now_rfc3339(), worker);
-        if let Err(e) = self.write_line(&line) {
-            let text = format!("--log {}: {e}; no more lines are written", self.name);
-            eprintln!("zerocat: {text}");
-            self.error = Some(text);
+        self.state.queued.fetch_add(1, Ordering::Relaxed);
+        match queue.try_send(line) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                self.state.queued.fetch_sub(1, Ordering::Relaxed);
+                if self.state.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                    eprintln!(
+                        "zerocat: --log {}: the log is not keeping up; lines are dropped \
+                         (counted in the report)",
+                        self.name
+                    );
+                }
+            }
+            // The writer stopped on an error, already said.
+            Err(TrySendError::Disconnected(_)) => {
+                self.state.queued.fetch_sub(1, Ordering::Relaxed);
+                self.queue = None;
+            }
         }
     }
 
-    fn write_line(&mut self, line: &str) -> std::io::Result<()> {
-        let mut bytes = Vec::with_capacity(line.len() + 1);
-        bytes.extend_from_slice(line.as_bytes());
-        bytes.push(b'\n');
-        match &mut self.out {
-            Out::Stderr => {
-                let mut err = std::io::stderr().lock();
-                err.write_all(&bytes)?;
-                err.flush()
+    /// The end of the run: the writer gets [`FLUSH_WAIT`] to write what is queued. Returns
+    /// what went wrong, for the report: the write error, and the lines not written.
+    pub fn finish(mut self) -> Option<String> {
+        drop(self.queue.take());
+        let deadline = Instant::now() + FLUSH_WAIT;
+        if let Some(writer) = self.writer.take() {
+            while !writer.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
             }
-            Out::File(f) => {
-                f.write_all(&bytes)?;
-                f.flush()
-            }
+            if writer.is_finished() {
+                let _ = writer.join();
+            } // else: blocked on a stalled reader; it ends with the process.
+        }
+        let error = self
+            .state
+            .error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let lost = self.state.dropped.load(Ordering::Relaxed)
+            + if error.is_some() {
+                0
+            } else {
+                self.state.queued.load(Ordering::Relaxed)
+            };
+        let dropped = (lost > 0).then(|| {
+            format!(
+                "--log {}: {lost} line{} not written (the log did not keep up)",
+                self.name,
+                if lost == 1 { "" } else { "s" }
+            )
+        });
+        match (error, dropped) {
+            (Some(e), Some(d)) => Some(format!("{e}; {d}")),
+            (e, d) => e.or(d),
         }
     }
 }

@@ -136,7 +136,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
     let log_error = shared
         .log
         .and_then(|log| log.into_inner().ok())
-        .and_then(|log| log.error);
+        .and_then(log::ConnLog::finish);
     let seconds = started.elapsed().as_secs_f64();
     let summary = Summary {
         cfg,
