@@ -145,7 +145,7 @@ const SLOW: Pace = Pace::Slow {
 
 /// True (and the reason printed) when strace cannot run here: not installed, or ptrace
 /// refused (a container's seccomp, Yama).
-fn strace_missing() -> bool {
+pub(crate) fn strace_missing() -> bool {
     let probe = Command::new("strace")
         .args(["-f", "-qq", "-o", "/dev/null", "true"])
         .stdout(Stdio::null())

@@ -1240,6 +1240,43 @@ fn rss_growth_over(conns: u64, max_kib: u64) {
     );
 }
 
+/// A connection whose two directions end cleanly costs one shutdown(2): the first EOF is
+/// passed on with it (a half-close: the backend still answers), the second goes with the
+/// close(2) of the relay's own sockets (both were read to EOF, so a FIN, not a reset).
+/// The client gets the whole answer, then a clean EOF.
+#[test]
+fn a_clean_end_shuts_down_once_and_closes() {
+    if crate::faults::strace_missing() {
+        return;
+    }
+    let backend = tcp_backend(Serve::Answer(Duration::from_millis(20)));
+    let dir = tempdir();
+    let trace = dir.path().join("trace");
+    let mut child = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=shutdown,close", "-o"])
+        .arg(&trace)
+        .arg(bin())
+        .args(["relay", "--once", "tcp-listen:0", &format!("tcp:{backend}")])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (addr, _stderr) = listening_addr(&mut child);
+    let payload = data(100_000);
+    let mut s = connect(&addr);
+    s.write_all(&payload).unwrap();
+    s.shut_write();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).expect("a clean EOF, not a reset");
+    assert_bytes_eq(&got, &reversed(&payload), "the answer");
+    let out = wait_with_deadline(child, DEADLINE);
+    assert!(out.status.success(), "{:?}", out.status);
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    // (--once shuts the listener down with SHUT_RDWR.)
+    let half_closes = trace.lines().filter(|l| l.contains(", SHUT_WR)")).count();
+    assert_eq!(half_closes, 1, "{trace}");
+}
+
 /// A burst of 1,000 clients, each sending 256 KiB and closing, through the relay into a
 /// backend that checks every stream: the clients wait in the listen backlog, none is reset,
 /// every byte arrives. With the old default backlog of 128 the accept queue overflowed (SYN

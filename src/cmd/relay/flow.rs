@@ -33,6 +33,12 @@ pub struct Port<'a> {
     /// RDHUP/HUP/ERR (then an EOF or error may sit behind the bytes, with no event to
     /// come). Such a source stops at a short read instead of reading on into EAGAIN.
     pub short_read_drains: bool,
+    /// A sink the relay closes as soon as this direction is done: the other direction is
+    /// done and the socket is the relay's own (not inherited, so no other process holds
+    /// it). Its FIN goes with close(2), and both sources were read to EOF, so no unread
+    /// byte turns that close into a reset: no shutdown(2) first (one syscall of a short
+    /// connection's ~17).
+    pub closed_next: bool,
 }
 
 /// Which end an error came from.
@@ -158,7 +164,7 @@ impl Flow {
             }
         }
         if self.eof && self.held() == 0 {
-            if dst.socket {
+            if dst.socket && !dst.closed_next {
                 // Half-close: the peer sees EOF and may still answer (HAZARDS §2).
                 match nix::sys::socket::shutdown(
                     dst.fd.as_raw_fd(),
@@ -451,6 +457,7 @@ impl Flow {
             ready: &mut ready,
             socket: false,
             short_read_drains: false,
+            closed_next: false,
         };
         for _ in 0..OPS_PER_TURN {
             if self.held() == 0 {

@@ -100,6 +100,12 @@ impl Peer {
         self.fd.is_some() && self.dial.is_none()
     }
 
+    /// The relay's own socket (accepted or dialed), not an inherited fd that another
+    /// process may hold too (`-`, `fd:N`: those have flags to restore).
+    fn owned(&self) -> bool {
+        self.restore.is_empty()
+    }
+
     /// A read shorter than asked drained the read fd: it is in epoll (edge-triggered)
     /// and has not hung up. See [`super::flow::Port::short_read_drains`].
     fn short_read_drains(&self) -> bool {

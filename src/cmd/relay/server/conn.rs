@@ -107,23 +107,27 @@ impl Server<'_> {
         let mut busy = false;
         let mut starved = false;
         for d in 0..2 {
+            let other_done = conn.flows[1 - d].shut;
             let [s0, s1] = &mut conn.sides;
             let (src, dst) = if d == 0 { (s0, s1) } else { (s1, s0) };
             let src_fd = src.fd.as_ref().expect("open").as_fd();
             let short_read_drains = src.short_read_drains();
             let dst_fd = dst.wfd.as_ref().or(dst.fd.as_ref()).expect("open").as_fd();
+            let closed_next = other_done && dst.owned();
             let result = conn.flows[d].pump(
                 Port {
                     fd: src_fd,
                     ready: &mut src.readable,
                     socket: src.socket,
                     short_read_drains,
+                    closed_next: false,
                 },
                 Port {
                     fd: dst_fd,
                     ready: &mut dst.writable,
                     socket: dst.socket,
                     short_read_drains: false,
+                    closed_next,
                 },
                 &mut self.pools,
                 &mut moved,
@@ -233,7 +237,7 @@ impl Server<'_> {
             // Closing the relay's own sockets takes them out of the epoll (the last
             // reference to the file goes); an inherited fd's dup does not, as the original
             // stays open: only those are deleted first.
-            let inherited = !peer.restore.is_empty();
+            let inherited = !peer.owned();
             for fd in peer.polled.drain(..) {
                 if inherited {
                     self.poller.delete(fd);
