@@ -129,11 +129,24 @@ fn relay_serves_every_connection_of_an_inherited_listener() {
 #[test]
 fn inherited_fds_that_are_not_listeners_are_refused_before_any_byte() {
     // fd:3 not open: a clear error, no file made.
-    let rig = Rig::new();
-    let out = rig.path("out.bin");
-    let end = rig.args(["pipe", "fd:3", &out.display().to_string()]).run();
-    end.assert_code(1, "pipe fd:3 not open");
-    assert!(end.stderr.contains("fd 3 is not open"), "{}", end.stderr);
+    let dir = tempdir();
+    let out = dir.path().join("out.bin");
+    let mut cmd = zerocat();
+    cmd.args(["pipe", "fd:3"]).arg(&out).stdin(Stdio::null());
+    // Whatever the test runs under (a harness may leave its own fd 3 open and inheritable),
+    // the child has no fd 3.
+    // SAFETY: only close(2), async-signal-safe, between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            nix::libc::close(3);
+            Ok(())
+        });
+    }
+    let got = run(cmd);
+    let err = stderr_text(&got);
+    assert_eq!(got.status.code(), Some(1), "pipe fd:3 not open: {err}");
+    assert!(err.contains("fd 3 is not open"), "{err}");
     assert!(!out.exists());
 }
 
