@@ -905,6 +905,13 @@ fn log_backend() -> String {
 }
 
 /// The JSON lines of a `--log`, each parsed (a line that is not one object fails).
+/// A FIFO for `--log` in `dir`.
+fn log_fifo(dir: &Path) -> std::path::PathBuf {
+    let fifo = dir.join("log.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    fifo
+}
+
 fn log_lines(text: &str) -> Vec<Value> {
     text.lines()
         .filter(|l| l.starts_with('{'))
@@ -1043,8 +1050,7 @@ fn log_to_stderr_and_to_a_fifo() {
     assert_eq!(lines[1]["a_to_b"]["bytes"], 3);
 
     let dir = tempdir();
-    let fifo = dir.path().join("log.fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let fifo = log_fifo(dir.path());
     let reader = {
         let fifo = fifo.clone();
         thread::spawn(move || {
@@ -1076,8 +1082,7 @@ fn log_to_stderr_and_to_a_fifo() {
 fn log_fifo_whose_reader_stalls_does_not_stall_the_relay() {
     let backend = tcp_backend(Serve::Echo);
     let dir = tempdir();
-    let fifo = dir.path().join("log.fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let fifo = log_fifo(dir.path());
     // Opens the FIFO (the relay's open waits for a reader) and never reads from it.
     let reader = {
         let fifo = fifo.clone();
@@ -1141,8 +1146,7 @@ fn log_that_cannot_be_written_is_an_error_at_start() {
 fn log_write_error_later_is_reported_once() {
     let backend = tcp_backend(Serve::Echo);
     let dir = tempdir();
-    let fifo = dir.path().join("log.fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let fifo = log_fifo(dir.path());
     let reader = {
         let fifo = fifo.clone();
         thread::spawn(move || {
