@@ -805,31 +805,11 @@ fn sync_progress_counts_bytes_on_disk() {
         if sync {
             cmd.arg("--sync");
         }
-        cmd.args([&src, &dst])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let child = cmd.spawn().unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while fs::metadata(&dst).map_or(0, |m| m.len()) < 1 << 20 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the copy did not start"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGUSR1,
-        )
-        .unwrap();
-        let out = crate::util::wait_with_deadline(child, crate::util::DEADLINE);
-        let err = stderr_text(&out);
-        assert_eq!(out.status.code(), Some(0), "{err}");
+        cmd.args([&src, &dst]);
+        let line = progress_line_when(cmd, "the copy did not start", || {
+            fs::metadata(&dst).map_or(0, |m| m.len()) >= 1 << 20
+        });
         assert_bytes_eq(&fs::read(&dst).unwrap(), &data(4 << 20), "copy");
-        let line = err
-            .lines()
-            .find(|l| l.contains("files done") || l.contains("file done"))
-            .unwrap_or_else(|| panic!("no SIGUSR1 line: {err}"));
         assert_eq!(
             line.starts_with("zerocat: 0 B in"),
             sync,
@@ -851,17 +831,32 @@ fn sync_progress_counts_what_the_workers_synced() {
     let dst = dir.path().join("copy");
     let mut cmd = zerocat();
     cmd.args(["--limit", "1M", "copy", "-r", "-j", "2", "--sync"])
-        .args([&tree, &dst])
-        .stdout(std::process::Stdio::null())
+        .args([&tree, &dst]);
+    // Two workers: once a third file is started, one file is copied and synced.
+    let line = progress_line_when(cmd, "the copy did not go on", || {
+        fs::read_dir(&dst).map_or(0, |d| d.count()) >= 3
+    });
+    for i in 0..8 {
+        let name = format!("f{i}");
+        assert_bytes_eq(&fs::read(dst.join(&name)).unwrap(), &data(512 << 10), &name);
+    }
+    assert!(!line.starts_with("zerocat: 0 B in"), "{line}");
+}
+
+/// Starts `cmd`, sends it SIGUSR1 once `ready` holds (within 10 s, else fails with
+/// `stuck`), and waits for it to exit 0. Returns the progress line SIGUSR1 printed
+/// ("... N files done").
+fn progress_line_when(
+    mut cmd: std::process::Command,
+    stuck: &str,
+    ready: impl Fn() -> bool,
+) -> String {
+    cmd.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();
-    // Two workers: once a third file is started, one file is copied and synced.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while fs::read_dir(&dst).map_or(0, |d| d.count()) < 3 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the copy did not go on"
-        );
+    while !ready() {
+        assert!(std::time::Instant::now() < deadline, "{stuck}");
         std::thread::sleep(Duration::from_millis(5));
     }
     nix::sys::signal::kill(
@@ -872,13 +867,8 @@ fn sync_progress_counts_what_the_workers_synced() {
     let out = crate::util::wait_with_deadline(child, crate::util::DEADLINE);
     let err = stderr_text(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    for i in 0..8 {
-        let name = format!("f{i}");
-        assert_bytes_eq(&fs::read(dst.join(&name)).unwrap(), &data(512 << 10), &name);
-    }
-    let line = err
-        .lines()
+    err.lines()
         .find(|l| l.contains("files done") || l.contains("file done"))
-        .unwrap_or_else(|| panic!("no SIGUSR1 line: {err}"));
-    assert!(!line.starts_with("zerocat: 0 B in"), "{line}");
+        .unwrap_or_else(|| panic!("no SIGUSR1 line: {err}"))
+        .to_string()
 }
