@@ -185,17 +185,27 @@ const FATAL: &[(&str, i32)] = &[("EIO", nix::libc::EIO), ("ENOSPC", nix::libc::E
 /// `strace -f -o LOG -e trace=SYSCALL -e inject=SYSCALL:ACTION:when=N`: the log shows
 /// the call was INJECTED, so a case cannot pass because the call never happened.
 fn strace_wrap(log: &Path, syscalls: &str, action: &str, when: &str) -> Vec<String> {
-    vec![
+    strace_injecting(log, &[(syscalls, action, when)])
+}
+
+/// [`strace_wrap`] with several injections, (syscalls, action, when) each; all of their
+/// syscalls traced.
+fn strace_injecting(log: &Path, injects: &[(&str, &str, &str)]) -> Vec<String> {
+    let traced: Vec<&str> = injects.iter().map(|i| i.0).collect();
+    let mut wrap: Vec<String> = vec![
         "strace".into(),
         "-f".into(),
         "-qq".into(),
         "-o".into(),
         log.display().to_string(),
         "-e".into(),
-        format!("trace={syscalls}"),
-        "-e".into(),
-        format!("inject={syscalls}:{action}:when={when}"),
-    ]
+        format!("trace={}", traced.join(",")),
+    ];
+    for (syscalls, action, when) in injects {
+        wrap.push("-e".into());
+        wrap.push(format!("inject={syscalls}:{action}:when={when}"));
+    }
+    wrap
 }
 
 /// Runs every case, printing each row; fails at the end with every problem found.

@@ -261,20 +261,14 @@ fn copy_fault_cases() -> Vec<CopyFault> {
 fn run_copy_fault(case: &CopyFault) -> Result<String, String> {
     let logdir = tempdir();
     let log = logdir.path().join("strace.log");
-    let syscalls: Vec<&str> = case.injects.iter().map(|i| i.0).collect();
-    let mut wrap: Vec<String> = vec![
-        "strace".into(),
-        "-f".into(),
-        "-qq".into(),
-        "-o".into(),
-        log.display().to_string(),
-        "-e".into(),
-        format!("trace={}", syscalls.join(",")),
-    ];
-    for (syscall, action, when) in &case.injects {
-        wrap.push("-e".into());
-        wrap.push(format!("inject={syscall}:{action}:when={when}"));
-    }
+    let whens: Vec<String> = case.injects.iter().map(|i| i.2.to_string()).collect();
+    let injects: Vec<(&str, &str, &str)> = case
+        .injects
+        .iter()
+        .zip(&whens)
+        .map(|((syscall, action, _), when)| (*syscall, action.as_str(), when.as_str()))
+        .collect();
+    let wrap = strace_injecting(&log, &injects);
     // strace counts `when=` per thread: the calls are numbered as one thread makes them
     // (tests/parallel.rs injects into `-j` copies by path instead).
     let (running, _, want) = start_copy_with(Rig::new().under(wrap), case.what, None, &["-j", "1"]);
