@@ -143,21 +143,12 @@ fn update_refuses_an_unknown_mode() {
     assert!(!dst.exists());
 }
 
-/// strace, or None (the test then says why it skips).
-fn strace() -> Option<std::process::Command> {
-    let found = std::process::Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    found.then(|| std::process::Command::new("strace"))
-}
-
 /// Runs `strace -f -e trace=SYSCALLS zerocat ARGS...`: (exit code, the trace, stderr).
 fn traced(syscalls: &str, args: &[&std::ffi::OsStr]) -> Option<(i32, String, String)> {
-    let Some(mut cmd) = strace() else {
-        eprintln!("skipped: strace is not installed");
+    if crate::util::strace_missing() {
         return None;
-    };
+    }
+    let mut cmd = std::process::Command::new("strace");
     let dir = tempdir();
     let log = dir.path().join("trace");
     cmd.arg("-f")

@@ -21,7 +21,7 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use crate::rig::{Finished, Pace, Rig, Running};
-use crate::util::{assert_bytes_eq, bin, data, paths, tempdir, Mounted, DEADLINE};
+use crate::util::{assert_bytes_eq, bin, data, paths, strace_missing, tempdir, Mounted, DEADLINE};
 
 mod copy;
 mod endpoint;
@@ -142,30 +142,6 @@ const SLOW: Pace = Pace::Slow {
     chunk: 64 << 10,
     pause: Duration::from_millis(2),
 };
-
-/// True (and the reason printed) when strace cannot run here: not installed, or ptrace
-/// refused (a container's seccomp, Yama).
-pub(crate) fn strace_missing() -> bool {
-    let probe = Command::new("strace")
-        .args(["-f", "-qq", "-o", "/dev/null", "true"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output();
-    match probe {
-        Ok(out) if out.status.success() => false,
-        Ok(out) => {
-            eprintln!(
-                "SKIPPED: strace cannot trace here: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-            true
-        }
-        Err(e) => {
-            eprintln!("SKIPPED: strace is not installed ({e}); .ci/run installs it from Debian");
-            true
-        }
-    }
-}
 
 // =============================================================================================
 // Fault injection with strace

@@ -426,12 +426,7 @@ fn j4_sigint_stops_every_worker_with_130_and_the_report() {
 /// open of the tree (at the cwd) is not the one delayed.
 #[test]
 fn j2_does_not_follow_a_symlink_swapped_in_after_the_listing() {
-    if Command::new("strace")
-        .args(["-o", "/dev/null", "true"])
-        .output()
-        .map_or(true, |o| !o.status.success())
-    {
-        eprintln!("SKIPPED: strace cannot run here (apt-get install -y strace)");
+    if crate::util::strace_missing() {
         return;
     }
     let dir = tempdir();

@@ -1250,7 +1250,7 @@ fn rss_growth_over(conns: u64, max_kib: u64) {
 /// The client gets the whole answer, then a clean EOF.
 #[test]
 fn a_clean_end_shuts_down_once_and_closes() {
-    if crate::faults::strace_missing() {
+    if strace_missing() {
         return;
     }
     let backend = tcp_backend(Serve::Answer(Duration::from_millis(20)));

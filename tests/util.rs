@@ -353,3 +353,27 @@ impl Drop for Mounted {
         let _ = Command::new("umount").arg(&self.mnt).status();
     }
 }
+
+/// True (and the reason printed) when strace cannot run here: not installed, or ptrace
+/// refused (a container's seccomp, Yama). Tests that need it skip then.
+pub fn strace_missing() -> bool {
+    let probe = Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    match probe {
+        Ok(out) if out.status.success() => false,
+        Ok(out) => {
+            eprintln!(
+                "SKIPPED: strace cannot trace here: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            true
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: strace is not installed ({e}); .ci/run installs it from Debian");
+            true
+        }
+    }
+}

@@ -69,11 +69,7 @@ fn unix_listen_mode_is_exact_under_umask_077_and_never_chmods_by_path() {
     let sock = dir.path().join("s.sock");
     let out_path = dir.path().join("out");
     let trace = dir.path().join("trace");
-    let have_strace = Command::new("strace")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+    let have_strace = !strace_missing();
     let endpoint = format!("unix-listen:{},mode=0666", sock.display());
     let mut args: Vec<String> = Vec::new();
     if have_strace {

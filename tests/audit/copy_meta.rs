@@ -225,8 +225,7 @@ fn nix_mkfifo(path: &Path) {
 /// `delay_enter`, `when=2`) to make the window wide; the copy must not follow the link: the secret's
 /// bytes never reach the destination, and the entry is reported failed.
 fn swapped_after_listing(victim_is_dir: bool) {
-    if Command::new("strace").arg("-V").output().is_err() {
-        eprintln!("skipped: strace is not installed");
+    if crate::util::strace_missing() {
         return;
     }
     let dir = tempdir();
@@ -374,8 +373,7 @@ fn copy_r_into_a_symlink_to_a_directory_follows_only_the_operand() {
 /// original bytes and the secret's never.
 #[test]
 fn copy_r_opens_entries_relative_to_the_listed_directory() {
-    if Command::new("strace").arg("-V").output().is_err() {
-        eprintln!("skipped: strace is not installed");
+    if crate::util::strace_missing() {
         return;
     }
     let dir = tempdir();

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{json_report, run, stderr_text, tempdir};
+use crate::util::{json_report, run, stderr_text, strace_missing, tempdir};
 
 /// xorshift64*: small, seeded, reproducible.
 struct Rng(u64);
@@ -942,27 +942,6 @@ fn copy_r_with_one_file_over_the_size_limit_fails_only_that_file() {
             ("tmpfs", "userspace"),
         ] {
             one_file_fails(seed, FAILING, fs_name, via, Failing::OverSizeLimit);
-        }
-    }
-}
-
-/// True (and the reason printed) when strace cannot run here.
-fn strace_missing() -> bool {
-    match Command::new("strace")
-        .args(["-f", "-qq", "-o", "/dev/null", "true"])
-        .output()
-    {
-        Ok(out) if out.status.success() => false,
-        Ok(out) => {
-            eprintln!(
-                "SKIPPED: strace cannot trace here: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-            true
-        }
-        Err(e) => {
-            eprintln!("SKIPPED: strace is not installed ({e}); apt-get install -y strace");
-            true
         }
     }
 }
