@@ -99,9 +99,7 @@ impl Pools {
         if let Some(mut pipe) = self.pipes.pop() {
             if fresh_size && pipe.size > PIPE_DEFAULT {
                 if let Ok(size) = set_pipe_size(pipe.write.as_fd(), PIPE_DEFAULT) {
-                    self.pipe_bytes
-                        .set(self.pipe_bytes.get() + size - pipe.pipe.size);
-                    pipe.pipe.size = size;
+                    self.resized(&mut pipe, size);
                     pipe.grown = false;
                 }
             }
@@ -129,6 +127,13 @@ impl Pools {
         }
     }
 
+    /// The kernel gave `pipe` a capacity of `size`: the budget counts that.
+    fn resized(&self, pipe: &mut BudgetPipe, size: usize) {
+        self.pipe_bytes
+            .set(self.pipe_bytes.get() + size - pipe.pipe.size);
+        pipe.pipe.size = size;
+    }
+
     /// A pipe that a splice filled grows to [`PIPE_GROWN`] (or `pipe-max-size`, if
     /// lower) when the budget has room for all of it and for a fresh pipe after it; the
     /// budget counts the size the kernel granted. What a full-size growth would not fit is
@@ -141,9 +146,7 @@ impl Pools {
         }
         pipe.grown = true;
         if let Some(size) = grow_pipe_within(pipe.write.as_fd(), PIPE_GROWN) {
-            self.pipe_bytes
-                .set(self.pipe_bytes.get() + size - pipe.pipe.size);
-            pipe.pipe.size = size;
+            self.resized(pipe, size);
         }
     }
 
