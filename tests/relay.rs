@@ -1247,7 +1247,8 @@ fn rss_growth_over(conns: u64, max_kib: u64) {
 /// A connection whose two directions end cleanly costs one shutdown(2): the first EOF is
 /// passed on with it (a half-close: the backend still answers), the second goes with the
 /// close(2) of the relay's own sockets (both were read to EOF, so a FIN, not a reset).
-/// The client gets the whole answer, then a clean EOF.
+/// The client gets the whole answer, then a clean EOF. And the accepted connection costs no
+/// getsockname: the listener, bound to one address, knows the local one.
 #[test]
 fn a_clean_end_shuts_down_once_and_closes() {
     if strace_missing() {
@@ -1257,7 +1258,7 @@ fn a_clean_end_shuts_down_once_and_closes() {
     let dir = tempdir();
     let trace = dir.path().join("trace");
     let mut child = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=shutdown,close", "-o"])
+        .args(["-f", "-qq", "-e", "trace=shutdown,close,getsockname", "-o"])
         .arg(&trace)
         .arg(bin())
         .args(["relay", "--once", "tcp-listen:0", &format!("tcp:{backend}")])
@@ -1279,6 +1280,10 @@ fn a_clean_end_shuts_down_once_and_closes() {
     // (--once shuts the listener down with SHUT_RDWR.)
     let half_closes = trace.lines().filter(|l| l.contains(", SHUT_WR)")).count();
     assert_eq!(half_closes, 1, "{trace}");
+    // The listener's own, for the port it was given; none for the connection it accepted
+    // (bound to 127.0.0.1, it knows the local address).
+    let getsocknames = trace.lines().filter(|l| l.contains("getsockname(")).count();
+    assert_eq!(getsocknames, 1, "{trace}");
 }
 
 /// A burst of 1,000 clients, each sending 256 KiB and closing, through the relay into a
