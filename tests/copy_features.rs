@@ -170,6 +170,121 @@ fn traced(syscalls: &str, args: &[&std::ffi::OsStr]) -> Option<(i32, String, Str
     Some((out.status.code().unwrap_or(-1), trace, stderr_text(&out)))
 }
 
+/// Whether the filesystem of `dir` reserves blocks with FALLOC_FL_KEEP_SIZE (ext4, XFS,
+/// tmpfs do; some do not), said when it does not.
+fn reserves_blocks(dir: &Path) -> bool {
+    let probe = fs::File::create(dir.join("probe")).unwrap();
+    let ok = nix::fcntl::fallocate(
+        std::os::fd::AsRawFd::as_raw_fd(&probe),
+        nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE,
+        0,
+        1 << 20,
+    );
+    drop(probe);
+    fs::remove_file(dir.join("probe")).unwrap();
+    if let Err(e) = ok {
+        eprintln!("skipped: this filesystem does not reserve blocks: fallocate says {e}");
+    }
+    ok.is_ok()
+}
+
+fn allocated(path: &Path) -> u64 {
+    std::os::unix::fs::MetadataExt::blocks(&fs::metadata(path).unwrap()) * 512
+}
+
+/// A file of 1 MiB or more that is written whole gets its blocks reserved first, in one
+/// fallocate that keeps the size; a small file does not (its seven syscalls), nor does a
+/// sparse one (its holes stay holes). Every byte is the source's, and no block is left
+/// reserved past an end.
+#[test]
+fn a_big_file_gets_its_blocks_reserved_before_it_is_written() {
+    let dir = tempdir();
+    if !reserves_blocks(dir.path()) {
+        return;
+    }
+    let src = dir.path().join("src");
+    fs::create_dir(&src).unwrap();
+    let big = data(3 << 20);
+    write_file(&src, "big", &big);
+    let small = data(100_000);
+    write_file(&src, "small", &small);
+    let sparse = fs::File::create(src.join("sparse")).unwrap();
+    sparse.set_len(6 << 20).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&sparse, &data(4096), 5 << 20).unwrap();
+    drop(sparse);
+    let sparse = fs::read(src.join("sparse")).unwrap();
+    let dst = dir.path().join("dst");
+    // --reflink=never: where the filesystem clones (XFS, btrfs), a clone writes no block.
+    let args = ["copy", "-r", "-j1", "--reflink=never", "--stats", "json"];
+    let mut args = args.map(std::ffi::OsStr::new).to_vec();
+    args.extend([src.as_os_str(), dst.as_os_str()]);
+    let Some((code, trace, err)) = traced("fallocate,copy_file_range", &args) else {
+        return;
+    };
+    assert_eq!(code, 0, "{err}");
+    assert_bytes_eq(&fs::read(dst.join("big")).unwrap(), &big, "big");
+    assert_bytes_eq(&fs::read(dst.join("small")).unwrap(), &small, "small");
+    assert_bytes_eq(&fs::read(dst.join("sparse")).unwrap(), &sparse, "sparse");
+    let reserved: Vec<&str> = trace.lines().filter(|l| l.contains("fallocate(")).collect();
+    assert_eq!(reserved.len(), 1, "one fallocate, the big file's:\n{trace}");
+    assert!(
+        reserved[0].contains("FALLOC_FL_KEEP_SIZE, 0, 3145728) = 0"),
+        "{trace}"
+    );
+    assert_eq!(
+        allocated(&dst.join("big")),
+        3 << 20,
+        "big: blocks for its bytes"
+    );
+    assert!(
+        allocated(&dst.join("sparse")) < 1 << 20,
+        "the sparse copy kept its holes: {} bytes allocated",
+        allocated(&dst.join("sparse"))
+    );
+    let report = json_report(err.as_bytes());
+    assert_eq!(
+        crate::util::final_path(crate::util::entry(&report, "big")),
+        "copy_file_range",
+        "{report}"
+    );
+}
+
+/// A copy cut short (a file size limit: EFBIG after 1 MiB) keeps no block reserved past
+/// what it wrote: without the trim the destination held 3 MiB of blocks for 1 MiB of bytes.
+#[test]
+fn a_copy_cut_short_keeps_no_block_reserved_past_its_end() {
+    let dir = tempdir();
+    if !reserves_blocks(dir.path()) {
+        return;
+    }
+    let bytes = data(3 << 20);
+    let src = write_file(dir.path(), "a", &bytes);
+    let dst = dir.path().join("b");
+    // --reflink=never: no clone to try first, the blocks are reserved at once.
+    let mut cmd = std::process::Command::new("prlimit");
+    cmd.arg("--fsize=1048576")
+        .arg(crate::util::bin())
+        .args(["--stats", "json", "copy", "--reflink=never"])
+        .args([&src, &dst])
+        .stdin(std::process::Stdio::null());
+    let out = run(cmd);
+    let err = stderr_text(&out);
+    if out.status.code() == Some(127) || err.contains("prlimit:") {
+        eprintln!("skipped: prlimit could not run: {err}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("File too large"), "{err}");
+    let written = fs::read(&dst).unwrap();
+    assert_eq!(written.len(), 1 << 20, "{err}");
+    assert_bytes_eq(&written, &bytes[..1 << 20], "the part written");
+    assert_eq!(
+        allocated(&dst),
+        1 << 20,
+        "blocks for the bytes written, none reserved past them"
+    );
+}
+
 /// A tree of small files costs seven syscalls a file, cp's count less its probes: two
 /// openat, an fstat of the source, copy_file_range to the end (twice) and two closes.
 /// Not per file: the procfs check (once per filesystem), an lseek and an fstat to trust

@@ -483,6 +483,15 @@ eighth of a second's worth), and the progress bar counts them all.
 On SIGINT or SIGTERM no new file is started, the files in flight stop as any transfer
 does, and the run reports and exits 130.
 .SH COPY: FILES
+A file of 1 MiB or more that is written whole from its start (not sparse, not resumed,
+not cloned) has its blocks reserved before the first byte is written: one
+\fBfallocate\fR(2) with \fBFALLOC_FL_KEEP_SIZE\fR, so the file stays as long as what
+was written. On a delayed-allocation filesystem (ext4) the copy then finds its blocks in
+place instead of reserving them a page at a time, and the file lies in one extent.
+It is advice: a filesystem without \fBfallocate\fR, or a full one, copies as it would
+have (a full disk fails at the write, as in \fBcp\fR). A copy cut short, or a source
+that shrank, keeps no block reserved past its end.
+.PP
 Holes are left only in a destination that is a regular file (\fBcp\fR's rule): onto a
 block device or any other sink the zeros are written, also with \fB\-\-sparse=always\fR,
 so no old byte of the device survives where the source has a hole.

@@ -43,6 +43,7 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         src_info,
         dst: dst.fd.as_fd(),
         dst_info,
+        reserve: 0,
     };
     let middle = prepare_splice(&ends, &chain);
     let mut plan = plan_line(

@@ -210,6 +210,9 @@ pub struct Ends<'a> {
     pub src_info: FdInfo,
     pub dst: BorrowedFd<'a>,
     pub dst_info: FdInfo,
+    /// Bytes the sink is about to be written with from its start, whose blocks the walk
+    /// reserves before the first path that writes them ([`walk::transfer`]); 0: none.
+    pub reserve: u64,
 }
 
 /// The part of `limit` one call may ask for.

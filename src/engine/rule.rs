@@ -232,6 +232,7 @@ mod tests {
             src_info: FdInfo::of(src.as_fd()).unwrap(),
             dst: dst.as_fd(),
             dst_info: FdInfo::of(dst.as_fd()).unwrap(),
+            reserve: 0,
         }
     }
 

@@ -3,11 +3,14 @@
 
 use std::io;
 
+use nix::errno::Errno;
+
 use super::{
     copy_range, reflink, sendfile, splice, userspace, DataPath, Ends, Failure, Fallback, Outcome,
     Reason, Record, Side,
 };
 use crate::engine::meter::Meter;
+use crate::sys;
 use crate::sys::pipe::OwnPipe;
 
 /// Walks `chain` until a path ends or fails. Returns what ran, and the failure if any.
@@ -30,10 +33,30 @@ pub fn transfer_upto(
     meter: &Meter,
     limit: u64,
 ) -> (Record, Option<Failure>) {
+    let mut reserved = None;
+    let (record, failure) = walk_chain(ends, chain, middle, meter, limit, &mut reserved);
+    if reserved == Some(true) && (failure.is_some() || record.bytes() < ends.reserve) {
+        // Cut short, or the source shrank: no blocks stay reserved past the end.
+        let _ = sys::free_past_end(ends.dst);
+    }
+    (record, failure)
+}
+
+fn walk_chain(
+    ends: &Ends<'_>,
+    chain: &[DataPath],
+    middle: Option<&OwnPipe>,
+    meter: &Meter,
+    limit: u64,
+    reserved: &mut Option<bool>,
+) -> (Record, Option<Failure>) {
     let mut record = Record::default();
     let mut carried = 0; // bytes a refused path delivered by plain writes
     let mut short = 0; // bytes paths that stopped short delivered
     for (i, &path) in chain.iter().enumerate() {
+        if ends.reserve > 0 && path != DataPath::Reflink && reserved.is_none() {
+            *reserved = Some(reserve(ends));
+        }
         let outcome = run_path(path, ends, middle, meter, limit - carried - short);
         let reason = match outcome {
             Outcome::Ended(n) => {
@@ -74,6 +97,22 @@ pub fn transfer_upto(
         }
     }
     unreachable!("every chain ends in a path that ends or fails")
+}
+
+/// Reserves the sink's blocks before the first path that writes them (a clone writes
+/// none). A delayed-allocation filesystem (ext4) then finds them in place instead of
+/// reserving them a page at a time, and the file lies in one extent
+/// (`bench/RESULTS.md#copy-reserved-blocks`). Advice only: a filesystem without
+/// fallocate, or a full one, leaves the paths to go as they would have (a full disk fails
+/// at the write, as in cp). The size stays as it is: a copy cut short is as long as what
+/// was written, never padded with zeros. True when the blocks were reserved.
+fn reserve(ends: &Ends<'_>) -> bool {
+    match sys::reserve_blocks(ends.dst, ends.reserve) {
+        Ok(()) => true,
+        // A full disk may have given part of it: given back with the rest at the end.
+        Err(Errno::ENOSPC | Errno::EDQUOT) => true,
+        Err(_) => false,
+    }
 }
 
 /// `--sparse=always` inside one data extent of a regular file: the userspace path that

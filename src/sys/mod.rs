@@ -105,6 +105,20 @@ pub fn ficlone(src: BorrowedFd<'_>, dst: BorrowedFd<'_>) -> Result<(), Errno> {
     Errno::result(ret).map(drop)
 }
 
+/// fallocate(2) with FALLOC_FL_KEEP_SIZE from offset 0: blocks for `len` bytes, the size
+/// unchanged.
+pub fn reserve_blocks(fd: BorrowedFd<'_>, len: u64) -> Result<(), Errno> {
+    use nix::fcntl::{fallocate, FallocateFlags};
+    let len = i64::try_from(len).map_err(|_| Errno::EFBIG)?;
+    fallocate(fd.as_raw_fd(), FallocateFlags::FALLOC_FL_KEEP_SIZE, 0, len)
+}
+
+/// Frees the blocks reserved past a file's end: truncating it to its own size does.
+pub fn free_past_end(fd: BorrowedFd<'_>) -> Result<(), Errno> {
+    let size = nix::sys::stat::fstat(fd.as_raw_fd())?.st_size;
+    nix::unistd::ftruncate(fd, size)
+}
+
 pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<usize, Errno> {
     // SAFETY: buf is valid for writes of buf.len() bytes.
     cvt(unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) })
