@@ -188,6 +188,26 @@ fn reserves_blocks(dir: &Path) -> bool {
     ok.is_ok()
 }
 
+/// `zerocat copy FLAG SRC DST` under a file size limit of 1 MiB (prlimit): the write past
+/// it fails with EFBIG, exit 1. Its stderr, or None (said) when prlimit cannot run.
+fn copy_past_a_file_size_limit(flag: &str, src: &Path, dst: &Path) -> Option<String> {
+    let mut cmd = std::process::Command::new("prlimit");
+    cmd.arg("--fsize=1048576")
+        .arg(crate::util::bin())
+        .args(["--stats", "json", "copy", flag])
+        .args([src, dst])
+        .stdin(std::process::Stdio::null());
+    let out = run(cmd);
+    let err = stderr_text(&out);
+    if out.status.code() == Some(127) || err.contains("prlimit:") {
+        eprintln!("skipped: prlimit could not run: {err}");
+        return None;
+    }
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("File too large"), "{err}");
+    Some(err)
+}
+
 fn allocated(path: &Path) -> u64 {
     std::os::unix::fs::MetadataExt::blocks(&fs::metadata(path).unwrap()) * 512
 }
@@ -261,20 +281,9 @@ fn a_copy_cut_short_keeps_no_block_reserved_past_its_end() {
     let src = write_file(dir.path(), "a", &bytes);
     let dst = dir.path().join("b");
     // --reflink=never: no clone to try first, the blocks are reserved at once.
-    let mut cmd = std::process::Command::new("prlimit");
-    cmd.arg("--fsize=1048576")
-        .arg(crate::util::bin())
-        .args(["--stats", "json", "copy", "--reflink=never"])
-        .args([&src, &dst])
-        .stdin(std::process::Stdio::null());
-    let out = run(cmd);
-    let err = stderr_text(&out);
-    if out.status.code() == Some(127) || err.contains("prlimit:") {
-        eprintln!("skipped: prlimit could not run: {err}");
+    let Some(err) = copy_past_a_file_size_limit("--reflink=never", &src, &dst) else {
         return;
-    }
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("File too large"), "{err}");
+    };
     let written = fs::read(&dst).unwrap();
     assert_eq!(written.len(), 1 << 20, "{err}");
     assert_bytes_eq(&written, &bytes[..1 << 20], "the part written");
@@ -639,20 +648,9 @@ fn atomic_file_size_limit_leaves_the_old_destination() {
     let src = write_file(dir.path(), "a", &data(3 << 20));
     let old = data(5000);
     let dst = write_file(dir.path(), "b", &old);
-    let mut cmd = std::process::Command::new("prlimit");
-    cmd.arg("--fsize=1048576")
-        .arg(crate::util::bin())
-        .args(["--stats", "json", "copy", "--atomic"])
-        .args([&src, &dst])
-        .stdin(std::process::Stdio::null());
-    let out = run(cmd);
-    let err = stderr_text(&out);
-    if out.status.code() == Some(127) || err.contains("prlimit:") {
-        eprintln!("skipped: prlimit could not run: {err}");
+    if copy_past_a_file_size_limit("--atomic", &src, &dst).is_none() {
         return;
     }
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("File too large"), "{err}");
     assert_bytes_eq(&fs::read(&dst).unwrap(), &old, "old destination");
     assert_eq!(names_in(dir.path()), ["a", "b"], "a temporary was left");
 }
