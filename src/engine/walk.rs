@@ -33,6 +33,8 @@ pub fn transfer_upto(
     meter: &Meter,
     limit: u64,
 ) -> (Record, Option<Failure>) {
+    // `ends.reserve`: None until a path that writes blocks is about to run, then whether
+    // blocks were reserved.
     let mut reserved = None;
     let (record, failure) = walk_chain(ends, chain, middle, meter, limit, &mut reserved);
     if reserved == Some(true) && (failure.is_some() || record.bytes() < ends.reserve) {
