@@ -78,6 +78,34 @@ def set_tcp_cc(name):
     return old
 
 
+# A VM's balloon may report free memory to the host, which takes the pages back: the
+# next use of such a page faults in the host (~8 us a 4 KiB page), and a copy whose page
+# cache lands there runs 2-10x slower, at random (bench/RESULTS.md#bench-free-page-reporting).
+REPORTING_ORDER = "/sys/module/page_reporting/parameters/page_reporting_order"
+# Above the largest buddy order (10): no free block qualifies, nothing is reported.
+NO_REPORTING = "11"
+
+
+def hold_free_pages():
+    """Stops free page reporting for the run (root, where the kernel has it); returns what
+    to put back with release_free_pages, or None (and why, for the results' head)."""
+    try:
+        with open(REPORTING_ORDER) as f:
+            old = f.read().strip()
+        with open(REPORTING_ORDER, "w") as f:
+            f.write(NO_REPORTING)
+    except OSError as e:
+        why = "no free page reporting here" if not os.path.exists(REPORTING_ORDER) else f"left on ({e.strerror})"
+        return None, why
+    return old, f"free page reporting off for the run (page_reporting_order {old} -> {NO_REPORTING}, restored after)"
+
+
+def release_free_pages(old):
+    if old is not None:
+        with open(REPORTING_ORDER, "w") as f:
+            f.write(old)
+
+
 def versions():
     commit = quiet(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).stdout.strip()
     dirty = "+dirty" if quiet(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"]).stdout.strip() else ""
