@@ -63,8 +63,11 @@ def main():
              f"One run of `bench/run` on {date}: {machine}. {size}. Load average {load_avg}. "
              "Every run's bytes checked. ×N above 1: zerocat was faster.", ""]
     block += table(rows)
-    block += ["", "The full tables (with the seed table of the relay by chunk size, and the runs "
-              "under TCP cubic) are in `bench/RESULTS.md`.", CLOSE]
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+    run = os.path.relpath(os.path.join(os.path.abspath(out), "RESULTS.md"), root)
+    block += ["", f"This run's full tables are in `{run}`; the seed table of the relay by chunk size, "
+              "the runs under TCP cubic and the measurements behind each decision are in "
+              "`bench/RESULTS.md`.", CLOSE]
     text = open(readme).read()
     a, b = text.index(OPEN), text.index(CLOSE) + len(CLOSE)
     with open(readme, "w") as f:
