@@ -33,11 +33,9 @@ pub fn transfer_upto(
     meter: &Meter,
     limit: u64,
 ) -> (Record, Option<Failure>) {
-    // `ends.reserve`: None until a path that writes blocks is about to run, then whether
-    // blocks were reserved.
-    let mut reserved = None;
+    let mut reserved = false;
     let (record, failure) = walk_chain(ends, chain, middle, meter, limit, &mut reserved);
-    if reserved == Some(true) && (failure.is_some() || record.bytes() < ends.reserve) {
+    if reserved && (failure.is_some() || record.bytes() < ends.reserve) {
         // Cut short, or the source shrank: no blocks stay reserved past the end.
         let _ = sys::free_past_end(ends.dst);
     }
@@ -50,14 +48,17 @@ fn walk_chain(
     middle: Option<&OwnPipe>,
     meter: &Meter,
     limit: u64,
-    reserved: &mut Option<bool>,
+    reserved: &mut bool,
 ) -> (Record, Option<Failure>) {
     let mut record = Record::default();
     let mut carried = 0; // bytes a refused path delivered by plain writes
     let mut short = 0; // bytes paths that stopped short delivered
+
+    // The first path that writes blocks (a clone writes none) gets them reserved.
+    let first_writer = chain.iter().position(|&p| p != DataPath::Reflink);
     for (i, &path) in chain.iter().enumerate() {
-        if ends.reserve > 0 && path != DataPath::Reflink && reserved.is_none() {
-            *reserved = Some(reserve(ends));
+        if ends.reserve > 0 && Some(i) == first_writer {
+            *reserved = reserve(ends);
         }
         let outcome = run_path(path, ends, middle, meter, limit - carried - short);
         let reason = match outcome {
@@ -103,8 +104,7 @@ fn walk_chain(
 
 /// Reserves the sink's blocks before the first path that writes them (a clone writes
 /// none). A delayed-allocation filesystem (ext4) then finds them in place instead of
-/// reserving them a page at a time, and the file lies in one extent
-/// (`bench/RESULTS.md#copy-reserved-blocks`). Advice only: a filesystem without
+/// reserving them a page at a time (`bench/RESULTS.md#copy-reserved-blocks`). Advice only: a filesystem without
 /// fallocate, or a full one, leaves the paths to go as they would have (a full disk fails
 /// at the write, as in cp). The size stays as it is: a copy cut short is as long as what
 /// was written, never padded with zeros. True when the blocks were reserved.
