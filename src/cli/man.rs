@@ -487,7 +487,7 @@ A file of 1 MiB or more that is written whole from its start (not sparse, not re
 not cloned) has its blocks reserved before the first byte is written: one
 \fBfallocate\fR(2) with \fBFALLOC_FL_KEEP_SIZE\fR, so the file stays as long as what
 was written. On a delayed-allocation filesystem (ext4) the copy then finds its blocks in
-place instead of reserving them a page at a time, and the file lies in one extent.
+place instead of reserving them a page at a time.
 It is advice: a filesystem without \fBfallocate\fR, or a full one, copies as it would
 have (a full disk fails at the write, as in \fBcp\fR). A copy cut short, or a source
 that shrank, keeps no block reserved past its end.

@@ -319,9 +319,9 @@ fn failure_status(failure: Failure, record: &Record) -> Status {
 }
 
 /// Files from this size get their blocks reserved before they are written (the engine's
-/// walk, `Ends::reserve`). Measured on ext4 (`bench/RESULTS.md#copy-reserved-blocks`):
-/// 800 files of 1 MiB in 0.33–0.66 s instead of 0.83–1.31 s; at 64 KiB the runs were too
-/// noisy to tell, and a small file keeps its seven syscalls.
+/// walk, `Ends::reserve`). Measured on ext4 (`bench/RESULTS.md#copy-reserved-blocks`,
+/// bench/reserve.c): 800 files of 1 MiB in 683 ms instead of 844 (medians of 6); below
+/// that nothing was measured to pay, and a small file keeps its seven syscalls.
 const RESERVE_FROM: u64 = 1 << 20;
 
 fn fstat(fd: BorrowedFd<'_>) -> nix::Result<FileStat> {
