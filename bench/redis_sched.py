@@ -11,29 +11,17 @@ HAProxy's while the relay spends less CPU per request (bench/RESULTS.md#relay-sl
 Ad hoc, like redis_ab.py; needs redis-server, redis-benchmark, haproxy and nstat."""
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lib import common  # noqa: E402
+from lib.procs import Procs  # noqa: E402
+from lib.redis import start_backend, start_relay  # noqa: E402
+
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_listening(port):
-    for _ in range(250):
-        try:
-            socket.create_connection(("127.0.0.1", port)).close()
-            return
-        except OSError:
-            time.sleep(0.02)
-    raise SystemExit(f"nothing listens on {port}")
 
 
 def task(pid):
@@ -55,24 +43,15 @@ def idle_ticks():
     return int(f[4]) + int(f[5])
 
 
-def run(relay, tmp):
-    rport = free_port()
-    server = subprocess.Popen(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
-                               "--appendonly", "no", "--logfile", ""], stdout=subprocess.DEVNULL)
-    wait_listening(rport)
-    port = free_port()
-    if relay == "haproxy":
-        cfg = os.path.join(tmp, "haproxy.cfg")
-        with open(cfg, "w") as f:
-            f.write(f"global\n nbthread 1\ndefaults\n mode tcp\n timeout connect 5s\n timeout client 60s\n"
-                    f" timeout server 60s\nfrontend f\n bind 127.0.0.1:{port}\n default_backend b\n"
-                    f"backend b\n server s 127.0.0.1:{rport}\n")
-        proc = subprocess.Popen(["haproxy", "-f", cfg, "-db"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    else:
-        proc = subprocess.Popen([relay, "relay", "--workers", "1", f"tcp-listen:127.0.0.1:{port}",
-                                 f"tcp:127.0.0.1:{rport}"], stderr=subprocess.DEVNULL)
+def run(relay, ctx):
+    ps = Procs(120)
     try:
-        wait_listening(port)
+        server, rport = start_backend(ps)
+        if relay == "haproxy":
+            proc, port = start_relay(ctx, ps, ("haproxy",), rport)
+        else:
+            common.ZC = relay
+            proc, port = start_relay(ctx, ps, ("zerocat", ["--workers", "1"]), rport)
         subprocess.run(["nstat", "-n"], check=True)
         r0, s0, i0, t0 = task(proc.pid), task(server.pid), idle_ticks(), time.time()
         out = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-q", "-n", "50000",
@@ -80,10 +59,7 @@ def run(relay, tmp):
         r1, s1, i1, wall = task(proc.pid), task(server.pid), idle_ticks(), time.time() - t0
         segs = subprocess.run(["nstat", "-z", "TcpOutSegs"], capture_output=True, text=True).stdout.split()
     finally:
-        proc.terminate()
-        server.terminate()
-        proc.wait()
-        server.wait()
+        ps.close()
     rates = dict(re.findall(r"([A-Z_]+): ([\d.]+) requests per second", out.replace("\r", "\n")))
     relay_d = {k: r1[k] - r0[k] for k in r1}
     return (f"SET {float(rates['SET']):,.0f} GET {float(rates['GET']):,.0f} req/s | relay switches "
@@ -93,12 +69,13 @@ def run(relay, tmp):
 
 
 def main():
-    rounds, relays = int(sys.argv[1]), sys.argv[2:]
+    rounds, relays = int(sys.argv[1]), [r if r == "haproxy" else os.path.abspath(r) for r in sys.argv[2:]]
     with tempfile.TemporaryDirectory(prefix="zcsched") as tmp:
+        ctx = {"tmp": tmp}
         for i in range(rounds):
             k = i % len(relays)
             for relay in relays[k:] + relays[:k]:
-                print(f"{os.path.basename(relay):24} {run(relay, tmp)}", flush=True)
+                print(f"{os.path.basename(relay):24} {run(relay, ctx)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -47,33 +47,46 @@ def round_trip(port, rng):
                      + ("" if len(got) != len(want) else " (bytes differ)"))
 
 
+def start_backend(ps):
+    """A fresh redis-server on loopback, a daemon of `ps`, listening when it returns: its
+    process and port."""
+    rport = free_port()
+    backend = ps.spawn("backend", ["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
+                                   "--appendonly", "no", "--protected-mode", "no", "--daemonize", "no",
+                                   "--logfile", ""], daemon=True)
+    wait_listening(rport, proc=backend)
+    return backend, rport
+
+
+def start_relay(ctx, ps, tool, rport):
+    """`tool` relaying a loopback port to redis on `rport`, listening when it returns: the
+    relay's process (None: direct) and the port clients use. tool: ("zerocat", extra relay
+    args) | ("haproxy",) | ("socat",) | None (direct)."""
+    if tool is None:
+        return None, rport
+    if tool[0] == "zerocat":
+        p = ps.spawn("tool", [common.ZC, "relay", *tool[1], "tcp-listen:127.0.0.1:0", f"tcp:127.0.0.1:{rport}"],
+                     daemon=True)
+        m = re.search(r"listening on 127\.0\.0\.1:(\d+)", read_line(p))
+        if not m:
+            raise Failed("no 'listening on 127.0.0.1:PORT' line from zerocat")
+        return p, int(m.group(1))
+    port = free_port()
+    if tool[0] == "haproxy":
+        return start_haproxy(ps, ctx["tmp"], f"127.0.0.1:{port}", f"127.0.0.1:{rport}"), port
+    p = ps.spawn("tool", ["socat", f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,backlog=1024",
+                          f"TCP:127.0.0.1:{rport}"], daemon=True)
+    wait_listening(port, proc=p)
+    return p, port
+
+
 def run_redis(ctx, tool, args, n):
-    """redis-benchmark -n `n` `args` against a fresh redis-server, through `tool`:
-    ("zerocat", extra relay args) | ("haproxy",) | ("socat",) | None (direct)."""
+    """redis-benchmark -n `n` `args` against a fresh redis-server, through `tool` (see
+    start_relay)."""
     ps = Procs(60 + n / 200)
     try:
-        rport = free_port()
-        backend = ps.spawn("backend", ["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
-                                       "--appendonly", "no", "--protected-mode", "no", "--daemonize", "no",
-                                       "--logfile", ""], daemon=True)
-        wait_listening(rport, proc=backend)
-        if tool is None:
-            port = rport
-        elif tool[0] == "zerocat":
-            p = ps.spawn("tool", [common.ZC, "relay", *tool[1], "tcp-listen:127.0.0.1:0", f"tcp:127.0.0.1:{rport}"],
-                         daemon=True)
-            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", read_line(p))
-            if not m:
-                raise Failed("no 'listening on 127.0.0.1:PORT' line from zerocat")
-            port = int(m.group(1))
-        elif tool[0] == "haproxy":
-            port = free_port()
-            start_haproxy(ps, ctx["tmp"], f"127.0.0.1:{port}", f"127.0.0.1:{rport}")
-        else:
-            port = free_port()
-            p = ps.spawn("tool", ["socat", f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,backlog=1024",
-                                  f"TCP:127.0.0.1:{rport}"], daemon=True)
-            wait_listening(port, proc=p)
+        _, rport = start_backend(ps)
+        _, port = start_relay(ctx, ps, tool, rport)
         ps.start_clock()
         bench = ps.spawn("bench", ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-q", "-n", str(n), *args],
                          stdout=subprocess.PIPE)
