@@ -1,6 +1,7 @@
 //! `zerocat relay`: echo and answer servers written here, real loopback sockets, every byte
 //! compared, and the path of each direction checked in `--stats json`.
 
+use std::ffi::OsString;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -56,6 +57,9 @@ enum Serve {
     /// Reads to EOF, waits, then answers with the bytes reversed (so the answer proves
     /// that every byte arrived, in order).
     Answer(Duration),
+    /// Waits, then reads to EOF and answers as [`Serve::Answer`] does: while it waits, the
+    /// relay's sink to it is full.
+    LateAnswer(Duration),
     /// Reads one byte, then resets the connection.
     Reset,
 }
@@ -76,6 +80,10 @@ fn handle(mut s: Box<dyn Stream>, serve: Serve) {
                 }
             }
             s.shut_write();
+        }
+        Serve::LateAnswer(wait) => {
+            thread::sleep(wait);
+            handle(s, Serve::Answer(Duration::ZERO));
         }
         Serve::Answer(delay) => {
             let mut got = Vec::new();
@@ -1284,6 +1292,58 @@ fn a_clean_end_shuts_down_once_and_closes() {
     // (bound to 127.0.0.1, it knows the local address).
     let getsocknames = trace.lines().filter(|l| l.contains("getsockname(")).count();
     assert_eq!(getsocknames, 1, "{trace}");
+}
+
+/// A direction whose sink is full and whose pipe (or buffer) holds bytes takes nothing more
+/// until the sink takes some: its source stops waking the loop (EPOLLIN off, one
+/// epoll_ctl) and is watched again once the sink drains (RESULTS `relay: a full sink mutes
+/// its source`). The backend reads nothing for 300 ms: the stream stops at the relay's
+/// sink, then goes on, every byte in order, on the path it was on.
+#[test]
+fn a_full_sink_mutes_its_source_and_every_byte_arrives() {
+    if strace_missing() {
+        return;
+    }
+    for via in ["auto", "userspace"] {
+        let backend = tcp_backend(Serve::LateAnswer(Duration::from_millis(300)));
+        let dir = tempdir();
+        let trace = dir.path().join("trace");
+        let strace = ["strace", "-f", "-qq", "-e", "trace=epoll_ctl", "-o"];
+        let relay = Rig::new()
+            .under(
+                strace
+                    .iter()
+                    .map(OsString::from)
+                    .chain([trace.clone().into()]),
+            )
+            .args(["--via", via])
+            .relay(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
+        let payload = data(16 << 20);
+        let got = exchange(relay.addr(), &payload);
+        assert_bytes_eq(&got, &reversed(&payload), &format!("{via}: the answer"));
+        let end = relay.finish();
+        end.assert_code(0, "relay");
+        let conn = &connections(end.report())[0];
+        assert_eq!(conn["a_to_b"]["bytes"].as_u64(), Some(16 << 20), "{conn}");
+        let paths = direction_paths(&conn["a_to_b"]);
+        let expect = if via == "auto" {
+            vec!["userspace", "splice"]
+        } else {
+            vec!["userspace"]
+        };
+        assert_eq!(paths, expect, "{via}: {conn}");
+        let trace = std::fs::read_to_string(&trace).unwrap();
+        let mods: Vec<&str> = trace
+            .lines()
+            .filter(|l| l.contains("EPOLL_CTL_MOD"))
+            .collect();
+        let muted = mods.iter().position(|l| !l.contains("EPOLLIN"));
+        let resumed = mods.iter().rposition(|l| l.contains("EPOLLIN|"));
+        assert!(
+            matches!((muted, resumed), (Some(m), Some(r)) if m < r),
+            "{via}: no mute, then resume, of the source:\n{trace}"
+        );
+    }
 }
 
 /// A burst of 1,000 clients, each sending 256 KiB and closing, through the relay into a

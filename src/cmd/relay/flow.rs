@@ -122,6 +122,19 @@ impl Flow {
         self.end - self.start + self.in_pipe
     }
 
+    /// Takes nothing from its source until the sink takes some: splicing, the pipe is
+    /// (maybe) full; in userspace, the buffer still holds bytes (only an empty one is
+    /// filled). Until then its source's readiness can wait.
+    pub fn awaits_sink(&self) -> bool {
+        if self.choice.splicing() {
+            self.in_pipe > 0
+                && (self.pipe_maybe_full
+                    || self.pipe.as_ref().is_some_and(|p| self.in_pipe >= p.size))
+        } else {
+            self.start < self.end
+        }
+    }
+
     /// Moves what it can. Returns the turn's state, or the error that ends the flow.
     /// `moved` grows by the bytes delivered (for idle accounting).
     pub fn pump(

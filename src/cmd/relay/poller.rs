@@ -9,7 +9,10 @@
 //! Registration is edge-triggered, once per fd, for reading and writing: no epoll_ctl per
 //! event; the loop keeps readiness flags that an event sets and EAGAIN clears (or a read
 //! shorter than asked: it drained the fd, and the next bytes bring the next event — unless
-//! the fd reported RDHUP/HUP, see [`Ready::hup`]).
+//! the fd reported RDHUP/HUP, see [`Ready::hup`]). The one epoll_ctl after that is
+//! [`Poller::mute`]: reading is unwatched while the direction it feeds waits on a full
+//! sink, and watched again when the sink drains (two calls a stall, where each segment
+//! arriving meanwhile used to wake the loop for nothing).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -116,6 +119,20 @@ impl Poller {
             flags |= EpollFlags::EPOLLEXCLUSIVE;
         }
         self.epoll.add(fd, EpollEvent::new(flags, token))
+    }
+
+    /// Stops (`muted`) or resumes watching `fd` for reading; writing stays watched. A
+    /// direction that cannot take bytes until its sink does is not woken by its source
+    /// (RESULTS `relay: a full pipe mutes its source`). Resuming re-arms the edge: if the
+    /// fd is readable (or hung up) by then, the next wait reports it.
+    pub fn mute(&self, fd: RawFd, token: u64, muted: bool) -> nix::Result<()> {
+        let mut flags = EpollFlags::EPOLLOUT | EpollFlags::EPOLLET;
+        if !muted {
+            flags |= EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP;
+        }
+        // SAFETY: as in add().
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        self.epoll.modify(fd, &mut EpollEvent::new(flags, token))
     }
 
     pub fn delete(&self, fd: RawFd) {

@@ -73,6 +73,8 @@ struct Peer {
     /// The read fd reported RDHUP, HUP or ERR ([`super::poller::Ready::hup`]): read on
     /// to EAGAIN or EOF from now on.
     hup: bool,
+    /// Its read fd is watched for writing only: the direction it feeds awaits its sink.
+    muted: bool,
     socket: bool,
     polled: Vec<RawFd>,
     dial: Option<Dial>,
@@ -89,6 +91,7 @@ impl Peer {
             readable: false,
             writable: false,
             hup: false,
+            muted: false,
             socket: true,
             polled: Vec::new(),
             dial: None,
