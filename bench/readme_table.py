@@ -65,9 +65,15 @@ def main():
     block += table(rows)
     root = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
     run = os.path.relpath(os.path.join(os.path.abspath(out), "RESULTS.md"), root)
-    block += ["", f"This run's full tables are in `{run}`; the seed table of the relay by chunk size, "
-              "the runs under TCP cubic and the measurements behind each decision are in "
-              "`bench/RESULTS.md`.", CLOSE]
+    if run == os.path.join("bench", "RESULTS.md"):
+        where = ("This run's full tables, with the seed table of the relay by chunk size, are in "
+                 "`bench/RESULTS.md`, above the measurements behind each decision; its relay rows and "
+                 "seed table under TCP cubic are in `bench/cubic/`.")
+    else:
+        where = (f"This run's full tables are in `{run}`; the seed table of the relay by chunk size, "
+                 "the runs under TCP cubic and the measurements behind each decision are in "
+                 "`bench/RESULTS.md`.")
+    block += ["", where, CLOSE]
     text = open(readme).read()
     a, b = text.index(OPEN), text.index(CLOSE) + len(CLOSE)
     with open(readme, "w") as f:
