@@ -1294,6 +1294,70 @@ fn a_clean_end_shuts_down_once_and_closes() {
     assert_eq!(getsocknames, 1, "{trace}");
 }
 
+/// zerocat under `strace -f`, tracing `calls` into the file `trace`.
+fn strace_of(calls: &str, trace: &Path) -> Vec<OsString> {
+    let filter = format!("trace={calls}");
+    let args = ["strace", "-f", "-qq", "-e", filter.as_str(), "-o"];
+    let mut wrap: Vec<OsString> = args.iter().map(OsString::from).collect();
+    wrap.push(trace.into());
+    wrap
+}
+
+/// A bulk stream into TCP caps its sink's unsent bytes at its pipe's size
+/// (TCP_NOTSENT_LOWAT, once a direction, when the pipe has grown): the rest waits in the
+/// pipe (RESULTS `relay: a sink holds a pipe's worth unsent`). Request/response traffic
+/// never takes a pipe and makes no such call.
+#[test]
+fn a_bulk_stream_into_tcp_caps_its_unsent_bytes_at_the_pipe_size() {
+    if strace_missing() {
+        return;
+    }
+    let pipe_max: usize = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1 << 20);
+    let cap = format!("TCP_NOTSENT_LOWAT, [{}], 4) = 0", pipe_max.min(1 << 20));
+    let dir = tempdir();
+    let backend = format!("tcp:{}", tcp_backend(Serve::Echo));
+    let trace = dir.path().join("bulk");
+    let relay = Rig::new().under(strace_of("setsockopt", &trace)).relay(&[
+        "--once",
+        "tcp-listen:0",
+        &backend,
+    ]);
+    let payload = data(32 << 20);
+    let got = echo_both_ways(relay.addr(), &payload, 7919);
+    assert_bytes_eq(&got, &payload, "32 MiB echoed");
+    let end = relay.finish();
+    end.assert_code(0, "relay");
+    let conn = &connections(end.report())[0];
+    for key in ["a_to_b", "b_to_a"] {
+        assert_eq!(conn[key]["bytes"].as_u64(), Some(32 << 20), "{conn}");
+        assert_moved_to_splice(conn, key);
+    }
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    let caps: Vec<&str> = trace
+        .lines()
+        .filter(|l| l.contains("TCP_NOTSENT_LOWAT"))
+        .collect();
+    assert_eq!(caps.len(), 2, "one a direction:\n{trace}");
+    assert!(caps.iter().all(|l| l.ends_with(&cap)), "{cap}:\n{trace}");
+
+    let trace = dir.path().join("small");
+    let relay = Rig::new().under(strace_of("setsockopt", &trace)).relay(&[
+        "--once",
+        "tcp-listen:0",
+        &backend,
+    ]);
+    let total = lock_step(relay.addr(), 300);
+    let end = relay.finish();
+    end.assert_code(0, "relay");
+    let conn = &connections(end.report())[0];
+    assert_eq!(conn["a_to_b"]["bytes"].as_u64(), Some(total), "{conn}");
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    assert!(!trace.contains("TCP_NOTSENT_LOWAT"), "{trace}");
+}
+
 /// A direction whose sink is full and whose pipe (or buffer) holds bytes takes nothing more
 /// until the sink takes some: its source stops waking the loop (EPOLLIN off, one
 /// epoll_ctl) and is watched again once the sink drains (RESULTS `relay: a full sink mutes
@@ -1308,14 +1372,8 @@ fn a_full_sink_mutes_its_source_and_every_byte_arrives() {
         let backend = tcp_backend(Serve::LateAnswer(Duration::from_millis(300)));
         let dir = tempdir();
         let trace = dir.path().join("trace");
-        let strace = ["strace", "-f", "-qq", "-e", "trace=epoll_ctl", "-o"];
         let relay = Rig::new()
-            .under(
-                strace
-                    .iter()
-                    .map(OsString::from)
-                    .chain([trace.clone().into()]),
-            )
+            .under(strace_of("epoll_ctl", &trace))
             .args(["--via", via])
             .relay(&["--once", "tcp-listen:0", &format!("tcp:{backend}")]);
         let payload = data(16 << 20);

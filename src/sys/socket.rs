@@ -35,6 +35,24 @@ pub fn abort_socket(fd: OwnedFd) {
     drop(fd);
 }
 
+/// Caps what a TCP socket holds unsent at `bytes` (TCP_NOTSENT_LOWAT): past it a write
+/// says EAGAIN, and EPOLLOUT comes once the unsent queue is below half of it. Any other
+/// socket refuses (ENOPROTOOPT, EOPNOTSUPP) and stays as it was.
+pub fn limit_unsent(fd: BorrowedFd<'_>, bytes: usize) -> Result<(), Errno> {
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: TCP_NOTSENT_LOWAT reads one int from a buffer of that size.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    Errno::result(ret).map(drop)
+}
+
 /// A TCP socket (SO_PROTOCOL); false for anything else, a non-socket included.
 pub fn is_tcp(fd: BorrowedFd<'_>) -> bool {
     let mut protocol: libc::c_int = 0;

@@ -39,6 +39,9 @@ pub struct Port<'a> {
     /// byte turns that close into a reset: no shutdown(2) first (one syscall of a short
     /// connection's ~17).
     pub closed_next: bool,
+    /// The relay's own socket (accepted or dialed), whose options it may set; not an
+    /// inherited fd that another process may hold too.
+    pub own: bool,
 }
 
 /// Which end an error came from.
@@ -90,6 +93,8 @@ pub struct Flow {
     pub delivered: u64,
     /// Bytes splice has delivered (an unsupported errno counts as "refused" only at 0).
     spliced: u64,
+    /// The sink's unsent bytes are capped at the pipe's size (or were tried: not TCP).
+    unsent_capped: bool,
 }
 
 impl Flow {
@@ -109,6 +114,7 @@ impl Flow {
             record: Record::default(),
             delivered: 0,
             spliced: 0,
+            unsent_capped: false,
         }
     }
 
@@ -270,6 +276,12 @@ impl Flow {
             return Ok(false);
         }
         let pipe = self.pipe.as_ref().expect("bytes in a pipe");
+        if !self.unsent_capped && dst.socket && dst.own && pipe.grown() {
+            // A bulk stream into TCP: the socket holds at most a pipe's worth unsent, the
+            // rest waits in the pipe (RESULTS `relay: a sink holds a pipe's worth unsent`).
+            self.unsent_capped = true;
+            let _ = sys::socket::limit_unsent(dst.fd, pipe.size);
+        }
         match sys::splice(pipe.read.as_fd(), dst.fd, self.in_pipe) {
             Ok(n) => {
                 self.in_pipe -= n;
@@ -471,6 +483,7 @@ impl Flow {
             socket: false,
             short_read_drains: false,
             closed_next: false,
+            own: false,
         };
         for _ in 0..OPS_PER_TURN {
             if self.held() == 0 {

@@ -40,6 +40,13 @@ pub struct BudgetPipe {
     grown: bool,
 }
 
+impl BudgetPipe {
+    /// Grown past the kernel's default: a bulk stream's pipe.
+    pub fn grown(&self) -> bool {
+        self.pipe.size > PIPE_DEFAULT
+    }
+}
+
 impl std::ops::Deref for BudgetPipe {
     type Target = OwnPipe;
     fn deref(&self) -> &OwnPipe {
@@ -219,6 +226,7 @@ mod tests {
                 socket: true,
                 short_read_drains: false,
                 closed_next: false,
+                own: true,
             },
             Port {
                 fd: dst.as_fd(),
@@ -226,6 +234,7 @@ mod tests {
                 socket: true,
                 short_read_drains: false,
                 closed_next: false,
+                own: true,
             },
             pools,
             &mut 0,

@@ -113,7 +113,8 @@ impl Server<'_> {
             let src_fd = src.fd.as_ref().expect("open").as_fd();
             let short_read_drains = src.short_read_drains();
             let dst_fd = dst.wfd.as_ref().or(dst.fd.as_ref()).expect("open").as_fd();
-            let closed_next = other_done && dst.owned();
+            let (src_own, dst_own) = (src.owned(), dst.owned());
+            let closed_next = other_done && dst_own;
             let result = conn.flows[d].pump(
                 Port {
                     fd: src_fd,
@@ -121,6 +122,7 @@ impl Server<'_> {
                     socket: src.socket,
                     short_read_drains,
                     closed_next: false,
+                    own: src_own,
                 },
                 Port {
                     fd: dst_fd,
@@ -128,6 +130,7 @@ impl Server<'_> {
                     socket: dst.socket,
                     short_read_drains: false,
                     closed_next,
+                    own: dst_own,
                 },
                 &mut self.pools,
                 &mut moved,
