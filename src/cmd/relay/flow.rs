@@ -276,7 +276,7 @@ impl Flow {
             return Ok(false);
         }
         let pipe = self.pipe.as_ref().expect("bytes in a pipe");
-        if !self.unsent_capped && dst.socket && dst.own && pipe.grown() {
+        if !self.unsent_capped && dst.socket && dst.own && pipe.bulk_sized() {
             // A bulk stream into TCP: the socket holds at most a pipe's worth unsent, the
             // rest waits in the pipe (RESULTS `relay: a sink holds a pipe's worth unsent`).
             self.unsent_capped = true;

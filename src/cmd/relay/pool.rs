@@ -42,7 +42,7 @@ pub struct BudgetPipe {
 
 impl BudgetPipe {
     /// Grown past the kernel's default: a bulk stream's pipe.
-    pub fn grown(&self) -> bool {
+    pub fn bulk_sized(&self) -> bool {
         self.pipe.size > PIPE_DEFAULT
     }
 }
