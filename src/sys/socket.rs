@@ -1,6 +1,6 @@
 //! Socket (and fd status) calls the relay makes on the fds it polls.
 
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
@@ -22,17 +22,30 @@ pub fn abort_socket(fd: OwnedFd) {
         l_onoff: 1,
         l_linger: 0,
     };
-    // SAFETY: a valid fd and a linger struct of the right size.
-    unsafe {
+    let _ = set_option(fd.as_fd(), libc::SOL_SOCKET, libc::SO_LINGER, &linger);
+    drop(fd);
+}
+
+/// setsockopt(2) with `value` as the option's whole value (nix has no TCP_NOTSENT_LOWAT,
+/// and its SO_LINGER wants a socket type of its own).
+fn set_option<T>(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> Result<(), Errno> {
+    // SAFETY: the kernel reads size_of::<T>() bytes from a valid reference; the caller
+    // passes the type the option takes (an int, a linger).
+    let ret = unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
-    }
-    drop(fd);
+            level,
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    Errno::result(ret).map(drop)
 }
 
 /// Caps what a TCP socket holds unsent at `bytes` (TCP_NOTSENT_LOWAT): past it a write
@@ -40,17 +53,7 @@ pub fn abort_socket(fd: OwnedFd) {
 /// socket refuses (ENOPROTOOPT, EOPNOTSUPP) and stays as it was.
 pub fn limit_unsent(fd: BorrowedFd<'_>, bytes: usize) -> Result<(), Errno> {
     let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: TCP_NOTSENT_LOWAT reads one int from a buffer of that size.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    Errno::result(ret).map(drop)
+    set_option(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, &value)
 }
 
 /// A TCP socket (SO_PROTOCOL); false for anything else, a non-socket included.
