@@ -136,7 +136,7 @@ impl Server<'_> {
                 &mut moved,
             );
             let mute = !dst.writable && conn.flows[d].awaits_sink();
-            if mute != src.muted && (!mute || src.short_read_drains()) {
+            if mute != src.muted && (!mute || short_read_drains) {
                 let token = slot_token(gen, idx, (d as u64) << 1);
                 if self.poller.mute(src_fd.as_raw_fd(), token, mute).is_ok() {
                     src.muted = mute;
