@@ -1,7 +1,6 @@
 //! `zerocat relay`: echo and answer servers written here, real loopback sockets, every byte
 //! compared, and the path of each direction checked in `--stats json`.
 
-use std::ffi::OsString;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -1292,15 +1291,6 @@ fn a_clean_end_shuts_down_once_and_closes() {
     // (bound to 127.0.0.1, it knows the local address).
     let getsocknames = trace.lines().filter(|l| l.contains("getsockname(")).count();
     assert_eq!(getsocknames, 1, "{trace}");
-}
-
-/// zerocat under `strace -f`, tracing `calls` into the file `trace`.
-fn strace_of(calls: &str, trace: &Path) -> Vec<OsString> {
-    let filter = format!("trace={calls}");
-    let args = ["strace", "-f", "-qq", "-e", filter.as_str(), "-o"];
-    let mut wrap: Vec<OsString> = args.iter().map(OsString::from).collect();
-    wrap.push(trace.into());
-    wrap
 }
 
 /// A bulk stream into TCP caps its sink's unsent bytes at its pipe's size

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -376,4 +377,14 @@ pub fn strace_missing() -> bool {
             true
         }
     }
+}
+
+/// The wrapper that runs a command under `strace -f`, tracing `calls` into the file
+/// `trace` (the command's own arguments follow it).
+pub fn strace_of(calls: &str, trace: &Path) -> Vec<OsString> {
+    let filter = format!("trace={calls}");
+    let args = ["strace", "-f", "-qq", "-e", filter.as_str(), "-o"];
+    let mut wrap: Vec<OsString> = args.iter().map(OsString::from).collect();
+    wrap.push(trace.into());
+    wrap
 }

@@ -1,6 +1,7 @@
 //! Command line and endpoint options: mode=, options that do not fit a source, exact --limit/--size, single-valued options given twice.
 
 use crate::util::*;
+use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -71,15 +72,14 @@ fn unix_listen_mode_is_exact_under_umask_077_and_never_chmods_by_path() {
     let trace = dir.path().join("trace");
     let have_strace = !strace_missing();
     let endpoint = format!("unix-listen:{},mode=0666", sock.display());
-    let mut args: Vec<String> = Vec::new();
+    let mut args: Vec<OsString> = Vec::new();
     if have_strace {
-        args.extend(["strace", "-f", "-qq", "-e", "trace=chmod,fchmodat", "-o"].map(String::from));
-        args.push(trace.display().to_string());
+        args.extend(strace_of("chmod,fchmodat", &trace));
     } else {
         eprintln!("strace is not installed: not checking that no chmod by path happens");
     }
-    args.push(bin().display().to_string());
-    args.extend(["pipe".to_string(), endpoint, out_path.display().to_string()]);
+    args.push(bin().into());
+    args.extend(["pipe".into(), endpoint.into(), out_path.clone().into()]);
     let mut child = Command::new("sh")
         .arg("-c")
         .arg("umask 077; exec \"$@\"")
