@@ -1348,6 +1348,69 @@ fn a_bulk_stream_into_tcp_caps_its_unsent_bytes_at_the_pipe_size() {
     assert!(!trace.contains("TCP_NOTSENT_LOWAT"), "{trace}");
 }
 
+/// At a cut (`--grace 0`, a signal) the cap comes off before the last flush: the socket
+/// takes all it can of what the pipe holds, as it would have without the cap, and the
+/// drain or the count of undelivered bytes deals with the rest. The backend reads nothing
+/// until after the cut; what it then reads is the stream's start, in order, and no more
+/// than the report counts as delivered.
+#[test]
+fn a_cut_lifts_the_unsent_cap_before_the_last_flush() {
+    if strace_missing() {
+        return;
+    }
+    let listener = loopback_listener();
+    let backend = listener.local_addr().unwrap().to_string();
+    let reader = thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        thread::sleep(Duration::from_millis(1500));
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got); // the cut's RST may end it early
+        got
+    });
+    let dir = tempdir();
+    let trace = dir.path().join("trace");
+    let relay = Rig::new().under(strace_of("setsockopt", &trace)).relay(&[
+        "--grace",
+        "0",
+        "--once",
+        "tcp-listen:0",
+        &format!("tcp:{backend}"),
+    ]);
+    let payload = data(32 << 20);
+    let mut client = TcpStream::connect(relay.addr()).unwrap();
+    let sent = payload.clone();
+    let writer = thread::spawn(move || {
+        let _ = client.write_all(&sent); // ends in the cut's RST
+    });
+    thread::sleep(Duration::from_millis(500));
+    relay.signal(nix::sys::signal::Signal::SIGTERM);
+    let end = relay.finish();
+    writer.join().unwrap();
+    let got = reader.join().unwrap();
+    end.assert_code(130, "relay");
+    let conn = &connections(end.report())[0];
+    assert_eq!(conn["ended"], "signal", "{conn}");
+    let delivered = conn["a_to_b"]["bytes"].as_u64().unwrap();
+    assert!(
+        direction_paths(&conn["a_to_b"]).contains(&"splice".to_string()),
+        "{conn}"
+    );
+    assert!(got.len() as u64 <= delivered, "{} > {delivered}", got.len());
+    assert_bytes_eq(&got, &payload[..got.len()], "what the backend read");
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    let lowat = |l: &&str| l.contains("TCP_NOTSENT_LOWAT");
+    let capped = trace
+        .lines()
+        .position(|l| lowat(&l) && !l.contains("[2147483647]"));
+    let lifted = trace
+        .lines()
+        .position(|l| l.contains("TCP_NOTSENT_LOWAT, [2147483647]"));
+    assert!(
+        matches!((capped, lifted), (Some(c), Some(l)) if c < l),
+        "no cap, then its lift at the cut:\n{trace}"
+    );
+}
+
 /// A direction whose sink is full and whose pipe (or buffer) holds bytes takes nothing more
 /// until the sink takes some: its source stops waking the loop (EPOLLIN off, one
 /// epoll_ctl) and is watched again once the sink drains (RESULTS `relay: a full sink mutes

@@ -235,7 +235,8 @@ starts with \fBsplice\fR.
 A pipe starts at 64 KiB; one that a splice fills grows to 1 MiB (or
 \fBpipe\-max\-size\fR if lower), for fewer and larger splices; a TCP socket of the
 relay's own that such a pipe feeds then holds at most that much unsent
-(\fBTCP_NOTSENT_LOWAT\fR), the rest waiting in the pipe.
+(\fBTCP_NOTSENT_LOWAT\fR), the rest waiting in the pipe; a cut lifts it first, so the
+last flush hands the socket all it takes.
 Memory is bounded: the pipes of all connections hold at most 32 MiB (a pipe is given back
 when its direction goes idle or its connection ends, and only an empty one is reused; a
 direction that finds none moves through a buffer, or under \fB\-\-via splice\fR its

@@ -50,7 +50,8 @@ fn set_option<T>(
 
 /// Caps what a TCP socket holds unsent at `bytes` (TCP_NOTSENT_LOWAT): past it a write
 /// says EAGAIN, and EPOLLOUT comes once the unsent queue is below half of it. Any other
-/// socket refuses (ENOPROTOOPT, EOPNOTSUPP) and stays as it was.
+/// socket refuses (ENOPROTOOPT, EOPNOTSUPP) and stays as it was. `usize::MAX` lifts the
+/// cap (the kernel's default is no cap).
 pub fn limit_unsent(fd: BorrowedFd<'_>, bytes: usize) -> Result<(), Errno> {
     let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
     set_option(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, &value)

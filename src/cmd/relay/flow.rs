@@ -476,6 +476,11 @@ impl Flow {
     /// At the end (abort, signal, timeout): try once more to deliver what is held, without
     /// waiting. Returns the bytes that could not be delivered.
     pub fn flush_now(&mut self, dst: BorrowedFd<'_>, pools: &mut Pools) -> usize {
+        if self.unsent_capped && self.held() > 0 {
+            // The cap is for a stream that goes on; at its end the socket takes all it
+            // can, so what the peer may still read gets the drain, not the pipe's close.
+            let _ = sys::socket::limit_unsent(dst, usize::MAX);
+        }
         let mut ready = true;
         let mut end = Port {
             fd: dst,
