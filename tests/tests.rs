@@ -10,6 +10,7 @@ mod copy;
 mod copy_features;
 mod faults;
 mod listeners;
+mod outbound;
 mod parallel;
 mod pipe;
 mod relay;

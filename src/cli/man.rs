@@ -118,6 +118,12 @@ v2, HAProxy's \fBsend\-proxy\fR / \fBsend\-proxy\-v2\fR), carrying the client of
 connection accepted on the other side (or the client a PROXY header named, with
 \fBproxy\fR there), then the stream, which still moves by \fBsplice\fR. With no client to
 name (a file or stdin on the other side) it sends UNKNOWN (v1) or LOCAL (v2).
+\fBsocks5=\fIPROXYHOST\fB:\fIPORT\fR goes out through a SOCKS5 proxy (RFC 1928), which
+resolves \fIHOST\fR itself (as \fBnc \-X 5 \-x\fR); \fBconnect=\fIPROXYHOST\fB:\fIPORT\fR
+through an HTTP proxy's CONNECT; \fBproxy\-auth=\fIUSER\fB:\fIPASS\fR (or
+\fBZEROCAT_PROXY_AUTH\fR) authenticates to either (RFC 1929, Basic). The handshake is a
+few bytes in userspace, then the stream moves as on any socket. A refusing proxy is exit 1
+naming its reply. \fBpipe\fR and \fBtee\fR take them; \fBrelay\fR does not yet.
 .TP
 \fBtcp\-listen:\fR[\fIHOST\fB:\fR]\fIPORT\fR (alias \fBtcp\-l:\fR)
 accept one connection (relay: every connection). Options:

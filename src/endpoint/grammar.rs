@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::outbound;
 use super::proxy::Version;
 use super::{ConnectOpts, Endpoint, FileOpts, ListenOpts, UnixAddr};
 
@@ -86,7 +87,10 @@ impl Scheme {
             Scheme::TcpListen => "backlog=N, reuseport, ipv6only=0|1, proxy",
             Scheme::UnixListen => "mode=OCTAL, backlog=N",
             Scheme::Systemd => "proxy",
-            Scheme::Tcp => "retry=N, interval=DURATION, proxy=v1|v2",
+            Scheme::Tcp => {
+                "retry=N, interval=DURATION, proxy=v1|v2, socks5=HOST:PORT, connect=HOST:PORT, \
+                 proxy-auth=USER:PASS"
+            }
             Scheme::Unix => "retry=N, interval=DURATION",
             Scheme::Fd => "",
         }
@@ -102,7 +106,10 @@ impl Scheme {
                 )
                 | (Scheme::UnixListen, "mode" | "backlog")
                 | (Scheme::Systemd, "proxy")
-                | (Scheme::Tcp, "retry" | "interval" | "proxy")
+                | (
+                    Scheme::Tcp,
+                    "retry" | "interval" | "proxy" | "socks5" | "connect" | "proxy-auth"
+                )
                 | (Scheme::Unix, "retry" | "interval")
         )
     }
@@ -300,6 +307,7 @@ fn parse_options<'a>(
 ) -> Result<RawOpts, String> {
     let mut opts = RawOpts::default();
     let mut seen: Vec<String> = Vec::new();
+    let mut proxy_auth: Option<String> = None;
     let takes = || {
         let help = scheme.option_help();
         if help.is_empty() {
@@ -328,6 +336,9 @@ fn parse_options<'a>(
                 "reuseport",
                 "ipv6only",
                 "proxy",
+                "socks5",
+                "connect",
+                "proxy-auth",
             ]
             .contains(&name.as_str());
             let what = if known {
@@ -398,7 +409,57 @@ fn parse_options<'a>(
                 opts.connect.interval =
                     Some(parse_duration(value).map_err(|e| format!("interval: {e}"))?);
             }
+            ("socks5" | "connect", value) => {
+                let kind = if name == "socks5" {
+                    outbound::Kind::Socks5
+                } else {
+                    outbound::Kind::Connect
+                };
+                if let Some(other) = &opts.connect.via {
+                    return Err(format!(
+                        "options '{}' and '{name}' do not combine: one proxy per connector",
+                        other.kind.option()
+                    ));
+                }
+                let expected =
+                    format!("expected {name}=PROXYHOST:PORT, e.g. {name}=127.0.0.1:1080");
+                let value = option_value(&name, value, &expected)?;
+                let (host, port) = split_host_port(value, "tcp", &expected)
+                    .map_err(|e| format!("option '{name}': {e}"))?;
+                let host = host.ok_or_else(|| format!("option '{name}': {expected}"))?;
+                let port =
+                    parse_port(port, &expected).map_err(|e| format!("option '{name}': {e}"))?;
+                if port == 0 {
+                    return Err(format!(
+                        "option '{name}': port 0 is no proxy's port; {expected}"
+                    ));
+                }
+                opts.connect.via = Some(outbound::Via {
+                    kind,
+                    host: host.to_string(),
+                    port,
+                    auth: None,
+                });
+            }
+            ("proxy-auth", value) => {
+                let value = option_value("proxy-auth", value, "expected proxy-auth=USER:PASS")?;
+                if !value.contains(':') {
+                    return Err("option 'proxy-auth' takes USER:PASS (no ':' found)".into());
+                }
+                proxy_auth = Some(value.to_string());
+            }
             _ => unreachable!("takes_option admitted an option with no parser"),
+        }
+    }
+    if let Some(auth) = proxy_auth {
+        match &mut opts.connect.via {
+            Some(via) => via.auth = Some(auth),
+            None => {
+                return Err(
+                    "option 'proxy-auth' needs socks5=PROXYHOST:PORT or connect=PROXYHOST:PORT"
+                        .into(),
+                )
+            }
         }
     }
     Ok(opts)
@@ -717,6 +778,16 @@ fn write_connect_opts(f: &mut fmt::Formatter<'_>, opts: &ConnectOpts) -> fmt::Re
     }
     if let Some(version) = opts.proxy {
         write!(f, ",proxy={version}")?;
+    }
+    if let Some(via) = &opts.via {
+        // The credentials stay out of what is shown.
+        write!(
+            f,
+            ",{}={}:{}",
+            via.kind.option(),
+            uri_host(&via.host),
+            via.port
+        )?;
     }
     Ok(())
 }

@@ -13,6 +13,7 @@
 mod grammar;
 mod listener;
 mod open;
+pub mod outbound;
 pub mod proxy;
 mod systemd;
 
@@ -33,7 +34,7 @@ pub struct FileOpts {
 
 /// Options of a connector (`tcp:`, `unix:`): reconnect attempts for a peer that is not up
 /// yet (`tcp:db:5432,retry=10,interval=500ms`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConnectOpts {
     /// Further attempts after the first one fails (0: try once).
     pub retry: u32,
@@ -41,6 +42,8 @@ pub struct ConnectOpts {
     pub interval: Option<Duration>,
     /// `proxy=v1|v2`: send a PROXY protocol header first (tcp: only).
     pub proxy: Option<proxy::Version>,
+    /// `socks5=HOST:PORT` / `connect=HOST:PORT`: reach the target through a proxy (tcp: only).
+    pub via: Option<outbound::Via>,
 }
 
 /// Options of a TCP listener beyond `backlog=`.

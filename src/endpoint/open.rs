@@ -19,6 +19,7 @@ use nix::sys::socket::{
 use nix::sys::stat::{umask, Mode};
 
 use super::listener::{format_sockaddr, is_listening, Listener, Socket, PROXY_DEADLINE};
+use super::outbound;
 use super::proxy::{self, Addresses};
 use super::{ConnectOpts, Endpoint, FileOpts, ListenOpts, UnixAddr, DEFAULT_IPV6ONLY};
 use crate::exit::{Interrupted, UsageError};
@@ -127,19 +128,61 @@ impl Endpoint {
     /// host is resolved once; `retry=N` makes N further attempts `interval` apart while the
     /// peer is not up yet (refused, no socket file, unreachable).
     pub fn connect(&self) -> anyhow::Result<OwnedFd> {
+        if let Endpoint::Tcp {
+            host,
+            port,
+            connect,
+        } = self
+        {
+            if let Some(via) = &connect.via {
+                return self.connect_via(via, host, *port, connect);
+            }
+        }
         let (addrs, opts) = self.connect_addrs()?;
+        self.connect_with_retry(&addrs, &opts)
+            .with_context(|| format!("cannot connect to {self}"))
+    }
+
+    /// `socks5=`/`connect=`: connect to the proxy (under `retry=N`), then its handshake
+    /// asks it for `host:port`, which the proxy resolves.
+    fn connect_via(
+        &self,
+        via: &outbound::Via,
+        host: &str,
+        port: u16,
+        opts: &ConnectOpts,
+    ) -> anyhow::Result<OwnedFd> {
+        // The target is not resolved here: the proxy resolves it.
+        let addrs: Vec<SockaddrStorage> = (via.host.as_str(), via.port)
+            .to_socket_addrs()
+            .with_context(|| format!("cannot resolve the {}", via.name()))?
+            .map(SockaddrStorage::from)
+            .collect();
+        if addrs.is_empty() {
+            bail!("cannot resolve the {}: no addresses", via.name());
+        }
+        let fd = self
+            .connect_with_retry(&addrs, opts)
+            .with_context(|| format!("cannot connect to the {} for {self}", via.name()))?;
+        outbound::handshake(fd.as_fd(), via, host, port, outbound::HANDSHAKE_DEADLINE)
+            .with_context(|| format!("cannot connect to {self}"))?;
+        Ok(fd)
+    }
+
+    fn connect_with_retry(
+        &self,
+        addrs: &[SockaddrStorage],
+        opts: &ConnectOpts,
+    ) -> io::Result<OwnedFd> {
         let mut attempt = 0;
         loop {
-            match connect_once(&addrs) {
+            match connect_once(addrs) {
                 Ok(fd) => return Ok(fd),
                 Err(errno) if attempt < opts.retry && is_retryable_connect(errno) => {
                     attempt += 1;
                     std::thread::sleep(opts.pause());
                 }
-                Err(errno) => {
-                    return Err(io::Error::from(errno))
-                        .with_context(|| format!("cannot connect to {self}"))
-                }
+                Err(errno) => return Err(io::Error::from(errno)),
             }
         }
     }
@@ -154,6 +197,13 @@ impl Endpoint {
                 port,
                 connect,
             } => {
+                if let Some(via) = &connect.via {
+                    bail!(
+                        "cannot connect to {self}: a connection through a {} is made by \
+                         pipe and tee, not yet by relay",
+                        via.kind.option()
+                    );
+                }
                 let addrs: Vec<SockaddrStorage> = (host.as_str(), *port)
                     .to_socket_addrs()
                     .with_context(|| format!("cannot resolve {self}"))?
@@ -162,7 +212,7 @@ impl Endpoint {
                 if addrs.is_empty() {
                     bail!("cannot resolve {self}: no addresses");
                 }
-                Ok((addrs, *connect))
+                Ok((addrs, connect.clone()))
             }
             Endpoint::Unix { addr, connect } => {
                 let sockaddr = match addr {
@@ -176,7 +226,7 @@ impl Endpoint {
                     SockaddrStorage::from_raw(sockaddr.as_ptr().cast(), Some(sockaddr.len()))
                 }
                 .ok_or_else(|| anyhow!("cannot connect to {self}: bad socket address"))?;
-                Ok((vec![storage], *connect))
+                Ok((vec![storage], connect.clone()))
             }
             _ => Err(anyhow!(
                 "cannot connect to {self}: only tcp: and unix: endpoints connect"

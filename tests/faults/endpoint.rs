@@ -287,6 +287,7 @@ mod uri_properties {
             retry,
             interval: ms.map(std::time::Duration::from_millis),
             proxy: None,
+            via: None,
         })
     }
 

@@ -299,6 +299,7 @@ fn connectors_take_retry_and_interval() {
                 retry: 5,
                 interval: Some(Duration::from_millis(250)),
                 proxy: None,
+                via: None,
             },
         }
     );
@@ -495,4 +496,30 @@ fn systemd_scheme() {
         &["'backlog' does not apply to systemd"],
     );
     err("systemdd:", &["did you mean 'systemd'"]);
+}
+
+#[test]
+fn socks5_and_connect_parse_and_show_without_credentials() {
+    let ep = parse("tcp:localhost:22,socks5=127.0.0.1:1080,proxy-auth=u:p").unwrap();
+    let Endpoint::Tcp { connect, .. } = &ep else {
+        panic!("{ep:?}")
+    };
+    let via = connect.via.as_ref().unwrap();
+    assert_eq!(via.kind, crate::endpoint::outbound::Kind::Socks5);
+    assert_eq!((via.host.as_str(), via.port), ("127.0.0.1", 1080));
+    assert_eq!(via.auth.as_deref(), Some("u:p"));
+    assert_eq!(ep.to_string(), "tcp:localhost:22,socks5=127.0.0.1:1080");
+    let ep = parse("tcp:[::1]:22,CONNECT=[::1]:3128").unwrap();
+    assert_eq!(ep.to_string(), "tcp:[::1]:22,connect=[::1]:3128");
+    for bad in [
+        "tcp:h:1,socks5=127.0.0.1",
+        "tcp:h:1,socks5=127.0.0.1:0",
+        "tcp:h:1,socks5=",
+        "tcp:h:1,socks5=127.0.0.1:1,connect=127.0.0.1:2",
+        "tcp:h:1,proxy-auth=u:p",
+        "tcp:h:1,socks5=127.0.0.1:1,proxy-auth=nocolon",
+        "tcp-listen:1,connect=127.0.0.1:1",
+    ] {
+        assert!(parse(bad).is_err(), "{bad}");
+    }
 }
