@@ -3,6 +3,7 @@
 //! signal state. Imports nothing of the crate.
 
 pub mod fdkind;
+pub mod ktls;
 pub mod pipe;
 pub mod process;
 pub mod socket;
