@@ -78,6 +78,71 @@ pub fn cipher_or_refusal(version: u16, suite: &str) -> Result<KernelCipher, Errn
     kernel_cipher(version, suite).ok_or(Errno::EOPNOTSUPP)
 }
 
+/// The direction whose key is handed to the kernel (`TLS_TX`, `TLS_RX` of <linux/tls.h>).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Send,
+    Receive,
+}
+
+impl Direction {
+    fn option(self) -> libc::c_int {
+        match self {
+            Direction::Send => 1,
+            Direction::Receive => 2,
+        }
+    }
+}
+
+/// The bytes of a `tls12_crypto_info_*` for one direction: the header (version and cipher
+/// type, native endian), then iv, key, salt and the record sequence (big endian, as on the
+/// wire). `nonce` is the 12-byte IV TLS derives (what rustls' extracted secrets call `iv`):
+/// for AES-GCM its first 4 bytes are the kernel's salt and the last 8 its iv; ChaCha20 takes
+/// all 12 as iv. EINVAL when a key or nonce has the wrong length for the cipher.
+pub fn crypto_info(
+    version: u16,
+    cipher: KernelCipher,
+    key: &[u8],
+    nonce: &[u8],
+    seq: u64,
+) -> Result<Vec<u8>, Errno> {
+    let (iv_len, key_len, salt_len, seq_len) = cipher.field_sizes();
+    if key.len() != key_len || nonce.len() != iv_len + salt_len {
+        return Err(Errno::EINVAL);
+    }
+    let (salt, iv) = nonce.split_at(salt_len);
+    let mut info = Vec::with_capacity(4 + iv_len + key_len + salt_len + seq_len);
+    info.extend_from_slice(&version.to_ne_bytes());
+    info.extend_from_slice(&cipher.cipher_type().to_ne_bytes());
+    info.extend_from_slice(iv);
+    info.extend_from_slice(key);
+    info.extend_from_slice(salt);
+    info.extend_from_slice(&seq.to_be_bytes());
+    Ok(info)
+}
+
+/// setsockopt(SOL_TLS, TLS_TX or TLS_RX, `info`): hands one direction's record layer to
+/// the kernel, on a socket with the `tls` ULP attached. Without it the socket answers
+/// ENOPROTOOPT and is unchanged.
+pub fn hand_keys(fd: BorrowedFd<'_>, direction: Direction, info: &[u8]) -> Result<(), Errno> {
+    loop {
+        // SAFETY: the kernel reads info.len() bytes from a valid slice.
+        let ret = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_TLS,
+                direction.option(),
+                info.as_ptr().cast(),
+                info.len() as libc::socklen_t,
+            )
+        };
+        match Errno::result(ret) {
+            Err(Errno::EINTR) => {}
+            other => return other.map(drop),
+        }
+    }
+}
+
 /// Whether the kernel lists `tls` among its upper-layer protocols (a kernel built with
 /// CONFIG_TLS and the module loaded; `modprobe tls` loads it). Unreadable means no.
 pub fn ulp_offered() -> bool {
@@ -199,5 +264,67 @@ mod tests {
         let (_server, _) = listener.accept().unwrap();
         let errno = attach_tls_ulp(client.as_fd()).unwrap_err();
         assert_eq!(errno, Errno::ENOENT, "{AVAILABLE_ULP} does not list tls");
+    }
+
+    #[test]
+    fn crypto_info_lays_out_the_nonce_key_and_sequence_as_linux_tls_h() {
+        let key: Vec<u8> = (0..16).collect();
+        let nonce: Vec<u8> = (100..112).collect();
+        let info = crypto_info(TLS_1_3, KernelCipher::AesGcm128, &key, &nonce, 7).unwrap();
+        assert_eq!(info.len(), 40);
+        assert_eq!(&info[..2], &TLS_1_3.to_ne_bytes());
+        assert_eq!(&info[2..4], &51u16.to_ne_bytes());
+        assert_eq!(&info[4..12], &nonce[4..], "iv: the nonce after the salt");
+        assert_eq!(&info[12..28], &key[..]);
+        assert_eq!(
+            &info[28..32],
+            &nonce[..4],
+            "salt: the nonce's first 4 bytes"
+        );
+        assert_eq!(&info[32..], &7u64.to_be_bytes());
+
+        let key: Vec<u8> = (0..32).collect();
+        let info = crypto_info(TLS_1_2, KernelCipher::Chacha20Poly1305, &key, &nonce, 1).unwrap();
+        assert_eq!(info.len(), 56);
+        assert_eq!(
+            &info[4..16],
+            &nonce[..],
+            "ChaCha20: the whole nonce is the iv"
+        );
+        assert_eq!(&info[16..48], &key[..]);
+        assert_eq!(&info[48..], &1u64.to_be_bytes());
+
+        assert_eq!(
+            crypto_info(TLS_1_3, KernelCipher::AesGcm256, &key[..16], &nonce, 0),
+            Err(Errno::EINVAL),
+            "a 128-bit key for AES-256"
+        );
+        assert_eq!(
+            crypto_info(TLS_1_3, KernelCipher::AesGcm128, &key[..16], &nonce[..8], 0),
+            Err(Errno::EINVAL),
+            "a short nonce"
+        );
+    }
+
+    /// A key handed to a socket without the `tls` ULP is refused and moves nothing: the
+    /// socket still carries plain bytes both ways afterwards.
+    #[test]
+    fn keys_handed_without_the_ulp_are_refused_and_the_socket_is_unchanged() {
+        use std::io::{Read, Write};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        let info = crypto_info(TLS_1_3, KernelCipher::AesGcm128, &[1; 16], &[2; 12], 0).unwrap();
+        for direction in [Direction::Send, Direction::Receive] {
+            assert_eq!(
+                hand_keys(client.as_fd(), direction, &info),
+                Err(Errno::ENOPROTOOPT),
+                "{direction:?}"
+            );
+        }
+        client.write_all(b"plain").unwrap();
+        let mut got = [0u8; 5];
+        server.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"plain");
     }
 }
