@@ -15,4 +15,5 @@ mod parallel;
 mod pipe;
 mod relay;
 mod tee;
+mod udp;
 mod ux;

@@ -163,6 +163,19 @@ exactly this mode (the umask is set for the bind; nothing is chmod\-ed by path);
 \fBbacklog=\fIN\fR. (\fBproxy\fR, \fBreuseport\fR and \fBipv6only\fR are TCP options:
 usage errors here.)
 .TP
+\fBudp:\fIHOST\fB:\fIPORT\fR
+a connected UDP socket. As a sink, each read of the source becomes one datagram (at most
+65,507 bytes: a slow writer's lines stay whole); as a source, each datagram's payload in
+order of arrival, and an empty datagram is the end. Moved by userspace only (never
+splice: it would cut datagrams anywhere). \fBrelay\fR takes no UDP endpoint yet (usage
+error).
+.TP
+\fBudp\-listen:\fR[\fIHOST\fB:\fR]\fIPORT\fR
+bind a UDP socket (127.0.0.1 unless \fIHOST\fR is given; announced like
+\fBtcp\-listen:\fR) and receive: the first peer that sends is the only one heard
+(as \fBnc \-u \-l\fR); an empty datagram or a signal ends it. A source only: as a
+sink it is a usage error.
+.TP
 \fBsystemd:\fR, \fBsystemd:\fINAME\fR
 socket activation (\fBsd_listen_fds\fR(3)): the listening sockets systemd passed
 (\fBLISTEN_FDS\fR, from fd 3, for this process by \fBLISTEN_PID\fR), all of them or those

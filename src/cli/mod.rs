@@ -155,7 +155,7 @@ pub struct PipeArgs {
     #[arg(default_value = "-", value_parser = parse_source)]
     pub src: Endpoint,
     /// Where the bytes go (default: stdout).
-    #[arg(default_value = "-", value_parser = parse_endpoint)]
+    #[arg(default_value = "-", value_parser = parse_sink)]
     pub dst: Endpoint,
 }
 
@@ -261,7 +261,7 @@ pub struct TeeArgs {
     #[arg(value_parser = parse_source)]
     pub src: Endpoint,
     /// Where they all go; listeners each accept one connection before data flows.
-    #[arg(required = true, value_parser = parse_endpoint)]
+    #[arg(required = true, value_parser = parse_sink)]
     pub dst: Vec<Endpoint>,
     /// When a sink fails: stop everything (exit 1, naming it; stdout's reader going away
     /// is a quiet 141), or drop that sink and keep feeding the others (still exit 1 at the
@@ -319,10 +319,10 @@ fn on_error(on_error: Option<OnErrorArg>, output_error: Option<OutputErrorArg>) 
 #[derive(Debug, Args)]
 pub struct RelayArgs {
     /// One side: a listener, a connector, `-` or fd:N.
-    #[arg(value_parser = parse_endpoint)]
+    #[arg(value_parser = parse_relay_side)]
     pub a: Endpoint,
     /// The other side.
-    #[arg(value_parser = parse_endpoint)]
+    #[arg(value_parser = parse_relay_side)]
     pub b: Endpoint,
     /// Serve one connection, then exit.
     #[arg(long)]
@@ -367,6 +367,27 @@ fn parse_source(arg: &str) -> Result<Endpoint, String> {
     let endpoint = parse_endpoint(arg)?;
     check_source(arg, &endpoint)?;
     Ok(endpoint)
+}
+
+/// A sink endpoint: one that can only receive (`udp-listen:`) is refused before anything
+/// is opened.
+fn parse_sink(arg: &str) -> Result<Endpoint, String> {
+    let endpoint = parse_endpoint(arg)?;
+    match endpoint.source_only() {
+        Some(why) => Err(format!("'{arg}' cannot be a sink: {why}")),
+        None => Ok(endpoint),
+    }
+}
+
+/// A side of `relay`: a stream. Datagram endpoints (`udp:`, `udp-listen:`) do not relay yet.
+fn parse_relay_side(arg: &str) -> Result<Endpoint, String> {
+    let endpoint = parse_endpoint(arg)?;
+    match endpoint {
+        Endpoint::Udp { .. } | Endpoint::UdpListen { .. } => Err(format!(
+            "'{arg}': relay moves streams; udp endpoints work with pipe and tee for now"
+        )),
+        _ => Ok(endpoint),
+    }
 }
 
 fn check_source(arg: &str, endpoint: &Endpoint) -> Result<(), String> {
@@ -546,6 +567,7 @@ fn stream_kind(e: &Endpoint, source: bool) -> &'static str {
         Endpoint::Tcp { .. } | Endpoint::TcpListen { .. } => "a TCP socket",
         Endpoint::Unix { .. } | Endpoint::UnixListen { .. } => "a unix socket",
         Endpoint::Systemd { .. } => "a socket passed by systemd",
+        Endpoint::Udp { .. } | Endpoint::UdpListen { .. } => "a UDP socket",
     }
 }
 

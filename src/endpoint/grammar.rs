@@ -39,8 +39,11 @@ const SCHEMES: &[&str] = &[
     "unix",
     "unix-listen",
     "systemd",
+    "udp",
+    "udp-listen",
     "tcp-l",
     "unix-l",
+    "udp-l",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +55,8 @@ enum Scheme {
     Unix,
     UnixListen,
     Systemd,
+    Udp,
+    UdpListen,
 }
 
 impl Scheme {
@@ -64,6 +69,8 @@ impl Scheme {
             "unix" => Scheme::Unix,
             "unix-listen" | "unix-l" => Scheme::UnixListen,
             "systemd" => Scheme::Systemd,
+            "udp" => Scheme::Udp,
+            "udp-listen" | "udp-l" => Scheme::UdpListen,
             _ => return None,
         })
     }
@@ -77,6 +84,8 @@ impl Scheme {
             Scheme::Unix => "unix",
             Scheme::UnixListen => "unix-listen",
             Scheme::Systemd => "systemd",
+            Scheme::Udp => "udp",
+            Scheme::UdpListen => "udp-listen",
         }
     }
 
@@ -92,7 +101,7 @@ impl Scheme {
                  proxy-auth=USER:PASS"
             }
             Scheme::Unix => "retry=N, interval=DURATION",
-            Scheme::Fd => "",
+            Scheme::Fd | Scheme::Udp | Scheme::UdpListen => "",
         }
     }
 
@@ -221,6 +230,24 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
                 backlog: opts.backlog,
             })
         }
+        Scheme::Udp => {
+            let expected = "expected udp:HOST:PORT";
+            let (host, port) = split_host_port(address, "udp", expected)?;
+            let host = host.ok_or_else(|| format!("missing HOST; {expected}"))?;
+            let port = parse_port(port, expected)?;
+            if port == 0 {
+                return Err(format!(
+                    "port 0 is not a port to send to; {expected} with PORT 1-65535"
+                ));
+            }
+            Ok(Endpoint::Udp { host, port })
+        }
+        Scheme::UdpListen => {
+            let expected = "expected udp-listen:[HOST:]PORT";
+            let (host, port) = split_host_port(address, "udp-listen", expected)?;
+            let port = parse_port(port, expected)?;
+            Ok(Endpoint::UdpListen { host, port })
+        }
         Scheme::Systemd => {
             let name = match address {
                 "" => None,
@@ -267,7 +294,9 @@ fn unknown_scheme_message(word: &str, arg: &str) -> String {
         .filter(|(distance, s)| *distance <= 2 && *distance < s.len().max(lower.len()));
     let hint = match nearest {
         Some((_, s)) => format!("did you mean '{s}'?"),
-        None => "known schemes: fd, file, tcp, tcp-listen, unix, unix-listen, systemd".to_string(),
+        None => "known schemes: fd, file, tcp, tcp-listen, unix, unix-listen, systemd, udp, \
+                 udp-listen"
+            .to_string(),
     };
     format!(
         "unknown scheme '{word}' ({hint}); to name a file called '{arg}', \
@@ -587,7 +616,7 @@ fn split_host_port<'a>(
     }
     match address.matches(':').count() {
         // Only a listener may leave out the host.
-        0 if scheme == "tcp-listen" => Ok((None, address)),
+        0 if matches!(scheme, "tcp-listen" | "udp-listen") => Ok((None, address)),
         0 => Err(format!("missing PORT; {expected}")),
         1 => {
             let (host, port) = address.split_once(':').unwrap_or_default();
@@ -739,6 +768,14 @@ impl fmt::Display for Endpoint {
                     f.write_str(",proxy")?;
                 }
                 Ok(())
+            }
+            Endpoint::Udp { host, port } => write!(f, "udp:{}:{port}", uri_host(host)),
+            Endpoint::UdpListen { host, port } => {
+                f.write_str("udp-listen:")?;
+                if let Some(host) = host {
+                    write!(f, "{}:", uri_host(host))?;
+                }
+                write!(f, "{port}")
             }
             Endpoint::Systemd { name, proxy } => {
                 write!(f, "systemd:{}", name.as_deref().unwrap_or(""))?;

@@ -16,6 +16,7 @@ mod open;
 pub mod outbound;
 pub mod proxy;
 mod systemd;
+mod udp;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -115,6 +116,17 @@ pub enum Endpoint {
         name: Option<String>,
         proxy: bool,
     },
+    /// `udp:HOST:PORT`: a connected UDP socket; each chunk written is one datagram.
+    Udp {
+        host: String,
+        port: u16,
+    },
+    /// `udp-listen:[HOST:]PORT`: a bound UDP socket (127.0.0.1 when no HOST); as a source it
+    /// takes the datagrams of the first peer that sends one (nc -u -l).
+    UdpListen {
+        host: Option<String>,
+        port: u16,
+    },
 }
 
 impl Endpoint {
@@ -125,6 +137,18 @@ impl Endpoint {
             Endpoint::File { opts, .. } if opts.append => Some("append"),
             Endpoint::File { opts, .. } if opts.excl => Some("excl"),
             Endpoint::File { opts, .. } if opts.mode.is_some() => Some("mode="),
+            _ => None,
+        }
+    }
+
+    /// An endpoint that can only be a source, named for a usage error when it is a sink:
+    /// `udp-listen:` has no peer to send to until one sends first.
+    pub fn source_only(&self) -> Option<&'static str> {
+        match self {
+            Endpoint::UdpListen { .. } => Some(
+                "udp-listen: only receives in pipe (it has no peer to send to); \
+                 send with udp:HOST:PORT",
+            ),
             _ => None,
         }
     }
@@ -167,6 +191,8 @@ impl Endpoint {
             Endpoint::Unix { .. } => "unix",
             Endpoint::UnixListen { .. } => "unix-listen",
             Endpoint::Systemd { .. } => "systemd",
+            Endpoint::Udp { .. } => "udp",
+            Endpoint::UdpListen { .. } => "udp-listen",
         }
     }
 }

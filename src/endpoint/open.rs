@@ -98,6 +98,19 @@ impl Endpoint {
             Endpoint::Tcp { .. } | Endpoint::Unix { .. } => {
                 self.connect_carrying(origin).map(plain)
             }
+            Endpoint::Udp { host, port } => super::udp::connect(host, *port)
+                .with_context(|| format!("cannot connect to {self}"))
+                .map(plain),
+            Endpoint::UdpListen { host, port } => {
+                let fd = super::udp::bind(host.as_deref(), *port)
+                    .with_context(|| format!("cannot listen on {self}"))?;
+                if role == Role::Sink {
+                    bail!("{self}: {}", self.source_only().unwrap_or("not a sink"));
+                }
+                super::udp::await_first_peer(&fd)
+                    .with_context(|| format!("cannot receive on {self}"))?;
+                Ok(plain(fd))
+            }
             Endpoint::TcpListen { .. } | Endpoint::UnixListen { .. } | Endpoint::Systemd { .. } => {
                 unreachable!("listeners accept in open_carrying")
             }
@@ -599,6 +612,7 @@ pub fn predict(endpoint: &Endpoint, role: Role) -> std::io::Result<FdInfo> {
             }),
             Err(e) => Err(e.into()),
         },
+        Endpoint::Udp { .. } | Endpoint::UdpListen { .. } => Ok(FdInfo::assumed(FdKind::Datagram)),
         _ => Ok(FdInfo::assumed(FdKind::Socket)),
     }
 }

@@ -24,6 +24,11 @@ pub fn can_take(path: DataPath, src: &FdInfo, dst: &FdInfo) -> Result<(), String
         DataPath::Reflink => bad("reflink is only for `zerocat copy`"),
         DataPath::Sendfile if src.kind != FdKind::File => bad("it needs a regular file as source"),
         DataPath::Tee => bad("tee(2) is for one-to-many: `zerocat tee`"),
+        DataPath::Splice | DataPath::Sendfile
+            if src.kind == FdKind::Datagram || dst.kind == FdKind::Datagram =>
+        {
+            bad("a datagram socket keeps its datagrams' bounds only through userspace")
+        }
         _ => Ok(()),
     }
 }
@@ -84,6 +89,8 @@ pub fn chain(src: &FdInfo, dst: &FdInfo, via: Via) -> Result<Vec<DataPath>, Stri
     }
     can_take(DataPath::Userspace, src, dst)?;
     let fast: &[DataPath] = match (src.kind, dst.kind) {
+        // A datagram is one read and one write: only userspace keeps its bounds.
+        (Datagram, _) | (_, Datagram) => &[],
         (File, File) => &[DataPath::CopyFileRange, DataPath::Splice],
         (Pipe, _) | (_, Pipe) => &[DataPath::Splice],
         (File, Socket | CharDevice) => &[DataPath::Sendfile, DataPath::Splice],

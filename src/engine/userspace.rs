@@ -14,9 +14,23 @@ use crate::sys;
 /// Large enough to take a grown pipe's whole content in one read.
 pub const BUFFER_SIZE: usize = 1 << 20;
 
+/// The largest UDP payload over IPv4 (65,535 - 8 UDP - 20 IP header bytes).
+pub const DATAGRAM_MAX: usize = 65_507;
+
 /// Moves bytes with read/write until EOF or `limit` bytes.
 pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
-    copy_with(src, dst, meter, limit, None)
+    copy_with(src, dst, meter, limit, None, BUFFER_SIZE)
+}
+
+/// [`copy_upto`] into a datagram socket: each read (at most [`DATAGRAM_MAX`] bytes) is
+/// written as one datagram.
+pub fn copy_datagrams(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    meter: &Meter,
+    limit: u64,
+) -> Outcome {
+    copy_with(src, dst, meter, limit, None, DATAGRAM_MAX)
 }
 
 /// The zero-detecting block of `--sparse=always`: whole filesystem blocks become holes.
@@ -34,7 +48,7 @@ pub fn copy_skipping_zeros(
     limit: u64,
     skipped: &mut u64,
 ) -> Outcome {
-    copy_with(src, dst, meter, limit, Some(skipped))
+    copy_with(src, dst, meter, limit, Some(skipped), BUFFER_SIZE)
 }
 
 /// The one read/write loop of both: with `skipped`, blocks of zeros are seeked over.
@@ -44,8 +58,9 @@ fn copy_with(
     meter: &Meter,
     limit: u64,
     mut skipped: Option<&mut u64>,
+    buffer_size: usize,
 ) -> Outcome {
-    let mut buf = vec![0u8; chunk(limit, BUFFER_SIZE)];
+    let mut buf = vec![0u8; chunk(limit, buffer_size)];
     let mut written = 0u64;
     let mut zeros = 0u64;
     loop {

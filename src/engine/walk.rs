@@ -11,6 +11,7 @@ use super::{
 };
 use crate::engine::meter::Meter;
 use crate::sys;
+use crate::sys::fdkind::FdKind;
 use crate::sys::pipe::OwnPipe;
 
 /// Walks `chain` until a path ends or fails. Returns what ran, and the failure if any.
@@ -163,6 +164,9 @@ fn run_path(
         }
         DataPath::Sendfile => sendfile::copy_upto(ends.src, ends.dst, meter, limit),
         DataPath::Splice => splice::copy_upto(ends, middle, meter, limit),
+        DataPath::Userspace if ends.dst_info.kind == FdKind::Datagram => {
+            userspace::copy_datagrams(ends.src, ends.dst, meter, limit)
+        }
         DataPath::Userspace => userspace::copy_upto(ends.src, ends.dst, meter, limit),
         DataPath::Tee => unreachable!("{path} is not a one-to-one path"),
     }

@@ -13,6 +13,9 @@ pub enum FdKind {
     /// A pipe or a FIFO.
     Pipe,
     Socket,
+    /// A datagram socket (UDP): each write is one datagram, each read one datagram's
+    /// payload. Only userspace moves it: splice would cut datagrams where it pleases.
+    Datagram,
     /// A terminal.
     Tty,
     /// Any other character device: /dev/null, /dev/full, /dev/zero…
@@ -27,6 +30,7 @@ impl FdKind {
             FdKind::File => "file",
             FdKind::Pipe => "pipe",
             FdKind::Socket => "socket",
+            FdKind::Datagram => "datagram",
             FdKind::Tty => "tty",
             FdKind::CharDevice => "chardev",
             FdKind::Directory => "dir",
@@ -72,6 +76,12 @@ impl FdInfo {
         let flags = OFlag::from_bits_truncate(fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL)?);
         if info.kind == FdKind::CharDevice && nix::unistd::isatty(fd.as_raw_fd()).unwrap_or(false) {
             info.kind = FdKind::Tty;
+        }
+        if info.kind == FdKind::Socket
+            && nix::sys::socket::getsockopt(&fd, nix::sys::socket::sockopt::SockType)
+                == Ok(nix::sys::socket::SockType::Datagram)
+        {
+            info.kind = FdKind::Datagram;
         }
         info.append = flags.contains(OFlag::O_APPEND);
         info.nonblocking = flags.contains(OFlag::O_NONBLOCK);

@@ -70,6 +70,10 @@ const VALID: &[&str] = &[
     "unix-listen:/run/x.sock,mode=0600,backlog=4",
     "unix-l:@abstract",
     "unix-listen:@n,backlog=1",
+    "udp:127.0.0.1:53",
+    "UDP:[::1]:9",
+    "udp-listen:0",
+    "udp-l:[::1]:5000",
 ];
 
 #[test]
@@ -196,6 +200,8 @@ fn display_is_canonical() {
         "unix-listen:@n,backlog=3"
     );
     assert_eq!(ok("a,b").to_string(), "a,b");
+    assert_eq!(ok("UDP-L:7").to_string(), "udp-listen:7");
+    assert_eq!(ok("udp:[::1]:7").to_string(), "udp:[::1]:7");
     assert_eq!("fd:7".parse::<Endpoint>(), Ok(Endpoint::Fd(7)));
 }
 

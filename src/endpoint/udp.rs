@@ -1,0 +1,98 @@
+//! UDP endpoints: `udp:HOST:PORT` is a connected datagram socket; `udp-listen:[HOST:]PORT`
+//! binds, announces itself like a stream listener, and (as a source) connects to the first
+//! peer that sends, so the kernel drops the datagrams of any other (nc -u -l).
+
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use anyhow::{anyhow, Context};
+use nix::errno::Errno;
+use nix::sys::socket::{
+    self, AddressFamily, MsgFlags, SockFlag, SockType, SockaddrLike, SockaddrStorage,
+};
+
+use super::listener::format_sockaddr;
+
+/// The host `udp-listen:` binds when the URI names none: never expose a port by default.
+const DEFAULT_LISTEN_HOST: &str = "127.0.0.1";
+
+fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+    let addrs: Vec<SocketAddr> = (host, port).to_socket_addrs()?.collect();
+    if addrs.is_empty() {
+        return Err(io::Error::new(io::ErrorKind::NotFound, "no addresses"));
+    }
+    Ok(addrs)
+}
+
+fn datagram_socket(addr: &SocketAddr) -> Result<OwnedFd, Errno> {
+    let family = if addr.is_ipv4() {
+        AddressFamily::Inet
+    } else {
+        AddressFamily::Inet6
+    };
+    socket::socket(family, SockType::Datagram, SockFlag::SOCK_CLOEXEC, None)
+}
+
+/// A UDP socket connected to the first address of `host` that takes it.
+pub(super) fn connect(host: &str, port: u16) -> anyhow::Result<OwnedFd> {
+    let mut last = Errno::EADDRNOTAVAIL;
+    for addr in resolve(host, port)? {
+        let fd = datagram_socket(&addr)?;
+        match socket::connect(fd.as_raw_fd(), &SockaddrStorage::from(addr)) {
+            Ok(()) => return Ok(fd),
+            Err(e) => last = e,
+        }
+    }
+    Err(io::Error::from(last).into())
+}
+
+/// A bound UDP socket, announced as `zerocat: listening on ADDR` (port 0 picks one).
+pub(super) fn bind(host: Option<&str>, port: u16) -> anyhow::Result<OwnedFd> {
+    let host = host.unwrap_or(DEFAULT_LISTEN_HOST);
+    let addr = *resolve(host, port)?
+        .first()
+        .ok_or_else(|| anyhow!("no address"))?;
+    let fd = datagram_socket(&addr)?;
+    socket::bind(fd.as_raw_fd(), &SockaddrStorage::from(addr))?;
+    let local: SockaddrStorage = socket::getsockname(fd.as_raw_fd())?;
+    let shown = format_sockaddr(&local).unwrap_or_else(|| addr.to_string());
+    eprintln!("zerocat: listening on {shown}");
+    Ok(fd)
+}
+
+/// Wait for the first datagram (left queued for the copy to read) and connect to its
+/// sender: from then on the socket takes only that peer's datagrams.
+pub(super) fn await_first_peer(fd: &OwnedFd) -> anyhow::Result<()> {
+    let peer = peek_peer(fd)?;
+    socket::connect(fd.as_raw_fd(), &peer).context("cannot connect to the first peer")?;
+    Ok(())
+}
+
+fn peek_peer(fd: &OwnedFd) -> anyhow::Result<SockaddrStorage> {
+    let mut byte = [0u8; 1];
+    loop {
+        let mut iov = [io::IoSliceMut::new(&mut byte)];
+        match socket::recvmsg::<SockaddrStorage>(
+            fd.as_raw_fd(),
+            &mut iov,
+            None,
+            MsgFlags::MSG_PEEK | MsgFlags::MSG_TRUNC,
+        ) {
+            Ok(msg) => {
+                return msg
+                    .address
+                    .filter(|a| a.family().is_some())
+                    .ok_or_else(|| anyhow!("a datagram came with no sender address"))
+            }
+            Err(Errno::EINTR) if !crate::sys::process::interrupted() => {}
+            Err(Errno::EINTR) => {
+                return Err(crate::exit::Interrupted(
+                    "interrupted while waiting for a datagram".into(),
+                )
+                .into())
+            }
+            Err(e) => return Err(io::Error::from(e).into()),
+        }
+    }
+}
