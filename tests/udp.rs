@@ -55,6 +55,24 @@ fn a_file_into_udp_is_one_datagram_per_read_of_at_most_65507_bytes() {
 }
 
 #[test]
+fn size_caps_each_datagram() {
+    let payload = data(10_000);
+    let (socket, dst) = udp_sink();
+    let rig = Rig::new();
+    let src = rig.file("src.bin", &payload);
+    let dst = format!("{dst},SIZE=1400");
+    let run = rig.args(["pipe", &src, &dst]).run();
+    run.assert_code(0, "pipe file udp,size=1400");
+    run.assert_final_path("userspace", "pipe file udp,size=1400");
+    let got = datagrams(&socket, payload.len());
+    let sizes: Vec<usize> = got.iter().map(Vec::len).collect();
+    let mut want = vec![1400; 7];
+    want.push(10_000 - 7 * 1400);
+    assert_eq!(sizes, want, "datagram sizes");
+    assert_bytes_eq(&got.concat(), &payload, "pipe file udp,size=1400");
+}
+
+#[test]
 fn stdin_lines_into_udp_keep_their_bounds() {
     // A slow writer: each write reaches zerocat as its own read, so its own datagram.
     let line = b"0123456789abcdef\n".to_vec();
@@ -204,6 +222,10 @@ fn bad_udp_arguments_are_usage_errors_naming_the_argument() {
         ["pipe", "-", "udp-listen:0"],
         ["relay", "tcp-listen:0", "udp:127.0.0.1:9"],
         ["pipe", "-", "UDP:127.0.0.1:x"],
+        ["pipe", "-", "udp:127.0.0.1:9,size=0"],
+        ["pipe", "-", "udp:127.0.0.1:9,size=65508"],
+        ["pipe", "-", "udp:127.0.0.1:9,size"],
+        ["pipe", "-", "udp:127.0.0.1:9,backlog=3"],
     ] {
         let out = run({
             let mut c = zerocat();

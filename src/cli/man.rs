@@ -167,7 +167,8 @@ usage errors here.)
 a connected UDP socket. As a sink, each read of the source becomes one datagram (at most
 65,507 bytes: a slow writer's lines stay whole); as a source, each datagram's payload in
 order of arrival, and an empty datagram is the end. Moved by userspace only (never
-splice: it would cut datagrams anywhere). \fBrelay\fR takes no UDP endpoint yet (usage
+splice: it would cut datagrams anywhere). Option: \fBsize=\fIN\fR, the largest
+datagram sent (1\-65507; a read is at most that long). \fBrelay\fR takes no UDP endpoint yet (usage
 error).
 .TP
 \fBudp\-listen:\fR[\fIHOST\fB:\fR]\fIPORT\fR

@@ -13,7 +13,11 @@ use crate::sys::fdkind::FdInfo;
 
 /// What an opened endpoint's fd is.
 pub fn inspect(fd: BorrowedFd<'_>, endpoint: &Endpoint) -> anyhow::Result<FdInfo> {
-    FdInfo::of(fd).with_context(|| format!("cannot inspect '{endpoint}'"))
+    let info = FdInfo::of(fd).with_context(|| format!("cannot inspect '{endpoint}'"))?;
+    Ok(FdInfo {
+        datagram_size: endpoint.datagram_size(),
+        ..info
+    })
 }
 
 /// What an endpoint's fd would be, opening nothing: for `--explain`.

@@ -101,7 +101,8 @@ impl Scheme {
                  proxy-auth=USER:PASS"
             }
             Scheme::Unix => "retry=N, interval=DURATION",
-            Scheme::Fd | Scheme::Udp | Scheme::UdpListen => "",
+            Scheme::Udp => "size=N (the largest datagram, 1-65507)",
+            Scheme::Fd | Scheme::UdpListen => "",
         }
     }
 
@@ -120,6 +121,7 @@ impl Scheme {
                     "retry" | "interval" | "proxy" | "socks5" | "connect" | "proxy-auth"
                 )
                 | (Scheme::Unix, "retry" | "interval")
+                | (Scheme::Udp, "size")
         )
     }
 }
@@ -133,6 +135,7 @@ struct RawOpts {
     backlog: Option<i32>,
     listen: ListenOpts,
     connect: ConnectOpts,
+    size: Option<u32>,
 }
 
 /// Parse one endpoint argument. Pure: opens nothing.
@@ -240,7 +243,11 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
                     "port 0 is not a port to send to; {expected} with PORT 1-65535"
                 ));
             }
-            Ok(Endpoint::Udp { host, port })
+            Ok(Endpoint::Udp {
+                host,
+                port,
+                size: opts.size,
+            })
         }
         Scheme::UdpListen => {
             let expected = "expected udp-listen:[HOST:]PORT";
@@ -365,6 +372,7 @@ fn parse_options<'a>(
                 "reuseport",
                 "ipv6only",
                 "proxy",
+                "size",
                 "socks5",
                 "connect",
                 "proxy-auth",
@@ -431,6 +439,14 @@ fn parse_options<'a>(
             }
             ("mode", value) => opts.mode = Some(parse_mode(value)?),
             ("backlog", value) => opts.backlog = Some(parse_backlog(value)?),
+            ("size", value) => {
+                opts.size = Some(option_number(
+                    "size",
+                    value,
+                    "expected size=N with N from 1 to 65507 (the largest UDP payload)",
+                    |n: &u32| (1..=65_507).contains(n),
+                )?)
+            }
             ("retry", value) => opts.connect.retry = parse_retry(value)?,
             ("interval", value) => {
                 let value =
@@ -769,7 +785,13 @@ impl fmt::Display for Endpoint {
                 }
                 Ok(())
             }
-            Endpoint::Udp { host, port } => write!(f, "udp:{}:{port}", uri_host(host)),
+            Endpoint::Udp { host, port, size } => {
+                write!(f, "udp:{}:{port}", uri_host(host))?;
+                if let Some(size) = size {
+                    write!(f, ",size={size}")?;
+                }
+                Ok(())
+            }
             Endpoint::UdpListen { host, port } => {
                 f.write_str("udp-listen:")?;
                 if let Some(host) = host {

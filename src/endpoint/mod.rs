@@ -116,10 +116,12 @@ pub enum Endpoint {
         name: Option<String>,
         proxy: bool,
     },
-    /// `udp:HOST:PORT`: a connected UDP socket; each chunk written is one datagram.
+    /// `udp:HOST:PORT`: a connected UDP socket; each chunk written is one datagram, of at
+    /// most `size` bytes (`,size=N`; None: 65,507).
     Udp {
         host: String,
         port: u16,
+        size: Option<u32>,
     },
     /// `udp-listen:[HOST:]PORT`: a bound UDP socket (127.0.0.1 when no HOST); as a source it
     /// takes the datagrams of the first peer that sends one (nc -u -l).
@@ -137,6 +139,14 @@ impl Endpoint {
             Endpoint::File { opts, .. } if opts.append => Some("append"),
             Endpoint::File { opts, .. } if opts.excl => Some("excl"),
             Endpoint::File { opts, .. } if opts.mode.is_some() => Some("mode="),
+            _ => None,
+        }
+    }
+
+    /// The largest datagram a `udp:` sink sends (`,size=N`), when given.
+    pub fn datagram_size(&self) -> Option<usize> {
+        match self {
+            Endpoint::Udp { size, .. } => size.map(|n| n as usize),
             _ => None,
         }
     }

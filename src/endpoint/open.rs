@@ -98,7 +98,7 @@ impl Endpoint {
             Endpoint::Tcp { .. } | Endpoint::Unix { .. } => {
                 self.connect_carrying(origin).map(plain)
             }
-            Endpoint::Udp { host, port } => super::udp::connect(host, *port)
+            Endpoint::Udp { host, port, .. } => super::udp::connect(host, *port)
                 .with_context(|| format!("cannot connect to {self}"))
                 .map(plain),
             Endpoint::UdpListen { host, port } => {
@@ -612,7 +612,10 @@ pub fn predict(endpoint: &Endpoint, role: Role) -> std::io::Result<FdInfo> {
             }),
             Err(e) => Err(e.into()),
         },
-        Endpoint::Udp { .. } | Endpoint::UdpListen { .. } => Ok(FdInfo::assumed(FdKind::Datagram)),
+        Endpoint::Udp { .. } | Endpoint::UdpListen { .. } => Ok(FdInfo {
+            datagram_size: endpoint.datagram_size(),
+            ..FdInfo::assumed(FdKind::Datagram)
+        }),
         _ => Ok(FdInfo::assumed(FdKind::Socket)),
     }
 }

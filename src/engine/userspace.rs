@@ -22,15 +22,16 @@ pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit:
     copy_with(src, dst, meter, limit, None, BUFFER_SIZE)
 }
 
-/// [`copy_upto`] into a datagram socket: each read (at most [`DATAGRAM_MAX`] bytes) is
-/// written as one datagram.
+/// [`copy_upto`] into a datagram socket: each read (at most `size` bytes, by default
+/// [`DATAGRAM_MAX`]) is written as one datagram.
 pub fn copy_datagrams(
     src: BorrowedFd<'_>,
     dst: BorrowedFd<'_>,
     meter: &Meter,
     limit: u64,
+    size: Option<usize>,
 ) -> Outcome {
-    copy_with(src, dst, meter, limit, None, DATAGRAM_MAX)
+    copy_with(src, dst, meter, limit, None, size.unwrap_or(DATAGRAM_MAX))
 }
 
 /// The zero-detecting block of `--sparse=always`: whole filesystem blocks become holes.

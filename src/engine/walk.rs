@@ -165,7 +165,8 @@ fn run_path(
         DataPath::Sendfile => sendfile::copy_upto(ends.src, ends.dst, meter, limit),
         DataPath::Splice => splice::copy_upto(ends, middle, meter, limit),
         DataPath::Userspace if ends.dst_info.kind == FdKind::Datagram => {
-            userspace::copy_datagrams(ends.src, ends.dst, meter, limit)
+            let size = ends.dst_info.datagram_size;
+            userspace::copy_datagrams(ends.src, ends.dst, meter, limit, size)
         }
         DataPath::Userspace => userspace::copy_upto(ends.src, ends.dst, meter, limit),
         DataPath::Tee => unreachable!("{path} is not a one-to-one path"),

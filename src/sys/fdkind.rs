@@ -68,6 +68,9 @@ pub struct FdInfo {
     pub size: Option<u64>,
     /// (st_dev, st_ino): tells whether two fds name the same file.
     pub identity: (u64, u64),
+    /// The largest datagram to send into a datagram socket, when its endpoint says
+    /// (`udp:...,size=N`); None: the largest UDP payload.
+    pub datagram_size: Option<usize>,
 }
 
 impl FdInfo {
@@ -98,6 +101,7 @@ impl FdInfo {
             nonblocking: false,
             size: regular_size(st, kind),
             identity: (st.st_dev, st.st_ino),
+            datagram_size: None,
         }
     }
 
@@ -111,6 +115,7 @@ impl FdInfo {
             nonblocking: false,
             size: Some(0),
             identity: (dev, 0),
+            datagram_size: None,
         }
     }
 
@@ -122,6 +127,7 @@ impl FdInfo {
             nonblocking: false,
             size: None,
             identity: (0, 0),
+            datagram_size: None,
         }
     }
 

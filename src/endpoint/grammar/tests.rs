@@ -71,6 +71,7 @@ const VALID: &[&str] = &[
     "unix-l:@abstract",
     "unix-listen:@n,backlog=1",
     "udp:127.0.0.1:53",
+    "udp:127.0.0.1:53,size=1400",
     "UDP:[::1]:9",
     "udp-listen:0",
     "udp-l:[::1]:5000",
