@@ -6,6 +6,7 @@ mod util;
 
 mod audit;
 mod cli;
+mod command;
 mod copy;
 mod copy_features;
 mod faults;

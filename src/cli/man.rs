@@ -176,6 +176,16 @@ bind a UDP socket (127.0.0.1 unless \fIHOST\fR is given; announced like
 \fBtcp\-listen:\fR) and receive: the first peer that sends is the only one heard
 (as \fBnc \-u \-l\fR); an empty datagram or a signal ends it. A source only: as a
 sink it is a usage error.
+\fBexec:\fIPROGRAM ARG...\fR, \fBsh:\fICOMMAND\fR
+a child process: as a source its stdout, as a sink its stdin (a pipe, so the stream is
+spliced). \fBexec:\fR splits words as a shell word list (quotes, backslash), no shell,
+no globbing; \fBsh:\fR (\fBsystem:\fR) runs \fB/bin/sh \-c\fR \fICOMMAND\fR. Its other
+stdio and its stderr are zerocat's; option \fBstderr\fR (a source only) sends its stderr
+into the stream too. The first comma outside quotes starts the options. zerocat waits for
+the child (interrupted: SIGTERM, then SIGKILL after 2 s); a child that exits non\-zero or
+is killed makes the run exit 1 with its status. A program that cannot run is exit 1 before
+any byte moves; an empty command or an unbalanced quote is a usage error. \fBpty\fR is not
+supported. Not yet a side of \fBrelay\fR or an end of \fBtee\fR.
 .TP
 \fBsystemd:\fR, \fBsystemd:\fINAME\fR
 socket activation (\fBsd_listen_fds\fR(3)): the listening sockets systemd passed

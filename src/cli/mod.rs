@@ -568,6 +568,7 @@ fn stream_kind(e: &Endpoint, source: bool) -> &'static str {
         Endpoint::Unix { .. } | Endpoint::UnixListen { .. } => "a unix socket",
         Endpoint::Systemd { .. } => "a socket passed by systemd",
         Endpoint::Udp { .. } | Endpoint::UdpListen { .. } => "a UDP socket",
+        Endpoint::Command(_) => "a command's pipe",
     }
 }
 

@@ -3,14 +3,14 @@
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
 
-use anyhow::anyhow;
+use anyhow::{anyhow, Context};
 
 use super::common::{
     describe, failure_message, finish_socket_sink, inspect, predict, refuse_same_file, remaining,
     stdout_gone, truncate_if_pending,
 };
 use crate::endpoint::proxy::Addresses;
-use crate::endpoint::{Endpoint, Role};
+use crate::endpoint::{command, Endpoint, Opened, Role};
 use crate::engine::{self, DataPath, Ends, Failure, Via};
 use crate::exit::{ExitCode, UsageError};
 use crate::options::Options;
@@ -71,6 +71,10 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     }
     let seconds = started.elapsed().as_secs_f64();
     progress.finish();
+    // Our pipe ends close first (a sink child sees EOF, a source child SIGPIPE), then the
+    // children are reaped.
+    let interrupted = matches!(failure, Some(Failure::Interrupted));
+    let child_failure = reap_children([(&cfg.src, src), (&cfg.dst, dst)], interrupted)?;
 
     let mut report = Report {
         command: "pipe",
@@ -87,6 +91,11 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         ending: Ending::Eof,
     };
     let Some(failure) = failure else {
+        if let Some(message) = child_failure {
+            report.ending = Ending::Error(message.clone());
+            opts.print_report(&report.render(opts.stats));
+            return Err(anyhow!(message));
+        }
         opts.print_report(&report.render(opts.stats));
         return Ok(ExitCode::Success);
     };
@@ -106,6 +115,27 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
             Err(anyhow!(message))
         }
     }
+}
+
+/// Close each end, then wait for the child behind it (`exec:`/`sh:`); the first that exited
+/// non-zero or died by a signal, in words.
+fn reap_children(
+    ends: [(&Endpoint, Opened); 2],
+    interrupted: bool,
+) -> anyhow::Result<Option<String>> {
+    let mut failed = None;
+    let children: Vec<_> = ends
+        .into_iter()
+        .filter_map(|(endpoint, opened)| opened.child.map(|child| (endpoint, child)))
+        .collect();
+    for (endpoint, mut child) in children {
+        let status = command::reap(&mut child, interrupted)
+            .with_context(|| format!("cannot wait for {endpoint}"))?;
+        if let Some(words) = command::failed_status(status) {
+            failed.get_or_insert(format!("{endpoint}: the command {words}"));
+        }
+    }
+    Ok(failed)
 }
 
 /// `--explain`: the plan from what the endpoints are, opening nothing.

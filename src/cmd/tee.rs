@@ -30,6 +30,15 @@ pub struct TeeConfig {
 
 pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     check_via(opts.via)?;
+    if let Some(e) = std::iter::once(&cfg.src)
+        .chain(&cfg.sinks)
+        .find(|e| matches!(e, Endpoint::Command(_)))
+    {
+        return Err(crate::exit::UsageError(format!(
+            "tee '{e}': a command as a tee end is not built yet (use `zerocat pipe`)"
+        ))
+        .into());
+    }
     if opts.explain {
         return explain(opts, cfg);
     }
@@ -51,6 +60,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
                 Opened {
                     fd,
                     truncate_pending: false,
+                    child: None,
                 }
             }
             None => sink.open(Role::Sink)?,

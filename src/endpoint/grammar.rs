@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::command::{self, Program};
 use super::outbound;
 use super::proxy::Version;
 use super::{ConnectOpts, Endpoint, FileOpts, ListenOpts, UnixAddr};
@@ -41,6 +42,8 @@ const SCHEMES: &[&str] = &[
     "systemd",
     "udp",
     "udp-listen",
+    "exec",
+    "sh",
     "tcp-l",
     "unix-l",
     "udp-l",
@@ -57,6 +60,8 @@ enum Scheme {
     Systemd,
     Udp,
     UdpListen,
+    Exec,
+    Sh,
 }
 
 impl Scheme {
@@ -71,6 +76,8 @@ impl Scheme {
             "systemd" => Scheme::Systemd,
             "udp" => Scheme::Udp,
             "udp-listen" | "udp-l" => Scheme::UdpListen,
+            "exec" => Scheme::Exec,
+            "sh" | "system" => Scheme::Sh,
             _ => return None,
         })
     }
@@ -86,6 +93,8 @@ impl Scheme {
             Scheme::Systemd => "systemd",
             Scheme::Udp => "udp",
             Scheme::UdpListen => "udp-listen",
+            Scheme::Exec => "exec",
+            Scheme::Sh => "sh",
         }
     }
 
@@ -103,6 +112,7 @@ impl Scheme {
             Scheme::Unix => "retry=N, interval=DURATION",
             Scheme::Udp => "size=N (the largest datagram, 1-65507)",
             Scheme::Fd | Scheme::UdpListen => "",
+            Scheme::Exec | Scheme::Sh => "stderr",
         }
     }
 
@@ -159,6 +169,9 @@ pub fn parse(arg: &str) -> Result<Endpoint, ParseError> {
         });
     };
     let scheme = Scheme::from_word(word).ok_or_else(|| fail(unknown_scheme_message(word, arg)))?;
+    if matches!(scheme, Scheme::Exec | Scheme::Sh) {
+        return parse_command(scheme, rest).map_err(fail);
+    }
     parse_uri(scheme, rest).map_err(fail)
 }
 
@@ -255,6 +268,7 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
             let port = parse_port(port, expected)?;
             Ok(Endpoint::UdpListen { host, port })
         }
+        Scheme::Exec | Scheme::Sh => parse_command(scheme, rest),
         Scheme::Systemd => {
             let name = match address {
                 "" => None,
@@ -274,6 +288,39 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
             })
         }
     }
+}
+
+/// `exec:PROGRAM ARG...` / `sh:COMMAND`: options follow the first comma outside quotes (a
+/// comma of the command is quoted: `sh:'echo a,b'`).
+fn parse_command(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
+    let (address, options) = match command::option_comma(rest) {
+        Some(at) => (&rest[..at], &rest[at + 1..]),
+        None => (rest, ""),
+    };
+    let mut stderr = false;
+    for option in options.split(',').filter(|o| !o.is_empty()) {
+        match option.to_ascii_lowercase().as_str() {
+            "stderr" => stderr = true,
+            "pty" => {
+                return Err(format!(
+                    "option 'pty' is not supported ({} runs on pipes); {} takes: stderr \
+                     (quote a comma that belongs to the command)",
+                    scheme.name(),
+                    scheme.name()
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "unknown option '{option}'; {} takes: stderr (quote a comma that belongs \
+                     to the command: {}:'a,b')",
+                    scheme.name(),
+                    scheme.name()
+                ))
+            }
+        }
+    }
+    let program = command::parse(scheme == Scheme::Sh, address)?;
+    Ok(Endpoint::Command(command::CommandSpec { program, stderr }))
 }
 
 /// A listener's host that could be an IPv6 address: a literal one, or a name (resolved
@@ -803,6 +850,23 @@ impl fmt::Display for Endpoint {
                 write!(f, "systemd:{}", name.as_deref().unwrap_or(""))?;
                 if *proxy {
                     f.write_str(",proxy")?;
+                }
+                Ok(())
+            }
+            Endpoint::Command(spec) => {
+                match &spec.program {
+                    Program::Exec(argv) => {
+                        let words: Vec<String> =
+                            argv.iter().map(|w| command::quote_word(w)).collect();
+                        write!(f, "exec:{}", words.join(" "))?;
+                    }
+                    Program::Sh(line) if command::option_comma(line).is_none() => {
+                        write!(f, "sh:{line}")?
+                    }
+                    Program::Sh(line) => write!(f, "sh:{}", command::quote_word(line))?,
+                }
+                if spec.stderr {
+                    f.write_str(",stderr")?;
                 }
                 Ok(())
             }

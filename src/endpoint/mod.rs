@@ -6,10 +6,12 @@
 //! - `listener.rs`: listening sockets, bound or inherited, and accepting from them (the
 //!   PROXY header of a `proxy` listener read before a connection is handed out).
 //! - `systemd.rs`: the sockets of systemd's socket activation (`LISTEN_FDS`).
+//! - `command.rs`: `exec:`/`sh:`, a child whose stdin or stdout is the stream.
 //! - `proxy.rs`: the PROXY protocol v1/v2, pure (parse a header, make one).
 //!
 //! This file holds what an endpoint is; each file has its unit tests in `FILE/tests.rs`.
 
+pub mod command;
 mod grammar;
 mod listener;
 mod open;
@@ -129,6 +131,8 @@ pub enum Endpoint {
         host: Option<String>,
         port: u16,
     },
+    /// `exec:PROGRAM ARG...` / `sh:COMMAND`: a child's stdout (source) or stdin (sink).
+    Command(command::CommandSpec),
 }
 
 impl Endpoint {
@@ -203,6 +207,10 @@ impl Endpoint {
             Endpoint::Systemd { .. } => "systemd",
             Endpoint::Udp { .. } => "udp",
             Endpoint::UdpListen { .. } => "udp-listen",
+            Endpoint::Command(spec) => match spec.program {
+                command::Program::Exec(_) => "exec",
+                command::Program::Sh(_) => "sh",
+            },
         }
     }
 }

@@ -45,6 +45,9 @@ pub struct Opened {
     /// A plain regular-file sink opened without O_TRUNC: the caller compares (st_dev, st_ino)
     /// with the source, then truncates (HAZARDS §2, copying a file onto itself).
     pub truncate_pending: bool,
+    /// `exec:`/`sh:`: the child behind `fd`, for the caller to reap
+    /// ([`super::command::reap`]) once `fd` is closed.
+    pub child: Option<std::process::Child>,
 }
 
 impl Endpoint {
@@ -67,6 +70,7 @@ impl Endpoint {
         let plain = |fd| Opened {
             fd,
             truncate_pending: false,
+            child: None,
         };
         if self.listens() {
             let listener = self.listen()?;
@@ -80,6 +84,7 @@ impl Endpoint {
         let plain = |fd| Opened {
             fd,
             truncate_pending: false,
+            child: None,
         };
         match self {
             Endpoint::Stdio => {
@@ -95,6 +100,14 @@ impl Endpoint {
                 Ok(plain(fd))
             }
             Endpoint::File { path, opts } => open_file(path, opts, role),
+            Endpoint::Command(spec) => {
+                let spawned = spec.spawn(role)?;
+                Ok(Opened {
+                    fd: spawned.fd,
+                    truncate_pending: false,
+                    child: Some(spawned.child),
+                })
+            }
             Endpoint::Tcp { .. } | Endpoint::Unix { .. } => {
                 self.connect_carrying(origin).map(plain)
             }
@@ -406,6 +419,7 @@ fn open_file(path: &Path, opts: &FileOpts, role: Role) -> anyhow::Result<Opened>
     Ok(Opened {
         fd: OwnedFd::from(file),
         truncate_pending,
+        child: None,
     })
 }
 
@@ -616,6 +630,7 @@ pub fn predict(endpoint: &Endpoint, role: Role) -> std::io::Result<FdInfo> {
             datagram_size: endpoint.datagram_size(),
             ..FdInfo::assumed(FdKind::Datagram)
         }),
+        Endpoint::Command(_) => Ok(FdInfo::assumed(FdKind::Pipe)),
         _ => Ok(FdInfo::assumed(FdKind::Socket)),
     }
 }

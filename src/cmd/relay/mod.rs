@@ -296,6 +296,15 @@ fn check_sides(cfg: &RelayConfig) -> anyhow::Result<()> {
             .into());
         }
     }
+    for e in [&cfg.a, &cfg.b] {
+        if matches!(e, Endpoint::Command(_)) {
+            return Err(UsageError(format!(
+                "relay '{e}': a command as a relay side is not built yet; \
+                 use `zerocat pipe` for one direction"
+            ))
+            .into());
+        }
+    }
     if cfg.a.listens() && cfg.b.listens() {
         return Err(UsageError(
             "relay: both sides listen; one side must connect (tcp:, unix:), or be '-'".into(),
