@@ -432,3 +432,60 @@ fn copy_r_opens_entries_relative_to_the_listed_directory() {
     );
     assert_eq!(report["files"], 1, "{report}");
 }
+
+/// Issue 26 item 3: `copy -j` read the umask by setting 022 and back on the walk thread
+/// while workers created files, so under `umask 077` some copies came out 0644. Every
+/// created file and directory gets 0600/0700 here, and (where strace runs) the copy never
+/// calls umask(2) at all, so no window can open.
+#[test]
+fn copy_jobs_never_write_the_umask_and_modes_follow_umask_077() {
+    let dir = tempdir();
+    let src = dir.path().join("src");
+    let mut files = Vec::new();
+    for i in 0..200 {
+        let sub = src.join(format!("d{i:03}"));
+        fs::create_dir_all(&sub).unwrap();
+        fs::set_permissions(&sub, fs::Permissions::from_mode(0o755)).unwrap();
+        let f = write_file(&sub, "f", &data(100 + i));
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o644)).unwrap();
+        files.push((format!("d{i:03}"), data(100 + i)));
+    }
+    let dst = dir.path().join("dst");
+    let trace = dir.path().join("trace");
+    let have_strace = !crate::util::strace_missing();
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    if have_strace {
+        args.extend(crate::util::strace_of("umask", &trace));
+    }
+    args.push(crate::util::bin().into());
+    for a in ["-q", "copy", "-r", "-j", "4"] {
+        args.push(a.into());
+    }
+    args.push(src.clone().into());
+    args.push(dst.clone().into());
+    let out = run({
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg("umask 077; exec \"$@\"")
+            .arg("sh")
+            .args(&args);
+        cmd
+    });
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_text(&out));
+    for (name, bytes) in &files {
+        let d = dst.join(name);
+        let f = d.join("f");
+        assert_bytes_eq(&fs::read(&f).unwrap(), bytes, "copied file");
+        let fmode = fs::metadata(&f).unwrap().permissions().mode() & 0o7777;
+        let dmode = fs::metadata(&d).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(fmode, 0o600, "{name}/f under umask 077");
+        assert_eq!(dmode, 0o700, "{name} under umask 077");
+    }
+    if have_strace {
+        let trace = fs::read_to_string(&trace).unwrap();
+        assert!(
+            !trace.lines().any(|l| l.contains("umask(")),
+            "copy wrote the umask while workers ran:\n{trace}"
+        );
+    }
+}

@@ -130,11 +130,31 @@ impl Copier<'_> {
     }
 }
 
+/// The process's umask, read once. Never by setting it and back while the workers of
+/// `-j` create files (that window gave their files 0644 under `umask 077`): from
+/// `/proc/self/status` (Linux 4.7+), and only without it by set-and-restore, which
+/// [`read_umask_before_threads`] makes happen before any worker starts.
 fn umask() -> u32 {
-    // Read it by setting it back: there is no getter before Linux 4.7's /proc status field.
-    let old = nix::sys::stat::umask(Mode::from_bits_truncate(0o022));
-    nix::sys::stat::umask(old);
-    old.bits()
+    static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *UMASK.get_or_init(|| {
+        let from_proc = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Umask:"))
+                    .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            });
+        from_proc.unwrap_or_else(|| {
+            let old = nix::sys::stat::umask(Mode::from_bits_truncate(0o022));
+            nix::sys::stat::umask(old);
+            old.bits()
+        })
+    })
+}
+
+/// Called by `copy` before its workers start, so that no later read can touch the umask.
+pub(super) fn read_umask_before_threads() {
+    umask();
 }
 
 /// `-p` on an open file: mode (with setuid/setgid/sticky, see [`preserved_mode`]), owner

@@ -170,6 +170,7 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::Success);
     }
 
+    meta::read_umask_before_threads();
     let started = Instant::now();
     copier.start_progress(&sources);
     let copier = if jobs > 1 {
