@@ -123,7 +123,11 @@ resolves \fIHOST\fR itself (as \fBnc \-X 5 \-x\fR); \fBconnect=\fIPROXYHOST\fB:\
 through an HTTP proxy's CONNECT; \fBproxy\-auth=\fIUSER\fB:\fIPASS\fR (or
 \fBZEROCAT_PROXY_AUTH\fR) authenticates to either (RFC 1929, Basic). The handshake is a
 few bytes in userspace, then the stream moves as on any socket. A refusing proxy is exit 1
-naming its reply. \fBpipe\fR and \fBtee\fR take them; \fBrelay\fR does not yet.
+naming its reply; a proxy that closes, answers garbage or stalls past
+\fB\-\-connect\-timeout\fR (relay; 30 s otherwise) is exit 1 naming it. With
+\fBproxy=v1|v2\fR the PROXY header goes inside the tunnel, to the target. In \fBrelay\fR
+each connection's handshake runs in the event loop. As ssh's ProxyCommand:
+\fBssh \-o ProxyCommand='zerocat relay \- tcp:%h:%p,socks5=127.0.0.1:1080' host\fR.
 .TP
 \fBtcp\-listen:\fR[\fIHOST\fB:\fR]\fIPORT\fR (alias \fBtcp\-l:\fR)
 accept one connection (relay: every connection). Options:

@@ -179,14 +179,7 @@ impl Endpoint {
         opts: &ConnectOpts,
     ) -> anyhow::Result<OwnedFd> {
         // The target is not resolved here: the proxy resolves it.
-        let addrs: Vec<SockaddrStorage> = (via.host.as_str(), via.port)
-            .to_socket_addrs()
-            .with_context(|| format!("cannot resolve the {}", via.name()))?
-            .map(SockaddrStorage::from)
-            .collect();
-        if addrs.is_empty() {
-            bail!("cannot resolve the {}: no addresses", via.name());
-        }
+        let addrs = via_addrs(via)?;
         let fd = self
             .connect_with_retry(&addrs, opts)
             .with_context(|| format!("cannot connect to the {} for {self}", via.name()))?;
@@ -215,7 +208,8 @@ impl Endpoint {
 
     /// Connectors only (Tcp, Unix): the addresses to try, in order (a host is resolved
     /// now, once), and the connector's options. For callers that connect on their own
-    /// terms (the relay connects non-blocking from its event loop).
+    /// terms (the relay connects non-blocking from its event loop). With `socks5=` or
+    /// `connect=`: the proxy's addresses, the target being the proxy's to resolve.
     pub fn connect_addrs(&self) -> anyhow::Result<(Vec<SockaddrStorage>, ConnectOpts)> {
         match self {
             Endpoint::Tcp {
@@ -224,11 +218,7 @@ impl Endpoint {
                 connect,
             } => {
                 if let Some(via) = &connect.via {
-                    bail!(
-                        "cannot connect to {self}: a connection through a {} is made by \
-                         pipe and tee, not yet by relay",
-                        via.kind.option()
-                    );
+                    return Ok((via_addrs(via)?, connect.clone()));
                 }
                 let addrs: Vec<SockaddrStorage> = (host.as_str(), *port)
                     .to_socket_addrs()
@@ -568,6 +558,19 @@ fn bind_unix_path(fd: &OwnedFd, path: &Path) -> anyhow::Result<()> {
     std::fs::remove_file(path).with_context(|| format!("cannot remove stale socket '{shown}'"))?;
     socket::bind(fd.as_raw_fd(), &sockaddr).map_err(io::Error::from)?;
     Ok(())
+}
+
+/// The addresses of the proxy of `socks5=`/`connect=` (resolved now, once).
+fn via_addrs(via: &outbound::Via) -> anyhow::Result<Vec<SockaddrStorage>> {
+    let addrs: Vec<SockaddrStorage> = (via.host.as_str(), via.port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve the {}", via.name()))?
+        .map(SockaddrStorage::from)
+        .collect();
+    if addrs.is_empty() {
+        bail!("cannot resolve the {}: no addresses", via.name());
+    }
+    Ok(addrs)
 }
 
 /// Connects a blocking socket to each address in turn; the last error if none answers.

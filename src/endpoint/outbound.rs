@@ -5,7 +5,7 @@
 
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 use nix::sys::socket::{setsockopt, sockopt};
@@ -90,13 +90,11 @@ pub fn handshake(
 ) -> Result<(), Refused> {
     let fail = |what: String| Refused(format!("{}: {what}", via.name()));
     set_timeouts(fd, Some(deadline)).map_err(|e| fail(format!("cannot set a timeout: {e}")))?;
-    let mut wire = Wire { fd, via, deadline };
-    let auth = via.credentials();
-    match via.kind {
-        Kind::Socks5 => socks5(&mut wire, host, port, auth.as_deref()),
-        Kind::Connect => connect(&mut wire, host, port, auth.as_deref()),
+    let mut shake = Handshake::new(via, host, port)?;
+    // A blocking socket returns EAGAIN only when its timeout ran out.
+    if !shake.advance(fd)? {
+        return Err(shake.stalled(deadline));
     }
-    .map_err(fail)?;
     set_timeouts(fd, None).map_err(|e| fail(format!("cannot clear the timeout: {e}")))
 }
 
@@ -112,83 +110,181 @@ fn set_timeouts(fd: BorrowedFd<'_>, limit: Option<Duration>) -> nix::Result<()> 
     setsockopt(&fd, sockopt::SendTimeout, &tv)
 }
 
-/// The socket to the proxy, read exactly.
-struct Wire<'a> {
-    fd: BorrowedFd<'a>,
-    via: &'a Via,
-    deadline: Duration,
+/// A handshake in progress, driven by [`Handshake::advance`] on a blocking socket
+/// ([`handshake`]) or a non-blocking one (the relay's event loop, at each readiness).
+/// It reads exactly the bytes each reply has, never more.
+#[derive(Debug)]
+pub struct Handshake {
+    name: String,
+    target: (String, u16),
+    auth: Option<String>,
+    stage: Stage,
+    out: Vec<u8>,
+    sent: usize,
+    /// The bytes of the current reply part, up to `want`.
+    got: Vec<u8>,
+    want: usize,
+    /// The HTTP reply head so far.
+    head: Vec<u8>,
 }
 
-impl Wire<'_> {
-    fn send(&mut self, bytes: &[u8]) -> Result<(), String> {
-        crate::sys::write_all(self.fd.as_fd(), bytes).map_err(|(_, errno)| self.io_error(errno))
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Method,
+    AuthStatus,
+    ReplyHead,
+    ReplyNameLength,
+    ReplyAddress,
+    HttpHead,
+    Done,
+}
+
+impl Handshake {
+    /// The first message, ready to send.
+    pub fn new(via: &Via, host: &str, port: u16) -> Result<Handshake, Refused> {
+        let name = via.name();
+        let auth = via.credentials();
+        let (out, stage, want) = match via.kind {
+            Kind::Socks5 => (socks5_greeting(auth.is_some()), Stage::Method, 2),
+            Kind::Connect => (
+                connect_request(host, port, auth.as_deref())
+                    .map_err(|e| Refused(format!("{name}: {e}")))?,
+                Stage::HttpHead,
+                1,
+            ),
+        };
+        Ok(Handshake {
+            name,
+            target: (host.to_string(), port),
+            auth,
+            stage,
+            out,
+            sent: 0,
+            got: Vec::new(),
+            want,
+            head: Vec::new(),
+        })
     }
 
-    fn recv_exact(&mut self, buf: &mut [u8]) -> Result<(), String> {
-        let mut got = 0;
-        while got < buf.len() {
-            match crate::sys::read(self.fd, &mut buf[got..]) {
-                Ok(0) => {
-                    return Err(format!(
-                        "closed the connection in the middle of the handshake (after {got} of \
-                         {} bytes of a reply)",
-                        buf.len()
-                    ))
+    /// Moves the handshake on as far as `fd` allows: true when it is done (the stream's
+    /// first byte is the next one `fd` reads), false when `fd` would block (EAGAIN).
+    pub fn advance(&mut self, fd: BorrowedFd<'_>) -> Result<bool, Refused> {
+        let mut buf = [0u8; 512];
+        loop {
+            if self.sent < self.out.len() {
+                match crate::sys::write(fd, &self.out[self.sent..]) {
+                    Ok(n) => self.sent += n,
+                    Err(nix::errno::Errno::EAGAIN) => return Ok(false),
+                    Err(nix::errno::Errno::EINTR) if !crate::sys::process::must_stop() => {}
+                    Err(errno) => return Err(self.failed(errno)),
                 }
-                Ok(n) => got += n,
-                Err(errno) => return Err(self.io_error(errno)),
+                continue;
             }
+            if self.stage == Stage::Done {
+                return Ok(true);
+            }
+            let room = (self.want - self.got.len()).min(buf.len());
+            match crate::sys::read(fd, &mut buf[..room]) {
+                Ok(0) => {
+                    return Err(self.refuse(format!(
+                        "closed the connection in the middle of the handshake ({} of {} \
+                         bytes of a reply part read)",
+                        self.got.len(),
+                        self.want
+                    )))
+                }
+                Ok(n) => self.received(&buf[..n])?,
+                Err(nix::errno::Errno::EAGAIN) => return Ok(false),
+                Err(nix::errno::Errno::EINTR) if !crate::sys::process::must_stop() => {}
+                Err(errno) => return Err(self.failed(errno)),
+            }
+        }
+    }
+
+    /// The error of a handshake that took longer than `limit`.
+    pub fn stalled(&self, limit: Duration) -> Refused {
+        self.refuse(format!(
+            "no complete answer within {} (the handshake stalled)",
+            crate::units::human_duration(limit.as_secs_f64())
+        ))
+    }
+
+    fn failed(&self, errno: nix::errno::Errno) -> Refused {
+        self.refuse(format!("handshake failed: {}", io::Error::from(errno)))
+    }
+
+    fn refuse(&self, what: String) -> Refused {
+        Refused(format!("{}: {what}", self.name))
+    }
+
+    fn received(&mut self, bytes: &[u8]) -> Result<(), Refused> {
+        self.got.extend_from_slice(bytes);
+        if self.got.len() < self.want {
+            return Ok(());
+        }
+        let part = std::mem::take(&mut self.got);
+        self.step(&part).map_err(|e| self.refuse(e))
+    }
+
+    /// One whole reply part read: what comes next.
+    fn step(&mut self, part: &[u8]) -> Result<(), String> {
+        let (host, port) = (self.target.0.as_str(), self.target.1);
+        let send = |shake: &mut Handshake, msg: Vec<u8>| {
+            shake.out = msg;
+            shake.sent = 0;
+        };
+        match self.stage {
+            Stage::Method => match socks5_method([part[0], part[1]], self.auth.is_some())? {
+                Method::None => {
+                    let request = socks5_request(host, port)?;
+                    send(self, request);
+                    (self.stage, self.want) = (Stage::ReplyHead, 4);
+                }
+                Method::Password => {
+                    let auth = self.auth.as_deref().unwrap_or_default();
+                    let message = socks5_password(auth)?;
+                    send(self, message);
+                    (self.stage, self.want) = (Stage::AuthStatus, 2);
+                }
+            },
+            Stage::AuthStatus => {
+                if part[1] != 0 {
+                    return Err(format!(
+                        "refused the user name and password (status {})",
+                        part[1]
+                    ));
+                }
+                let request = socks5_request(host, port)?;
+                send(self, request);
+                (self.stage, self.want) = (Stage::ReplyHead, 4);
+            }
+            Stage::ReplyHead => {
+                match socks5_reply_rest([part[0], part[1], part[2], part[3]], host, port)? {
+                    Rest::Fixed(n) => (self.stage, self.want) = (Stage::ReplyAddress, n),
+                    Rest::NameLength => (self.stage, self.want) = (Stage::ReplyNameLength, 1),
+                }
+            }
+            Stage::ReplyNameLength => {
+                (self.stage, self.want) = (Stage::ReplyAddress, usize::from(part[0]) + 2)
+            }
+            // The bound address: dropped, so the stream starts at the target's first byte.
+            Stage::ReplyAddress => self.stage = Stage::Done,
+            Stage::HttpHead => {
+                // Byte by byte up to the blank line: the stream may follow at once.
+                self.head.extend_from_slice(part);
+                if self.head.ends_with(b"\r\n\r\n") {
+                    connect_status(&self.head, host, port)?;
+                    self.stage = Stage::Done;
+                } else if self.head.len() >= MAX_HTTP_HEAD {
+                    return Err(format!(
+                        "sent a reply head longer than {MAX_HTTP_HEAD} bytes"
+                    ));
+                }
+            }
+            Stage::Done => {}
         }
         Ok(())
     }
-
-    fn io_error(&self, errno: nix::errno::Errno) -> String {
-        if matches!(errno, nix::errno::Errno::EAGAIN) {
-            format!(
-                "no answer within {:?} (the handshake stalled)",
-                self.deadline
-            )
-        } else {
-            let _ = self.via;
-            format!("handshake failed: {}", io::Error::from(errno))
-        }
-    }
-}
-
-fn socks5(wire: &mut Wire<'_>, host: &str, port: u16, auth: Option<&str>) -> Result<(), String> {
-    wire.send(&socks5_greeting(auth.is_some()))?;
-    let mut choice = [0u8; 2];
-    wire.recv_exact(&mut choice)?;
-    match socks5_method(choice, auth.is_some())? {
-        Method::None => {}
-        Method::Password => {
-            let auth = auth.expect("password chosen only when offered");
-            wire.send(&socks5_password(auth)?)?;
-            let mut status = [0u8; 2];
-            wire.recv_exact(&mut status)?;
-            if status[1] != 0 {
-                return Err(format!(
-                    "refused the user name and password (status {})",
-                    status[1]
-                ));
-            }
-        }
-    }
-    wire.send(&socks5_request(host, port)?)?;
-    let mut head = [0u8; 4];
-    wire.recv_exact(&mut head)?;
-    let rest = socks5_reply_rest(head, host, port)?;
-    let rest = match rest {
-        Rest::Fixed(n) => n,
-        Rest::NameLength => {
-            let mut len = [0u8; 1];
-            wire.recv_exact(&mut len)?;
-            usize::from(len[0]) + 2
-        }
-    };
-    // The bound address: read and dropped, so the stream starts at the target's first byte.
-    let mut bound = vec![0u8; rest];
-    wire.recv_exact(&mut bound)
 }
 
 /// The method chosen by the proxy's first reply.
@@ -317,23 +413,6 @@ fn target_name(host: &str, port: u16) -> String {
     } else {
         format!("{host}:{port}")
     }
-}
-
-fn connect(wire: &mut Wire<'_>, host: &str, port: u16, auth: Option<&str>) -> Result<(), String> {
-    wire.send(&connect_request(host, port, auth)?)?;
-    // Byte by byte up to the blank line: the stream's first bytes may follow at once.
-    let mut head = Vec::with_capacity(256);
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if head.len() >= MAX_HTTP_HEAD {
-            return Err(format!(
-                "sent a reply head longer than {MAX_HTTP_HEAD} bytes"
-            ));
-        }
-        wire.recv_exact(&mut byte)?;
-        head.push(byte[0]);
-    }
-    connect_status(&head, host, port)
 }
 
 fn connect_request(host: &str, port: u16, auth: Option<&str>) -> Result<Vec<u8>, String> {

@@ -64,6 +64,8 @@ pub enum ConnEnd {
         uri: String,
         errno: Errno,
     },
+    /// The proxy of `socks5=`/`connect=` refused, failed or stalled; its words, as text.
+    ProxyFailed(String),
     /// An inherited side (`-`, `fd:N`) could not be used; the reason, as text.
     Unusable(String),
     IdleTimeout,
@@ -84,7 +86,7 @@ impl ConnEnd {
             | ConnEnd::NoPipe { .. }
             | ConnEnd::Unusable(_) => "error",
             ConnEnd::IdleTimeout => "idle-timeout",
-            ConnEnd::ConnectFailed { .. } => "connect-failed",
+            ConnEnd::ConnectFailed { .. } | ConnEnd::ProxyFailed(_) => "connect-failed",
             ConnEnd::Signal => "signal",
         }
     }
@@ -118,6 +120,7 @@ impl ConnEnd {
                 format!("cannot connect to {uri}: {}", err(errno))
             }
             ConnEnd::Unusable(text) => text.clone(),
+            ConnEnd::ProxyFailed(text) => text.clone(),
             ConnEnd::Eof | ConnEnd::IdleTimeout | ConnEnd::Signal => return None,
         })
     }

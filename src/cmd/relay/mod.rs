@@ -334,10 +334,15 @@ fn spec(endpoint: &Endpoint, header_deadline: Option<Duration>) -> anyhow::Resul
             let (addrs, opts) = endpoint
                 .connect_addrs()
                 .with_context(|| format!("cannot use '{endpoint}'"))?;
+            let target = match endpoint {
+                Endpoint::Tcp { host, port, .. } => Some((host.clone(), *port)),
+                _ => None,
+            };
             Spec::Dial {
                 uri: endpoint.to_string(),
                 addrs,
                 opts,
+                target,
             }
         }
         other => Spec::Inherited(other.clone()),

@@ -24,6 +24,7 @@ use super::poller::{Poller, Ready};
 use super::pool::{Pools, PIPE_BUDGET};
 use super::report::Tally;
 use super::{RelayConfig, Tuning};
+use crate::endpoint::outbound;
 use crate::endpoint::proxy::Addresses;
 use crate::endpoint::{Accepted, ConnectOpts, Endpoint, Listener};
 use crate::options::Options;
@@ -47,8 +48,11 @@ pub(super) enum Spec {
     Listen(Listener),
     Dial {
         uri: String,
+        /// The target, or with `socks5=`/`connect=` the proxy.
         addrs: Vec<SockaddrStorage>,
         opts: ConnectOpts,
+        /// `tcp:HOST:PORT`'s host and port: what a proxy is asked for.
+        target: Option<(String, u16)>,
     },
     /// `-` (stdin and stdout) or `fd:N`: one session only.
     Inherited(Endpoint),
@@ -61,6 +65,8 @@ struct Dial {
     /// Connect timeout of the attempt in flight.
     deadline: Option<Instant>,
     waiting: bool,
+    /// `socks5=`/`connect=`: connected to the proxy, its handshake under way.
+    handshake: Option<outbound::Handshake>,
 }
 
 struct Peer {
@@ -393,7 +399,9 @@ impl<'a> Server<'a> {
         } else {
             peer.writable |= event.writable;
         }
-        if peer.dial.as_ref().is_some_and(|d| !d.waiting) && event.writable {
+        if peer.dial.as_ref().is_some_and(|d| d.handshake.is_some()) {
+            self.shake(idx, side);
+        } else if peer.dial.as_ref().is_some_and(|d| !d.waiting) && event.writable {
             self.dialed(idx, side);
         } else {
             self.pump(idx);
@@ -500,6 +508,7 @@ impl<'a> Server<'a> {
                         attempt: 0,
                         deadline: None,
                         waiting: true,
+                        handshake: None,
                     });
                 }
             }

@@ -91,3 +91,90 @@ fn connect_status_takes_2xx_and_quotes_the_rest() {
     let err = connect_status(b"SSH-2.0-x\r\n\r\n", "h", 1).unwrap_err();
     assert!(err.contains("does not speak HTTP"), "{err}");
 }
+
+/// Runs a handshake against a scripted proxy on a socket pair: the proxy reads what it is
+/// sent and answers `replies` in turn, then sends `stream`, which must stay unread.
+fn scripted(
+    via: &Via,
+    host: &str,
+    replies: &[&[u8]],
+    stream: &[u8],
+) -> (Result<(), Refused>, Vec<u8>) {
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream;
+    let (ours, mut theirs) = UnixStream::pair().unwrap();
+    // All replies at once, then the stream: a reader that over-reads would swallow it.
+    let mut all: Vec<u8> = replies.concat();
+    all.extend_from_slice(stream);
+    theirs.write_all(&all).unwrap();
+    theirs.shutdown(std::net::Shutdown::Write).unwrap();
+    let result = handshake(ours.as_fd(), via, host, 22, Duration::from_secs(5));
+    let mut rest = vec![0u8; stream.len()];
+    if result.is_ok() {
+        (&ours).read_exact(&mut rest).unwrap();
+    }
+    (result, rest)
+}
+
+fn via(kind: Kind, auth: Option<&str>) -> Via {
+    Via {
+        kind,
+        host: "127.0.0.1".into(),
+        port: 1080,
+        auth: auth.map(str::to_string),
+    }
+}
+
+#[test]
+fn the_handshake_never_reads_past_the_reply() {
+    let stream = b"SSH-2.0-stream starts here\r\n";
+    // SOCKS5, a domain name as the bound address (its length byte then the name).
+    let (result, rest) = scripted(
+        &via(Kind::Socks5, None),
+        "localhost",
+        &[&[5, 0], b"\x05\x00\x00\x03\x09localhost\x00\x16"],
+        stream,
+    );
+    result.unwrap();
+    assert_eq!(rest, stream);
+    // SOCKS5 with a password, an IPv6 bound address.
+    let mut v6 = vec![5, 0, 0, 4];
+    v6.extend_from_slice(&[0; 18]);
+    let (result, rest) = scripted(
+        &via(Kind::Socks5, Some("u:p")),
+        "::1",
+        &[&[5, 2], &[1, 0], &v6],
+        stream,
+    );
+    result.unwrap();
+    assert_eq!(rest, stream);
+    // HTTP CONNECT with headers after the status line.
+    let (result, rest) = scripted(
+        &via(Kind::Connect, None),
+        "localhost",
+        &[b"HTTP/1.1 200 Connection established\r\nProxy-agent: x\r\n\r\n"],
+        stream,
+    );
+    result.unwrap();
+    assert_eq!(rest, stream);
+}
+
+#[test]
+fn a_refusing_or_closing_proxy_is_named() {
+    let (result, _) = scripted(
+        &via(Kind::Connect, None),
+        "localhost",
+        &[b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n"],
+        b"",
+    );
+    let err = result.unwrap_err().to_string();
+    assert!(err.starts_with("connect proxy 127.0.0.1:1080: "), "{err}");
+    assert!(
+        err.contains("'HTTP/1.1 407 Proxy Authentication Required'"),
+        "{err}"
+    );
+    let (result, _) = scripted(&via(Kind::Socks5, None), "localhost", &[&[5]], b"");
+    let err = result.unwrap_err().to_string();
+    assert!(err.contains("closed the connection in the middle"), "{err}");
+}
