@@ -471,6 +471,8 @@ The bar is cleared before the report line.
 (\fB500k\fR, \fB10M\fR, \fB1.5G\fR; binary units as in \fBpv \-L\fR).
 It paces the length each kernel call is asked for, so splice, sendfile, copy_file_range
 and tee stay the path.
+\fBrelay\fR does not pace its connections yet and refuses \fB\-\-limit\fR with a usage
+error (exit 2) rather than accept and ignore it.
 A \fBcopy\fR is one transfer: the rate is for all its files together (a reflink moves
 no data and is not held back, nor are the zero blocks \fB\-\-sparse=always\fR seeks over).
 \fBtee\fR paces what it takes from the source, so every sink gets \fIRATE\fR.

@@ -73,9 +73,9 @@ pub struct GlobalArgs {
     #[arg(long, global = true)]
     pub explain: bool,
 
-    /// Hold each transfer (each direction of a relay) to RATE bytes per second:
-    /// 500k, 10M, 1.5G (binary units, pv's -L). The kernel path stays the same; only
-    /// the length of each call shrinks.
+    /// Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G
+    /// (binary units, pv's -L). The kernel path stays the same; only the length of each
+    /// call shrinks. relay refuses it (usage error) rather than ignore it.
     #[arg(long, global = true, value_name = "RATE", value_parser = crate::units::parse_rate)]
     pub limit: Option<u64>,
 

@@ -81,6 +81,7 @@ impl Tuning {
 
 pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result<ExitCode> {
     let policy = policy(opts.via)?;
+    check_limit(opts.limit)?;
     check_sides(cfg)?;
     let max_conns = Some(cfg.max_conns.unwrap_or_else(default_max_conns));
     opts.print_plan(&plan(
@@ -283,6 +284,20 @@ fn policy(via: Via) -> anyhow::Result<Policy> {
             "--via {other}: relay moves streams with splice or userspace"
         ))
         .into()),
+    }
+}
+
+/// The relay's loops do not pace their calls yet, so `--limit` is refused rather than
+/// accepted and ignored.
+fn check_limit(limit: Option<u64>) -> anyhow::Result<()> {
+    match limit {
+        Some(_) => Err(UsageError(
+            "--limit is not supported by relay yet (it paces pipe, copy and tee); \
+             use `zerocat pipe` or a shaper such as tc for a rate-limited connection"
+                .into(),
+        )
+        .into()),
+        None => Ok(()),
     }
 }
 
