@@ -857,3 +857,39 @@ fn output_error_takes_its_mode_only_after_an_equals_sign() {
         "nothing written on a usage error"
     );
 }
+
+/// GNU tee's form `printf x | zerocat tee t1 t2` would read t1 and overwrite t2 while the
+/// piped bytes go nowhere; it is a usage error naming the spelling that means what GNU does.
+/// With stdin /dev/null the first operand is still the source: t1 is copied into t2.
+#[test]
+fn gnu_form_with_piped_stdin_is_refused_and_touches_no_file() {
+    let dir = tempdir();
+    let t1 = write_file(dir.path(), "t1", b"first file\n");
+    let t2 = write_file(dir.path(), "t2", b"second file\n");
+    for stdin_is_file in [false, true] {
+        let mut cmd = zerocat();
+        cmd.arg("tee").arg(&t1).arg(&t2);
+        let out = if stdin_is_file {
+            cmd.stdin(File::open(&t1).unwrap());
+            run(cmd)
+        } else {
+            cmd.stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let mut child = cmd.spawn().unwrap();
+            child.stdin.take().unwrap().write_all(b"x").unwrap();
+            wait_with_deadline(child, Duration::from_secs(10))
+        };
+        let err = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("zerocat tee - "), "{err}");
+        assert_eq!(std::fs::read(&t1).unwrap(), b"first file\n");
+        assert_eq!(std::fs::read(&t2).unwrap(), b"second file\n");
+    }
+    // stdin neither a pipe nor a file: the first operand is the source, as documented.
+    let mut cmd = zerocat();
+    cmd.arg("tee").arg(&t1).arg(&t2);
+    let out = run(cmd);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_text(&out));
+    assert_eq!(std::fs::read(&t2).unwrap(), b"first file\n");
+}

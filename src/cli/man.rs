@@ -476,6 +476,11 @@ error (exit 2) rather than accept and ignore it.
 A \fBcopy\fR is one transfer: the rate is for all its files together (a reflink moves
 no data and is not held back, nor are the zero blocks \fB\-\-sparse=always\fR seeks over).
 \fBtee\fR paces what it takes from the source, so every sink gets \fIRATE\fR.
+.PP
+\fBtee\fR's first operand is the source. GNU \fBtee\fR's form, \fBprintf x | zerocat tee t1 t2\fR,
+would read \fBt1\fR into \fBt2\fR and ignore stdin, so when the source is a file and stdin is
+a pipe or a file it is a usage error (exit 2, no file touched) that shows the spelling with
+GNU's meaning: \fBzerocat tee \- t1 t2 \-\fR.
 .SH TEE: WHEN A SINK FAILS
 By default (\fB\-\-on\-error=fail\fR) the first sink that fails stops the whole run:
 what is already in zerocat's pipes is delivered, the error names the sink, exit status 1;

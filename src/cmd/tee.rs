@@ -29,6 +29,7 @@ pub struct TeeConfig {
 }
 
 pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
+    refuse_gnu_form(cfg)?;
     check_via(opts.via)?;
     if let Some(e) = std::iter::once(&cfg.src)
         .chain(&cfg.sinks)
@@ -113,6 +114,41 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
 }
 
 /// tee moves bytes with tee(2) and splice, or in userspace; nothing else fans out.
+/// `printf x | zerocat tee t1 t2` is GNU tee's habit: it means "stdin into t1 and t2", but
+/// zerocat's first operand is the source, so it would read t1 and overwrite t2 while the
+/// piped bytes go nowhere. When stdin is a pipe or a file and the source is a file, that
+/// is refused with the spelling that does what GNU tee does.
+fn refuse_gnu_form(cfg: &TeeConfig) -> anyhow::Result<()> {
+    let Endpoint::File { .. } = &cfg.src else {
+        return Ok(());
+    };
+    let stdin_kind = FdInfo::of(std::io::stdin().as_fd()).map(|info| info.kind);
+    if !matches!(stdin_kind, Ok(FdKind::Pipe | FdKind::File)) {
+        return Ok(());
+    }
+    let operand = |e: &Endpoint| {
+        e.plain_file()
+            .map_or_else(|| e.to_string(), |p| p.display().to_string())
+    };
+    let sinks: Vec<String> = std::iter::once(&cfg.src)
+        .chain(&cfg.sinks)
+        .map(operand)
+        .collect();
+    let stdin_word = if matches!(stdin_kind, Ok(FdKind::Pipe)) {
+        "pipe"
+    } else {
+        "file"
+    };
+    Err(UsageError(format!(
+        "tee: the first operand '{src}' is the source, yet stdin is a {stdin_word}: zerocat \
+         would read '{src}' and ignore stdin. For GNU tee's meaning (stdin into each file \
+         and stdout) write: zerocat tee - {} -",
+        sinks.join(" "),
+        src = operand(&cfg.src),
+    ))
+    .into())
+}
+
 fn check_via(via: Via) -> anyhow::Result<()> {
     match via {
         Via::Auto | Via::Forced(DataPath::Tee | DataPath::Splice | DataPath::Userspace) => Ok(()),
