@@ -11,6 +11,7 @@ mod copy;
 mod copy_features;
 mod faults;
 mod listeners;
+mod mptcp;
 mod outbound;
 mod parallel;
 mod pipe;

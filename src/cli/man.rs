@@ -128,6 +128,8 @@ naming its reply; a proxy that closes, answers garbage or stalls past
 \fBproxy=v1|v2\fR the PROXY header goes inside the tunnel, to the target. In \fBrelay\fR
 each connection's handshake runs in the event loop. As ssh's ProxyCommand:
 \fBssh \-o ProxyCommand='zerocat relay \- tcp:%h:%p,socks5=127.0.0.1:1080' host\fR.
+\fBmptcp\fR: an MPTCP socket (\fBIPPROTO_MPTCP\fR, as \fBmptcpize\fR would make it), see
+\fBtcp\-listen:\fR's \fBmptcp\fR.
 .TP
 \fBtcp\-listen:\fR[\fIHOST\fB:\fR]\fIPORT\fR (alias \fBtcp\-l:\fR)
 accept one connection (relay: every connection). Options:
@@ -156,6 +158,16 @@ closed, never relayed, and counted (relay: a connection that ended with \fBerror
 text \fBPROXY header: ...\fR, also said on stderr unless \fB\-q\fR). The client the
 header names is the connection's \fBpeer\fR in reports, and what a \fBproxy=\fR
 connector passes on. A LOCAL (v2) or UNKNOWN (v1) header keeps the real peer.
+.TP
+\fBmptcp\fR
+(also on \fBtcp:\fR) the socket is MPTCP (\fBIPPROTO_MPTCP\fR, Multipath TCP, RFC 8684).
+Where the kernel refuses one (\fBENOPROTOOPT\fR when \fBnet.mptcp.enabled\fR is 0,
+\fBEPROTONOSUPPORT\fR in a kernel without MPTCP) a plain TCP socket serves instead,
+before any byte moves; a peer without MPTCP makes the kernel fall back to TCP on that
+connection. The report says which ran: the text report's kind reads \fBsocket (mptcp)\fR,
+\fBsocket (tcp: mptcp refused, ENOPROTOOPT)\fR or \fBsocket (tcp: the peer has no
+MPTCP)\fR, and JSON has \fBmptcp\fR (below). MPTCP sockets splice and sendfile as TCP ones
+do (checked on Linux 6.18): the paths are the same.
 .RE
 .TP
 \fBunix:\fIPATH\fR, \fBunix:@\fINAME\fR
@@ -336,7 +348,10 @@ wall time of the transfer, a decimal number.
 objects: \fBuri\fR (the endpoint as given) and \fBkind\fR (\fBfile\fR, \fBpipe\fR,
 \fBsocket\fR, \fBtty\fR, \fBchardev\fR, \fBdir\fR, \fBother\fR).
 \fBcopy\fR: \fBsrc\fR is an array of them, one per source, and \fBkind\fR is \fBfile\fR,
-\fBdir\fR or \fBsymlink\fR. \fBtee\fR has no \fBdst\fR: see \fBsinks\fR.
+\fBdir\fR or \fBsymlink\fR. \fBtee\fR has no \fBdst\fR: see \fBsinks\fR. An endpoint
+with \fBmptcp\fR adds \fBmptcp\fR: \fBactive\fR (true when the connection speaks MPTCP)
+and \fBfallback\fR (null, the errno that refused an MPTCP socket, or \fBpeer\fR: the
+peer did not offer MPTCP).
 .TP
 \fBpaths\fR
 array, in the order the paths ran: \fBpath\fR (\fBreflink\fR, \fBcopy_file_range\fR,
@@ -420,7 +435,8 @@ client's address), \fBseconds\fR, \fBended\fR (\fBeof\fR, \fBreset\fR,
 choice moved between \fBsplice\fR and \fBuserspace\fR), \fBundelivered\fR (bytes
 taken from the source that could not be written out when the connection was cut: 0 on
 a clean end; when the grace of a stop signal ends, also what a TCP sink had still not
-sent after a last 100 ms to drain, since the reset drops it), \fBended\fR and \fBerror\fR.
+sent after a last 100 ms to drain, since the reset drops it), \fBended\fR and \fBerror\fR;
+and \fBmptcp\fR when a side asked for it: \fBa\fR, \fBb\fR, each as \fBsrc\fR's.
 .TP
 \fBconnections_omitted\fR
 connections that ended before those listed, counted in the totals but not listed.

@@ -10,12 +10,14 @@ use nix::sys::socket::{shutdown, Shutdown};
 use crate::endpoint::{self, Endpoint, Opened, Role};
 use crate::engine::{self, DataPath, Side, Via};
 use crate::sys::fdkind::FdInfo;
+use crate::sys::socket::Mptcp;
 
 /// What an opened endpoint's fd is.
 pub fn inspect(fd: BorrowedFd<'_>, endpoint: &Endpoint) -> anyhow::Result<FdInfo> {
     let info = FdInfo::of(fd).with_context(|| format!("cannot inspect '{endpoint}'"))?;
     Ok(FdInfo {
         datagram_size: endpoint.datagram_size(),
+        mptcp: endpoint.asks_mptcp().then(|| Mptcp::of(fd)),
         ..info
     })
 }

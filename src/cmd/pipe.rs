@@ -78,14 +78,8 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
 
     let mut report = Report {
         command: "pipe",
-        src: Named {
-            uri: cfg.src.to_string(),
-            kind: src_info.kind,
-        },
-        dst: Named {
-            uri: cfg.dst.to_string(),
-            kind: dst_info.kind,
-        },
+        src: Named::of(cfg.src.to_string(), &src_info),
+        dst: Named::of(cfg.dst.to_string(), &dst_info),
         record,
         seconds,
         ending: Ending::Eof,

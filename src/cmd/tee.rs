@@ -220,10 +220,7 @@ fn conclude(
     // No failure stopped the fan-out: the sinks still running got every byte.
     let survivors_whole = out.failure.is_none() && !sink_errors.iter().any(|e| e.stops);
     let report = FanOutReport {
-        src: Named {
-            uri: cfg.src.to_string(),
-            kind: src_info.kind,
-        },
+        src: Named::of(cfg.src.to_string(), src_info),
         sinks: cfg
             .sinks
             .iter()
@@ -231,10 +228,7 @@ fn conclude(
             .zip(&out.sinks)
             .enumerate()
             .map(|(i, ((uri, info), result))| SinkReport {
-                named: Named {
-                    uri: uri.to_string(),
-                    kind: info.kind,
-                },
+                named: Named::of(uri.to_string(), info),
                 ending: sink_ending(i, &sink_errors, &ending, survivors_whole),
                 record: result.record.clone(),
                 failed_itself: sink_errors.iter().any(|e| e.sink == i),

@@ -102,12 +102,12 @@ impl Scheme {
     fn option_help(self) -> &'static str {
         match self {
             Scheme::File => "append, excl, mode=OCTAL",
-            Scheme::TcpListen => "backlog=N, reuseport, ipv6only=0|1, proxy",
+            Scheme::TcpListen => "backlog=N, reuseport, ipv6only=0|1, proxy, mptcp",
             Scheme::UnixListen => "mode=OCTAL, backlog=N",
             Scheme::Systemd => "proxy",
             Scheme::Tcp => {
                 "retry=N, interval=DURATION, proxy=v1|v2, socks5=HOST:PORT, connect=HOST:PORT, \
-                 proxy-auth=USER:PASS"
+                 proxy-auth=USER:PASS, mptcp"
             }
             Scheme::Unix => "retry=N, interval=DURATION",
             Scheme::Udp => "size=N (the largest datagram, 1-65507)",
@@ -122,13 +122,13 @@ impl Scheme {
             (Scheme::File, "append" | "excl" | "mode")
                 | (
                     Scheme::TcpListen,
-                    "backlog" | "reuseport" | "ipv6only" | "proxy"
+                    "backlog" | "reuseport" | "ipv6only" | "proxy" | "mptcp"
                 )
                 | (Scheme::UnixListen, "mode" | "backlog")
                 | (Scheme::Systemd, "proxy")
                 | (
                     Scheme::Tcp,
-                    "retry" | "interval" | "proxy" | "socks5" | "connect" | "proxy-auth"
+                    "retry" | "interval" | "proxy" | "socks5" | "connect" | "proxy-auth" | "mptcp"
                 )
                 | (Scheme::Unix, "retry" | "interval")
                 | (Scheme::Udp, "size")
@@ -423,6 +423,7 @@ fn parse_options<'a>(
                 "socks5",
                 "connect",
                 "proxy-auth",
+                "mptcp",
             ]
             .contains(&name.as_str());
             let what = if known {
@@ -441,7 +442,7 @@ fn parse_options<'a>(
         }
         seen.push(name.clone());
         match (name.as_str(), value) {
-            ("append" | "excl" | "reuseport", Some(_)) => {
+            ("append" | "excl" | "reuseport" | "mptcp", Some(_)) => {
                 return Err(format!(
                     "option '{name}' is a flag and takes no value ({})",
                     takes()
@@ -450,6 +451,10 @@ fn parse_options<'a>(
             ("append", None) => opts.append = true,
             ("excl", None) => opts.excl = true,
             ("reuseport", None) => opts.listen.reuseport = true,
+            ("mptcp", None) => {
+                opts.listen.mptcp = true;
+                opts.connect.mptcp = true;
+            }
             ("ipv6only", value) => {
                 opts.listen.ipv6only = Some(match value {
                     Some("1") => true,
@@ -830,6 +835,9 @@ impl fmt::Display for Endpoint {
                 if listen.proxy {
                     f.write_str(",proxy")?;
                 }
+                if listen.mptcp {
+                    f.write_str(",mptcp")?;
+                }
                 Ok(())
             }
             Endpoint::Udp { host, port, size } => {
@@ -911,6 +919,9 @@ fn write_connect_opts(f: &mut fmt::Formatter<'_>, opts: &ConnectOpts) -> fmt::Re
             uri_host(&via.host),
             via.port
         )?;
+    }
+    if opts.mptcp {
+        f.write_str(",mptcp")?;
     }
     Ok(())
 }

@@ -47,6 +47,8 @@ pub struct ConnectOpts {
     pub proxy: Option<proxy::Version>,
     /// `socks5=HOST:PORT` / `connect=HOST:PORT`: reach the target through a proxy (tcp: only).
     pub via: Option<outbound::Via>,
+    /// `mptcp`: an IPPROTO_MPTCP socket, plain TCP where the kernel refuses one (tcp: only).
+    pub mptcp: bool,
 }
 
 /// Options of a TCP listener beyond `backlog=`.
@@ -58,6 +60,8 @@ pub struct ListenOpts {
     pub ipv6only: Option<bool>,
     /// Every connection starts with a PROXY protocol header (v1 or v2), read first.
     pub proxy: bool,
+    /// `mptcp`: an IPPROTO_MPTCP listener, plain TCP where the kernel refuses one.
+    pub mptcp: bool,
 }
 
 /// `[::]` listeners are dual-stack unless `ipv6only=1` (set explicitly, whatever the
@@ -152,6 +156,15 @@ impl Endpoint {
         match self {
             Endpoint::Udp { size, .. } => size.map(|n| n as usize),
             _ => None,
+        }
+    }
+
+    /// `tcp:…,mptcp` / `tcp-listen:…,mptcp`: its connection is to be MPTCP where it can.
+    pub fn asks_mptcp(&self) -> bool {
+        match self {
+            Endpoint::Tcp { connect, .. } => connect.mptcp,
+            Endpoint::TcpListen { listen, .. } => listen.mptcp,
+            _ => false,
         }
     }
 

@@ -24,6 +24,7 @@ use super::proxy::{self, Addresses};
 use super::{ConnectOpts, Endpoint, FileOpts, ListenOpts, UnixAddr, DEFAULT_IPV6ONLY};
 use crate::exit::{Interrupted, UsageError};
 use crate::sys::fdkind::{FdInfo, FdKind};
+use crate::sys::socket::stream_socket;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -195,7 +196,7 @@ impl Endpoint {
     ) -> io::Result<OwnedFd> {
         let mut attempt = 0;
         loop {
-            match connect_once(addrs) {
+            match connect_once(addrs, opts.mptcp) {
                 Ok(fd) => return Ok(fd),
                 Err(errno) if attempt < opts.retry && is_retryable_connect(errno) => {
                     attempt += 1;
@@ -433,8 +434,8 @@ fn bind_tcp(addr: SocketAddr, backlog: i32, opts: &ListenOpts) -> anyhow::Result
         SocketAddr::V4(_) => AddressFamily::Inet,
         SocketAddr::V6(_) => AddressFamily::Inet6,
     };
-    let fd = socket::socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC, None)
-        .map_err(io::Error::from)?;
+    let (fd, _) =
+        stream_socket(family, SockFlag::SOCK_CLOEXEC, opts.mptcp).map_err(io::Error::from)?;
     // A restarted listener must not wait out TIME_WAIT of its previous connections.
     socket::setsockopt(&fd, sockopt::ReuseAddr, &true).map_err(io::Error::from)?;
     if opts.reuseport {
@@ -573,12 +574,13 @@ fn via_addrs(via: &outbound::Via) -> anyhow::Result<Vec<SockaddrStorage>> {
     Ok(addrs)
 }
 
-/// Connects a blocking socket to each address in turn; the last error if none answers.
-fn connect_once(addrs: &[SockaddrStorage]) -> Result<OwnedFd, Errno> {
+/// Connects a blocking socket (MPTCP where asked and taken) to each address in turn; the
+/// last error if none answers.
+fn connect_once(addrs: &[SockaddrStorage], mptcp: bool) -> Result<OwnedFd, Errno> {
     let mut last = Errno::EADDRNOTAVAIL;
     for addr in addrs {
         let family = addr.family().unwrap_or(AddressFamily::Unix);
-        let fd = socket::socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC, None)?;
+        let (fd, _) = stream_socket(family, SockFlag::SOCK_CLOEXEC, mptcp)?;
         match socket::connect(fd.as_raw_fd(), addr) {
             Ok(()) => return Ok(fd),
             Err(errno) => last = errno,

@@ -13,7 +13,8 @@ use std::fmt::Write as _;
 pub use json::{json_array, json_string, JsonObject};
 
 use crate::engine::Record;
-use crate::sys::fdkind::FdKind;
+use crate::sys::fdkind::{FdInfo, FdKind};
+use crate::sys::socket::Mptcp;
 use crate::units::amount;
 
 /// How the report is printed.
@@ -55,6 +56,28 @@ impl Ending {
 pub struct Named {
     pub uri: String,
     pub kind: FdKind,
+    /// What became of `,mptcp` (None: not asked).
+    pub mptcp: Option<Mptcp>,
+}
+
+impl Named {
+    /// The endpoint `uri` whose fd is `info`.
+    pub fn of(uri: String, info: &FdInfo) -> Named {
+        Named {
+            uri,
+            kind: info.kind,
+            mptcp: info.mptcp,
+        }
+    }
+
+    /// The kind as the text report says it: "socket", and for `,mptcp` what ran
+    /// ("socket (mptcp)", "socket (tcp: mptcp refused, ENOPROTOOPT)").
+    pub fn label(&self) -> String {
+        match self.mptcp {
+            None => self.kind.to_string(),
+            Some(mptcp) => format!("{} ({})", self.kind, mptcp.describe()),
+        }
+    }
 }
 
 /// The report of a one-source, one-sink transfer.
@@ -74,8 +97,8 @@ impl Report {
         headline(
             &self.record,
             self.seconds,
-            self.src.kind,
-            &self.dst.kind.to_string(),
+            &self.src.label(),
+            &self.dst.label(),
         )
     }
 
@@ -136,7 +159,7 @@ impl FanOutReport {
                 let mut line = format!(
                     "'{}' {} via {}",
                     s.named.uri,
-                    s.named.kind,
+                    s.named.label(),
                     route(&s.record)
                 );
                 if s.record.bytes() != total {
@@ -153,7 +176,7 @@ impl FanOutReport {
             headline(
                 &self.record,
                 self.seconds,
-                self.src.kind,
+                &self.src.label(),
                 &sinks_word(self.sinks.len())
             ),
             sinks.join(", ")
@@ -166,9 +189,8 @@ impl FanOutReport {
             .iter()
             .map(|s| {
                 let mut o = JsonObject::new();
-                o.str("uri", &s.named.uri)
-                    .str("kind", s.named.kind.name())
-                    .num("bytes", s.record.bytes());
+                named_fields(&mut o, &s.named);
+                o.num("bytes", s.record.bytes());
                 record_json(&mut o, &s.record);
                 ending_json(&mut o, &s.ending);
                 o.finish()
@@ -191,7 +213,7 @@ pub fn sinks_word(n: usize) -> String {
 }
 
 /// "zerocat: 1.00 GiB in 0.41 s (2.44 GiB/s) file -> TO via ROUTE"
-fn headline(record: &Record, seconds: f64, src: FdKind, to: &str) -> String {
+fn headline(record: &Record, seconds: f64, src: &str, to: &str) -> String {
     format!(
         "zerocat: {} {src} -> {to} via {}",
         amount(record.bytes(), seconds),
@@ -231,11 +253,29 @@ pub fn route(record: &Record) -> String {
     s
 }
 
-/// `{"uri":..,"kind":..}`
+/// `{"uri":..,"kind":..}`, and `"mptcp":{"active":..,"fallback":..}` when it was asked
 pub fn named_json(named: &Named) -> String {
     let mut o = JsonObject::new();
-    o.str("uri", &named.uri).str("kind", named.kind.name());
+    named_fields(&mut o, named);
     o.finish()
+}
+
+/// Adds `uri`, `kind` and, for `,mptcp`, `mptcp` (active, and why not: the errno that
+/// refused an MPTCP socket, or "peer": the peer did not offer MPTCP).
+fn named_fields(o: &mut JsonObject, named: &Named) {
+    o.str("uri", &named.uri).str("kind", named.kind.name());
+    if let Some(mptcp) = named.mptcp {
+        o.raw("mptcp", &mptcp_json(mptcp));
+    }
+}
+
+/// `{"active":..,"fallback":..}`: whether MPTCP runs, else the errno that refused an
+/// MPTCP socket or "peer" (the peer did not offer MPTCP).
+pub fn mptcp_json(mptcp: Mptcp) -> String {
+    let mut m = JsonObject::new();
+    m.bool("active", mptcp == Mptcp::Active)
+        .str_or_null("fallback", mptcp.fallback().as_deref());
+    m.finish()
 }
 
 /// Adds `paths` and `fallbacks` of a record to an object.
@@ -304,6 +344,7 @@ mod tests {
             named: Named {
                 uri: uri.into(),
                 kind: FdKind::File,
+                mptcp: None,
             },
             record: record(bytes),
             ending,
@@ -313,6 +354,7 @@ mod tests {
             src: Named {
                 uri: "-".into(),
                 kind: FdKind::Pipe,
+                mptcp: None,
             },
             sinks: vec![
                 sink("a", 4, Ending::Error("disk full".into()), true),

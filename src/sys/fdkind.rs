@@ -6,6 +6,8 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::sys::stat::{fstat, FileStat, SFlag};
 
+use super::socket::Mptcp;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FdKind {
     /// A regular file (or a block device: both have a page cache and a size).
@@ -71,6 +73,8 @@ pub struct FdInfo {
     /// The largest datagram to send into a datagram socket, when its endpoint says
     /// (`udp:...,size=N`); None: the largest UDP payload.
     pub datagram_size: Option<usize>,
+    /// What became of `,mptcp` on this connection; None when its endpoint did not ask.
+    pub mptcp: Option<Mptcp>,
 }
 
 impl FdInfo {
@@ -102,6 +106,7 @@ impl FdInfo {
             size: regular_size(st, kind),
             identity: (st.st_dev, st.st_ino),
             datagram_size: None,
+            mptcp: None,
         }
     }
 
@@ -116,6 +121,7 @@ impl FdInfo {
             size: Some(0),
             identity: (dev, 0),
             datagram_size: None,
+            mptcp: None,
         }
     }
 
@@ -128,6 +134,7 @@ impl FdInfo {
             size: None,
             identity: (0, 0),
             datagram_size: None,
+            mptcp: None,
         }
     }
 

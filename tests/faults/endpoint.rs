@@ -288,6 +288,7 @@ mod uri_properties {
             interval: ms.map(std::time::Duration::from_millis),
             proxy: None,
             via: None,
+            mptcp: false,
         })
     }
 
@@ -316,12 +317,17 @@ mod uri_properties {
                 host(),
                 1u16..,
                 connect_opts(),
-                proptest::option::of(prop_oneof![Just(Version::V1), Just(Version::V2)])
+                proptest::option::of(prop_oneof![Just(Version::V1), Just(Version::V2)]),
+                any::<bool>()
             )
-                .prop_map(|(host, port, connect, proxy)| Endpoint::Tcp {
+                .prop_map(|(host, port, connect, proxy, mptcp)| Endpoint::Tcp {
                     host,
                     port,
-                    connect: ConnectOpts { proxy, ..connect }
+                    connect: ConnectOpts {
+                        proxy,
+                        mptcp,
+                        ..connect
+                    }
                 }),
             (
                 proptest::option::of(host()),
@@ -330,25 +336,29 @@ mod uri_properties {
                 (
                     any::<bool>(),
                     proptest::option::of(any::<bool>()),
+                    any::<bool>(),
                     any::<bool>()
                 )
             )
-                .prop_map(|(host, port, backlog, (reuseport, ipv6only, proxy))| {
-                    // ipv6only only where the host may be IPv6.
-                    let v4 = host
-                        .as_deref()
-                        .map_or(true, |h| h.parse::<std::net::Ipv4Addr>().is_ok());
-                    Endpoint::TcpListen {
-                        host,
-                        port,
-                        backlog,
-                        listen: ListenOpts {
-                            reuseport,
-                            ipv6only: ipv6only.filter(|_| !v4),
-                            proxy,
-                        },
+                .prop_map(
+                    |(host, port, backlog, (reuseport, ipv6only, proxy, mptcp))| {
+                        // ipv6only only where the host may be IPv6.
+                        let v4 = host
+                            .as_deref()
+                            .map_or(true, |h| h.parse::<std::net::Ipv4Addr>().is_ok());
+                        Endpoint::TcpListen {
+                            host,
+                            port,
+                            backlog,
+                            listen: ListenOpts {
+                                reuseport,
+                                ipv6only: ipv6only.filter(|_| !v4),
+                                proxy,
+                                mptcp,
+                            },
+                        }
                     }
-                }),
+                ),
             (proptest::option::of("[a-zA-Z0-9_.-]{1,20}"), any::<bool>())
                 .prop_map(|(name, proxy)| Endpoint::Systemd { name, proxy }),
             (unix_addr.clone(), connect_opts())

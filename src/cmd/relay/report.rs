@@ -7,7 +7,10 @@ use super::end::ConnEnd;
 use super::RelayConfig;
 use crate::endpoint::Endpoint;
 use crate::engine::Record;
-use crate::report::{json_array, json_string, record_json, route, JsonObject, StatsFormat};
+use crate::report::{
+    json_array, json_string, mptcp_json, record_json, route, JsonObject, StatsFormat,
+};
+use crate::sys::socket::Mptcp;
 use crate::units::{amount, human_bytes};
 
 #[derive(Debug, Clone)]
@@ -34,6 +37,8 @@ pub struct ConnReport {
     /// [A -> B, B -> A]
     pub flows: [FlowReport; 2],
     pub end: ConnEnd,
+    /// [A, B]: what became of `,mptcp` on each side that asked for it.
+    pub mptcp: [Option<Mptcp>; 2],
 }
 
 impl ConnReport {
@@ -47,6 +52,11 @@ impl ConnReport {
                 let _ = write!(s, " via {}", route(&f.record));
             }
             s.push(',');
+        }
+        for (side, mptcp) in ["a", "b"].iter().zip(self.mptcp) {
+            if let Some(mptcp) = mptcp {
+                let _ = write!(s, " {side} {},", mptcp.describe());
+            }
         }
         let _ = write!(s, " {:.2} s, {}", self.seconds, self.end.word());
         if let Some(text) = self.end.text() {
@@ -62,6 +72,7 @@ impl ConnReport {
             .float("seconds", self.seconds);
         end_json(&mut o, &self.end);
         self.directions_json(&mut o);
+        self.mptcp_json(&mut o);
         o.finish()
     }
 
@@ -77,7 +88,22 @@ impl ConnReport {
             .float("seconds", self.seconds);
         end_json(&mut o, &self.end);
         self.directions_json(&mut o);
+        self.mptcp_json(&mut o);
         o.finish()
+    }
+
+    /// `mptcp`, when a side asked for it: `{"a":{"active":..,"fallback":..}}`, as pipe's.
+    fn mptcp_json(&self, o: &mut JsonObject) {
+        if self.mptcp.iter().all(Option::is_none) {
+            return;
+        }
+        let mut sides = JsonObject::new();
+        for (side, mptcp) in ["a", "b"].iter().zip(self.mptcp) {
+            if let Some(mptcp) = mptcp {
+                sides.raw(side, &mptcp_json(mptcp));
+            }
+        }
+        o.raw("mptcp", &sides.finish());
     }
 
     /// `a_to_b` and `b_to_a`: bytes, paths, fallbacks (each with its errno), switches,

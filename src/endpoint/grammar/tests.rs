@@ -307,6 +307,7 @@ fn connectors_take_retry_and_interval() {
                 interval: Some(Duration::from_millis(250)),
                 proxy: None,
                 via: None,
+                mptcp: false,
             },
         }
     );
@@ -411,6 +412,7 @@ fn listener_options_reuseport_ipv6only_proxy() {
                 reuseport: true,
                 ipv6only: Some(true),
                 proxy: true,
+                mptcp: false,
             },
         }
     );
@@ -529,4 +531,21 @@ fn socks5_and_connect_parse_and_show_without_credentials() {
     ] {
         assert!(parse(bad).is_err(), "{bad}");
     }
+}
+
+#[test]
+fn mptcp_is_a_flag_of_tcp_endpoints_and_reads_back() {
+    let Endpoint::Tcp { connect, .. } = ok("tcp:h:1,MPTCP") else {
+        panic!("tcp:");
+    };
+    assert!(connect.mptcp);
+    assert_eq!(ok("tcp:h:1,mptcp").to_string(), "tcp:h:1,mptcp");
+    let Endpoint::TcpListen { listen, .. } = ok("tcp-listen:0,mptcp,reuseport") else {
+        panic!("tcp-listen:");
+    };
+    assert!(listen.mptcp && listen.reuseport);
+    assert_eq!(ok("tcp-listen:0,mptcp").to_string(), "tcp-listen:0,mptcp");
+    err("tcp:h:1,mptcp=1", &["'mptcp' is a flag"]);
+    err("unix:/s,mptcp", &["'mptcp' does not apply to unix"]);
+    err("tcp-listen:0,mptcp,mptcp", &["given twice"]);
 }

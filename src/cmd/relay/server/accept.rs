@@ -130,6 +130,7 @@ impl Server<'_> {
             seconds: 0.0,
             flows: [flow(), flow()],
             end: end.clone(),
+            mptcp: [None, None],
         };
         self.ended(report);
     }

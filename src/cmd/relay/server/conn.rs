@@ -12,7 +12,8 @@ use super::{slot_token, Conn, Server, Spec};
 use crate::cmd::relay::end::{ConnEnd, Side};
 use crate::cmd::relay::flow::{Blame, FlowError, Port, Turn};
 use crate::cmd::relay::report::{ConnReport, FlowReport};
-use crate::sys::socket::{abort_socket, is_tcp};
+use crate::endpoint::Endpoint;
+use crate::sys::socket::{abort_socket, is_tcp, Mptcp};
 use crate::sys::{self, process};
 
 /// How long, at the end of the grace, the sinks get to send what their kernel queues
@@ -206,9 +207,13 @@ impl Server<'_> {
     }
 
     pub(super) fn side_uri(&self, side: Side) -> String {
+        self.side_endpoint(side).to_string()
+    }
+
+    fn side_endpoint(&self, side: Side) -> &Endpoint {
         match side {
-            Side::A => self.cfg.a.to_string(),
-            Side::B => self.cfg.b.to_string(),
+            Side::A => &self.cfg.a,
+            Side::B => &self.cfg.b,
         }
     }
 
@@ -242,6 +247,11 @@ impl Server<'_> {
                 left += queued;
             }
             left
+        });
+        let mptcp = [0, 1].map(|side| {
+            let asks = self.side_endpoint(Side::of(side)).asks_mptcp();
+            let fd = conn.sides[side].fd.as_ref().filter(|_| asks)?;
+            Some(Mptcp::of(fd.as_fd()))
         });
         for peer in &mut conn.sides {
             // Closing the relay's own sockets takes them out of the epoll (the last
@@ -283,6 +293,7 @@ impl Server<'_> {
                 undelivered: undelivered[d],
             }),
             end,
+            mptcp,
         };
         self.ended(report);
         self.gens[idx] = self.gens[idx].wrapping_add(1);

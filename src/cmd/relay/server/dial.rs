@@ -4,16 +4,17 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::time::Instant;
 
 use nix::errno::Errno;
-use nix::sys::socket::{self, sockopt, SockFlag, SockType, SockaddrLike};
+use nix::sys::socket::{self, sockopt, SockFlag, SockaddrLike};
 
 use super::{out_of_fds, slot_token, Server, Spec, CONNECT_TIMEOUT, FD_WAIT, RETRY};
 use crate::cmd::relay::end::ConnEnd;
 use crate::endpoint::{is_retryable_connect, outbound, proxy};
+use crate::sys::socket::stream_socket;
 
 impl Server<'_> {
     /// Starts (or restarts) a connection attempt to a Dial side.
     pub(super) fn dial(&mut self, idx: usize, side: usize) {
-        let Spec::Dial { addrs, .. } = &self.specs[side] else {
+        let Spec::Dial { addrs, opts, .. } = &self.specs[side] else {
             return;
         };
         let gen = self.gens[idx];
@@ -22,13 +23,9 @@ impl Server<'_> {
         let addr = &addrs[dial.addr.min(addrs.len() - 1)];
         dial.waiting = false;
         let family = addr.family().unwrap_or(socket::AddressFamily::Unix);
-        let fd = match socket::socket(
-            family,
-            SockType::Stream,
-            SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
-            None,
-        ) {
-            Ok(fd) => fd,
+        let flags = SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC;
+        let fd = match stream_socket(family, flags, opts.mptcp) {
+            Ok((fd, _)) => fd,
             Err(errno) if out_of_fds(errno) => {
                 // Out of fds: not the backend's fault; wait for one to free up.
                 dial.waiting = true;
