@@ -30,7 +30,8 @@ def setup(args):
 
 def install_peers():
     want = {"socat": "socat", "pv": "pv", "mbuffer": "mbuffer", "nc": "netcat-openbsd", "haproxy": "haproxy",
-            "redis-server": "redis-server", "redis-benchmark": "redis-tools"}
+            "redis-server": "redis-server", "redis-benchmark": "redis-tools", "microsocks": "microsocks",
+            "ncat": "ncat", "danted": "dante-server"}
     missing = [pkg for cmd, pkg in want.items() if not shutil.which(cmd)]
     if missing and shutil.which("apt-get"):
         log("installing", *missing)
