@@ -278,6 +278,29 @@ fn same_file_is_refused_in_all_four_forms() {
     );
 }
 
+/// Issue 28 item 1: `copy -r link foo` where link -> foo copies the link itself (cp's -r
+/// implies -P); replacing foo with it would leave foo -> foo and lose foo's bytes.
+#[test]
+fn a_symlink_copied_onto_its_own_target_is_refused() {
+    let dir = tempdir();
+    let bytes = b"XYZ\n".to_vec();
+    let foo = write_file(dir.path(), "foo", &bytes);
+    let link = dir.path().join("symlink");
+    std::os::unix::fs::symlink("foo", &link).unwrap();
+    for flags in [&["-r"][..], &["-r", "--atomic"][..]] {
+        let (code, report, err) = copy_with(flags, &[&link, &foo]);
+        assert_refused(code, &report, &err, &foo, &bytes);
+        assert!(!fs::symlink_metadata(&foo).unwrap().is_symlink(), "{flags:?}");
+    }
+    // A link onto itself is the same file too, and stays a link.
+    let (code, report, err) = copy_with(&["-r"], &[&link, &link]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("are the same file"), "{err}");
+    assert_eq!(report["failed"].as_u64(), Some(1));
+    assert_eq!(fs::read_link(&link).unwrap(), Path::new("foo"));
+    assert_bytes_eq(&fs::read(&foo).unwrap(), &bytes, "untouched");
+}
+
 #[test]
 fn no_clobber_leaves_the_destination_and_counts_it() {
     let dir = tempdir();

@@ -3,6 +3,7 @@
 //! setuid/setgid cleared when the copy does not keep the source's owner.
 
 use std::fs;
+use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -51,6 +52,24 @@ impl Copier<'_> {
             Err(e) => return self.fail(src, dst, Kind::Symlink, format!("cannot read link: {e}")),
         };
         if let Ok(dst_meta) = fs::symlink_metadata(dst) {
+            // cp's rule: replacing what the link names (or the link itself) would leave a
+            // link to itself and lose the bytes it pointed at.
+            let identity = |m: &fs::Metadata| (m.dev(), m.ino());
+            let is_dst = |m: io::Result<fs::Metadata>| {
+                m.is_ok_and(|m| identity(&m) == identity(&dst_meta))
+            };
+            if is_dst(fs::metadata(src)) || is_dst(fs::symlink_metadata(src)) {
+                return self.fail(
+                    src,
+                    dst,
+                    Kind::Symlink,
+                    format!(
+                        "'{}' and '{}' are the same file: refusing (destination untouched)",
+                        src.display(),
+                        dst.display()
+                    ),
+                );
+            }
             let src_mtime = fs::symlink_metadata(src)
                 .map(|m| mtime_of(&m))
                 .unwrap_or_default();
