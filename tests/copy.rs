@@ -290,7 +290,10 @@ fn a_symlink_copied_onto_its_own_target_is_refused() {
     for flags in [&["-r"][..], &["-r", "--atomic"][..]] {
         let (code, report, err) = copy_with(flags, &[&link, &foo]);
         assert_refused(code, &report, &err, &foo, &bytes);
-        assert!(!fs::symlink_metadata(&foo).unwrap().is_symlink(), "{flags:?}");
+        assert!(
+            !fs::symlink_metadata(&foo).unwrap().is_symlink(),
+            "{flags:?}"
+        );
     }
     // A link onto itself is the same file too, and stays a link.
     let (code, report, err) = copy_with(&["-r"], &[&link, &link]);

@@ -55,9 +55,8 @@ impl Copier<'_> {
             // cp's rule: replacing what the link names (or the link itself) would leave a
             // link to itself and lose the bytes it pointed at.
             let identity = |m: &fs::Metadata| (m.dev(), m.ino());
-            let is_dst = |m: io::Result<fs::Metadata>| {
-                m.is_ok_and(|m| identity(&m) == identity(&dst_meta))
-            };
+            let is_dst =
+                |m: io::Result<fs::Metadata>| m.is_ok_and(|m| identity(&m) == identity(&dst_meta));
             if is_dst(fs::metadata(src)) || is_dst(fs::symlink_metadata(src)) {
                 return self.fail(
                     src,
