@@ -894,3 +894,48 @@ fn gnu_form_with_piped_stdin_is_refused_and_touches_no_file() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr_text(&out));
     assert_eq!(std::fs::read(&t2).unwrap(), b"first file\n");
 }
+
+/// Issue 28 item 2: an output that cannot be opened is a failed sink like any other, in
+/// every mode (GNU tee: said, the other outputs still get every byte, exit 1). Before, the
+/// run stopped at the open: nothing on stdout, `out` never created.
+#[test]
+fn an_output_that_cannot_be_opened_fails_alone_in_every_mode() {
+    let want = data(300 << 10);
+    for mode in [
+        None,
+        Some("--output-error=warn"),
+        Some("--output-error=warn-nopipe"),
+        Some("--output-error=exit"),
+        Some("--output-error=exit-nopipe"),
+        Some("-p"),
+    ] {
+        let dir = tempdir();
+        let out_path = dir.path().join("out");
+        let missing = dir.path().join("no/such");
+        let mut cmd = zerocat();
+        cmd.args(["--stats", "json", "tee"]);
+        cmd.args(mode);
+        cmd.arg("-").arg("-").arg(&missing).arg(&out_path);
+        let out = run_with_stdin(cmd, Some(want.clone()));
+        let err = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(1), "{mode:?}: {err}");
+        assert_bytes_eq(&out.stdout, &want, "stdout");
+        assert_bytes_eq(&std::fs::read(&out_path).unwrap(), &want, "out");
+        assert!(
+            err.contains("no/such") && err.contains("No such file"),
+            "{mode:?}: {err}"
+        );
+        let report = json_report(&out.stderr);
+        assert_eq!(sink(&report, 0)["ended"], "eof", "{mode:?}: {report}");
+        assert_eq!(sink(&report, 1)["ended"], "error", "{mode:?}: {report}");
+        assert_eq!(sink(&report, 1)["bytes"], 0, "{mode:?}: {report}");
+        assert_eq!(sink(&report, 2)["ended"], "eof", "{mode:?}: {report}");
+        assert_eq!(sink(&report, 2)["bytes"], want.len(), "{mode:?}: {report}");
+    }
+    // No output opens: exit 1, the source is not read.
+    let dir = tempdir();
+    let mut cmd = zerocat();
+    cmd.args(["tee", "-"]).arg(dir.path().join("no/such"));
+    let out = run_with_stdin(cmd, Some(b"x".to_vec()));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_text(&out));
+}

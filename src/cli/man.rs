@@ -525,6 +525,12 @@ The mode must follow an equals sign (\fB\-\-output\-error=exit\fR): \fB\-\-outpu
 exit\fR is the bare option and a sink named \fBexit\fR, as with GNU's optional argument.
 The report still lists a quietly dropped sink with the bytes it got and its error. When
 every sink is gone, \fBtee\fR stops reading its source.
+.PP
+An output that cannot be opened (a missing directory, no permission) is a failed sink in
+every mode, as in GNU \fBtee\fR: it is named, the others get every byte, and the exit
+status is 1 (the report lists it with \fB(nothing written)\fR). If not one opens, the
+source is not read. Refusing to write the source into itself, an interrupt and a usage
+error still stop the run before any byte moves.
 .SH COPY: PARALLEL TREES
 \fB\-j\fR \fIN\fR copies the regular files of a tree (or of several operands) with \fIN\fR
 threads while the walk goes on; the default is the CPUs the process may run on

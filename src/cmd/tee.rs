@@ -51,8 +51,11 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let src = cfg.src.open(Role::Source)?;
     let src_info = inspect(src.fd.as_fd(), &cfg.src)?;
+    // A sink that cannot be opened is a failed sink like any other (GNU tee: said, the
+    // others still get every byte, exit 1), in every --output-error mode.
     let mut opened = Vec::with_capacity(cfg.sinks.len());
-    for (sink, listener) in cfg.sinks.iter().zip(listeners) {
+    let mut unopened = Vec::new();
+    for (i, (sink, listener)) in cfg.sinks.iter().zip(listeners).enumerate() {
         let sink_fd = match listener {
             Some(listener) => {
                 let (fd, _peer) = listener.accept().with_context(|| {
@@ -64,23 +67,43 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
                     child: None,
                 }
             }
-            None => sink.open(Role::Sink)?,
+            None => match sink.open(Role::Sink) {
+                Ok(opened) => opened,
+                Err(e) if must_stop(&e) => return Err(e),
+                Err(e) => {
+                    unopened.push(SinkError {
+                        sink: i,
+                        message: format!("{e:#}"),
+                        counts: true,
+                        stops: false,
+                    });
+                    continue;
+                }
+            },
         };
         let info = inspect(sink_fd.fd.as_fd(), sink)?;
         refuse_same_file(&cfg.src, &src_info, sink, &info)?;
-        opened.push((sink_fd, info));
+        opened.push((i, sink_fd, info));
     }
-    for ((sink_fd, _), sink) in opened.iter().zip(&cfg.sinks) {
-        truncate_if_pending(sink_fd, sink)?;
+    for (i, sink_fd, _) in &opened {
+        truncate_if_pending(sink_fd, &cfg.sinks[*i])?;
     }
     let sinks: Vec<Sink<'_>> = opened
         .iter()
-        .map(|(o, info)| Sink {
+        .map(|(_, o, info)| Sink {
             fd: o.fd.as_fd(),
             info: *info,
         })
         .collect();
-    let infos: Vec<FdInfo> = opened.iter().map(|(_, info)| *info).collect();
+    // Every sink's kind, as opened, or as it would have been for one that was not.
+    let mut infos: Vec<FdInfo> = cfg
+        .sinks
+        .iter()
+        .map(|s| predict(s, Role::Sink).unwrap_or(FdInfo::assumed(FdKind::Other)))
+        .collect();
+    for (i, _, info) in &opened {
+        infos[*i] = *info;
+    }
     opts.print_plan(
         &(plan_line(opts.via, cfg, &src_info, &infos)
             + &crate::engine::meter::plan_words(opts.limit)),
@@ -95,14 +118,23 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     }
     let progress = watch.start(opts);
     let started = Instant::now();
-    let out = fan::fan_out(
-        src.fd.as_fd(),
-        &src_info,
-        &sinks,
-        opts.via,
-        cfg.on_error,
-        &meter,
-    );
+    let mut out = if sinks.is_empty() {
+        // Not one sink opened: nothing to read the source for.
+        FanOut {
+            record: Default::default(),
+            sinks: Vec::new(),
+            failure: None,
+        }
+    } else {
+        fan::fan_out(
+            src.fd.as_fd(),
+            &src_info,
+            &sinks,
+            opts.via,
+            cfg.on_error,
+            &meter,
+        )
+    };
     for (sink, result) in sinks.iter().zip(&out.sinks) {
         if result.failure.is_none() && sink.info.kind == FdKind::Socket {
             finish_socket_sink(sink.fd);
@@ -110,7 +142,23 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     }
     let seconds = started.elapsed().as_secs_f64();
     progress.finish();
-    conclude(opts, cfg, &src_info, &infos, out, seconds)
+    // One outcome per sink given, in order: an unopened sink moved nothing.
+    for e in &unopened {
+        out.sinks.insert(
+            e.sink,
+            SinkOutcome {
+                record: Default::default(),
+                failure: None,
+            },
+        );
+    }
+    conclude(opts, cfg, &src_info, &infos, out, unopened, seconds)
+}
+
+/// An error that ends the run wherever it comes from: a signal, or a usage error.
+fn must_stop(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<crate::exit::Interrupted>().is_some()
+        || e.downcast_ref::<UsageError>().is_some()
 }
 
 /// tee moves bytes with tee(2) and splice, or in userspace; nothing else fans out.
@@ -166,25 +214,28 @@ fn conclude(
     src_info: &FdInfo,
     infos: &[FdInfo],
     out: FanOut,
+    unopened: Vec<SinkError>,
     seconds: f64,
 ) -> anyhow::Result<ExitCode> {
     let policy = cfg.on_error;
     // Every sink that failed, with its text and whether it fails the run (a reader that
-    // went away under a `*-nopipe` mode does not, and is not diagnosed: GNU tee's rule).
-    let sink_errors: Vec<SinkError> = out
-        .sinks
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| match &s.failure {
-            Some(Failure::Io(err, side)) => Some(SinkError {
-                sink: i,
-                message: failure_message(opts.via, &cfg.src, &cfg.sinks[i], err, *side),
-                counts: policy.counts(errno_of(err)),
-                stops: policy.stops(errno_of(err)),
+    // went away under a `*-nopipe` mode does not, and is not diagnosed: GNU tee's rule),
+    // those that could not be opened first.
+    let mut sink_errors = unopened;
+    sink_errors.extend(
+        out.sinks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match &s.failure {
+                Some(Failure::Io(err, side)) => Some(SinkError {
+                    sink: i,
+                    message: failure_message(opts.via, &cfg.src, &cfg.sinks[i], err, *side),
+                    counts: policy.counts(errno_of(err)),
+                    stops: policy.stops(errno_of(err)),
+                }),
+                _ => None,
             }),
-            _ => None,
-        })
-        .collect();
+    );
     let counted: Vec<&str> = sink_errors
         .iter()
         .filter(|e| e.counts)

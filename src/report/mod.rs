@@ -156,13 +156,15 @@ impl FanOutReport {
             .sinks
             .iter()
             .map(|s| {
-                let mut line = format!(
-                    "'{}' {} via {}",
-                    s.named.uri,
-                    s.named.label(),
-                    route(&s.record)
-                );
-                if s.record.bytes() != total {
+                let mut line = format!("'{}' {}", s.named.uri, s.named.label());
+                if s.record.paths.is_empty() {
+                    // Never written to: one that could not be opened, or a run that
+                    // stopped before the fan-out began.
+                    line.push_str(" (nothing written)");
+                } else {
+                    line.push_str(&format!(" via {}", route(&s.record)));
+                }
+                if s.record.bytes() != total && !s.record.paths.is_empty() {
                     line.push_str(&format!(" ({} bytes)", s.record.bytes()));
                 }
                 if let (true, Some(message)) = (s.failed_itself, s.ending.text()) {
