@@ -600,3 +600,57 @@ fn a_stream_endpoint_makes_it_a_pipe() {
     assert_eq!(report["command"], "pipe");
     assert_eq!(final_path(&report), "splice");
 }
+
+/// Issue 28 item 3: paths are bytes on Linux. Names that are not UTF-8 — a bare operand,
+/// `file:PATH`, and names inside a tree — are copied and teed byte for byte (they were
+/// refused: "invalid UTF-8 was detected", exit 2). Other URIs still must be UTF-8.
+#[test]
+fn names_that_are_not_utf8_are_copied_and_teed_byte_for_byte() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let name = |bytes: &[u8]| OsStr::from_bytes(bytes).to_os_string();
+    let dir = tempdir();
+    let want = data(70_000);
+    let src = dir.path().join(name(b"caf\xe9"));
+    fs::write(&src, &want).unwrap();
+    let dst = dir.path().join(name(b"out\xff"));
+    let (code, report, err) = copy_with(&[], &[&src, &dst]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(report["bytes"], want.len());
+    assert_bytes_eq(&fs::read(&dst).unwrap(), &want, "copy of a non-UTF-8 name");
+
+    let tree = dir.path().join(name(b"tr\xe9e"));
+    fs::create_dir_all(tree.join(name(b"sub\xfe"))).unwrap();
+    fs::write(tree.join(name(b"sub\xfe")).join(name(b"f\xfd")), &want).unwrap();
+    let copied = dir.path().join(name(b"copy\xfc"));
+    let (code, _, err) = copy_with(&["-r"], &[&tree, &copied]);
+    assert_eq!(code, 0, "{err}");
+    let inner = copied.join(name(b"sub\xfe")).join(name(b"f\xfd"));
+    assert_bytes_eq(
+        &fs::read(inner).unwrap(),
+        &want,
+        "a tree of non-UTF-8 names",
+    );
+
+    let t = dir.path().join(name(b"t\xfe"));
+    let mut u = std::ffi::OsString::from("file:");
+    u.push(dir.path().join(name(b"u\xfd")));
+    u.push(",append");
+    let mut cmd = zerocat();
+    cmd.arg("tee").arg(&src).arg(&t).arg(&u);
+    let out = run(cmd);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_text(&out));
+    assert_bytes_eq(&fs::read(&t).unwrap(), &want, "tee to a non-UTF-8 name");
+    assert_bytes_eq(
+        &fs::read(dir.path().join(name(b"u\xfd"))).unwrap(),
+        &want,
+        "tee to file:NON-UTF-8,append",
+    );
+
+    // A scheme's address is text: usage error, naming the rule.
+    let mut cmd = zerocat();
+    cmd.args(["pipe", "/dev/null"]).arg(name(b"tcp:\xff:1"));
+    let out = run(cmd);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr_text(&out).contains("only a file path may hold bytes that are not UTF-8"));
+}

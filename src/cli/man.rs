@@ -108,7 +108,9 @@ a file: opened read\-only as a source; created or truncated as a sink (like \fB>
 \fBcp\fR). Options, for a sink only (on a source they are usage errors): \fBappend\fR,
 \fBexcl\fR (refuse an existing file), \fBmode=\fI0600\fR (exactly this mode, whatever the
 umask, for a file zerocat creates; an existing file keeps its mode, as with \fB>\fR and
-\fBcp\fR).
+\fBcp\fR). A path is bytes, as Linux has it: a name that is not UTF\-8 is taken byte for
+byte (bare or after \fBfile:\fR; reports show it with U+FFFD); the address of any other
+scheme, and options, are text.
 .TP
 \fBtcp:\fIHOST\fB:\fIPORT\fR
 connect. IPv6 goes in brackets: \fBtcp:[::1]:8080\fR. \fIHOST\fR may be a name; it is

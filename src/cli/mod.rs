@@ -3,6 +3,7 @@
 
 pub mod man;
 
+use std::ffi::OsString;
 use std::io::IsTerminal;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
@@ -152,17 +153,17 @@ Examples:
 #[derive(Debug, Args)]
 pub struct PipeArgs {
     /// Where the bytes come from (default: stdin).
-    #[arg(default_value = "-", value_parser = parse_source)]
+    #[arg(default_value = "-", value_parser = os(parse_source))]
     pub src: Endpoint,
     /// Where the bytes go (default: stdout).
-    #[arg(default_value = "-", value_parser = parse_sink)]
+    #[arg(default_value = "-", value_parser = os(parse_sink))]
     pub dst: Endpoint,
 }
 
 #[derive(Debug, Args)]
 pub struct CopyArgs {
     /// SRC DST, or SRC... DIR (a directory DST gets each source under its own name).
-    #[arg(required = true, num_args = 2.., value_name = "PATH", value_parser = parse_endpoint)]
+    #[arg(required = true, num_args = 2.., value_name = "PATH", value_parser = os(parse_endpoint))]
     pub paths: Vec<Endpoint>,
     /// Copy directories and what they hold; symlinks are copied as symlinks.
     #[arg(short, long)]
@@ -258,10 +259,10 @@ pub enum SparseArg {
 #[derive(Debug, Args)]
 pub struct TeeArgs {
     /// Where the bytes come from.
-    #[arg(value_parser = parse_source)]
+    #[arg(value_parser = os(parse_source))]
     pub src: Endpoint,
     /// Where they all go; listeners each accept one connection before data flows.
-    #[arg(required = true, value_parser = parse_sink)]
+    #[arg(required = true, value_parser = os(parse_sink))]
     pub dst: Vec<Endpoint>,
     /// When a sink fails: stop everything (exit 1, naming it; stdout's reader going away
     /// is a quiet 141), or drop that sink and keep feeding the others (still exit 1 at the
@@ -319,10 +320,10 @@ fn on_error(on_error: Option<OnErrorArg>, output_error: Option<OutputErrorArg>) 
 #[derive(Debug, Args)]
 pub struct RelayArgs {
     /// One side: a listener, a connector, `-` or fd:N.
-    #[arg(value_parser = parse_relay_side)]
+    #[arg(value_parser = os(parse_relay_side))]
     pub a: Endpoint,
     /// The other side.
-    #[arg(value_parser = parse_relay_side)]
+    #[arg(value_parser = os(parse_relay_side))]
     pub b: Endpoint,
     /// Serve one connection, then exit.
     #[arg(long)]
@@ -358,33 +359,46 @@ pub struct RelayArgs {
     pub splice_first: bool,
 }
 
-fn parse_endpoint(arg: &str) -> Result<Endpoint, String> {
-    endpoint::parse(arg).map_err(|e| e.to_string())
+/// A value parser of arguments as the OS gave them (OsString): a path need not be UTF-8.
+fn os<T: Clone + Send + Sync + 'static>(
+    parse: fn(OsString) -> Result<T, String>,
+) -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::TypedValueParser;
+    clap::builder::OsStringValueParser::new().try_map(parse)
+}
+
+/// An endpoint argument as the OS gave it (a path need not be UTF-8).
+fn parse_endpoint(arg: OsString) -> Result<Endpoint, String> {
+    endpoint::parse_os(&arg).map_err(|e| e.to_string())
 }
 
 /// A source endpoint: write-only file options are refused before anything is opened.
-fn parse_source(arg: &str) -> Result<Endpoint, String> {
-    let endpoint = parse_endpoint(arg)?;
-    check_source(arg, &endpoint)?;
+fn parse_source(arg: OsString) -> Result<Endpoint, String> {
+    let endpoint = parse_endpoint(arg.clone())?;
+    check_source(&arg.to_string_lossy(), &endpoint)?;
     Ok(endpoint)
 }
 
 /// A sink endpoint: one that can only receive (`udp-listen:`) is refused before anything
 /// is opened.
-fn parse_sink(arg: &str) -> Result<Endpoint, String> {
-    let endpoint = parse_endpoint(arg)?;
+fn parse_sink(arg: OsString) -> Result<Endpoint, String> {
+    let endpoint = parse_endpoint(arg.clone())?;
     match endpoint.source_only() {
-        Some(why) => Err(format!("'{arg}' cannot be a sink: {why}")),
+        Some(why) => Err(format!(
+            "'{}' cannot be a sink: {why}",
+            arg.to_string_lossy()
+        )),
         None => Ok(endpoint),
     }
 }
 
 /// A side of `relay`: a stream. Datagram endpoints (`udp:`, `udp-listen:`) do not relay yet.
-fn parse_relay_side(arg: &str) -> Result<Endpoint, String> {
-    let endpoint = parse_endpoint(arg)?;
+fn parse_relay_side(arg: OsString) -> Result<Endpoint, String> {
+    let endpoint = parse_endpoint(arg.clone())?;
     match endpoint {
         Endpoint::Udp { .. } | Endpoint::UdpListen { .. } => Err(format!(
-            "'{arg}': relay moves streams; udp endpoints work with pipe and tee for now"
+            "'{}': relay moves streams; udp endpoints work with pipe and tee for now",
+            arg.to_string_lossy()
         )),
         _ => Ok(endpoint),
     }

@@ -3,7 +3,9 @@
 //! follow a comma (`file:x,append`) and each scheme accepts only its own. Pure: parsing and
 //! display open nothing, and an endpoint displays as the canonical URI that parses back to it.
 
+use std::ffi::OsStr;
 use std::fmt;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -173,6 +175,48 @@ pub fn parse(arg: &str) -> Result<Endpoint, ParseError> {
         return parse_command(scheme, rest).map_err(fail);
     }
     parse_uri(scheme, rest).map_err(fail)
+}
+
+/// [`parse`] for an argument as the OS gave it. Paths are bytes on Linux: a bare path, or
+/// the path of `file:PATH[,OPTIONS]`, that is not UTF-8 is taken byte for byte; anything
+/// else (a scheme's address, an option) must be UTF-8.
+pub fn parse_os(arg: &OsStr) -> Result<Endpoint, ParseError> {
+    if let Some(text) = arg.to_str() {
+        return parse(text);
+    }
+    let shown = arg.to_string_lossy();
+    let fail = |message: &str| ParseError {
+        arg: shown.to_string(),
+        message: message.to_string(),
+    };
+    // The scheme word is ASCII, so the lossy text starts with the same bytes.
+    let Some((word, _)) = split_scheme(&shown) else {
+        return Ok(Endpoint::File {
+            path: PathBuf::from(arg),
+            opts: FileOpts::default(),
+        });
+    };
+    if Scheme::from_word(word) != Some(Scheme::File) {
+        return Err(fail(
+            "not UTF-8: only a file path may hold bytes that are not UTF-8 (a bare PATH or \
+             file:PATH)",
+        ));
+    }
+    let rest = &arg.as_bytes()[word.len() + 1..];
+    let (path, options) = match rest.iter().position(|&b| b == b',') {
+        Some(comma) => rest.split_at(comma),
+        None => (rest, &b""[..]),
+    };
+    let options = std::str::from_utf8(options)
+        .map_err(|_| fail("not UTF-8 in the options after the path"))?;
+    // The options parsed as they would be after any path; the path kept as bytes.
+    match parse(&format!("file:x{options}"))? {
+        Endpoint::File { opts, .. } => Ok(Endpoint::File {
+            path: PathBuf::from(OsStr::from_bytes(path)),
+            opts,
+        }),
+        _ => unreachable!("file: parses as a file"),
+    }
 }
 
 /// The part after `SCHEME:`: the address, then options after commas (socat style).
