@@ -77,7 +77,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand -p 'Also keep exact mode bits, ownership (where permitted) and timestamps'
             cand --preserve 'Also keep exact mode bits, ownership (where permitted) and timestamps'
             cand --resume 'Continue an interrupted copy: keep a destination that is a verified prefix of the source (every byte compared, 1 MiB at a time; the time it took is reported) and copy the rest; any other destination is copied again from the start'
-            cand --special 'Recreate FIFOs and device nodes instead of refusing them'
+            cand --special 'In a tree, recreate FIFOs and device nodes instead of refusing them (an operand given without -r is read into a file, as cp does)'
             cand --sync 'fdatasync each file before counting it done: the progress bar shows bytes on disk, not in the page cache'
             cand --verify 'After each file is copied (by any path, a reflink too), read it and its source back and compare them; a difference fails that file, naming the offset. With --sync the copy is read from the disk, not the page cache'
             cand --atomic 'Write each file to a temporary in its destination''s directory and rename it over the destination only when complete (and verified): an interrupted or failed copy leaves the old destination as it was. Not with --resume, which keeps a partial destination'

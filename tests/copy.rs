@@ -3,7 +3,7 @@
 
 use std::fs;
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::thread;
@@ -653,4 +653,68 @@ fn names_that_are_not_utf8_are_copied_and_teed_byte_for_byte() {
     let out = run(cmd);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr_text(&out).contains("only a file path may hold bytes that are not UTF-8"));
+}
+
+/// Issue 28 item 4: without -r, a FIFO, a pipe (`/dev/stdin`, `<(cmd)`) or a character
+/// device operand is read to its end into a regular file, as cp does, through the engine
+/// (splice); it was refused ("is a fifo: not copied"). --verify cannot read it twice: it
+/// is refused before the destination is touched.
+#[test]
+fn a_fifo_pipe_or_device_operand_is_read_into_a_file_as_cp_does() {
+    let dir = tempdir();
+    let want = data(1 << 20);
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let writer = {
+        let (fifo, want) = (fifo.clone(), want.clone());
+        thread::spawn(move || fs::write(fifo, want))
+    };
+    let out = dir.path().join("from-fifo");
+    let (code, report, err) = copy_with(&[], &[&fifo, &out]);
+    // A run that never opened the FIFO leaves the writer waiting for a reader: be one for
+    // a moment (closed at once, so the writer ends on EPIPE rather than blocking).
+    drop(
+        fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&fifo),
+    );
+    let _ = writer.join();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(report["files"], 1, "{report}");
+    assert_eq!(final_path(&report), "splice", "{report}");
+    assert_bytes_eq(&fs::read(&out).unwrap(), &want, "the FIFO's bytes");
+
+    // stdin a pipe, named /dev/stdin.
+    let out = dir.path().join("from-stdin");
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "copy", "/dev/stdin"])
+        .arg(&out);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feed = {
+        let want = want.clone();
+        thread::spawn(move || std::io::Write::write_all(&mut stdin, &want).unwrap())
+    };
+    let done = crate::util::wait_with_deadline(child, Duration::from_secs(30));
+    feed.join().unwrap();
+    assert_eq!(done.status.code(), Some(0), "{}", stderr_text(&done));
+    assert_bytes_eq(&fs::read(&out).unwrap(), &want, "stdin's bytes");
+
+    // A character device: /dev/null is an empty file's worth.
+    let out = dir.path().join("from-null");
+    let (code, _, err) = copy_with(&[], &[Path::new("/dev/null"), &out]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fs::metadata(&out).unwrap().len(), 0);
+    assert!(fs::metadata(&out).unwrap().is_file());
+
+    // --verify would need a second read: refused, nothing created.
+    let out = dir.path().join("verified");
+    let (code, _, err) = copy_with(&["--verify"], &[Path::new("/dev/null"), &out]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("can be read once"), "{err}");
+    assert!(!out.exists());
 }

@@ -377,7 +377,8 @@ the error message, or null.
 .TP
 \fBfiles\fR, \fBdirs\fR, \fBsymlinks\fR, \fBspecials\fR
 entries copied of each kind (\fBspecials\fR: FIFOs and device nodes, with
-\fB\-\-special\fR).
+\fB\-\-special\fR). Without \fB\-r\fR a FIFO, pipe or device operand is not a special
+entry: it is read to its end into a regular file (\fBfiles\fR), as \fBcp\fR does.
 .TP
 \fBskipped\fR
 destinations left alone under \fB\-n\fR or \fB\-\-update\fR.

@@ -195,7 +195,8 @@ pub struct CopyArgs {
     /// the rest; any other destination is copied again from the start.
     #[arg(long)]
     pub resume: bool,
-    /// Recreate FIFOs and device nodes instead of refusing them.
+    /// In a tree, recreate FIFOs and device nodes instead of refusing them (an operand
+    /// given without -r is read into a file, as cp does).
     #[arg(long)]
     pub special: bool,
     /// fdatasync each file before counting it done: the progress bar shows bytes on disk,

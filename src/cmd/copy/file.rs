@@ -44,6 +44,19 @@ impl Copier<'_> {
             .open_source(src, OFlag::empty())
             .map_err(|err| format!("cannot open for reading: {err}"))?;
         let sst = fstat(source.as_fd()).map_err(|err| format!("cannot stat: {err}"))?;
+        // A FIFO or character device operand (cp copies what it reads): read once, so it can
+        // be neither verified nor resumed. Said before the destination is touched.
+        let stream = !matches!(
+            sst.st_mode & nix::libc::S_IFMT,
+            nix::libc::S_IFREG | nix::libc::S_IFBLK
+        );
+        if stream && self.cfg.verify {
+            return Err(Status::Failed(
+                "--verify reads the source twice; this one is a stream (a FIFO or a device) \
+                 that can be read once: not copied (copy without --verify)"
+                    .to_string(),
+            ));
+        }
         let (sink, created) = if self.cfg.atomic {
             (self.open_temporary(src, dst, &sst)?, false)
         } else {
@@ -81,7 +94,8 @@ impl Copier<'_> {
             .or_insert_with(|| is_pseudo_file(source.as_fd()));
 
         let start = if dst_is_file {
-            let resume = self.cfg.resume && !pseudo && self.cfg.reflink != ReflinkMode::Always;
+            let resume =
+                self.cfg.resume && !pseudo && !stream && self.cfg.reflink != ReflinkMode::Always;
             let dst_size = dst_info.size.unwrap_or(0);
             start_offset(source.as_fd(), sink.as_fd(), resume, src_size, dst_size, e)?
         } else {

@@ -165,6 +165,10 @@ impl Copier<'_> {
             Kind::Dir => self.copy_dir(src, dst),
             Kind::Symlink => self.copy_symlink(src, dst),
             Kind::File => self.copy_or_hand_out(src, dst),
+            // cp's rule: without -r, a FIFO or a device operand (`copy /dev/stdin f`,
+            // `copy <(cmd) f`) is read to its end into a regular file, through the engine
+            // (splice or userspace); in a tree, --special recreates the node instead.
+            Kind::Fifo | Kind::Device if !self.cfg.recursive => self.copy_file(src, dst),
             Kind::Fifo | Kind::Socket | Kind::Device => self.copy_special(src, dst, kind),
         }
     }
