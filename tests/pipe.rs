@@ -569,3 +569,42 @@ fn verbose_prints_the_plan_with_pipe_sizes() {
         "{err}"
     );
 }
+
+/// Issue 29 item 3: a pipe or tee stopped by SIGINT says `interrupted` in its text report,
+/// as copy and relay do (it read like a whole transfer, with exit 130), and the bytes it
+/// counts are what the sinks got.
+#[test]
+fn an_interrupted_pipe_or_tee_says_so_in_the_text_report() {
+    for (command, sinks) in [("pipe", 1), ("tee", 2)] {
+        let mut rig = crate::rig::Rig::bare().arg(command).arg("/dev/zero");
+        for i in 0..sinks {
+            let sink = rig.path(&format!("out{i}"));
+            let arg = rig.file_sink(sink);
+            rig = rig.arg(arg);
+        }
+        let mut running = rig.start();
+        running.wait_for_sink(0, 1 << 20);
+        let done = running.stop();
+        done.assert_code(130, command);
+        let report = done.stderr.lines().last().unwrap_or_default().to_string();
+        assert!(
+            report.ends_with("; interrupted"),
+            "{command}: {}",
+            done.stderr
+        );
+        let held = done.held(0).unwrap();
+        assert!(
+            held.len() >= 1 << 20,
+            "{command}: the sink got {} bytes",
+            held.len()
+        );
+        assert!(held.iter().all(|&b| b == 0), "{command}: /dev/zero's bytes");
+        if sinks == 2 {
+            assert_eq!(
+                done.held(1).unwrap(),
+                held,
+                "tee: both sinks got the same bytes"
+            );
+        }
+    }
+}

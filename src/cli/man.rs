@@ -671,7 +671,8 @@ SIGINT, SIGTERM
 stop taking bytes from the source; bytes already taken (in zerocat's pipes or buffer)
 are still delivered while the sinks take them, for at most one second (a second signal
 cuts that short), so a reader that stalls cannot hold the run; the report is printed with
-the bytes each sink got; exit status 130.
+the bytes each sink got, its text line ending in \fB; interrupted\fR (JSON:
+\fBended\fR is \fBsignal\fR); exit status 130. The progress bar is cleared first.
 \fBrelay\fR stops accepting at once and lets the connections in flight go on for
 \fB\-\-grace\fR (default 2 s); then it resets those still open, reported as ended by
 \fBsignal\fR. A second signal cuts them at once.

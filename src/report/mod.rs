@@ -92,14 +92,16 @@ pub struct Report {
 }
 
 impl Report {
-    /// "zerocat: 1.00 GiB in 0.41 s (2.44 GiB/s) file -> pipe via splice"
+    /// "zerocat: 1.00 GiB in 0.41 s (2.44 GiB/s) file -> pipe via splice", and
+    /// "; interrupted" after a stop signal, as copy and relay say it.
     pub fn text(&self) -> String {
-        headline(
+        let line = headline(
             &self.record,
             self.seconds,
             &self.src.label(),
             &self.dst.label(),
-        )
+        );
+        line + interrupted_words(&self.ending)
     }
 
     pub fn json(&self) -> String {
@@ -174,14 +176,15 @@ impl FanOutReport {
             })
             .collect();
         format!(
-            "{}: {}",
+            "{}: {}{}",
             headline(
                 &self.record,
                 self.seconds,
                 &self.src.label(),
                 &sinks_word(self.sinks.len())
             ),
-            sinks.join(", ")
+            sinks.join(", "),
+            interrupted_words(&self.ending)
         )
     }
 
@@ -203,6 +206,15 @@ impl FanOutReport {
         ending_json(&mut o, &self.ending);
         o.raw("sinks", &json_array(&sinks));
         o.finish()
+    }
+}
+
+/// What a text report ends with after SIGINT/SIGTERM: the bytes it gives are what was
+/// delivered before the stop, not a whole transfer.
+fn interrupted_words(ending: &Ending) -> &'static str {
+    match ending {
+        Ending::Signal => "; interrupted",
+        _ => "",
     }
 }
 
