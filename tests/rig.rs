@@ -21,7 +21,7 @@
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -275,6 +275,7 @@ impl Rig {
         }
         let pid = Pid::from_raw(child.id() as i32);
         Running {
+            wrapped: !self.wrap.is_empty(),
             child,
             dir: self.dir,
             stop: self.stop,
@@ -301,6 +302,8 @@ impl Rig {
 /// A zerocat run in progress, with the threads feeding and draining it.
 pub struct Running {
     child: Child,
+    /// zerocat runs under a wrapper (strace forks it; prlimit execs it).
+    wrapped: bool,
     dir: tempfile::TempDir,
     stop: Arc<AtomicBool>,
     sinks: Vec<Sink>,
@@ -329,21 +332,42 @@ impl Drop for KillUnlessWaited {
 }
 
 impl Running {
-    /// zerocat's pid: the child, or under a wrapper that forks (strace) the child's child
-    /// (a signal to strace would make it detach, not stop zerocat).
+    /// zerocat's pid, for reading /proc: the child, or under a wrapper that forks (strace)
+    /// the child's child. Never signal by it: see [`Running::signal`].
     pub fn pid(&self) -> Pid {
         let pid = self.child.id();
-        let children =
-            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-        let traced = children
-            .split_whitespace()
-            .next()
-            .and_then(|p| p.parse().ok());
-        Pid::from_raw(traced.unwrap_or(pid as i32))
+        Pid::from_raw(
+            self.wrapped
+                .then(|| traced_child(pid))
+                .flatten()
+                .unwrap_or(pid as i32),
+        )
     }
 
+    /// A pidfd of zerocat (None once it is gone). Under a forking wrapper, strace reaps
+    /// zerocat, not the test: a bare pid could by then name another test's process (pid
+    /// reuse; the suite once saw a zerocat exit 130 with no signal of its own). A pidfd
+    /// names one process for good; it is taken while zerocat is known to be the wrapper's
+    /// child (checked after opening it).
+    pub fn pidfd(&self) -> Option<OwnedFd> {
+        let wrapper = self.child.id() as i32;
+        if !self.wrapped {
+            // Our own child, not reaped until we wait: its pid is still its own.
+            return pidfd_open(wrapper);
+        }
+        // A wrapper that execs (prlimit) is zerocat itself, with no child.
+        let Some(pid) = traced_child(wrapper as u32) else {
+            return pidfd_open(wrapper);
+        };
+        let fd = pidfd_open(pid)?;
+        (parent_of(pid) == Some(wrapper)).then_some(fd)
+    }
+
+    /// Sends `signal` to zerocat, through its pidfd; nothing if it has ended.
     pub fn signal(&self, signal: Signal) {
-        kill(self.pid(), signal).unwrap();
+        if let Some(fd) = self.pidfd() {
+            let _ = pidfd_signal(&fd, signal);
+        }
     }
 
     /// Where a listening run ([`Rig::listen`]) accepts: `HOST:PORT` or a unix path.
@@ -410,7 +434,7 @@ impl Running {
     pub fn stop(mut self) -> Finished {
         if self.child.try_wait().is_ok_and(|s| s.is_none()) {
             // It may be ending on its own: gone already is fine.
-            let _ = kill(self.pid(), Signal::SIGINT);
+            self.signal(Signal::SIGINT);
         }
         self.finish()
     }
@@ -458,6 +482,46 @@ impl Running {
             _dir: self.dir,
         }
     }
+}
+
+/// The first child of `pid` (a wrapper's one child: zerocat), from /proc.
+fn traced_child(pid: u32) -> Option<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The parent of `pid`, from /proc/PID/stat.
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
+}
+
+/// pidfd_open(2): a descriptor naming `pid` for good; None if it is gone.
+pub fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags; it returns a new fd or -1.
+    let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: the fd was just made and is owned by nothing else.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// pidfd_send_signal(2): `signal` to the process `fd` names (ESRCH once it has ended,
+/// never another process).
+pub fn pidfd_signal(fd: &OwnedFd, signal: Signal) -> nix::Result<()> {
+    // SAFETY: a pidfd, a signal number, no siginfo, no flags.
+    let ret = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            signal as nix::libc::c_int,
+            std::ptr::null::<nix::libc::siginfo_t>(),
+            0,
+        )
+    };
+    nix::errno::Errno::result(ret).map(drop)
 }
 
 /// What a finished run left behind. Its directory lives as long as it does.

@@ -2,6 +2,8 @@
 //! short returns under SIGSTOP/SIGCONT, full disks, SIGINT/SIGTERM and SIGPIPE.
 
 use super::*;
+use crate::rig::pidfd_signal;
+use std::os::fd::OwnedFd;
 
 // =============================================================================================
 // Fault injection with strace
@@ -319,16 +321,19 @@ fn eintr_on_every_other_call_is_retried() {
 // copy_file_range stopped every 20 ms came back in 139 calls instead of 1. So the honest
 // test stops and continues zerocat every 20 ms; EINTR itself is injected above.
 
-/// Stops and continues `pid` every 20 ms until `stop` is set; returns how many times.
-fn stop_and_continue(pid: Pid, stop: Arc<AtomicBool>) -> JoinHandle<u32> {
+/// Stops and continues the process `pidfd` names every 20 ms until `stop` is set or it has
+/// ended; returns how many times. Through a pidfd: the run is reaped before `stop` is set,
+/// and a bare pid could by then be another test's zerocat.
+fn stop_and_continue(pidfd: Option<OwnedFd>, stop: Arc<AtomicBool>) -> JoinHandle<u32> {
     thread::spawn(move || {
+        let Some(pidfd) = pidfd else { return 0 };
         let mut n = 0;
         while !stop.load(Ordering::SeqCst) {
             thread::sleep(Duration::from_millis(20));
-            if kill(pid, Signal::SIGSTOP).is_err() {
+            if pidfd_signal(&pidfd, Signal::SIGSTOP).is_err() {
                 break;
             }
-            let _ = kill(pid, Signal::SIGCONT);
+            let _ = pidfd_signal(&pidfd, Signal::SIGCONT);
             n += 1;
         }
         n
@@ -348,7 +353,7 @@ fn short_returns(len: usize) {
         let rig = Rig::new().args(["--via", via]);
         let running = shaped(rig, Sub::Pipe, shape, &payload, Pace::Full).start();
         let stop = Arc::new(AtomicBool::new(false));
-        let stopper = stop_and_continue(running.pid(), stop.clone());
+        let stopper = stop_and_continue(running.pidfd(), stop.clone());
         let run = running.finish();
         stop.store(true, Ordering::SeqCst);
         let stops = stopper.join().unwrap();
@@ -487,7 +492,7 @@ fn sigint_and_sigterm_mid_transfer() {
                 let rig = Rig::new().args(["--via", via]);
                 let mut running = shaped(rig, sub, shape, &payload, SLOW).start();
                 running.wait_for_sink(0, 512 << 10);
-                kill(running.pid(), signal).unwrap();
+                running.signal(signal);
                 let run = running.finish();
                 let name = format!("{} {} via {via} {signal}", sub.name(), shape_name(shape));
                 assert_eq!(run.code(), Some(130), "{name}: {}", run.stderr);

@@ -457,7 +457,7 @@ fn tee_sigint_and_sigterm_mid_transfer() {
             let rig = Rig::new().args(["--via", via, "tee"]);
             let mut running = tee_endpoints(rig, Src::Pipe, &sinks, &payload, SLOW, None).start();
             running.wait_for_sink(1, 512 << 10);
-            kill(running.pid(), signal).unwrap();
+            running.signal(signal);
             let run = running.finish();
             let name = format!("tee {} via {via} {signal}", tee_shape(Src::Pipe, &sinks));
             assert_eq!(run.code(), Some(130), "{name}: {}", run.stderr);
