@@ -211,11 +211,14 @@ fn relay_speaks_mptcp_on_both_sides_and_logs_what_ran() {
         &format!("tcp:{echo_addr},mptcp"),
     ]);
     let payload = data(2 << 20);
-    for client in [
-        mptcp_connect(relay.addr()),
-        TcpStream::connect(relay.addr()).unwrap(),
-    ] {
-        let mut client = client;
+    // One client at a time: the echo server serves its connections in turn, so a second
+    // client connected early could take its first turn and never send.
+    for mptcp in [true, false] {
+        let mut client = if mptcp {
+            mptcp_connect(relay.addr())
+        } else {
+            TcpStream::connect(relay.addr()).unwrap()
+        };
         let mut reader = client.try_clone().unwrap();
         let expect = payload.clone();
         let read = thread::spawn(move || {
