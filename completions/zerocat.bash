@@ -65,7 +65,7 @@ _zerocat() {
 
     case "${cmd}" in
         zerocat)
-            opts="-q -v -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version pipe copy tee relay completions man help"
+            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version pipe copy tee relay completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -83,6 +83,10 @@ _zerocat() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                -L)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -95,7 +99,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__completions)
-            opts="-q -v -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version bash elvish fish powershell zsh"
+            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -113,6 +117,10 @@ _zerocat() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                -L)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -125,13 +133,25 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__copy)
-            opts="-r -n -f -p -j -q -v -h -V --recursive --no-clobber --force --update --preserve --reflink --sparse --resume --special --sync --verify --atomic --debug --jobs --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-t -r -a -n -f -u -p -j -q -v -L -h -V --target-directory --recursive --archive --no-clobber --force --update --preserve --reflink --sparse --resume --special --sync --verify --atomic --debug --jobs --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --target-directory)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --update)
+                    COMPREPLY=($(compgen -W "all none older" -- "${cur}"))
+                    return 0
+                    ;;
+                -u)
                     COMPREPLY=($(compgen -W "all none older" -- "${cur}"))
                     return 0
                     ;;
@@ -160,6 +180,10 @@ _zerocat() {
                     return 0
                     ;;
                 --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -L)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -287,7 +311,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__man)
-            opts="-q -v -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -302,6 +326,10 @@ _zerocat() {
                     return 0
                     ;;
                 --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -L)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -317,7 +345,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__pipe)
-            opts="-q -v -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -335,6 +363,10 @@ _zerocat() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                -L)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -347,7 +379,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__relay)
-            opts="-j -q -v -h -V --once --max-conns --idle-timeout --connect-timeout --grace --log --workers --splice-first --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-j -q -v -L -h -V --once --max-conns --idle-timeout --connect-timeout --grace --log --workers --splice-first --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -393,6 +425,10 @@ _zerocat() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                -L)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -405,7 +441,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__tee)
-            opts="-p -q -v -h -V --on-error --output-error --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-a -p -q -v -L -h -V --append --on-error --output-error --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -432,6 +468,10 @@ _zerocat() {
                     return 0
                     ;;
                 --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -L)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

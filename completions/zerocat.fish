@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_zerocat_global_optspecs
-    string join \n via= q/quiet v/verbose stats= progress no-progress explain limit= size= h/help V/version
+    string join \n via= q/quiet v/verbose stats= progress no-progress explain L/limit= size= h/help V/version
 end
 
 function __fish_zerocat_needs_command
@@ -27,7 +27,7 @@ end
 complete -c zerocat -n "__fish_zerocat_needs_command" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_needs_command" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
-complete -c zerocat -n "__fish_zerocat_needs_command" -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
+complete -c zerocat -n "__fish_zerocat_needs_command" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
 complete -c zerocat -n "__fish_zerocat_needs_command" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
 complete -c zerocat -n "__fish_zerocat_needs_command" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_needs_command" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
@@ -46,7 +46,7 @@ complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "help" -d 'Print thi
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
-complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
@@ -55,7 +55,8 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l no-progress -d 
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l explain -d 'Print the plan and exit without moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s V -l version -d 'Print version'
-complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l update -d 'Which existing destinations are replaced (coreutils 9.5): all (the default without --update), none (keep every one, as -n), older (a bare --update: only one older than its source). A destination kept is skipped and counted' -r -f -a "all\t''
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s t -l target-directory -d 'Copy every source into DIR (cp -t, for xargs and find -exec ... +)' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s u -l update -d 'Which existing destinations are replaced (coreutils 9.5): all (the default without --update), none (keep every one, as -n), older (a bare --update: only one older than its source). A destination kept is skipped and counted. -u is --update=older' -r -f -a "all\t''
 none\t''
 older\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l reflink -d 'Clone with FICLONE: auto (clone where the filesystem can, else copy), always (clone or fail), never' -r -f -a "auto\t''
@@ -68,9 +69,10 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s j -l jobs -d 'C
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
-complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
-complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s r -l recursive -d 'Copy directories and what they hold; symlinks are copied as symlinks'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s r -l recursive -d 'Copy directories and what they hold; symlinks are copied as symlinks (-R too)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s a -l archive -d 'cp -a: -r and --preserve (symlinks are copied as symlinks in any tree)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s n -l no-clobber -d 'Never overwrite an existing destination (it is skipped and counted)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s f -l force -d 'A destination that cannot be opened is removed and created anew'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s p -l preserve -d 'Also keep exact mode bits, ownership (where permitted) and timestamps'
@@ -96,8 +98,9 @@ exit-nopipe\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
-complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s a -l append -d 'Append to the file sinks instead of truncating them (GNU tee -a; file:X,append)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
@@ -114,7 +117,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s j -l workers -
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
-complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l once -d 'Serve one connection, then exit'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l splice-first -d 'Under auto, start every direction with splice, as if a bulk read had moved it there (the fault-injection and tiny-segment tests aim at splice)'
@@ -128,7 +131,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s V -l version -
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
-complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
@@ -140,7 +143,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s V -l ver
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
-complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'

@@ -122,3 +122,113 @@ fn unknown_via_is_a_usage_error() {
         "{err}"
     );
 }
+
+/// Issue 29 item 7: what socat and nc users type gets a hint, not a file of that name, a
+/// resolver lookup of `//host`, or a bare "not an option".
+#[test]
+fn socat_and_nc_habits_get_hints_not_files_or_lookups() {
+    let dir = crate::util::tempdir();
+    for (arg, says) in [
+        (
+            "tcp://127.0.0.1:9",
+            "'tcp://' is URL style; write tcp:127.0.0.1:9",
+        ),
+        ("udp://127.0.0.1:9", "'udp://' is URL style"),
+        ("tcp:9000", "missing HOST: '9000' is only a port"),
+        (
+            "tcp-listen:0,fork",
+            "option 'fork' is not needed: relay serves every connection",
+        ),
+        ("STDIO", "socat's STDIO is '-' here"),
+        ("STDOUT", "socat's STDOUT is '-' here"),
+    ] {
+        let out = zerocat()
+            .current_dir(dir.path())
+            .args(["pipe", "/dev/null", arg])
+            .output()
+            .unwrap();
+        let err = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{arg}: {err}");
+        assert!(err.contains(says), "{arg}: {err}");
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no file was created"
+    );
+    // socat's `reuseaddr` is accepted as what zerocat's listeners always do.
+    let out = zerocat()
+        .args(["--explain", "pipe", "tcp-listen:0,reuseaddr", "/dev/null"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_text(&out));
+    // A lower-case `stdout` is a file name like any other.
+    let out = zerocat()
+        .current_dir(dir.path())
+        .args(["pipe", "/dev/null", "stdout"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_text(&out));
+    assert!(dir.path().join("stdout").is_file());
+}
+
+/// Issue 29 item 8: the short flags cp, tee and pv users type: `copy -R`, `-a`, `-u`,
+/// `-t DIR`, `tee -a`, `-L RATE` (each was "unexpected argument", exit 2).
+#[test]
+fn short_flags_people_type_from_cp_tee_and_pv() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = crate::util::tempdir();
+    let d = dir.path();
+    let want = data(5000);
+    std::fs::create_dir_all(d.join("src/sub")).unwrap();
+    let f = write_file(&d.join("src/sub"), "f", &want);
+    let ok = |args: &[&str]| {
+        let out = zerocat().current_dir(d).args(args).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr_text(&out)
+        );
+        out
+    };
+    ok(&["copy", "-R", "src", "r"]);
+    assert_bytes_eq(&std::fs::read(d.join("r/sub/f")).unwrap(), &want, "-R");
+    // -a: a tree, with times kept (-r and --preserve).
+    let old = nix::sys::time::TimeSpec::new(1_000_000_000, 0);
+    nix::sys::stat::utimensat(
+        None,
+        &f,
+        &old,
+        &old,
+        nix::sys::stat::UtimensatFlags::FollowSymlink,
+    )
+    .unwrap();
+    ok(&["copy", "-a", "src", "a"]);
+    let copied = std::fs::metadata(d.join("a/sub/f")).unwrap();
+    assert_eq!(copied.mtime(), 1_000_000_000, "-a keeps the time");
+    assert_bytes_eq(&std::fs::read(d.join("a/sub/f")).unwrap(), &want, "-a");
+    // -u: a newer destination is kept.
+    std::fs::write(d.join("newer"), b"keep").unwrap();
+    ok(&["copy", "-u", "src/sub/f", "newer"]);
+    assert_eq!(std::fs::read(d.join("newer")).unwrap(), b"keep");
+    // -t DIR SRC...
+    std::fs::create_dir(d.join("t")).unwrap();
+    write_file(d, "g", b"g");
+    ok(&["copy", "-t", "t", "src/sub/f", "g"]);
+    assert_bytes_eq(&std::fs::read(d.join("t/f")).unwrap(), &want, "-t");
+    assert_eq!(std::fs::read(d.join("t/g")).unwrap(), b"g");
+    // tee -a appends; -L paces (its plan says so).
+    std::fs::write(d.join("log"), b"before\n").unwrap();
+    ok(&["tee", "-a", "src/sub/f", "log"]);
+    let mut expect = b"before\n".to_vec();
+    expect.extend_from_slice(&want);
+    assert_bytes_eq(&std::fs::read(d.join("log")).unwrap(), &expect, "tee -a");
+    let out = ok(&["-v", "-L", "1M", "pipe", "src/sub/f", "paced"]);
+    assert!(
+        stderr_text(&out).contains("1.00 MiB/s"),
+        "{}",
+        stderr_text(&out)
+    );
+    assert_bytes_eq(&std::fs::read(d.join("paced")).unwrap(), &want, "-L");
+}

@@ -130,6 +130,11 @@ naming its reply; a proxy that closes, answers garbage or stalls past
 \fBproxy=v1|v2\fR the PROXY header goes inside the tunnel, to the target. In \fBrelay\fR
 each connection's handshake runs in the event loop. As ssh's ProxyCommand:
 \fBssh \-o ProxyCommand='zerocat relay \- tcp:%h:%p,socks5=127.0.0.1:1080' host\fR.
+A URL\-style \fBtcp://\fIHOST\fB:\fIPORT\fR (also \fBudp://\fR) and a \fBtcp:\fIPORT\fR
+with no host are usage errors that show the spelling meant (nothing is looked up);
+socat's \fBfork\fR is one too (relay serves every connection), its \fBreuseaddr\fR is
+accepted on \fBtcp\-listen:\fR (always on). The bare words \fBSTDIO\fR, \fBSTDIN\fR and
+\fBSTDOUT\fR are refused with the hint \fB\-\fR (a file of that name is \fB./STDIO\fR).
 \fBmptcp\fR: an MPTCP socket (\fBIPPROTO_MPTCP\fR, as \fBmptcpize\fR would make it), see
 \fBtcp\-listen:\fR's \fBmptcp\fR.
 .TP

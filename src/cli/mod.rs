@@ -77,7 +77,7 @@ pub struct GlobalArgs {
     /// Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G
     /// (binary units, pv's -L). The kernel path stays the same; only the length of each
     /// call shrinks. relay refuses it (usage error) rather than ignore it.
-    #[arg(long, global = true, value_name = "RATE", value_parser = crate::units::parse_rate)]
+    #[arg(short = 'L', long, global = true, value_name = "RATE", value_parser = crate::units::parse_rate)]
     pub limit: Option<u64>,
 
     /// Expected size of a stream (binary units: 700M), so the progress bar shows a
@@ -162,12 +162,19 @@ pub struct PipeArgs {
 
 #[derive(Debug, Args)]
 pub struct CopyArgs {
-    /// SRC DST, or SRC... DIR (a directory DST gets each source under its own name).
-    #[arg(required = true, num_args = 2.., value_name = "PATH", value_parser = os(parse_endpoint))]
+    /// SRC DST, or SRC... DIR (a directory DST gets each source under its own name); with
+    /// -t DIR, only the sources.
+    #[arg(required = true, num_args = 1.., value_name = "PATH", value_parser = os(parse_endpoint))]
     pub paths: Vec<Endpoint>,
-    /// Copy directories and what they hold; symlinks are copied as symlinks.
-    #[arg(short, long)]
+    /// Copy every source into DIR (cp -t, for xargs and find -exec ... +).
+    #[arg(short = 't', long, value_name = "DIR", value_parser = os(parse_endpoint))]
+    pub target_directory: Option<Endpoint>,
+    /// Copy directories and what they hold; symlinks are copied as symlinks (-R too).
+    #[arg(short, short_alias = 'R', long)]
     pub recursive: bool,
+    /// cp -a: -r and --preserve (symlinks are copied as symlinks in any tree).
+    #[arg(short = 'a', long)]
+    pub archive: bool,
     /// Never overwrite an existing destination (it is skipped and counted).
     #[arg(short = 'n', long, conflicts_with = "force")]
     pub no_clobber: bool,
@@ -176,8 +183,8 @@ pub struct CopyArgs {
     pub force: bool,
     /// Which existing destinations are replaced (coreutils 9.5): all (the default without
     /// --update), none (keep every one, as -n), older (a bare --update: only one older than
-    /// its source). A destination kept is skipped and counted.
-    #[arg(long, value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "older", value_name = "WHICH")]
+    /// its source). A destination kept is skipped and counted. -u is --update=older.
+    #[arg(short = 'u', long, value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "older", value_name = "WHICH")]
     pub update: Option<UpdateArg>,
     /// Also keep exact mode bits, ownership (where permitted) and timestamps.
     #[arg(short, long)]
@@ -265,6 +272,9 @@ pub struct TeeArgs {
     /// Where they all go; listeners each accept one connection before data flows.
     #[arg(required = true, value_parser = os(parse_sink))]
     pub dst: Vec<Endpoint>,
+    /// Append to the file sinks instead of truncating them (GNU tee -a; file:X,append).
+    #[arg(short = 'a', long)]
+    pub append: bool,
     /// When a sink fails: stop everything (exit 1, naming it; stdout's reader going away
     /// is a quiet 141), or drop that sink and keep feeding the others (still exit 1 at the
     /// end). fail is the default; continue is --output-error=warn.
@@ -456,7 +466,11 @@ impl Cli {
             Command::Copy(args) => copy_invocation(args),
             Command::Tee(args) => Invocation::Tee(TeeConfig {
                 src: args.src,
-                sinks: args.dst,
+                sinks: if args.append {
+                    args.dst.into_iter().map(Endpoint::appending).collect()
+                } else {
+                    args.dst
+                },
                 on_error: on_error(args.on_error, args.output_error),
             }),
             Command::Relay(args) => Invocation::Relay(
@@ -485,7 +499,16 @@ impl Cli {
 /// `copy SRC... DST`: a copy of files, or a pipe when its one source or its destination is
 /// not a plain file path.
 fn copy_invocation(mut args: CopyArgs) -> Invocation {
-    let dest = args.paths.pop().expect("clap requires two paths");
+    let dest = match args.target_directory.take() {
+        Some(dir) => dir,
+        None if args.paths.len() < 2 => Cli::command()
+            .error(
+                clap::error::ErrorKind::TooFewValues,
+                "copy needs SRC DST, SRC... DIR, or -t DIR SRC...",
+            )
+            .exit(),
+        None => args.paths.pop().expect("two paths at least"),
+    };
     for source in &args.paths {
         if let Err(message) = check_source(&source.to_string(), source) {
             Cli::command()
@@ -509,7 +532,7 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
     Invocation::Copy(CopyConfig {
         sources: args.paths,
         dest,
-        recursive: args.recursive,
+        recursive: args.recursive || args.archive,
         no_clobber: args.no_clobber,
         update: match args.update {
             None | Some(UpdateArg::All) => Update::All,
@@ -517,7 +540,7 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
             Some(UpdateArg::Older) => Update::Older,
         },
         force: args.force,
-        preserve: args.preserve,
+        preserve: args.preserve || args.archive,
         reflink: match args.reflink {
             ReflinkArg::Auto => ReflinkMode::Auto,
             ReflinkArg::Always => ReflinkMode::Always,

@@ -104,7 +104,9 @@ impl Scheme {
     fn option_help(self) -> &'static str {
         match self {
             Scheme::File => "append, excl, mode=OCTAL",
-            Scheme::TcpListen => "backlog=N, reuseport, ipv6only=0|1, proxy, mptcp",
+            Scheme::TcpListen => {
+                "backlog=N, reuseport, ipv6only=0|1, proxy, mptcp, reuseaddr (always on)"
+            }
             Scheme::UnixListen => "mode=OCTAL, backlog=N",
             Scheme::Systemd => "proxy",
             Scheme::Tcp => {
@@ -126,6 +128,7 @@ impl Scheme {
                     Scheme::TcpListen,
                     "backlog" | "reuseport" | "ipv6only" | "proxy" | "mptcp"
                 )
+                | (Scheme::TcpListen, "reuseaddr")
                 | (Scheme::UnixListen, "mode" | "backlog")
                 | (Scheme::Systemd, "proxy")
                 | (
@@ -165,16 +168,42 @@ pub fn parse(arg: &str) -> Result<Endpoint, ParseError> {
         return Ok(Endpoint::Stdio);
     }
     let Some((word, rest)) = split_scheme(arg) else {
+        if let Some(dash) = socat_stdio_word(arg) {
+            return Err(fail(format!(
+                "socat's {arg} is '{dash}' here; to name a file called '{arg}', write ./{arg} \
+                 or file:{arg}"
+            )));
+        }
         return Ok(Endpoint::File {
             path: PathBuf::from(arg),
             opts: FileOpts::default(),
         });
     };
     let scheme = Scheme::from_word(word).ok_or_else(|| fail(unknown_scheme_message(word, arg)))?;
+    // `tcp://host:80`: URL habit; the `//` would go to the resolver as part of a name.
+    // (A path may start with `//`: file: and unix: take it as it is.)
+    let networked = matches!(
+        scheme,
+        Scheme::Tcp | Scheme::TcpListen | Scheme::Udp | Scheme::UdpListen
+    );
+    if networked && rest.starts_with("//") {
+        return Err(fail(format!(
+            "'{word}://' is URL style; write {}:{} (no //)",
+            scheme.name(),
+            &rest[2..]
+        )));
+    }
     if matches!(scheme, Scheme::Exec | Scheme::Sh) {
         return parse_command(scheme, rest).map_err(fail);
     }
     parse_uri(scheme, rest).map_err(fail)
+}
+
+/// socat's bare address words for stdio (`STDIO`, `STDOUT`, `STDIN`): as a bare path they
+/// would create a file of that name. What zerocat writes for them.
+fn socat_stdio_word(arg: &str) -> Option<&'static str> {
+    // Upper case only, as socat's manual writes them: `stdout` is a plausible file name.
+    ["STDIO", "STDIN", "STDOUT"].contains(&arg).then_some("-")
 }
 
 /// [`parse`] for an argument as the OS gave it. Paths are bytes on Linux: a bare path, or
@@ -452,6 +481,13 @@ fn parse_options<'a>(
         if name.is_empty() {
             return Err(format!("empty option after ','; {}", takes()));
         }
+        if name == "fork" {
+            return Err(
+                "option 'fork' is not needed: relay serves every connection a listener \
+                 accepts (socat's fork), each on the event loop, without forking"
+                    .to_string(),
+            );
+        }
         if !scheme.takes_option(&name) {
             let known = [
                 "append",
@@ -486,7 +522,7 @@ fn parse_options<'a>(
         }
         seen.push(name.clone());
         match (name.as_str(), value) {
-            ("append" | "excl" | "reuseport" | "mptcp", Some(_)) => {
+            ("append" | "excl" | "reuseport" | "reuseaddr" | "mptcp", Some(_)) => {
                 return Err(format!(
                     "option '{name}' is a flag and takes no value ({})",
                     takes()
@@ -495,6 +531,8 @@ fn parse_options<'a>(
             ("append", None) => opts.append = true,
             ("excl", None) => opts.excl = true,
             ("reuseport", None) => opts.listen.reuseport = true,
+            // socat's habit: zerocat's TCP listeners always set SO_REUSEADDR.
+            ("reuseaddr", None) => {}
             ("mptcp", None) => {
                 opts.listen.mptcp = true;
                 opts.connect.mptcp = true;
@@ -729,6 +767,11 @@ fn split_host_port<'a>(
     match address.matches(':').count() {
         // Only a listener may leave out the host.
         0 if matches!(scheme, "tcp-listen" | "udp-listen") => Ok((None, address)),
+        // `tcp:9000` (nc's `nc -l 9000` habit): a port and no host.
+        0 if !address.is_empty() && address.bytes().all(|b| b.is_ascii_digit()) => Err(format!(
+            "missing HOST: '{address}' is only a port; write {scheme}:HOST:{address} to \
+             connect, or {scheme}-listen:{address} to listen"
+        )),
         0 => Err(format!("missing PORT; {expected}")),
         1 => {
             let (host, port) = address.split_once(':').unwrap_or_default();

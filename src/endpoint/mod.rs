@@ -151,6 +151,20 @@ impl Endpoint {
         }
     }
 
+    /// A file sink opened to append (`tee -a`); any other endpoint as it is.
+    pub fn appending(self) -> Endpoint {
+        match self {
+            Endpoint::File { path, opts } => Endpoint::File {
+                path,
+                opts: FileOpts {
+                    append: true,
+                    ..opts
+                },
+            },
+            other => other,
+        }
+    }
+
     /// The largest datagram a `udp:` sink sends (`,size=N`), when given.
     pub fn datagram_size(&self) -> Option<usize> {
         match self {
