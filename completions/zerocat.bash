@@ -65,7 +65,7 @@ _zerocat() {
 
     case "${cmd}" in
         zerocat)
-            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version pipe copy tee relay completions man help"
+            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version pipe copy tee relay completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -87,6 +87,10 @@ _zerocat() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --stats-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -99,7 +103,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__completions)
-            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version bash elvish fish powershell zsh"
+            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -121,6 +125,10 @@ _zerocat() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --stats-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -133,7 +141,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__copy)
-            opts="-t -r -a -n -f -u -p -j -q -v -L -h -V --target-directory --recursive --archive --no-clobber --force --update --preserve --reflink --sparse --resume --special --sync --verify --atomic --debug --jobs --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-t -r -a -n -f -u -p -j -q -v -L -h -V --target-directory --recursive --archive --no-clobber --force --update --preserve --reflink --sparse --resume --special --sync --verify --atomic --debug --jobs --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -184,6 +192,10 @@ _zerocat() {
                     return 0
                     ;;
                 -L)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stats-fd)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -311,7 +323,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__man)
-            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -330,6 +342,10 @@ _zerocat() {
                     return 0
                     ;;
                 -L)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stats-fd)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -345,7 +361,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__pipe)
-            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -367,6 +383,10 @@ _zerocat() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --stats-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -379,7 +399,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__relay)
-            opts="-j -q -v -L -h -V --once --max-conns --idle-timeout --connect-timeout --grace --log --workers --splice-first --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-j -q -v -L -h -V --once --max-conns --idle-timeout --connect-timeout --grace --log --workers --splice-first --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -429,6 +449,10 @@ _zerocat() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --stats-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -441,7 +465,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__tee)
-            opts="-a -p -q -v -L -h -V --append --on-error --output-error --via --quiet --verbose --stats --progress --no-progress --explain --limit --size --help --version"
+            opts="-a -p -q -v -L -h -V --append --on-error --output-error --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -472,6 +496,10 @@ _zerocat() {
                     return 0
                     ;;
                 -L)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stats-fd)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_zerocat_global_optspecs
-    string join \n via= q/quiet v/verbose stats= progress no-progress explain L/limit= size= h/help V/version
+    string join \n via= q/quiet v/verbose stats= progress no-progress explain L/limit= stats-fd= size= h/help V/version
 end
 
 function __fish_zerocat_needs_command
@@ -28,6 +28,7 @@ complete -c zerocat -n "__fish_zerocat_needs_command" -l via -d 'Force a path: a
 complete -c zerocat -n "__fish_zerocat_needs_command" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
 complete -c zerocat -n "__fish_zerocat_needs_command" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
+complete -c zerocat -n "__fish_zerocat_needs_command" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_needs_command" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
 complete -c zerocat -n "__fish_zerocat_needs_command" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_needs_command" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
@@ -47,6 +48,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l via -d 'Force a
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
@@ -70,6 +72,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l via -d 'Force a
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s r -l recursive -d 'Copy directories and what they hold; symlinks are copied as symlinks (-R too)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s a -l archive -d 'cp -a: -r and --preserve (symlinks are copied as symlinks in any tree)'
@@ -99,6 +102,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l via -d 'Force a 
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s a -l append -d 'Append to the file sinks instead of truncating them (GNU tee -a; file:X,append)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s q -l quiet -d 'No report line, no progress'
@@ -118,6 +122,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l via -d 'Force 
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l once -d 'Serve one connection, then exit'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l splice-first -d 'Under auto, start every direction with splice, as if a bulk read had moved it there (the fault-injection and tiny-segment tests aim at splice)'
@@ -132,6 +137,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l via -d '
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
@@ -144,6 +150,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l via -d 'Force a 
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'

@@ -33,6 +33,53 @@ pub enum Invocation {
     Print(String),
 }
 
+impl Invocation {
+    /// The subcommand's name, as reports say it.
+    pub fn command(&self) -> &'static str {
+        match self {
+            Invocation::Pipe(_) => "pipe",
+            Invocation::Copy(_) => "copy",
+            Invocation::Tee(_) => "tee",
+            Invocation::Relay(..) => "relay",
+            Invocation::Print(_) => "print",
+        }
+    }
+}
+
+/// The end of a run: its error said on stderr, then (`--stats json`) the one JSON object,
+/// last, also for a run that failed before it made a report; the exit code the error's
+/// type says.
+pub fn conclude(
+    options: &Options,
+    invocation: &Invocation,
+    result: anyhow::Result<exit::ExitCode>,
+) -> exit::ExitCode {
+    let message = result
+        .as_ref()
+        .err()
+        .map(|err| report::errno_names(&format!("{err:#}")));
+    if let Some(message) = &message {
+        eprintln!("zerocat: {message}");
+    }
+    options.emit_json_report(|| {
+        let message = message.as_deref()?;
+        let mut o = report::JsonObject::new();
+        o.str("command", invocation.command()).num("bytes", 0);
+        report::ended_json(&mut o, "error", Some(message));
+        Some(o.finish())
+    });
+    match result {
+        Ok(code) => code,
+        Err(err) if err.chain().any(|cause| cause.is::<exit::UsageError>()) => {
+            exit::ExitCode::Usage
+        }
+        Err(err) if err.chain().any(|cause| cause.is::<exit::Interrupted>()) => {
+            exit::ExitCode::Interrupted
+        }
+        Err(_) => exit::ExitCode::Failure,
+    }
+}
+
 /// Runs one invocation. Errors are runtime failures (exit 1) unless they carry a
 /// [`exit::UsageError`] (exit 2).
 pub fn run(options: &Options, invocation: &Invocation) -> anyhow::Result<exit::ExitCode> {

@@ -1,5 +1,3 @@
-use zerocat::exit::{ExitCode, Interrupted, UsageError};
-
 /// Closed standard fds are reserved before std's start-up replaces them with a read-write
 /// /dev/null (see `process::reserve_standard_fds`).
 #[used]
@@ -10,18 +8,7 @@ static RESERVE_STANDARD_FDS: zerocat::sys::process::InitArrayFn =
 fn main() -> std::process::ExitCode {
     zerocat::sys::process::install_signal_handlers();
     let (options, invocation) = zerocat::cli::parse_args();
-    let code = match zerocat::run(&options, &invocation) {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("zerocat: {err:#}");
-            if err.chain().any(|cause| cause.is::<UsageError>()) {
-                ExitCode::Usage
-            } else if err.chain().any(|cause| cause.is::<Interrupted>()) {
-                ExitCode::Interrupted
-            } else {
-                ExitCode::Failure
-            }
-        }
-    };
+    let result = zerocat::run(&options, &invocation);
+    let code = zerocat::conclude(&options, &invocation, result);
     code.into()
 }

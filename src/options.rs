@@ -1,6 +1,11 @@
 //! The global options, in the core's terms: every subcommand and the progress bar read
 //! these; clap's types stop in `cli`.
 
+use std::io::Write as _;
+use std::mem::ManuallyDrop;
+use std::os::fd::FromRawFd;
+use std::sync::{Arc, Mutex};
+
 use crate::engine::Via;
 use crate::report::StatsFormat;
 
@@ -18,13 +23,51 @@ pub struct Options {
     pub limit: Option<u64>,
     /// `--size N`: the expected byte count, for progress and ETA on streams.
     pub size: Option<u64>,
+    /// `--stats-fd N`: the report goes to this inherited fd instead of stderr.
+    pub stats_fd: Option<i32>,
+    /// The JSON report, kept until the end of the run ([`Options::emit_json_report`]).
+    pub json: Arc<Mutex<Option<String>>>,
 }
 
 impl Options {
-    /// Prints the end-of-run report unless `-q`.
+    /// The end-of-run report. Text: printed now on stderr (or `--stats-fd`), not under
+    /// `-q`. JSON: kept for [`Options::emit_json_report`], which `main` calls last, so the
+    /// object is the last thing on stderr whatever else the run says (scripts parse it);
+    /// `-q` does not silence an explicit `--stats json`.
     pub fn print_report(&self, report: &str) {
-        if !self.quiet {
-            eprintln!("{report}");
+        match self.stats {
+            StatsFormat::Json => {
+                *self.json.lock().unwrap_or_else(|e| e.into_inner()) = Some(report.to_string());
+            }
+            StatsFormat::Text if !self.quiet => self.emit(report),
+            StatsFormat::Text => {}
+        }
+    }
+
+    /// Prints the JSON report kept by [`Options::print_report`], or, when the run failed
+    /// before it made one, `fallback()` (an object with the error).
+    pub fn emit_json_report(&self, fallback: impl FnOnce() -> Option<String>) {
+        if self.stats != StatsFormat::Json {
+            return;
+        }
+        let kept = self.json.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(json) = kept.or_else(fallback) {
+            self.emit(&json);
+        }
+    }
+
+    fn emit(&self, report: &str) {
+        let line = crate::report::errno_names(report) + "\n";
+        match self.stats_fd {
+            None => eprint!("{line}"),
+            Some(fd) => {
+                // SAFETY: an fd the caller handed us, checked open at start-up; borrowed,
+                // never closed here.
+                let mut file = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) });
+                if let Err(e) = file.write_all(line.as_bytes()) {
+                    eprintln!("zerocat: --stats-fd {fd}: {e}");
+                }
+            }
         }
     }
 

@@ -232,3 +232,121 @@ fn short_flags_people_type_from_cp_tee_and_pv() {
     );
     assert_bytes_eq(&std::fs::read(d.join("paced")).unwrap(), &want, "-L");
 }
+
+/// Issue 29 item 9: messages name the errno ("(ENOENT)", not "(os error 2)"), and a copy
+/// where the filesystem has no reflink (the ordinary ext4 or tmpfs case) says so in words
+/// rather than as "reflink -> copy_file_range (EOPNOTSUPP)".
+#[test]
+fn errors_name_the_errno_and_a_copy_without_reflink_reads_as_ordinary() {
+    let dir = crate::util::tempdir();
+    let missing = dir.path().join("missing");
+    let out = zerocat()
+        .arg("pipe")
+        .arg(&missing)
+        .arg("/dev/null")
+        .output()
+        .unwrap();
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("No such file or directory (ENOENT)"), "{err}");
+    assert!(!err.contains("os error"), "{err}");
+    let out = zerocat()
+        .args(["--stats", "json", "pipe", "-", "tcp:127.0.0.1:1"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        stderr_text(&out).contains("(ECONNREFUSED)"),
+        "{}",
+        stderr_text(&out)
+    );
+
+    let want = data(100_000);
+    let src = write_file(dir.path(), "a", &want);
+    let out = zerocat()
+        .arg("copy")
+        .arg(&src)
+        .arg(dir.path().join("b"))
+        .output()
+        .unwrap();
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_bytes_eq(&std::fs::read(dir.path().join("b")).unwrap(), &want, "copy");
+    assert!(
+        err.contains("via reflink") || err.contains("(reflink unsupported here)"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("EOPNOTSUPP") && !err.contains("reflink ->"),
+        "{err}"
+    );
+}
+
+/// Issue 29 item 5 (and issue 26 item 14): `--stats json` is one JSON object, the last
+/// thing on stderr — also for a run that failed before any byte moved, and for a copy
+/// with several failed entries; `-q` does not silence it; `--stats-fd N` sends it to N.
+#[test]
+fn stats_json_is_one_object_last_on_stderr_whatever_happened() {
+    let dir = crate::util::tempdir();
+    let last_json = |err: &str| -> serde_json::Value {
+        let last = err.lines().last().unwrap_or_default();
+        serde_json::from_str(last).unwrap_or_else(|e| panic!("last line not JSON ({e}): {err}"))
+    };
+    // A failure before any byte moved.
+    let out = zerocat()
+        .args(["--stats", "json", "pipe"])
+        .arg(dir.path().join("missing"))
+        .arg("/dev/null")
+        .output()
+        .unwrap();
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let report = last_json(&err);
+    assert_eq!(report["command"], "pipe");
+    assert_eq!(report["ended"], "error");
+    assert!(
+        report["error"].as_str().unwrap().contains("(ENOENT)"),
+        "{err}"
+    );
+    // A copy with two failed entries: the JSON after both messages.
+    std::fs::create_dir(dir.path().join("into")).unwrap();
+    let out = zerocat()
+        .args(["--stats", "json", "copy"])
+        .arg(dir.path().join("m1"))
+        .arg(dir.path().join("m2"))
+        .arg(dir.path().join("into"))
+        .output()
+        .unwrap();
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(last_json(&err)["failed"], 2, "{err}");
+    // -q keeps an explicit --stats json, and nothing else.
+    let want = data(10_000);
+    let src = write_file(dir.path(), "src", &want);
+    let out = zerocat()
+        .args(["-q", "--stats", "json", "pipe"])
+        .arg(&src)
+        .arg(dir.path().join("dst"))
+        .output()
+        .unwrap();
+    let err = stderr_text(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(last_json(&err)["bytes"], want.len());
+    assert_bytes_eq(
+        &std::fs::read(dir.path().join("dst")).unwrap(),
+        &want,
+        "-q pipe",
+    );
+    // --stats-fd 3: the object there, not on stderr.
+    let stats = std::fs::File::create(dir.path().join("stats")).unwrap();
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "--stats-fd", "3", "pipe"])
+        .arg(&src)
+        .arg(dir.path().join("dst2"));
+    crate::rig::share_as_fd3(&mut cmd, std::os::fd::AsRawFd::as_raw_fd(&stats));
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_text(&out));
+    assert!(!stderr_text(&out).contains('{'), "{}", stderr_text(&out));
+    let written = std::fs::read_to_string(dir.path().join("stats")).unwrap();
+    assert_eq!(last_json(&written)["bytes"], want.len(), "{written}");
+}

@@ -662,7 +662,7 @@ fn keep(mut input: impl Read, pace: Pace, kept: &Kept) {
 }
 
 /// The child gets our open file description `raw` as its fd 3.
-fn share_as_fd3(cmd: &mut Command, raw: RawFd) {
+pub fn share_as_fd3(cmd: &mut Command, raw: RawFd) {
     use std::os::unix::process::CommandExt;
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {

@@ -322,7 +322,7 @@ At the end, one line on stderr (none under \fB\-q\fR). What each command prints:
 .RS
 zerocat: 1.00 GiB in 412 ms (2.43 GiB/s) file \-> pipe via splice
 zerocat: 12.0 MiB in 21.3 ms (563 MiB/s) file \-> file via copy_file_range \-> splice (EXDEV)
-zerocat: copied 6 files, 6.00 MiB in 6.82 ms (880 MiB/s) via reflink \-> copy_file_range (EOPNOTSUPP); 3 directories
+zerocat: copied 6 files, 6.00 MiB in 6.82 ms (880 MiB/s) via copy_file_range (reflink unsupported here); 3 directories
 zerocat: 6.00 MiB in 1.85 ms (3.18 GiB/s) file \-> 2 sinks via tee: 'file:copy.iso' file via splice, '\-' pipe via tee
 .RE
 .fi
@@ -331,15 +331,23 @@ The first two are \fBpipe\fR (the second across filesystems: ext4 to tmpfs), the
 \fBcopy \-r\fR (on ext4, which cannot clone) and \fBtee big.iso copy.iso \-\fR.
 Sizes use binary units (KiB, MiB, GiB) and durations ms, s, min; the route lists the
 paths in the order they ran, each fallback's errno after the path that took over, and
-\fB(refused: \fIERRNO\fB)\fR when a forced path was refused.
+\fB(refused: \fIERRNO\fB)\fR when a forced path was refused. A reflink the filesystem does
+not do (ext4, tmpfs: the ordinary case) is said in words, \fB(reflink unsupported
+here)\fR, not as an errno; JSON keeps that fallback with its errno. Every message names
+an errno by its symbol, \fBNo such file or directory (ENOENT)\fR, also in JSON and
+\fB\-\-log\fR. A run stopped by SIGINT/SIGTERM ends its line with \fB; interrupted\fR.
 \fBcopy\fR adds what is not zero among directories, symlinks, special files, holes
 skipped, bytes resumed, entries skipped (\fB\-n\fR) and failed; with \fB\-v\fR it prints one
-line per entry first (\fB'tree/a/f1' \-> 'backup/a/f1': 1.00 MiB via reflink \->
-copy_file_range (EOPNOTSUPP)\fR).
+line per entry first (\fB'tree/a/f1' \-> 'backup/a/f1': 1.00 MiB via copy_file_range
+(reflink unsupported here)\fR).
 \fBtee\fR names each sink with its route, its byte count when it got fewer bytes than
 the others, and its error in brackets.
 .PP
-\fB\-\-stats json\fR prints one JSON object instead, with exact integers.
+\fB\-\-stats json\fR prints one JSON object instead, with exact integers: always, also
+under \fB\-q\fR (which silences the text line only), and always the last thing on stderr
+(after any error message), so a script can parse the last line; a run that failed before
+it could make a report prints \fB{"command":..,"bytes":0,"ended":"error","error":..}\fR.
+\fB\-\-stats\-fd\fR \fIN\fR writes the report to the inherited fd \fIN\fR instead.
 Its field names are stable. Every command has:
 .TP
 \fBcommand\fR

@@ -80,6 +80,11 @@ pub struct GlobalArgs {
     #[arg(short = 'L', long, global = true, value_name = "RATE", value_parser = crate::units::parse_rate)]
     pub limit: Option<u64>,
 
+    /// Write the end-of-run report to this inherited fd instead of stderr (with --stats json:
+    /// one JSON object there, also for a run that failed before any byte moved).
+    #[arg(long, global = true, value_name = "N", value_parser = parse_open_fd)]
+    pub stats_fd: Option<i32>,
+
     /// Expected size of a stream (binary units: 700M), so the progress bar shows a
     /// percentage and ETA where the source has no size of its own.
     #[arg(long, global = true, value_name = "N", value_parser = crate::units::parse_bytes)]
@@ -232,6 +237,19 @@ pub struct CopyArgs {
     /// thread.
     #[arg(short = 'j', long, value_name = "N", value_parser = parse_jobs)]
     pub jobs: Option<usize>,
+}
+
+/// `--stats-fd N`: an fd that is open now (3 or above: 0-2 are the streams).
+fn parse_open_fd(arg: &str) -> Result<i32, String> {
+    let fd: i32 = arg
+        .parse()
+        .map_err(|_| format!("'{arg}' is not a file descriptor number"))?;
+    if fd < 1 {
+        return Err(format!("fd {fd} is not an output"));
+    }
+    nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFD)
+        .map_err(|_| format!("fd {fd} is not open"))?;
+    Ok(fd)
 }
 
 /// `-j N`: at least one.
@@ -457,6 +475,8 @@ impl Cli {
             progress,
             limit: g.limit,
             size: g.size,
+            stats_fd: g.stats_fd,
+            json: Default::default(),
         };
         let invocation = match self.command {
             Command::Pipe(args) => Invocation::Pipe(PipeConfig {

@@ -12,10 +12,11 @@ use std::fmt::Write as _;
 
 pub use json::{json_array, json_string, JsonObject};
 
-use crate::engine::Record;
+use crate::engine::{DataPath, Reason, Record};
 use crate::sys::fdkind::{FdInfo, FdKind};
 use crate::sys::socket::Mptcp;
 use crate::units::amount;
+use nix::errno::Errno;
 
 /// How the report is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -218,6 +219,39 @@ fn interrupted_words(ending: &Ending) -> &'static str {
     }
 }
 
+/// `text` with each "(os error N)" that std's io::Error puts in a message said as the errno's
+/// name: "No such file or directory (ENOENT)". Every line zerocat writes to stderr goes
+/// through here (the error, the report, copy's and relay's lines, `--log`), so the rule
+/// is one.
+pub fn errno_names(text: &str) -> String {
+    const MARK: &str = "(os error ";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(MARK) {
+        let after = &rest[at + MARK.len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let named = after[digits..]
+            .starts_with(')')
+            .then(|| after[..digits].parse::<i32>().ok())
+            .flatten()
+            .map(nix::errno::Errno::from_raw)
+            .filter(|e| *e != nix::errno::Errno::UnknownErrno);
+        match named {
+            Some(errno) => {
+                out.push_str(&rest[..at]);
+                out.push_str(&format!("({errno:?})"));
+                rest = &after[digits + 1..];
+            }
+            None => {
+                out.push_str(&rest[..at + MARK.len()]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// "1 sink", "3 sinks"
 pub fn sinks_word(n: usize) -> String {
     match n {
@@ -246,15 +280,29 @@ fn json_head(command: &str, record: &Record, seconds: f64, src: &Named) -> JsonO
 }
 
 /// "copy_file_range -> userspace (EXDEV)": the paths in the order they ran, each
-/// fallback's reason after the path it handed over to.
+/// fallback's reason after the path it handed over to. A reflink the filesystem does not
+/// do (ext4, tmpfs: the ordinary case) is said in words, not as an errno that reads like
+/// an error: "copy_file_range (reflink unsupported here)". JSON keeps the fallback.
 pub fn route(record: &Record) -> String {
     let mut s = String::new();
-    for (i, (path, _)) in record.paths.iter().enumerate() {
-        if i > 0 {
+    let no_reflink = matches!(record.paths.first(), Some((DataPath::Reflink, 0)))
+        && record.paths.len() > 1
+        && record.fallbacks.iter().any(|f| {
+            f.from == DataPath::Reflink
+                && matches!(
+                    f.reason,
+                    Reason::Errno(Errno::EOPNOTSUPP | Errno::EXDEV | Errno::EINVAL | Errno::ENOTTY)
+                )
+        });
+    let skip = usize::from(no_reflink);
+    for (i, (path, _)) in record.paths.iter().enumerate().skip(skip) {
+        if i > skip {
             s.push_str(" -> ");
         }
         s.push_str(path.name());
-        if i > 0 {
+        if i == skip && no_reflink {
+            s.push_str(" (reflink unsupported here)");
+        } else if i > 0 {
             let previous = record.paths[i - 1].0;
             if let Some(f) = record.fallbacks.iter().find(|f| f.from == previous) {
                 let _ = write!(s, " ({})", f.reason.short());
@@ -332,6 +380,24 @@ pub fn ended_json(o: &mut JsonObject, word: &str, text: Option<&str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn os_error_numbers_become_errno_names() {
+        assert_eq!(
+            errno_names("cannot open 'x': No such file or directory (os error 2)"),
+            "cannot open 'x': No such file or directory (ENOENT)"
+        );
+        assert_eq!(
+            errno_names("a (os error 28); b (os error 32)"),
+            "a (ENOSPC); b (EPIPE)"
+        );
+        assert_eq!(
+            errno_names("(os error x) (os error 99999)"),
+            "(os error x) (os error 99999)"
+        );
+        assert_eq!(errno_names("plain"), "plain");
+    }
+
     use crate::engine::{DataPath, Fallback, Reason};
     use nix::errno::Errno;
 

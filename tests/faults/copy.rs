@@ -342,8 +342,8 @@ fn run_copy_fault(case: &CopyFault) -> Result<String, String> {
             let Some(message) = run.stderr.lines().find(|l| l.starts_with(&line)) else {
                 return fail(format!("no line {line:?}"));
             };
-            if let Some((_, code)) = case.errno {
-                if !message.contains(&format!("(os error {code})")) {
+            if let Some((name, _)) = case.errno {
+                if !message.contains(&format!("({name})")) {
                     return fail(format!("{message:?} does not carry the errno"));
                 }
             }

@@ -230,8 +230,8 @@ fn run_fault(case: &FaultCase<'_>, payload: &Arc<Vec<u8>>) -> Result<String, Str
             if !message.contains(src_uri) && !message.contains(dst_uri) {
                 return fail(format!("error {message:?} names no endpoint"));
             }
-            if let Some((_, code)) = case.errno {
-                if !message.contains(&format!("(os error {code})")) {
+            if let Some((name, _)) = case.errno {
+                if !message.contains(&format!("({name})")) {
                     return fail(format!("error {message:?} does not carry the errno"));
                 }
             }

@@ -284,7 +284,7 @@ fn run_tee_fault(case: &TeeFault, payload: &Arc<Vec<u8>>) -> Result<String, Stri
                 }
             };
             let message = report["error"].as_str().unwrap_or_default();
-            let code = format!("(os error {})", case.errno.1);
+            let code = format!("({})", case.errno.0);
             if !message.contains(&format!("'{uri}'")) || !message.contains(&code) {
                 return fail(format!("error {message:?} should name '{uri}' and {code}"));
             }

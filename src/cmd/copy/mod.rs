@@ -282,6 +282,7 @@ impl<'a> Copier<'a> {
 
     /// Prints a line on stderr, above the bar when one is drawn.
     fn say(&self, line: String) {
+        let line = crate::report::errno_names(&line);
         match &self.progress {
             Some(progress) => progress.println(line),
             None => eprintln!("{line}"),
@@ -303,13 +304,11 @@ impl<'a> Copier<'a> {
         }
         let t = &self.totals;
         let interrupted = self.interrupted || crate::sys::process::interrupted();
-        if !self.opts.quiet {
-            let text = match self.opts.stats {
-                StatsFormat::Text => total_line(t, seconds, interrupted),
-                StatsFormat::Json => self.json(sources, dest, seconds, interrupted),
-            };
-            eprintln!("{text}");
-        }
+        let text = match self.opts.stats {
+            StatsFormat::Text => total_line(t, seconds, interrupted),
+            StatsFormat::Json => self.json(sources, dest, seconds, interrupted),
+        };
+        self.opts.print_report(&text);
         if interrupted {
             return Ok(ExitCode::Interrupted);
         }

@@ -131,7 +131,7 @@ impl ConnLog {
         let Some(queue) = &self.queue else {
             return;
         };
-        let line = report.log_line(&now_rfc3339(), worker);
+        let line = crate::report::errno_names(&report.log_line(&now_rfc3339(), worker));
         self.state.queued.fetch_add(1, Ordering::Relaxed);
         match queue.try_send(line) {
             Ok(()) => {}

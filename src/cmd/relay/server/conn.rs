@@ -315,7 +315,7 @@ impl Server<'_> {
     /// A connection is over: its `-v` line, its log line, and its place in the report.
     pub(super) fn ended(&mut self, report: ConnReport) {
         if self.opts.verbose {
-            eprintln!("zerocat: {}", report.line());
+            eprintln!("zerocat: {}", crate::report::errno_names(&report.line()));
         }
         if let Some(log) = &self.shared.log {
             if let Ok(mut log) = log.lock() {
