@@ -1703,3 +1703,38 @@ fn workers_share_the_connections_and_drain_them_on_sigterm() {
     );
     eprintln!("200 connections over 2 workers {per_worker:?}, drained in {took:?} after SIGTERM");
 }
+
+/// Issue 29 item 6: in text mode the relay names each connection that failed, as socat
+/// does (it said only "N did not end cleanly" at exit), at most 5 a second.
+#[test]
+fn text_mode_names_each_failed_connection_a_few_a_second() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let relay = crate::rig::Rig::bare().relay(&["tcp-listen:0", &format!("tcp:127.0.0.1:{port}")]);
+    for _ in 0..8 {
+        let mut s = std::net::TcpStream::connect(relay.addr()).unwrap();
+        let mut buf = Vec::new();
+        // The relay closes it once the upstream refused: nothing comes through.
+        let _ = std::io::Read::read_to_end(&mut s, &mut buf);
+        assert!(buf.is_empty());
+    }
+    let done = relay.stop();
+    done.assert_code(130, "relay stopped");
+    let named: Vec<&str> = done
+        .stderr
+        .lines()
+        .filter(|l| l.contains("connect-failed: cannot connect to") && l.contains("(ECONNREFUSED)"))
+        .collect();
+    assert_eq!(
+        named.len(),
+        5,
+        "five named in the first second: {}",
+        done.stderr
+    );
+    assert!(
+        done.stderr.contains("8 did not end cleanly"),
+        "{}",
+        done.stderr
+    );
+}

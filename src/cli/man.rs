@@ -461,6 +461,11 @@ connections that ended before those listed, counted in the totals but not listed
 present only when \fB\-\-log\fR stopped on a write error, or lines were not written
 because the log did not keep up: its text, with the count of such lines.
 .SH RELAY LOG
+In text mode (without \fB\-v\fR, which prints a line for every connection) \fBrelay\fR
+names each connection that did not end cleanly, one line each as \fB\-v\fR prints it, at
+most five a second (the report's count has every one; \fB\-\-log\fR lists each); a cut at
+SIGINT/SIGTERM is the run's end, not a failure line.
+.PP
 \fBrelay \-\-log\fR \fIPATH\fR writes one JSON object per line into \fIPATH\fR
 (opened for appending and created 0644; a FIFO waits for its reader) or, with
 \fB\-\fR, on stderr. Each line is written with one \fBwrite\fR(2) by a thread of its

@@ -122,6 +122,49 @@ impl ConnReport {
     }
 }
 
+/// Lines a second text mode gives connections that did not end cleanly (`-v` gives every
+/// connection its line): enough to name a few failures, never a flood.
+pub const FAILED_LINES_PER_SECOND: u32 = 5;
+
+/// Text mode's line for each connection that did not end cleanly, as socat says each
+/// failure: at most [`FAILED_LINES_PER_SECOND`] a second, then one line counting the rest.
+#[derive(Debug, Default)]
+pub struct FailedLines {
+    window: Option<std::time::Instant>,
+    shown: u32,
+    held: u64,
+}
+
+impl FailedLines {
+    /// What to print, now, for one more connection that failed with `line`.
+    pub fn admit(&mut self, line: String, now: std::time::Instant) -> Vec<String> {
+        let mut out = Vec::new();
+        let fresh = self.window.map_or(true, |w| {
+            now.duration_since(w) >= std::time::Duration::from_secs(1)
+        });
+        if fresh {
+            if self.held > 0 {
+                out.push(format!(
+                    "{} more connections did not end cleanly in a second (-v or --log names \
+                     each)",
+                    self.held
+                ));
+            }
+            *self = FailedLines {
+                window: Some(now),
+                ..FailedLines::default()
+            };
+        }
+        if self.shown < FAILED_LINES_PER_SECOND {
+            self.shown += 1;
+            out.push(line);
+        } else {
+            self.held += 1;
+        }
+        out
+    }
+}
+
 /// Connections the JSON report lists one by one: the last ones to end. Earlier ones are only
 /// counted (`connections_omitted`), so a long-running relay keeps bounded memory.
 pub const LISTED: usize = 256;
@@ -265,4 +308,25 @@ impl Summary<'_> {
 
 fn uri_json(e: &Endpoint) -> String {
     format!("{{\"uri\":{}}}", json_string(&e.to_string()))
+}
+
+#[cfg(test)]
+mod failed_lines_tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_few_failures_a_second_are_named_then_counted() {
+        let mut lines = FailedLines::default();
+        let t0 = Instant::now();
+        let mut said = Vec::new();
+        for i in 0..8 {
+            said.extend(lines.admit(format!("#{i}"), t0));
+        }
+        assert_eq!(said, ["#0", "#1", "#2", "#3", "#4"]);
+        let later = lines.admit("#8".into(), t0 + Duration::from_millis(1500));
+        assert_eq!(later.len(), 2, "{later:?}");
+        assert!(later[0].starts_with("3 more connections"), "{later:?}");
+        assert_eq!(later[1], "#8");
+    }
 }

@@ -22,7 +22,7 @@ use super::log::ConnLog;
 use super::policy::Policy;
 use super::poller::{Poller, Ready};
 use super::pool::{Pools, PIPE_BUDGET};
-use super::report::Tally;
+use super::report::{FailedLines, Tally};
 use super::{RelayConfig, Tuning};
 use crate::endpoint::outbound;
 use crate::endpoint::proxy::Addresses;
@@ -203,6 +203,8 @@ pub(super) struct Server<'a> {
     accept_paused_until: Option<Instant>,
     grace_until: Option<Instant>,
     pub(super) tally: Tally,
+    /// Text mode's rate-limited line per failed connection.
+    failed_lines: FailedLines,
     /// Which worker this loop is, from 0 (the log's lines say which).
     worker: usize,
     /// Other workers watch the same listener (`--workers` above 1).
@@ -271,6 +273,7 @@ impl<'a> Server<'a> {
             accept_paused_until: None,
             grace_until: None,
             tally: Tally::default(),
+            failed_lines: FailedLines::default(),
             worker,
             listener_shared: workers > 1,
         })

@@ -314,8 +314,18 @@ impl Server<'_> {
 impl Server<'_> {
     /// A connection is over: its `-v` line, its log line, and its place in the report.
     pub(super) fn ended(&mut self, report: ConnReport) {
+        // Text mode names each connection that failed (rate-limited); a cut at a stop
+        // signal is the run's ending, and an unusable one was said where it was refused.
+        let failed = !matches!(
+            report.end,
+            ConnEnd::Eof | ConnEnd::Signal | ConnEnd::Unusable(_)
+        );
         if self.opts.verbose {
             eprintln!("zerocat: {}", crate::report::errno_names(&report.line()));
+        } else if failed && !self.opts.quiet {
+            for line in self.failed_lines.admit(report.line(), Instant::now()) {
+                eprintln!("zerocat: {}", crate::report::errno_names(&line));
+            }
         }
         if let Some(log) = &self.shared.log {
             if let Ok(mut log) = log.lock() {
