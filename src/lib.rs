@@ -34,6 +34,17 @@ pub enum Invocation {
 }
 
 impl Invocation {
+    /// Whether its data goes to stdout (a `-` sink, or relay's `-` side).
+    pub fn writes_stdout(&self) -> bool {
+        let stdio = |e: &endpoint::Endpoint| matches!(e, endpoint::Endpoint::Stdio);
+        match self {
+            Invocation::Pipe(cfg) => stdio(&cfg.dst),
+            Invocation::Tee(cfg) => cfg.sinks.iter().any(stdio),
+            Invocation::Relay(cfg, _) => stdio(&cfg.a) || stdio(&cfg.b),
+            Invocation::Copy(_) | Invocation::Print(_) => false,
+        }
+    }
+
     /// The subcommand's name, as reports say it.
     pub fn command(&self) -> &'static str {
         match self {

@@ -85,6 +85,28 @@ impl Progress for NoProgress {
     fn finish(&mut self) {}
 }
 
+/// Whether to draw the bar when neither `--progress` nor `--no-progress` says: stderr is
+/// a terminal, the data does not go to that same terminal (`writes_stdout` and stdout is
+/// it: zerocat as cat or nc, the bar would be drawn between the data's lines), and
+/// zerocat is in the terminal's foreground process group (pv's rule: a job sent to the
+/// background does not draw over the shell).
+pub fn draw_by_default(writes_stdout: bool) -> bool {
+    use nix::sys::stat::fstat;
+    use nix::unistd::{getpgrp, isatty, tcgetpgrp};
+    if !isatty(2).unwrap_or(false) {
+        return false;
+    }
+    let same_terminal = writes_stdout
+        && isatty(1).unwrap_or(false)
+        && matches!((fstat(1), fstat(2)), (Ok(out), Ok(err)) if out.st_rdev == err.st_rdev);
+    if same_terminal {
+        return false;
+    }
+    // SAFETY: fd 2 is open for the whole run (reserved at start-up); only borrowed.
+    let stderr = unsafe { BorrowedFd::borrow_raw(2) };
+    tcgetpgrp(stderr).map_or(true, |pgrp| pgrp == getpgrp())
+}
+
 /// An indicatif bar on stderr: bytes, rate, elapsed, and size and ETA when the total is
 /// known; a counter otherwise (until the total becomes known).
 pub struct Bar {
@@ -108,7 +130,8 @@ impl Bar {
     /// The template for what is known: with a total, the bar and ETA.
     fn restyle(&self, with_total: bool) {
         let template = match with_total {
-            true => "zerocat: {bytes} / {total_bytes} [{bar:30}] {binary_bytes_per_sec} {elapsed} ETA {eta} {msg}",
+            // {wide_bar} takes what the terminal's width leaves: the line never wraps.
+            true => "zerocat: {percent:>3}% {bytes} / {total_bytes} [{wide_bar}] {binary_bytes_per_sec} {elapsed} ETA {eta} {msg}",
             false => "zerocat: {spinner} {bytes} {binary_bytes_per_sec} {elapsed} {msg}",
         };
         let style = ProgressStyle::with_template(template)

@@ -1726,10 +1726,10 @@ fn text_mode_names_each_failed_connection_a_few_a_second() {
         .lines()
         .filter(|l| l.contains("connect-failed: cannot connect to") && l.contains("(ECONNREFUSED)"))
         .collect();
-    assert_eq!(
-        named.len(),
-        5,
-        "five named in the first second: {}",
+    // Five a second (up to eight on a machine so slow the clients spanned two seconds).
+    assert!(
+        (5..=8).contains(&named.len()),
+        "each named, five a second: {}",
         done.stderr
     );
     assert!(

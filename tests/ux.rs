@@ -517,3 +517,97 @@ fn every_subcommand_help_has_two_to_four_examples() {
         );
     }
 }
+
+/// Runs `inner` (a shell line) under `script`, a pseudo-terminal of 24 x 60; its output,
+/// escapes removed, or None (the reason printed) when no pty can be had here.
+fn under_a_60_column_terminal(inner: &str) -> Option<String> {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: `script` (bsdutils) is not installed; .ci/run installs it");
+        return None;
+    }
+    let mut cmd = Command::new("script");
+    cmd.args([
+        "-qec",
+        &format!("stty rows 24 cols 60; {inner}"),
+        "/dev/null",
+    ])
+    .env_clear()
+    .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+    .env("SHELL", "/bin/sh")
+    .env("TERM", "xterm")
+    .stdin(Stdio::null());
+    let out = run(cmd);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() && text.trim().is_empty() {
+        eprintln!(
+            "skipped: `script` could not open a pseudo-terminal here: {}",
+            stderr_text(&out)
+        );
+        return None;
+    }
+    assert!(out.status.success(), "{text}{}", stderr_text(&out));
+    let mut plain = String::new();
+    let mut escape = false;
+    for c in text.chars() {
+        match (escape, c) {
+            (false, '\x1b') => escape = true,
+            (true, c) if c.is_ascii_alphabetic() => escape = false,
+            (true, _) => {}
+            (false, c) => plain.push(c),
+        }
+    }
+    Some(plain)
+}
+
+/// Issue 29 item 4: the bar fits the terminal (60 columns: it wrapped at 80 before), shows
+/// the percentage when the size is known, and is not drawn at all when the data goes to
+/// that same terminal (zerocat as cat: it was drawn between the data's lines).
+#[test]
+fn the_bar_fits_the_terminal_shows_percent_and_keeps_off_data_on_it() {
+    let (dir, payload, src) = source(2 << 20);
+    let dst = dir.path().join("dst");
+    let inner = format!(
+        "'{}' --limit 4M pipe '{}' '{}'",
+        bin().display(),
+        src.display(),
+        dst.display()
+    );
+    let Some(screen) = under_a_60_column_terminal(&inner) else {
+        return;
+    };
+    assert_bytes_eq(&std::fs::read(&dst).unwrap(), &payload, "dst");
+    let bars: Vec<&str> = screen
+        .split(['\r', '\n'])
+        .filter(|l| l.contains("ETA"))
+        .collect();
+    assert!(!bars.is_empty(), "a bar was drawn: {screen:?}");
+    for bar in &bars {
+        assert!(
+            bar.trim_end().chars().count() <= 60,
+            "fits 60 columns: {bar:?}"
+        );
+        assert!(bar.contains('%'), "shows the percentage: {bar:?}");
+    }
+    // The data to the terminal itself: no bar among it.
+    let text: Vec<u8> = (0..40_000)
+        .flat_map(|i| format!("line {i}\n").into_bytes())
+        .collect();
+    let lines = write_file(dir.path(), "lines", &text);
+    let inner = format!(
+        "'{}' --limit 1M pipe '{}' -",
+        bin().display(),
+        lines.display()
+    );
+    let Some(screen) = under_a_60_column_terminal(&inner) else {
+        return;
+    };
+    assert!(
+        screen.contains("line 39999"),
+        "the data reached the terminal"
+    );
+    assert!(
+        !screen.contains("ETA"),
+        "no bar among the data: {}",
+        &screen[..300]
+    );
+}

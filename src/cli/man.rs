@@ -493,9 +493,14 @@ connected to, or the URI when it never connected), \fBseconds\fR, \fBended\fR an
 \fBreason\fR), \fBswitches\fR, \fBundelivered\fR, \fBended\fR and \fBerror\fR.
 Readers should ignore fields they do not know: new ones may be added.
 .SH PROGRESS AND RATE LIMIT
-A progress bar is drawn on stderr when stderr is a terminal (\fB\-\-progress\fR forces
-it, \fB\-q\fR and \fB\-\-no\-progress\fR hide it): bytes delivered, rate, elapsed time,
-and the percentage and ETA when the size is known (a file source, or \fB\-\-size\fR).
+A progress bar is drawn on stderr when stderr is a terminal, the data does not go to
+that same terminal (zerocat as \fBcat\fR: no bar between the data's lines), and zerocat
+is in the terminal's foreground process group (as \fBpv\fR: a background job does not
+draw over the shell); \fB\-\-progress\fR forces it, \fB\-q\fR and \fB\-\-no\-progress\fR
+hide it. It shows bytes delivered, the rate (a recent one: an exponentially weighted
+estimate over about 15 s, not the average since the start), elapsed time, and the
+percentage and ETA when the size is known (a file source, or \fB\-\-size\fR); the bar
+itself takes what the terminal's width leaves, so the line never wraps.
 Bytes count when the sink took them; for a pipe sink, what still sits in the pipe is not
 counted yet.
 \fBcopy\fR counts bytes and files, \fB12/40 files\fR: the totals come from a walk of

@@ -4,7 +4,6 @@
 pub mod man;
 
 use std::ffi::OsString;
-use std::io::IsTerminal;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
@@ -461,9 +460,8 @@ pub fn parse_args() -> (Options, Invocation) {
 impl Cli {
     pub fn into_invocation(self) -> (Options, Invocation) {
         let g = self.global;
-        let progress =
-            !g.quiet && !g.no_progress && (g.progress || std::io::stderr().is_terminal());
-        let options = Options {
+        let (forced, no_bar) = (g.progress, g.quiet || g.no_progress);
+        let mut options = Options {
             via: g.via,
             quiet: g.quiet,
             verbose: g.verbose,
@@ -472,7 +470,7 @@ impl Cli {
                 StatsArg::Json => StatsFormat::Json,
             },
             explain: g.explain,
-            progress,
+            progress: false,
             limit: g.limit,
             size: g.size,
             stats_fd: g.stats_fd,
@@ -512,6 +510,8 @@ impl Cli {
             Command::Completions { shell } => Invocation::Print(completions(shell)),
             Command::Man => Invocation::Print(man_page()),
         };
+        options.progress =
+            !no_bar && (forced || crate::progress::draw_by_default(invocation.writes_stdout()));
         (options, invocation)
     }
 }

@@ -164,6 +164,8 @@ pub(super) struct Shared {
     ended: AtomicU64,
     pub(super) log: Option<Mutex<ConnLog>>,
     pub(super) stop: AtomicBool,
+    /// Text mode's rate-limited line per failed connection, over every worker.
+    pub(super) failed_lines: Mutex<FailedLines>,
 }
 
 impl Shared {
@@ -174,6 +176,7 @@ impl Shared {
             ended: AtomicU64::new(0),
             log: log.map(Mutex::new),
             stop: AtomicBool::new(false),
+            failed_lines: Mutex::new(FailedLines::default()),
         }
     }
 }
@@ -203,8 +206,6 @@ pub(super) struct Server<'a> {
     accept_paused_until: Option<Instant>,
     grace_until: Option<Instant>,
     pub(super) tally: Tally,
-    /// Text mode's rate-limited line per failed connection.
-    failed_lines: FailedLines,
     /// Which worker this loop is, from 0 (the log's lines say which).
     worker: usize,
     /// Other workers watch the same listener (`--workers` above 1).
@@ -273,7 +274,6 @@ impl<'a> Server<'a> {
             accept_paused_until: None,
             grace_until: None,
             tally: Tally::default(),
-            failed_lines: FailedLines::default(),
             worker,
             listener_shared: workers > 1,
         })

@@ -323,8 +323,10 @@ impl Server<'_> {
         if self.opts.verbose {
             eprintln!("zerocat: {}", crate::report::errno_names(&report.line()));
         } else if failed && !self.opts.quiet {
-            for line in self.failed_lines.admit(report.line(), Instant::now()) {
-                eprintln!("zerocat: {}", crate::report::errno_names(&line));
+            if let Ok(mut lines) = self.shared.failed_lines.lock() {
+                for line in lines.admit(report.line(), Instant::now()) {
+                    eprintln!("zerocat: {}", crate::report::errno_names(&line));
+                }
             }
         }
         if let Some(log) = &self.shared.log {
