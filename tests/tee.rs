@@ -939,3 +939,18 @@ fn an_output_that_cannot_be_opened_fails_alone_in_every_mode() {
     let out = run_with_stdin(cmd, Some(b"x".to_vec()));
     assert_eq!(out.status.code(), Some(1), "{}", stderr_text(&out));
 }
+
+/// Issue 29 item 1's other half: `echo hi | zerocat tee out` (one operand, GNU tee's
+/// habit) is a usage error that shows the spelling meant; it was clap's bare "required
+/// arguments were not provided". Nothing is created.
+#[test]
+fn one_operand_tee_shows_the_gnu_spelling() {
+    let dir = tempdir();
+    let mut cmd = zerocat();
+    cmd.current_dir(dir.path()).args(["tee", "out"]);
+    let out = run_with_stdin(cmd, Some(b"hi\n".to_vec()));
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("write: zerocat tee - out -"), "{err}");
+    assert!(!dir.path().join("out").exists());
+}

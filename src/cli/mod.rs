@@ -287,7 +287,7 @@ pub struct TeeArgs {
     #[arg(value_parser = os(parse_source))]
     pub src: Endpoint,
     /// Where they all go; listeners each accept one connection before data flows.
-    #[arg(required = true, value_parser = os(parse_sink))]
+    #[arg(value_parser = os(parse_sink))]
     pub dst: Vec<Endpoint>,
     /// Append to the file sinks instead of truncating them (GNU tee -a; file:X,append).
     #[arg(short = 'a', long)]
@@ -482,6 +482,20 @@ impl Cli {
                 dst: args.dst,
             }),
             Command::Copy(args) => copy_invocation(args),
+            Command::Tee(args) if args.dst.is_empty() => Cli::command()
+                .error(
+                    clap::error::ErrorKind::MissingRequiredArgument,
+                    format!(
+                        "tee takes SRC and at least one DST: '{src}' is the source here. For \
+                         GNU tee's meaning (stdin into '{src}' and stdout) write: zerocat tee - \
+                         {src} -",
+                        src = args
+                            .src
+                            .plain_file()
+                            .map_or_else(|| args.src.to_string(), |p| p.display().to_string())
+                    ),
+                )
+                .exit(),
             Command::Tee(args) => Invocation::Tee(TeeConfig {
                 src: args.src,
                 sinks: if args.append {
