@@ -361,12 +361,16 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__pipe)
-            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
+            opts="-q -v -L -h -V --grace --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --via)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -465,7 +469,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__tee)
-            opts="-a -p -q -v -L -h -V --append --on-error --output-error --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
+            opts="-a -p -q -v -L -h -V --append --on-error --output-error --grace --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -481,6 +485,10 @@ _zerocat() {
                     ;;
                 -p)
                     COMPREPLY=($(compgen -W "warn warn-nopipe exit exit-nopipe" -- "${cur}"))
+                    return 0
+                    ;;
+                --grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --via)

@@ -44,6 +44,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'zerocat;pipe'= {
+            cand --grace 'After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long'
             cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
             cand --stats 'Format of the end-of-run report on stderr'
             cand -L 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it'
@@ -109,6 +110,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --on-error 'When a sink fails: stop everything (exit 1, naming it; stdout''s reader going away is a quiet 141), or drop that sink and keep feeding the others (still exit 1 at the end). fail is the default; continue is --output-error=warn'
             cand -p 'GNU tee''s modes: warn (drop a failing sink, feed the others, exit 1), warn-nopipe (the same, but a reader that went away (EPIPE) is dropped quietly and is no error), exit (stop at the first failing sink, EPIPE included: exit 1), exit-nopipe (a reader that went away is dropped quietly; any other error stops). Bare --output-error and -p mean warn-nopipe'
             cand --output-error 'GNU tee''s modes: warn (drop a failing sink, feed the others, exit 1), warn-nopipe (the same, but a reader that went away (EPIPE) is dropped quietly and is no error), exit (stop at the first failing sink, EPIPE included: exit 1), exit-nopipe (a reader that went away is dropped quietly; any other error stops). Bare --output-error and -p mean warn-nopipe'
+            cand --grace 'After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long'
             cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
             cand --stats 'Format of the end-of-run report on stderr'
             cand -L 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it'
@@ -133,7 +135,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --max-conns 'Connections served at once; more wait in the listen backlog. Default: what the open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after raising the soft limit to the hard one'
             cand --idle-timeout 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m)'
             cand --connect-timeout 'Give up a connection attempt after this long (each attempt of retry=N); also how long a `proxy` listener waits for a PROXY header (default 5 s)'
-            cand --grace 'After SIGINT/SIGTERM: stop accepting, let the connections in flight finish for this long, then cut (reset) the rest; a second signal cuts them at once. 0: cut at once'
+            cand --grace 'After SIGINT/SIGTERM: stop accepting, let the connections in flight finish for this long, then cut (reset) the rest; a second signal cuts them at once. 0: cut at once. A command side''s child (exec:, sh:) of a cut connection then gets SIGTERM, and SIGKILL after this long again'
             cand --log 'Write one JSON line per connection as it ends, into PATH (appended; a FIFO works) or `-` (stderr); the fields are listed under RELAY LOG'
             cand -j 'Event loops serving a listener, each in a thread of its own; the listener is shared and a new connection goes to a loop that is waiting. Default: the CPUs available to the process. One session (no listener) or --once: one'
             cand --workers 'Event loops serving a listener, each in a thread of its own; the listener is shared and a new connection goes to a loop that is waiting. Default: the CPUs available to the process. One session (no listener) or --once: one'

@@ -44,6 +44,7 @@ complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "relay" -d 'Relay by
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "man" -d 'Print the man page (roff)'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l grace -d 'After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
@@ -98,6 +99,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s p -l output-erro
 warn-nopipe\t''
 exit\t''
 exit-nopipe\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l grace -d 'After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
@@ -115,7 +117,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s V -l version -d 
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l max-conns -d 'Connections served at once; more wait in the listen backlog. Default: what the open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after raising the soft limit to the hard one' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l idle-timeout -d 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l connect-timeout -d 'Give up a connection attempt after this long (each attempt of retry=N); also how long a `proxy` listener waits for a PROXY header (default 5 s)' -r
-complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l grace -d 'After SIGINT/SIGTERM: stop accepting, let the connections in flight finish for this long, then cut (reset) the rest; a second signal cuts them at once. 0: cut at once' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l grace -d 'After SIGINT/SIGTERM: stop accepting, let the connections in flight finish for this long, then cut (reset) the rest; a second signal cuts them at once. 0: cut at once. A command side\'s child (exec:, sh:) of a cut connection then gets SIGTERM, and SIGKILL after this long again' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l log -d 'Write one JSON line per connection as it ends, into PATH (appended; a FIFO works) or `-` (stderr); the fields are listed under RELAY LOG' -r -F
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s j -l workers -d 'Event loops serving a listener, each in a thread of its own; the listener is shared and a new connection goes to a loop that is waiting. Default: the CPUs available to the process. One session (no listener) or --once: one' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r

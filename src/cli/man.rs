@@ -205,10 +205,18 @@ spliced). \fBexec:\fR splits words as a shell word list (quotes, backslash), no 
 no globbing; \fBsh:\fR (\fBsystem:\fR) runs \fB/bin/sh \-c\fR \fICOMMAND\fR. Its other
 stdio and its stderr are zerocat's; option \fBstderr\fR (a source only) sends its stderr
 into the stream too. The first comma outside quotes starts the options. zerocat waits for
-the child (interrupted: SIGTERM, then SIGKILL after 2 s); a child that exits non\-zero or
-is killed makes the run exit 1 with its status. A program that cannot run is exit 1 before
+the child (interrupted: SIGTERM, then SIGKILL after \fB\-\-grace\fR, 2 s by default); a
+child that exits non\-zero or is killed makes the run exit 1 with its status, and the
+report names it (\fBpipe (child exited 0)\fR; in JSON the end's \fBchild\fR:
+\fBpid\fR, \fBexit\fR, \fBsignal\fR). A program that cannot run is exit 1 before
 any byte moves; an empty command or an unbalanced quote is a usage error. \fBpty\fR is not
-supported. Not yet a side of \fBrelay\fR or an end of \fBtee\fR.
+supported. Each end of \fBtee\fR may be one (a sink child that fails is a failed sink).
+As a side of \fBrelay\fR both its stdout and stdin are the stream, inetd style: with a
+listener each connection gets a child of its own, in a process group of its own so
+stopping it ends what it started; EOF from the other side closes its stdin; a child that
+fails counts its connection as failed (\fBcommand\-failed\fR). A listener that runs a
+command binds 127.0.0.1 unless told otherwise, like every listener: whoever can connect
+runs the command.
 .TP
 \fBsystemd:\fR, \fBsystemd:\fINAME\fR
 socket activation (\fBsd_listen_fds\fR(3)): the listening sockets systemd passed
@@ -487,10 +495,14 @@ one per connection, when it ended: \fBtime\fR (UTC, RFC 3339 to the millisecond,
 peer's address; without a listener, side A), \fBupstream\fR (the address the relay
 connected to, or the URI when it never connected), \fBseconds\fR, \fBended\fR and
 \fBerror\fR (as in the report: \fBeof\fR, \fBreset\fR, \fBerror\fR,
-\fBidle\-timeout\fR, \fBconnect\-failed\fR, \fBsignal\fR; the error text or null), and
+\fBidle\-timeout\fR, \fBconnect\-failed\fR, \fBcommand\-failed\fR, \fBsignal\fR; the
+error text or null),
 \fBa_to_b\fR and \fBb_to_a\fR with \fBbytes\fR, \fBpaths\fR (each \fBpath\fR and
 \fBbytes\fR), \fBfallbacks\fR (each \fBfrom\fR, \fBto\fR, \fBerrno\fR,
-\fBreason\fR), \fBswitches\fR, \fBundelivered\fR, \fBended\fR and \fBerror\fR.
+\fBreason\fR), \fBswitches\fR, \fBundelivered\fR, \fBended\fR and \fBerror\fR;
+\fBmptcp\fR when a side asked for it, and \fBchild\fR when a side is a command
+(\fB{"b":{"pid":..,"exit":0,"signal":null}}\fR: the connection is logged once its
+child has exited).
 Readers should ignore fields they do not know: new ones may be added.
 .SH PROGRESS AND RATE LIMIT
 A progress bar is drawn on stderr when stderr is a terminal, the data does not go to

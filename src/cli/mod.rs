@@ -162,6 +162,9 @@ pub struct PipeArgs {
     /// Where the bytes go (default: stdout).
     #[arg(default_value = "-", value_parser = os(parse_sink))]
     pub dst: Endpoint,
+    /// After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = endpoint::parse_duration)]
+    pub grace: std::time::Duration,
 }
 
 #[derive(Debug, Args)]
@@ -318,6 +321,9 @@ pub struct TeeArgs {
         overrides_with = "on_error"
     )]
     pub output_error: Option<OutputErrorArg>,
+    /// After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = endpoint::parse_duration)]
+    pub grace: std::time::Duration,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -370,6 +376,8 @@ pub struct RelayArgs {
     pub connect_timeout: Option<std::time::Duration>,
     /// After SIGINT/SIGTERM: stop accepting, let the connections in flight finish for this
     /// long, then cut (reset) the rest; a second signal cuts them at once. 0: cut at once.
+    /// A command side's child (exec:, sh:) of a cut connection then gets SIGTERM, and
+    /// SIGKILL after this long again.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = endpoint::parse_duration)]
     pub grace: std::time::Duration,
     /// Write one JSON line per connection as it ends, into PATH (appended; a FIFO works)
@@ -480,6 +488,7 @@ impl Cli {
             Command::Pipe(args) => Invocation::Pipe(PipeConfig {
                 src: args.src,
                 dst: args.dst,
+                grace: args.grace,
             }),
             Command::Copy(args) => copy_invocation(args),
             Command::Tee(args) if args.dst.is_empty() => Cli::command()
@@ -504,6 +513,7 @@ impl Cli {
                     args.dst
                 },
                 on_error: on_error(args.on_error, args.output_error),
+                grace: args.grace,
             }),
             Command::Relay(args) => Invocation::Relay(
                 RelayConfig {
@@ -560,6 +570,7 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
             return Invocation::Pipe(PipeConfig {
                 src: src.clone(),
                 dst: dest,
+                grace: crate::cmd::relay::GRACE,
             });
         }
     }

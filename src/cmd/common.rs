@@ -1,15 +1,17 @@
 //! The steps the commands share: inspecting what was opened, refusing to read and write one
-//! file, preparing a sink, the words of a plan, and the text of a failure. Each takes the
-//! endpoints and fds it works on, never a command's config.
+//! file, preparing a sink, the words of a plan, the text of a failure, and waiting for a
+//! command's child. Each takes the endpoints and fds it works on, never a command's config.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use nix::sys::socket::{shutdown, Shutdown};
 
-use crate::endpoint::{self, Endpoint, Opened, Role};
+use crate::endpoint::{self, command, Endpoint, Opened, Role};
 use crate::engine::{self, DataPath, Side, Via};
 use crate::sys::fdkind::FdInfo;
+use crate::sys::process::ChildExit;
 use crate::sys::socket::Mptcp;
 
 /// What an opened endpoint's fd is.
@@ -143,6 +145,23 @@ pub fn failure_message(
         Side::Sink => format!("cannot write to '{dst}': {err}"),
         Side::Either => format!("cannot move bytes from '{src}' to '{dst}': {err}"),
     }
+}
+
+/// Close the end, then wait for the child behind it (`exec:`/`sh:`); `stop`: the run was
+/// interrupted, the child gets SIGTERM and that grace before SIGKILL.
+pub fn reap_child(
+    endpoint: &Endpoint,
+    opened: Opened,
+    stop: Option<Duration>,
+) -> anyhow::Result<Option<ChildExit>> {
+    let Opened { fd, child, .. } = opened;
+    drop(fd);
+    let Some(mut child) = child else {
+        return Ok(None);
+    };
+    let status =
+        command::reap(&mut child, stop).with_context(|| format!("cannot wait for {endpoint}"))?;
+    Ok(Some(ChildExit::of(child.id(), status)))
 }
 
 #[cfg(test)]

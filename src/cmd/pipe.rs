@@ -1,16 +1,16 @@
 //! `zerocat pipe SRC DST`: one stream from SRC to DST along the cheapest path.
 
 use std::os::fd::{AsFd, BorrowedFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context};
+use anyhow::anyhow;
 
 use super::common::{
-    describe, failure_message, finish_socket_sink, inspect, predict, refuse_same_file, remaining,
-    stdout_gone, truncate_if_pending,
+    describe, failure_message, finish_socket_sink, inspect, predict, reap_child, refuse_same_file,
+    remaining, stdout_gone, truncate_if_pending,
 };
 use crate::endpoint::proxy::Addresses;
-use crate::endpoint::{command, Endpoint, Opened, Role};
+use crate::endpoint::{Endpoint, Role};
 use crate::engine::{self, DataPath, Ends, Failure, Via};
 use crate::exit::{ExitCode, UsageError};
 use crate::options::Options;
@@ -23,6 +23,9 @@ use crate::sys::pipe::{grow_pipe, OwnPipe};
 pub struct PipeConfig {
     pub src: Endpoint,
     pub dst: Endpoint,
+    /// An `exec:`/`sh:` child of an interrupted run gets this long after SIGTERM, then
+    /// SIGKILL.
+    pub grace: Duration,
 }
 
 pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
@@ -74,12 +77,28 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     // Our pipe ends close first (a sink child sees EOF, a source child SIGPIPE), then the
     // children are reaped.
     let interrupted = matches!(failure, Some(Failure::Interrupted));
-    let child_failure = reap_children([(&cfg.src, src), (&cfg.dst, dst)], interrupted)?;
+    let stop = interrupted.then_some(cfg.grace);
+    let [src_child, dst_child] = [
+        reap_child(&cfg.src, src, stop)?,
+        reap_child(&cfg.dst, dst, stop)?,
+    ];
+    let child_failure = [(&cfg.src, src_child), (&cfg.dst, dst_child)]
+        .into_iter()
+        .find_map(|(endpoint, child)| {
+            let child = child.filter(|c| c.failed())?;
+            Some(format!("{endpoint}: the command {}", child.describe()))
+        });
 
     let mut report = Report {
         command: "pipe",
-        src: Named::of(cfg.src.to_string(), &src_info),
-        dst: Named::of(cfg.dst.to_string(), &dst_info),
+        src: Named {
+            child: src_child,
+            ..Named::of(cfg.src.to_string(), &src_info)
+        },
+        dst: Named {
+            child: dst_child,
+            ..Named::of(cfg.dst.to_string(), &dst_info)
+        },
         record,
         seconds,
         ending: Ending::Eof,
@@ -109,27 +128,6 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
             Err(anyhow!(message))
         }
     }
-}
-
-/// Close each end, then wait for the child behind it (`exec:`/`sh:`); the first that exited
-/// non-zero or died by a signal, in words.
-fn reap_children(
-    ends: [(&Endpoint, Opened); 2],
-    interrupted: bool,
-) -> anyhow::Result<Option<String>> {
-    let mut failed = None;
-    let children: Vec<_> = ends
-        .into_iter()
-        .filter_map(|(endpoint, opened)| opened.child.map(|child| (endpoint, child)))
-        .collect();
-    for (endpoint, mut child) in children {
-        let status = command::reap(&mut child, interrupted)
-            .with_context(|| format!("cannot wait for {endpoint}"))?;
-        if let Some(words) = command::failed_status(status) {
-            failed.get_or_insert(format!("{endpoint}: the command {words}"));
-        }
-    }
-    Ok(failed)
 }
 
 /// `--explain`: the plan from what the endpoints are, opening nothing.

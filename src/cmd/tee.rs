@@ -8,8 +8,8 @@ use anyhow::{anyhow, Context};
 use nix::errno::Errno;
 
 use super::common::{
-    describe, failure_message, finish_socket_sink, inspect, predict, refuse_same_file, remaining,
-    stdout_gone, truncate_if_pending,
+    describe, failure_message, finish_socket_sink, inspect, predict, reap_child, refuse_same_file,
+    remaining, stdout_gone, truncate_if_pending,
 };
 use crate::endpoint::{Endpoint, Opened, Role};
 use crate::engine::fanout::{self as fan, FanOut, OnError, Sink, SinkOutcome};
@@ -19,6 +19,7 @@ use crate::options::Options;
 use crate::progress::{self, Watch};
 use crate::report::{sinks_word, Ending, FanOutReport, Named, SinkReport};
 use crate::sys::fdkind::{FdInfo, FdKind};
+use crate::sys::process::ChildExit;
 
 #[derive(Debug, Clone)]
 pub struct TeeConfig {
@@ -26,20 +27,14 @@ pub struct TeeConfig {
     /// At least one.
     pub sinks: Vec<Endpoint>,
     pub on_error: OnError,
+    /// An `exec:`/`sh:` child of an interrupted run gets this long after SIGTERM, then
+    /// SIGKILL.
+    pub grace: std::time::Duration,
 }
 
 pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     refuse_gnu_form(cfg)?;
     check_via(opts.via)?;
-    if let Some(e) = std::iter::once(&cfg.src)
-        .chain(&cfg.sinks)
-        .find(|e| matches!(e, Endpoint::Command(_)))
-    {
-        return Err(crate::exit::UsageError(format!(
-            "tee '{e}': a command as a tee end is not built yet (use `zerocat pipe`)"
-        ))
-        .into());
-    }
     if opts.explain {
         return explain(opts, cfg);
     }
@@ -142,6 +137,15 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     }
     let seconds = started.elapsed().as_secs_f64();
     progress.finish();
+    // Every end closes (a sink child sees EOF, a source child SIGPIPE), then the children
+    // are waited for: an interrupted one gets SIGTERM, then SIGKILL after --grace.
+    drop(sinks);
+    let stop = matches!(out.failure, Some(Failure::Interrupted)).then_some(cfg.grace);
+    let src_child = reap_child(&cfg.src, src, stop)?;
+    let mut children = vec![None; cfg.sinks.len()];
+    for (i, opened, _) in opened {
+        children[i] = reap_child(&cfg.sinks[i], opened, stop)?;
+    }
     // One outcome per sink given, in order: an unopened sink moved nothing.
     for e in &unopened {
         out.sinks.insert(
@@ -152,7 +156,22 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
             },
         );
     }
-    conclude(opts, cfg, &src_info, &infos, out, unopened, seconds)
+    let ends = Ends {
+        src_info: &src_info,
+        infos: &infos,
+        src_child,
+        children,
+    };
+    conclude(opts, cfg, &ends, out, unopened, seconds)
+}
+
+/// What the report says of each end: its kind, and the child of a command.
+struct Ends<'a> {
+    src_info: &'a FdInfo,
+    infos: &'a [FdInfo],
+    src_child: Option<ChildExit>,
+    /// One per sink given.
+    children: Vec<Option<ChildExit>>,
 }
 
 /// An error that ends the run wherever it comes from: a signal, or a usage error.
@@ -211,8 +230,7 @@ fn check_via(via: Via) -> anyhow::Result<()> {
 fn conclude(
     opts: &Options,
     cfg: &TeeConfig,
-    src_info: &FdInfo,
-    infos: &[FdInfo],
+    ends: &Ends<'_>,
     out: FanOut,
     unopened: Vec<SinkError>,
     seconds: f64,
@@ -236,6 +254,20 @@ fn conclude(
                 _ => None,
             }),
     );
+    // A sink command that exited non-zero or died by a signal failed, as its writes would.
+    for (i, child) in ends.children.iter().enumerate() {
+        let Some(child) = child.filter(ChildExit::failed) else {
+            continue;
+        };
+        if !sink_errors.iter().any(|e| e.sink == i) {
+            sink_errors.push(SinkError {
+                sink: i,
+                message: format!("{}: the command {}", cfg.sinks[i], child.describe()),
+                counts: true,
+                stops: false,
+            });
+        }
+    }
     let counted: Vec<&str> = sink_errors
         .iter()
         .filter(|e| e.counts)
@@ -268,18 +300,32 @@ fn conclude(
             ExitCode::Failure,
         ),
     };
+    // The source's command failed though every byte it gave was fanned out: the run fails.
+    let (ending, code) = match ends.src_child.filter(ChildExit::failed) {
+        Some(child) if ending == Ending::Eof => (
+            Ending::Error(format!("{}: the command {}", cfg.src, child.describe())),
+            ExitCode::Failure,
+        ),
+        _ => (ending, code),
+    };
     // No failure stopped the fan-out: the sinks still running got every byte.
     let survivors_whole = out.failure.is_none() && !sink_errors.iter().any(|e| e.stops);
     let report = FanOutReport {
-        src: Named::of(cfg.src.to_string(), src_info),
+        src: Named {
+            child: ends.src_child,
+            ..Named::of(cfg.src.to_string(), ends.src_info)
+        },
         sinks: cfg
             .sinks
             .iter()
-            .zip(infos)
+            .zip(ends.infos)
             .zip(&out.sinks)
             .enumerate()
             .map(|(i, ((uri, info), result))| SinkReport {
-                named: Named::of(uri.to_string(), info),
+                named: Named {
+                    child: ends.children[i],
+                    ..Named::of(uri.to_string(), info)
+                },
                 ending: sink_ending(i, &sink_errors, &ending, survivors_whole),
                 record: result.record.clone(),
                 failed_itself: sink_errors.iter().any(|e| e.sink == i),

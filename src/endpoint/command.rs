@@ -6,7 +6,7 @@
 //! reaps a child that is not its own.
 
 use std::os::fd::OwnedFd;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -33,9 +33,6 @@ pub struct CommandSpec {
     /// `,stderr`: the child's stderr goes where its stdout goes (as socat's `stderr`).
     pub stderr: bool,
 }
-
-/// After SIGTERM, how long an interrupted child has before SIGKILL.
-pub const CHILD_GRACE: Duration = Duration::from_secs(2);
 
 /// Split `text` as a shell word list: blanks separate words; single quotes keep everything;
 /// double quotes keep everything but `\"`, `\\`, `\$`, `` \` ``; a backslash outside quotes
@@ -133,6 +130,16 @@ pub struct Spawned {
     pub child: Child,
 }
 
+/// A running child whose stdin and stdout are both zerocat's (a side of `relay`).
+#[derive(Debug)]
+pub struct Duplex {
+    /// The child's stdout (with `,stderr`, its stderr too): what zerocat reads.
+    pub read: OwnedFd,
+    /// The child's stdin: what zerocat writes.
+    pub write: OwnedFd,
+    pub child: Child,
+}
+
 impl CommandSpec {
     /// Start the child for `role`: its stdout is our source, or its stdin our sink. A program
     /// that cannot run (ENOENT, EACCES) fails here, before any byte moves.
@@ -145,6 +152,38 @@ impl CommandSpec {
             ))
             .into());
         }
+        let (reads, writes) = (role == Role::Source, role == Role::Sink);
+        let (mut child, read) = self.start(reads, writes, false)?;
+        let fd: OwnedFd = match read {
+            Some(read) => read,
+            None => child.stdin.take().expect("piped stdin").into(),
+        };
+        Ok(Spawned { fd, child })
+    }
+
+    /// Start the child with both its stdin and stdout on pipes of ours (inetd style).
+    /// `own_group`: in a process group of its own (the pgid its pid), so that stopping it
+    /// ([`terminate`], [`kill_group`]) reaches what it started too (`sh:` runs commands
+    /// under a shell) and a Ctrl-C in zerocat's terminal reaches zerocat alone, which ends
+    /// the child in its own time. Not for a child that may read the terminal (it would be
+    /// stopped by SIGTTIN): only for the children of a listener.
+    pub fn spawn_duplex(&self, own_group: bool) -> anyhow::Result<Duplex> {
+        let (mut child, read) = self.start(true, true, own_group)?;
+        Ok(Duplex {
+            read: read.expect("piped stdout"),
+            write: child.stdin.take().expect("piped stdin").into(),
+            child,
+        })
+    }
+
+    /// Fork and exec: stdout on a pipe when `reads` (its read end returned), stdin on a pipe
+    /// when `writes` (in the child's `stdin`); the rest is zerocat's.
+    fn start(
+        &self,
+        reads: bool,
+        writes: bool,
+        own_group: bool,
+    ) -> anyhow::Result<(Child, Option<OwnedFd>)> {
         let mut command = match &self.program {
             Program::Exec(argv) => {
                 let mut c = std::process::Command::new(&argv[0]);
@@ -157,10 +196,15 @@ impl CommandSpec {
                 c
             }
         };
-        match role {
-            Role::Source => command.stdout(Stdio::piped()),
-            Role::Sink => command.stdin(Stdio::piped()),
-        };
+        if reads {
+            command.stdout(Stdio::piped());
+        }
+        if writes {
+            command.stdin(Stdio::piped());
+        }
+        if own_group {
+            command.process_group(0);
+        }
         // SAFETY: between fork and exec only async-signal-safe calls (sigaction).
         unsafe {
             command.pre_exec(|| {
@@ -170,7 +214,7 @@ impl CommandSpec {
             });
         }
         let mut pipe_for_stderr = None;
-        if self.stderr && role == Role::Source {
+        if self.stderr && reads {
             let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
             let write2 = write.try_clone()?;
             command.stdout(Stdio::from(write));
@@ -182,12 +226,39 @@ impl CommandSpec {
             .with_context(|| format!("cannot run {}", self.name()))?;
         // The parent's copies of the write ends closed with `command`: EOF comes with the child.
         drop(command);
-        let fd: OwnedFd = match (role, pipe_for_stderr) {
-            (Role::Source, Some(read)) => read,
-            (Role::Source, None) => child.stdout.take().expect("piped stdout").into(),
-            (Role::Sink, _) => child.stdin.take().expect("piped stdin").into(),
+        let read = match pipe_for_stderr {
+            Some(read) => Some(read),
+            None if reads => Some(child.stdout.take().expect("piped stdout").into()),
+            None => None,
         };
-        Ok(Spawned { fd, child })
+        Ok((child, read))
+    }
+
+    /// Whether the program can be run, looked up as exec would (PATH for a bare name), so a
+    /// listener refuses to start for a program that is not there rather than failing each
+    /// connection. `sh:` always can (its command is the shell's to judge).
+    pub fn check_runnable(&self) -> anyhow::Result<()> {
+        let Program::Exec(argv) = &self.program else {
+            return Ok(());
+        };
+        let name = &argv[0];
+        let runnable = |path: &std::path::Path| {
+            nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok() && !path.is_dir()
+        };
+        let found = if name.contains('/') {
+            runnable(std::path::Path::new(name))
+        } else {
+            let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+            std::env::split_paths(&path).any(|dir| runnable(&dir.join(name)))
+        };
+        if found {
+            Ok(())
+        } else {
+            Err(anyhow::Error::from(std::io::Error::from_raw_os_error(
+                nix::libc::ENOENT,
+            )))
+            .with_context(|| format!("cannot run {}", self.name()))
+        }
     }
 
     /// The program as messages name it: `'cat'`, `sh -c 'echo hi'`.
@@ -199,13 +270,12 @@ impl CommandSpec {
     }
 }
 
-/// Wait for `child` (by its pid); when `interrupted`, SIGTERM first, then SIGKILL after
-/// [`CHILD_GRACE`]. Never leaves a zombie.
-pub fn reap(child: &mut Child, interrupted: bool) -> std::io::Result<ExitStatus> {
-    if interrupted {
-        let pid = Pid::from_raw(child.id() as i32);
-        let _ = kill(pid, Signal::SIGTERM);
-        let deadline = Instant::now() + CHILD_GRACE;
+/// Wait for `child` (by its pid). `stop`: it is to be stopped, SIGTERM first, then
+/// SIGKILL after that grace (`--grace`). Never leaves a zombie.
+pub fn reap(child: &mut Child, stop: Option<Duration>) -> std::io::Result<ExitStatus> {
+    if let Some(grace) = stop {
+        terminate(child, false);
+        let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if let Some(status) = child.try_wait()? {
                 return Ok(status);
@@ -217,14 +287,21 @@ pub fn reap(child: &mut Child, interrupted: bool) -> std::io::Result<ExitStatus>
     child.wait()
 }
 
-/// "exited with status 3", "killed by SIGKILL"; None for a clean exit.
-pub fn failed_status(status: ExitStatus) -> Option<String> {
-    if let Some(code) = status.code() {
-        return (code != 0).then(|| format!("exited with status {code}"));
-    }
-    let sig = status.signal().unwrap_or(0);
-    let name = Signal::try_from(sig).map_or_else(|_| sig.to_string(), |s| s.as_str().to_string());
-    Some(format!("was killed by {name}"))
+/// SIGTERM to the child (by its pid, which stays its own until it is reaped), and to its
+/// process group when it leads one of its own ([`CommandSpec::spawn_duplex`]).
+pub fn terminate(child: &Child, group: bool) {
+    signal_child(child, Signal::SIGTERM, group);
+}
+
+/// SIGKILL to the child, and to its process group when it leads one of its own.
+pub fn kill_group(child: &Child, group: bool) {
+    signal_child(child, Signal::SIGKILL, group);
+}
+
+fn signal_child(child: &Child, signal: Signal, group: bool) {
+    let pid = child.id() as i32;
+    // Its pgid is its pid while it lives; until it is reaped that pid is not reused.
+    let _ = kill(Pid::from_raw(if group { -pid } else { pid }), signal);
 }
 
 /// The address of `exec:` (split into words, at least one) or `sh:` (not blank).

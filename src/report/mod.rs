@@ -14,6 +14,7 @@ pub use json::{json_array, json_string, JsonObject};
 
 use crate::engine::{DataPath, Reason, Record};
 use crate::sys::fdkind::{FdInfo, FdKind};
+use crate::sys::process::ChildExit;
 use crate::sys::socket::Mptcp;
 use crate::units::amount;
 use nix::errno::Errno;
@@ -59,6 +60,8 @@ pub struct Named {
     pub kind: FdKind,
     /// What became of `,mptcp` (None: not asked).
     pub mptcp: Option<Mptcp>,
+    /// `exec:`/`sh:`: how the child ended.
+    pub child: Option<ChildExit>,
 }
 
 impl Named {
@@ -68,16 +71,21 @@ impl Named {
             uri,
             kind: info.kind,
             mptcp: info.mptcp,
+            child: None,
         }
     }
 
     /// The kind as the text report says it: "socket", and for `,mptcp` what ran
     /// ("socket (mptcp)", "socket (tcp: mptcp refused, ENOPROTOOPT)").
     pub fn label(&self) -> String {
-        match self.mptcp {
+        let mut label = match self.mptcp {
             None => self.kind.to_string(),
             Some(mptcp) => format!("{} ({})", self.kind, mptcp.describe()),
+        };
+        if let Some(child) = self.child {
+            label.push_str(&format!(" (child {})", child.brief()));
         }
+        label
     }
 }
 
@@ -329,6 +337,21 @@ fn named_fields(o: &mut JsonObject, named: &Named) {
     if let Some(mptcp) = named.mptcp {
         o.raw("mptcp", &mptcp_json(mptcp));
     }
+    if let Some(child) = named.child {
+        o.raw("child", &child_json(child));
+    }
+}
+
+/// `{"pid":..,"exit":3,"signal":null}`: how a command's child ended.
+pub fn child_json(child: ChildExit) -> String {
+    let mut c = JsonObject::new();
+    c.num("pid", u64::from(child.pid));
+    match child.code {
+        Some(code) => c.raw("exit", &code.to_string()),
+        None => c.raw("exit", "null"),
+    };
+    c.str_or_null("signal", child.signal_name().as_deref());
+    c.finish()
 }
 
 /// `{"active":..,"fallback":..}`: whether MPTCP runs, else the errno that refused an
@@ -425,6 +448,7 @@ mod tests {
                 uri: uri.into(),
                 kind: FdKind::File,
                 mptcp: None,
+                child: None,
             },
             record: record(bytes),
             ending,
@@ -435,6 +459,7 @@ mod tests {
                 uri: "-".into(),
                 kind: FdKind::Pipe,
                 mptcp: None,
+                child: None,
             },
             sinks: vec![
                 sink("a", 4, Ending::Error("disk full".into()), true),

@@ -132,3 +132,54 @@ pub type InitArrayFn = extern "C" fn();
 /// Put this in the binary as `#[used] #[link_section = ".init_array"] static` (a static in
 /// a library's object file may not be linked at all).
 pub const RESERVE_BEFORE_STD: InitArrayFn = reserve_standard_fds;
+
+/// What became of a child process (`exec:`/`sh:`): its pid and how it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChildExit {
+    pub pid: u32,
+    /// Its exit status, when it exited.
+    pub code: Option<i32>,
+    /// The signal that killed it, when one did.
+    pub signal: Option<i32>,
+}
+
+impl ChildExit {
+    pub fn of(pid: u32, status: std::process::ExitStatus) -> ChildExit {
+        use std::os::unix::process::ExitStatusExt;
+        ChildExit {
+            pid,
+            code: status.code(),
+            signal: status.signal(),
+        }
+    }
+
+    /// It exited non-zero or died by a signal.
+    pub fn failed(&self) -> bool {
+        self.code != Some(0)
+    }
+
+    /// The signal's name: "SIGKILL" (a number nix does not know stays a number).
+    pub fn signal_name(&self) -> Option<String> {
+        self.signal.map(|sig| {
+            Signal::try_from(sig).map_or_else(|_| sig.to_string(), |s| s.as_str().to_string())
+        })
+    }
+
+    /// "exited 0", "killed by SIGKILL": the report's words after "child".
+    pub fn brief(&self) -> String {
+        match (self.code, self.signal_name()) {
+            (Some(code), _) => format!("exited {code}"),
+            (None, Some(name)) => format!("killed by {name}"),
+            (None, None) => "ended".into(),
+        }
+    }
+
+    /// "exited with status 0", "exited with status 3", "was killed by SIGKILL".
+    pub fn describe(&self) -> String {
+        match (self.code, self.signal_name()) {
+            (Some(code), _) => format!("exited with status {code}"),
+            (None, Some(name)) => format!("was killed by {name}"),
+            (None, None) => "ended".into(),
+        }
+    }
+}

@@ -68,6 +68,18 @@ pub enum ConnEnd {
     ProxyFailed(String),
     /// An inherited side (`-`, `fd:N`) could not be used; the reason, as text.
     Unusable(String),
+    /// The command of `side` (`exec:`/`sh:`) could not be started; why, as text.
+    CannotRun {
+        side: Side,
+        text: String,
+    },
+    /// The command of `side` exited non-zero or died by a signal (`words`: how), though
+    /// the bytes ended cleanly.
+    CommandFailed {
+        side: Side,
+        uri: String,
+        words: String,
+    },
     IdleTimeout,
     Signal,
 }
@@ -84,7 +96,9 @@ impl ConnEnd {
             ConnEnd::Read { .. }
             | ConnEnd::Write { .. }
             | ConnEnd::NoPipe { .. }
-            | ConnEnd::Unusable(_) => "error",
+            | ConnEnd::Unusable(_)
+            | ConnEnd::CannotRun { .. } => "error",
+            ConnEnd::CommandFailed { .. } => "command-failed",
             ConnEnd::IdleTimeout => "idle-timeout",
             ConnEnd::ConnectFailed { .. } | ConnEnd::ProxyFailed(_) => "connect-failed",
             ConnEnd::Signal => "signal",
@@ -120,6 +134,10 @@ impl ConnEnd {
                 format!("cannot connect to {uri}: {}", err(errno))
             }
             ConnEnd::Unusable(text) => text.clone(),
+            ConnEnd::CannotRun { side, text } => format!("{}: {text}", side.name()),
+            ConnEnd::CommandFailed { side, uri, words } => {
+                format!("{} ({uri}): the command {words}", side.name())
+            }
             ConnEnd::ProxyFailed(text) => text.clone(),
             ConnEnd::Eof | ConnEnd::IdleTimeout | ConnEnd::Signal => return None,
         })

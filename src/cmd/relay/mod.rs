@@ -102,9 +102,17 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         )?),
         None => None,
     };
+    // A program that is not there fails the run before anything listens (exit 1), not
+    // every connection.
+    for e in [&cfg.a, &cfg.b] {
+        if let Endpoint::Command(spec) = e {
+            spec.check_runnable()?;
+        }
+    }
+    let listens = cfg.a.listens() || cfg.b.listens();
     let specs = [
-        spec(&cfg.a, cfg.connect_timeout)?,
-        spec(&cfg.b, cfg.connect_timeout)?,
+        spec(&cfg.a, cfg.connect_timeout, listens)?,
+        spec(&cfg.b, cfg.connect_timeout, listens)?,
     ];
     let single_session = !specs.iter().any(|s| matches!(s, Spec::Listen(_)));
     let once = cfg.once || specs.iter().any(|s| matches!(s, Spec::Inherited(_)));
@@ -311,15 +319,6 @@ fn check_sides(cfg: &RelayConfig) -> anyhow::Result<()> {
             .into());
         }
     }
-    for e in [&cfg.a, &cfg.b] {
-        if matches!(e, Endpoint::Command(_)) {
-            return Err(UsageError(format!(
-                "relay '{e}': a command as a relay side is not built yet; \
-                 use `zerocat pipe` for one direction"
-            ))
-            .into());
-        }
-    }
     if cfg.a.listens() && cfg.b.listens() {
         return Err(UsageError(
             "relay: both sides listen; one side must connect (tcp:, unix:), or be '-'".into(),
@@ -342,7 +341,13 @@ fn check_sides(cfg: &RelayConfig) -> anyhow::Result<()> {
 }
 
 /// A side, set up; a `proxy` listener waits `header_deadline` (or 5 s) for a PROXY header.
-fn spec(endpoint: &Endpoint, header_deadline: Option<Duration>) -> anyhow::Result<Spec> {
+/// `listens`: the other side is a listener (a command's children then get process groups
+/// of their own).
+fn spec(
+    endpoint: &Endpoint,
+    header_deadline: Option<Duration>,
+    listens: bool,
+) -> anyhow::Result<Spec> {
     Ok(match endpoint {
         e if e.listens() => Spec::Listen(e.listen_within(header_deadline)?),
         Endpoint::Tcp { .. } | Endpoint::Unix { .. } => {
@@ -360,6 +365,11 @@ fn spec(endpoint: &Endpoint, header_deadline: Option<Duration>) -> anyhow::Resul
                 target,
             }
         }
+        Endpoint::Command(spec) => Spec::Command {
+            uri: endpoint.to_string(),
+            spec: spec.clone(),
+            own_group: listens,
+        },
         other => Spec::Inherited(other.clone()),
     })
 }

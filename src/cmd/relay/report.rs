@@ -8,8 +8,9 @@ use super::RelayConfig;
 use crate::endpoint::Endpoint;
 use crate::engine::Record;
 use crate::report::{
-    json_array, json_string, mptcp_json, record_json, route, JsonObject, StatsFormat,
+    child_json, json_array, json_string, mptcp_json, record_json, route, JsonObject, StatsFormat,
 };
+use crate::sys::process::ChildExit;
 use crate::sys::socket::Mptcp;
 use crate::units::{amount, human_bytes};
 
@@ -39,6 +40,8 @@ pub struct ConnReport {
     pub end: ConnEnd,
     /// [A, B]: what became of `,mptcp` on each side that asked for it.
     pub mptcp: [Option<Mptcp>; 2],
+    /// [A, B]: how the child of an `exec:`/`sh:` side ended.
+    pub children: [Option<ChildExit>; 2],
 }
 
 impl ConnReport {
@@ -58,6 +61,11 @@ impl ConnReport {
                 let _ = write!(s, " {side} {},", mptcp.describe());
             }
         }
+        for (side, child) in ["a", "b"].iter().zip(self.children) {
+            if let Some(child) = child {
+                let _ = write!(s, " {side} child {},", child.brief());
+            }
+        }
         let _ = write!(s, " {:.2} s, {}", self.seconds, self.end.word());
         if let Some(text) = self.end.text() {
             let _ = write!(s, ": {text}");
@@ -73,6 +81,7 @@ impl ConnReport {
         end_json(&mut o, &self.end);
         self.directions_json(&mut o);
         self.mptcp_json(&mut o);
+        self.children_json(&mut o);
         o.finish()
     }
 
@@ -89,6 +98,7 @@ impl ConnReport {
         end_json(&mut o, &self.end);
         self.directions_json(&mut o);
         self.mptcp_json(&mut o);
+        self.children_json(&mut o);
         o.finish()
     }
 
@@ -104,6 +114,21 @@ impl ConnReport {
             }
         }
         o.raw("mptcp", &sides.finish());
+    }
+
+    /// `child`, when a side is a command: `{"b":{"pid":..,"exit":0,"signal":null}}`, as
+    /// pipe's.
+    fn children_json(&self, o: &mut JsonObject) {
+        if self.children.iter().all(Option::is_none) {
+            return;
+        }
+        let mut sides = JsonObject::new();
+        for (side, child) in ["a", "b"].iter().zip(self.children) {
+            if let Some(child) = child {
+                sides.raw(side, &child_json(child));
+            }
+        }
+        o.raw("child", &sides.finish());
     }
 
     /// `a_to_b` and `b_to_a`: bytes, paths, fallbacks (each with its errno), switches,

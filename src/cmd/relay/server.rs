@@ -8,6 +8,7 @@ mod inherit;
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -16,7 +17,7 @@ use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::socket::SockaddrStorage;
 
-use super::end::ConnEnd;
+use super::end::{ConnEnd, Side};
 use super::flow::Flow;
 use super::log::ConnLog;
 use super::policy::Policy;
@@ -24,6 +25,7 @@ use super::poller::{Poller, Ready};
 use super::pool::{Pools, PIPE_BUDGET};
 use super::report::{FailedLines, Tally};
 use super::{RelayConfig, Tuning};
+use crate::endpoint::command::CommandSpec;
 use crate::endpoint::outbound;
 use crate::endpoint::proxy::Addresses;
 use crate::endpoint::{Accepted, ConnectOpts, Endpoint, Listener};
@@ -34,6 +36,11 @@ use crate::sys::socket::set_nonblocking;
 const LISTENER: u64 = u64::MAX;
 const ACCEPT_RESUME: u64 = u64::MAX - 1;
 const GRACE_OVER: u64 = u64::MAX - 2;
+/// Look again for children of ended connections that have exited ([`REAP_EVERY`]).
+const REAP: u64 = u64::MAX - 3;
+/// How often children of ended connections are looked at until they exit: the report of
+/// their connection waits for them.
+const REAP_EVERY: Duration = Duration::from_millis(10);
 /// Timer kinds of a connection (low bits of its timer token).
 const IDLE: u64 = 0;
 const CONNECT_TIMEOUT: u64 = 1; // + side
@@ -56,6 +63,13 @@ pub(super) enum Spec {
     },
     /// `-` (stdin and stdout) or `fd:N`: one session only.
     Inherited(Endpoint),
+    /// `exec:`/`sh:`: a child per connection, its stdout read and its stdin written;
+    /// `own_group` (a listener's children): each in a process group of its own.
+    Command {
+        uri: String,
+        spec: CommandSpec,
+        own_group: bool,
+    },
 }
 
 /// A connection attempt in progress (or waiting for its next try).
@@ -87,6 +101,10 @@ struct Peer {
     /// File status flags to put back on inherited fds (O_NONBLOCK is shared with the
     /// process that gave them to us).
     restore: Vec<(RawFd, OFlag)>,
+    /// `exec:`/`sh:`: the child whose stdout is `fd` and stdin `wfd` (closed once the
+    /// direction into it is over; a direction over holds nothing, so none writes again).
+    /// With whether it leads a process group of its own.
+    child: Option<(Child, bool)>,
 }
 
 impl Peer {
@@ -102,6 +120,7 @@ impl Peer {
             polled: Vec::new(),
             dial: None,
             restore: Vec::new(),
+            child: None,
         }
     }
 
@@ -210,6 +229,10 @@ pub(super) struct Server<'a> {
     worker: usize,
     /// Other workers watch the same listener (`--workers` above 1).
     listener_shared: bool,
+    /// Connections that ended, waiting for their command's child to exit.
+    reaping: Vec<conn::Reaping>,
+    /// A [`REAP`] timer is set.
+    reap_timer: bool,
 }
 
 /// No fd (or no memory) for a new socket: nobody's fault but the load; wait until one is
@@ -219,6 +242,20 @@ fn out_of_fds(errno: Errno) -> bool {
         errno,
         Errno::EMFILE | Errno::ENFILE | Errno::ENOBUFS | Errno::ENOMEM
     )
+}
+
+/// A command side for a new connection: the child started, its stdout to read and its
+/// stdin to write, both non-blocking (they are pipes of ours alone).
+fn command_side(spec: &CommandSpec, own_group: bool) -> anyhow::Result<Peer> {
+    let duplex = spec.spawn_duplex(own_group)?;
+    set_nonblocking(duplex.read.as_raw_fd())?;
+    set_nonblocking(duplex.write.as_raw_fd())?;
+    let mut peer = Peer::empty();
+    peer.fd = Some(duplex.read);
+    peer.wfd = Some(duplex.write);
+    peer.socket = false;
+    peer.child = Some((duplex.child, own_group));
+    Ok(peer)
 }
 
 fn slot_token(gen: u32, idx: usize, low: u64) -> u64 {
@@ -276,6 +313,8 @@ impl<'a> Server<'a> {
             tally: Tally::default(),
             worker,
             listener_shared: workers > 1,
+            reaping: Vec::new(),
+            reap_timer: false,
         })
     }
 
@@ -306,7 +345,10 @@ impl<'a> Server<'a> {
             if self.grace_until.is_some() && self.active > 0 && process::stopped_twice() {
                 self.cut_all(); // a second signal: the grace ends now
             }
-            if self.active == 0 && !self.accepting {
+            if self.grace_until.is_some() && process::stopped_twice() {
+                self.kill_children();
+            }
+            if self.active == 0 && !self.accepting && self.reaping.is_empty() {
                 return Ok(self.grace_until.is_some());
             }
             // Room again (another worker's connection ended): watch the listener again.
@@ -422,6 +464,10 @@ impl<'a> Server<'a> {
                     }
                 }
                 GRACE_OVER => self.cut_all(),
+                REAP => {
+                    self.reap_timer = false;
+                    self.reap();
+                }
                 _ => self.conn_timer(token, now),
             }
         }
@@ -502,9 +548,20 @@ impl<'a> Server<'a> {
                 }
                 Spec::Inherited(endpoint) => {
                     if let Err(e) = inherit::inherit(endpoint, &mut conn.sides[side]) {
-                        failure = Some(format!("{e:#}"));
+                        failure = Some(ConnEnd::Unusable(format!("{e:#}")));
                     }
                 }
+                Spec::Command {
+                    spec, own_group, ..
+                } => match command_side(spec, *own_group) {
+                    Ok(peer) => conn.sides[side] = peer,
+                    Err(e) => {
+                        failure.get_or_insert(ConnEnd::CannotRun {
+                            side: Side::of(side),
+                            text: format!("{e:#}"),
+                        });
+                    }
+                },
                 Spec::Dial { .. } => {
                     conn.sides[side].dial = Some(Dial {
                         addr: 0,
@@ -520,8 +577,8 @@ impl<'a> Server<'a> {
             conn.peer = self.specs_peer_name();
         }
         self.conns[idx] = Some(conn);
-        if let Some(message) = failure {
-            self.finish(idx, ConnEnd::Unusable(message));
+        if let Some(end) = failure {
+            self.finish(idx, end);
             return;
         }
         let gen = self.gens[idx];
@@ -576,7 +633,7 @@ impl<'a> Server<'a> {
 
     fn specs_peer_name(&self) -> String {
         match &self.specs[0] {
-            Spec::Dial { uri, .. } => uri.clone(),
+            Spec::Dial { uri, .. } | Spec::Command { uri, .. } => uri.clone(),
             Spec::Inherited(e) => e.to_string(),
             Spec::Listen(l) => l.local_addr().to_string(),
         }

@@ -131,6 +131,7 @@ impl Server<'_> {
             flows: [flow(), flow()],
             end: end.clone(),
             mptcp: [None, None],
+            children: [None, None],
         };
         self.ended(report);
     }

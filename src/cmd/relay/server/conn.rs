@@ -8,13 +8,15 @@ use nix::fcntl::{fcntl, FcntlArg};
 use nix::sys::socket::getpeername;
 
 use super::inherit;
-use super::{slot_token, Conn, Server, Spec};
+use super::{slot_token, Conn, Server, Spec, REAP, REAP_EVERY};
 use crate::cmd::relay::end::{ConnEnd, Side};
 use crate::cmd::relay::flow::{Blame, FlowError, Port, Turn};
 use crate::cmd::relay::report::{ConnReport, FlowReport};
-use crate::endpoint::Endpoint;
+use crate::endpoint::{command, Endpoint};
+use crate::sys::process::ChildExit;
 use crate::sys::socket::{abort_socket, is_tcp, Mptcp};
 use crate::sys::{self, process};
+use std::process::Child;
 
 /// How long, at the end of the grace, the sinks get to send what their kernel queues
 /// hold before the reset drops it (a peer that stopped reading gets this long, no more).
@@ -33,7 +35,7 @@ fn dropped_by_reset(fd: BorrowedFd<'_>) -> u64 {
 /// The side the relay connects to: B, unless only A is a connector.
 fn upstream_side(specs: &[Spec; 2]) -> usize {
     match (&specs[0], &specs[1]) {
-        (Spec::Dial { .. }, Spec::Listen(_) | Spec::Inherited(_)) => 0,
+        (Spec::Dial { .. } | Spec::Command { .. }, Spec::Listen(_) | Spec::Inherited(_)) => 0,
         _ => 1,
     }
 }
@@ -158,6 +160,16 @@ impl Server<'_> {
         if moved > 0 {
             conn.last_active = Instant::now();
         }
+        // A command's stdin is closed once its direction is over: EOF is how a child hears
+        // the half-close (a pipe has no shutdown). Closing takes it out of the epoll.
+        for d in 0..2 {
+            let dst = &mut conn.sides[1 - d];
+            if conn.flows[d].shut && dst.child.is_some() {
+                if let Some(wfd) = dst.wfd.take() {
+                    dst.polled.retain(|&fd| fd != wfd.as_raw_fd());
+                }
+            }
+        }
         if done == 2 {
             self.finish(idx, ConnEnd::Eof);
         } else if busy && !conn.busy {
@@ -275,6 +287,16 @@ impl Server<'_> {
             }
             peer.wfd.take();
         }
+        // Its pipes closed (EOF on stdin, EPIPE on stdout), a command's child is waited for;
+        // one cut by a signal gets SIGTERM, then SIGKILL after the grace.
+        let cut_by_signal = matches!(end, ConnEnd::Signal);
+        let children = [0, 1].map(|side| {
+            let (child, group) = conn.sides[side].child.take()?;
+            if cut_by_signal {
+                command::terminate(&child, group);
+            }
+            Some((child, group))
+        });
         let report = ConnReport {
             id: conn.id,
             seq: self.shared.ended.fetch_add(1, Ordering::Relaxed),
@@ -294,8 +316,15 @@ impl Server<'_> {
             }),
             end,
             mptcp,
+            children: [None, None],
         };
-        self.ended(report);
+        let kill_at = cut_by_signal.then(|| Instant::now() + self.cfg.grace);
+        self.reaping.push(Reaping {
+            report,
+            children,
+            kill_at,
+        });
+        self.reap();
         self.gens[idx] = self.gens[idx].wrapping_add(1);
         self.free.push(idx);
         self.active -= 1;
@@ -311,7 +340,79 @@ impl Server<'_> {
     }
 }
 
+/// A connection that ended, and the children of its command sides not yet exited: its
+/// report waits for their exit status.
+pub(in crate::cmd::relay) struct Reaping {
+    report: ConnReport,
+    /// With whether each leads a process group of its own.
+    children: [Option<(Child, bool)>; 2],
+    /// When a child that has not exited by then gets SIGKILL (it got SIGTERM).
+    kill_at: Option<Instant>,
+}
+
 impl Server<'_> {
+    /// Collects the children that have exited (never blocking: `try_wait` on each one's
+    /// pid); a connection whose children all exited is reported, its end made a failure
+    /// when one exited non-zero or died by a signal. Those still running are looked at
+    /// again in [`REAP_EVERY`].
+    pub(super) fn reap(&mut self) {
+        let now = Instant::now();
+        let mut i = 0;
+        while i < self.reaping.len() {
+            let entry = &mut self.reaping[i];
+            for side in 0..2 {
+                let Some((child, group)) = entry.children[side].as_mut() else {
+                    continue;
+                };
+                match child.try_wait() {
+                    Ok(Some(status)) => {
+                        let exit = ChildExit::of(child.id(), status);
+                        entry.report.children[side] = Some(exit);
+                        entry.children[side] = None;
+                        if exit.failed() && entry.report.end == ConnEnd::Eof {
+                            let side = Side::of(side);
+                            entry.report.end = ConnEnd::CommandFailed {
+                                side,
+                                uri: match side {
+                                    Side::A => self.cfg.a.to_string(),
+                                    Side::B => self.cfg.b.to_string(),
+                                },
+                                words: exit.describe(),
+                            };
+                        }
+                    }
+                    Ok(None) => {
+                        if entry.kill_at.is_some_and(|t| t <= now) {
+                            command::kill_group(child, *group);
+                        }
+                    }
+                    // ECHILD: not ours to wait for any more; nothing to report.
+                    Err(_) => entry.children[side] = None,
+                }
+            }
+            if entry.children.iter().all(Option::is_none) {
+                let done = self.reaping.swap_remove(i);
+                self.ended(done.report);
+            } else {
+                i += 1;
+            }
+        }
+        if !self.reaping.is_empty() && !self.reap_timer {
+            self.reap_timer = true;
+            self.poller.timer(now + REAP_EVERY, REAP);
+        }
+    }
+
+    /// A second signal: every child still running is killed now (SIGKILL).
+    pub(super) fn kill_children(&mut self) {
+        for entry in &mut self.reaping {
+            for (child, group) in entry.children.iter().flatten() {
+                command::kill_group(child, *group);
+            }
+            entry.kill_at = Some(Instant::now());
+        }
+    }
+
     /// A connection is over: its `-v` line, its log line, and its place in the report.
     pub(super) fn ended(&mut self, report: ConnReport) {
         // Text mode names each connection that failed (rate-limited); a cut at a stop
