@@ -13,6 +13,11 @@
  *     port, or "ready", on stdout, then accepts one connection). Bytes are spliced to
  *     /dev/null, except 4 KiB windows at the comma-separated OFFSETS, which are read and
  *     written to the file SAMPLE so the harness can hash them. Prints the byte count.
+ *
+ *   zcb echo FILE OFFSETS SAMPLE TARGET
+ *     Connects to TARGET (tcp: or unix:, as src), sends FILE with sendfile from a child
+ *     process and shuts down its write side, while it drains what comes back as sink does
+ *     (an echo server's answer: a relay to `cat`). Prints the byte count received.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -27,6 +32,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -186,7 +192,40 @@ static int cmp_long(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static int drain(const char *offsets, const char *sample, int in);
+
 static int sink(const char *offsets, const char *sample, const char *source) {
+    return drain(offsets, sample, open_source(source));
+}
+
+static int echo(const char *file, const char *offsets, const char *sample, const char *target) {
+    int fd = open_target(target);
+    pid_t pid = fork();
+    if (pid < 0) die("fork");
+    if (pid == 0) {
+        int in = open(file, O_RDONLY);
+        if (in < 0) die(file);
+        struct stat st;
+        fstat(in, &st);
+        off_t off = 0;
+        while (off < st.st_size) {
+            ssize_t n = sendfile(fd, in, &off, st.st_size - off < (1 << 30) ? st.st_size - off : (1 << 30));
+            if (n < 0 && errno != EINTR) die("echo send");
+            if (n == 0) break;
+        }
+        shutdown(fd, SHUT_WR);
+        _exit(0);
+    }
+    int rc = drain(offsets, sample, fd);
+    int status;
+    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+        fprintf(stderr, "zcb: echo: the sender failed\n");
+        return 1;
+    }
+    return rc;
+}
+
+static int drain(const char *offsets, const char *sample, int in) {
     static long offs[256];
     int noffs = 0;
     for (const char *s = offsets; *s && noffs < 256; noffs++) {
@@ -199,7 +238,6 @@ static int sink(const char *offsets, const char *sample, const char *source) {
     int out = open(sample, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int null = open("/dev/null", O_WRONLY);
     if (out < 0 || null < 0) die(sample);
-    int in = open_source(source);
     struct stat st;
     fstat(in, &st);
     int is_pipe = S_ISFIFO(st.st_mode), p[2] = {-1, -1};
@@ -242,6 +280,8 @@ static int sink(const char *offsets, const char *sample, const char *source) {
 int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[1], "src")) return src(argv[2], atol(argv[3]), argv[4]);
     if (argc == 5 && !strcmp(argv[1], "sink")) return sink(argv[2], argv[3], argv[4]);
-    fprintf(stderr, "usage: zcb src FILE CHUNK TARGET | zcb sink OFFSETS SAMPLE SOURCE\n");
+    if (argc == 6 && !strcmp(argv[1], "echo")) return echo(argv[2], argv[3], argv[4], argv[5]);
+    fprintf(stderr, "usage: zcb src FILE CHUNK TARGET | zcb sink OFFSETS SAMPLE SOURCE"
+                    " | zcb echo FILE OFFSETS SAMPLE TARGET\n");
     return 2;
 }

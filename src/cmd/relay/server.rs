@@ -22,7 +22,7 @@ use super::flow::Flow;
 use super::log::ConnLog;
 use super::policy::Policy;
 use super::poller::{Poller, Ready};
-use super::pool::{Pools, PIPE_BUDGET};
+use super::pool::{HeldPipe, Pools, PIPE_BUDGET};
 use super::report::{FailedLines, Tally};
 use super::{RelayConfig, Tuning};
 use crate::endpoint::command::CommandSpec;
@@ -105,6 +105,8 @@ struct Peer {
     /// direction into it is over; a direction over holds nothing, so none writes again).
     /// With whether it leads a process group of its own.
     child: Option<(Child, bool)>,
+    /// The growth of the child's pipes, counted in the pipe budget while they live.
+    held: Vec<HeldPipe>,
 }
 
 impl Peer {
@@ -121,6 +123,7 @@ impl Peer {
             dial: None,
             restore: Vec::new(),
             child: None,
+            held: Vec::new(),
         }
     }
 
@@ -250,6 +253,7 @@ fn command_side(spec: &CommandSpec, own_group: bool) -> anyhow::Result<Peer> {
     let duplex = spec.spawn_duplex(own_group)?;
     set_nonblocking(duplex.read.as_raw_fd())?;
     set_nonblocking(duplex.write.as_raw_fd())?;
+
     let mut peer = Peer::empty();
     peer.fd = Some(duplex.read);
     peer.wfd = Some(duplex.write);
@@ -554,7 +558,12 @@ impl<'a> Server<'a> {
                 Spec::Command {
                     spec, own_group, ..
                 } => match command_side(spec, *own_group) {
-                    Ok(peer) => conn.sides[side] = peer,
+                    Ok(mut peer) => {
+                        for fd in [&peer.fd, &peer.wfd].into_iter().flatten() {
+                            peer.held.extend(self.pools.grow_childs_pipe(fd.as_fd()));
+                        }
+                        conn.sides[side] = peer;
+                    }
                     Err(e) => {
                         failure.get_or_insert(ConnEnd::CannotRun {
                             side: Side::of(side),
