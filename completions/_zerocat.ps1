@@ -139,8 +139,8 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             break
         }
         'zerocat;relay' {
-            [CompletionResult]::new('--max-conns', '--max-conns', [CompletionResultType]::ParameterName, 'Connections served at once; more wait in the listen backlog. Default: what the open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after raising the soft limit to the hard one')
-            [CompletionResult]::new('--idle-timeout', '--idle-timeout', [CompletionResultType]::ParameterName, 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m)')
+            [CompletionResult]::new('--max-conns', '--max-conns', [CompletionResultType]::ParameterName, 'Connections served at once; more wait in the listen backlog. Default: what the open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after raising the soft limit to the hard one. UDP: sessions open at once (a new client''s datagrams beyond it are dropped and counted)')
+            [CompletionResult]::new('--idle-timeout', '--idle-timeout', [CompletionResultType]::ParameterName, 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m). UDP: a session ends after this long without a datagram (default 60s)')
             [CompletionResult]::new('--connect-timeout', '--connect-timeout', [CompletionResultType]::ParameterName, 'Give up a connection attempt after this long (each attempt of retry=N); also how long a `proxy` listener waits for a PROXY header (default 5 s)')
             [CompletionResult]::new('--grace', '--grace', [CompletionResultType]::ParameterName, 'After SIGINT/SIGTERM: stop accepting, let the connections in flight finish for this long, then cut (reset) the rest; a second signal cuts them at once. 0: cut at once. A command side''s child (exec:, sh:) of a cut connection then gets SIGTERM, and SIGKILL after this long again')
             [CompletionResult]::new('--log', '--log', [CompletionResultType]::ParameterName, 'Write one JSON line per connection as it ends, into PATH (appended; a FIFO works) or `-` (stderr); the fields are listed under RELAY LOG')

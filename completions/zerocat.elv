@@ -132,8 +132,8 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --version 'Print version'
         }
         &'zerocat;relay'= {
-            cand --max-conns 'Connections served at once; more wait in the listen backlog. Default: what the open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after raising the soft limit to the hard one'
-            cand --idle-timeout 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m)'
+            cand --max-conns 'Connections served at once; more wait in the listen backlog. Default: what the open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after raising the soft limit to the hard one. UDP: sessions open at once (a new client''s datagrams beyond it are dropped and counted)'
+            cand --idle-timeout 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m). UDP: a session ends after this long without a datagram (default 60s)'
             cand --connect-timeout 'Give up a connection attempt after this long (each attempt of retry=N); also how long a `proxy` listener waits for a PROXY header (default 5 s)'
             cand --grace 'After SIGINT/SIGTERM: stop accepting, let the connections in flight finish for this long, then cut (reset) the rest; a second signal cuts them at once. 0: cut at once. A command side''s child (exec:, sh:) of a cut connection then gets SIGTERM, and SIGKILL after this long again'
             cand --log 'Write one JSON line per connection as it ends, into PATH (appended; a FIFO works) or `-` (stderr); the fields are listed under RELAY LOG'

@@ -261,3 +261,239 @@ fn a_datagram_socket_is_never_spliced() {
     assert_eq!(out.status.code(), Some(2), "{text}");
     assert!(text.contains("datagram"), "{text}");
 }
+
+/// A UDP server on 127.0.0.1 that answers each datagram with its bytes reversed, until
+/// the test ends (its thread stops after a second of silence once `stop` is set).
+fn udp_echo() -> (String, Arc<std::sync::atomic::AtomicU64>) {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let addr = socket.local_addr().unwrap();
+    let heard = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let count = heard.clone();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65_536];
+        let mut quiet = Instant::now();
+        while quiet.elapsed() < Duration::from_secs(20) {
+            if let Ok((n, from)) = socket.recv_from(&mut buf) {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let answer: Vec<u8> = buf[..n].iter().rev().copied().collect();
+                let _ = socket.send_to(&answer, from);
+                quiet = Instant::now();
+            }
+        }
+    });
+    (format!("udp:{addr}"), heard)
+}
+
+/// A client of the relay at `addr`: each payload sent, its answer awaited (lock-step, so
+/// no datagram is lost to a full buffer on loopback).
+fn ask(addr: &str, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let socket = udp_peer();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    socket.connect(addr).unwrap();
+    let mut buf = vec![0u8; 65_536];
+    payloads
+        .iter()
+        .map(|p| {
+            socket.send(p).unwrap();
+            let n = socket.recv(&mut buf).expect("an answer within 5 s");
+            buf[..n].to_vec()
+        })
+        .collect()
+}
+
+#[test]
+fn relay_gives_each_client_a_session_and_passes_datagrams_whole_both_ways() {
+    let (target, _) = udp_echo();
+    let relay = Rig::new().relay(&["udp-listen:0", &target]);
+    let sizes = [0usize, 1, 1400, 9000, 65_507];
+    let clients: Vec<_> = (0..3)
+        .map(|c| {
+            let addr = relay.addr().to_string();
+            std::thread::spawn(move || {
+                let payloads: Vec<Vec<u8>> = (0..20)
+                    .map(|i| {
+                        let mut p = data(sizes[i % sizes.len()]);
+                        if let Some(b) = p.first_mut() {
+                            *b = c as u8;
+                        }
+                        p
+                    })
+                    .collect();
+                for (sent, got) in payloads.iter().zip(ask(&addr, &payloads)) {
+                    let want: Vec<u8> = sent.iter().rev().copied().collect();
+                    assert_bytes_eq(&got, &want, &format!("client {c}"));
+                }
+                payloads.iter().map(|p| p.len() as u64).sum::<u64>()
+            })
+        })
+        .collect();
+    let total: u64 = clients.into_iter().map(|c| c.join().unwrap()).sum();
+    let end = relay.stop();
+    end.assert_code(130, "relay");
+    let report = end.report();
+    assert_eq!(end.connections().len(), 3, "a session per client: {report}");
+    assert_eq!(report["bytes_a_to_b"].as_u64(), Some(total), "{report}");
+    assert_eq!(report["bytes_b_to_a"].as_u64(), Some(total), "{report}");
+    assert_eq!(report["datagrams"]["a_to_b"], 60, "{report}");
+    assert_eq!(report["datagrams"]["b_to_a"], 60, "{report}");
+    assert_eq!(report["datagrams"]["mmsg"], true, "{report}");
+    end.assert_final_path("userspace", "datagrams");
+    let peers: std::collections::HashSet<&str> = end
+        .connections()
+        .iter()
+        .map(|c| c["peer"].as_str().unwrap())
+        .collect();
+    assert_eq!(peers.len(), 3, "{report}");
+}
+
+#[test]
+fn a_quiet_session_ends_after_the_idle_timeout_and_once_ends_the_relay() {
+    let (target, _) = udp_echo();
+    let relay = Rig::new().relay(&["--once", "--idle-timeout", "300ms", "udp-listen:0", &target]);
+    let got = ask(relay.addr(), &[b"ping".to_vec()]);
+    assert_eq!(got, [b"gnip".to_vec()]);
+    // No signal: the session goes quiet, ends, and --once ends the run.
+    let end = relay.finish();
+    end.assert_code(0, "relay --once");
+    let conn = &end.connections()[0];
+    assert_eq!(conn["ended"], "quiet", "{conn}");
+    assert_eq!(end.report()["failed"], 0);
+}
+
+#[test]
+fn max_conns_bounds_the_sessions_and_counts_the_refused() {
+    let (target, _) = udp_echo();
+    let relay = Rig::new().relay(&["--max-conns", "1", "udp-listen:0", &target]);
+    assert_eq!(ask(relay.addr(), &[b"ab".to_vec()]), [b"ba".to_vec()]);
+    let second = udp_peer();
+    second
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    second.connect(relay.addr()).unwrap();
+    second.send(b"refused").unwrap();
+    let mut buf = [0u8; 64];
+    assert!(
+        second.recv(&mut buf).is_err(),
+        "a second session was opened"
+    );
+    let end = relay.stop();
+    end.assert_code(130, "relay");
+    assert_eq!(end.report()["datagrams"]["refused"], 1, "{}", end.report());
+    assert_eq!(end.connections().len(), 1);
+}
+
+#[test]
+fn netcat_u_talks_through_the_relay() {
+    if nc_missing() {
+        return;
+    }
+    let (target, _) = udp_echo();
+    let relay = Rig::new().relay(&["udp-listen:0", &target]);
+    let (host, port) = relay.addr().rsplit_once(':').unwrap();
+    let mut nc = Command::new("nc")
+        .args(["-u", "-w", "1", host, port])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    nc.stdin.as_mut().unwrap().write_all(b"hello\n").unwrap();
+    let out = crate::util::wait_with_deadline(nc, Duration::from_secs(10));
+    assert_eq!(out.stdout, b"\nolleh", "nc -u got the answer");
+    let end = relay.stop();
+    assert_eq!(end.report()["datagrams"]["b_to_a"], 1, "{}", end.report());
+}
+
+#[test]
+fn a_burst_through_the_relay_arrives_in_order_and_whole_and_every_loss_is_counted() {
+    // The target counts what it hears; the relay says what it took and passed on.
+    let target = UdpSocket::bind("127.0.0.1:0").unwrap();
+    target
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let relay = Rig::new().relay(&[
+        "udp-listen:0",
+        &format!("udp:{}", target.local_addr().unwrap()),
+    ]);
+    let sender = udp_peer();
+    sender.connect(relay.addr()).unwrap();
+    const SENT: u32 = 20_000;
+    let receiving = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 2048];
+        let mut last = None;
+        let mut heard = 0u32;
+        while let Ok(n) = target.recv(&mut buf) {
+            assert_eq!(n, 1400, "a datagram cut or merged");
+            let seq = u32::from_be_bytes(buf[..4].try_into().unwrap());
+            assert!(
+                buf[4..n].iter().all(|&b| b == seq as u8),
+                "datagram {seq} altered"
+            );
+            assert!(
+                last.is_none_or(|l| seq > l),
+                "{seq} after {last:?}: reordered or repeated"
+            );
+            last = Some(seq);
+            heard += 1;
+        }
+        heard
+    });
+    let mut sent = 0u64;
+    for seq in 0..SENT {
+        let mut p = vec![seq as u8; 1400];
+        p[..4].copy_from_slice(&seq.to_be_bytes());
+        sent += u64::from(sender.send(&p).is_ok());
+    }
+    let heard = receiving.join().unwrap();
+    let end = relay.stop();
+    let dg = &end.report()["datagrams"];
+    let passed = dg["a_to_b"].as_u64().unwrap();
+    let dropped = dg["dropped"].as_u64().unwrap();
+    let lost = dg["lost_on_arrival"].as_u64().unwrap();
+    eprintln!(
+        "burst of {sent}: {lost} lost on arrival at the relay, which took {}, passed {passed}, \
+         dropped {dropped}; the target heard {heard}",
+        passed + dropped
+    );
+    assert_eq!(
+        passed + dropped + lost,
+        sent,
+        "every datagram accounted for: {dg}"
+    );
+    assert!(
+        u64::from(heard) <= passed,
+        "the target heard more than was passed: {dg}"
+    );
+    assert!(heard > 0, "nothing came through");
+}
+
+#[test]
+fn relay_of_udp_with_a_stream_or_splice_is_a_usage_error() {
+    for args in [
+        vec!["relay", "udp-listen:0", "tcp:127.0.0.1:9"],
+        vec!["relay", "tcp-listen:0", "udp:127.0.0.1:9"],
+        vec!["relay", "udp-listen:0", "udp:127.0.0.1:9,size=100"],
+        vec![
+            "--via",
+            "splice",
+            "relay",
+            "udp-listen:0",
+            "udp:127.0.0.1:9",
+        ],
+    ] {
+        let out = run({
+            let mut c = zerocat();
+            c.args(&args);
+            c
+        });
+        let text = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {text}");
+        assert!(!text.contains("listening on"), "{args:?} opened: {text}");
+    }
+}

@@ -191,14 +191,24 @@ a connected UDP socket. As a sink, each read of the source becomes one datagram 
 65,507 bytes: a slow writer's lines stay whole); as a source, each datagram's payload in
 order of arrival, and an empty datagram is the end. Moved by userspace only (never
 splice: it would cut datagrams anywhere). Option: \fBsize=\fIN\fR, the largest
-datagram sent (1\-65507; a read is at most that long). \fBrelay\fR takes no UDP endpoint yet (usage
-error).
+datagram sent (1\-65507; a read is at most that long; not in \fBrelay\fR, which passes
+each datagram on whole).
 .TP
 \fBudp\-listen:\fR[\fIHOST\fB:\fR]\fIPORT\fR
 bind a UDP socket (127.0.0.1 unless \fIHOST\fR is given; announced like
 \fBtcp\-listen:\fR) and receive: the first peer that sends is the only one heard
 (as \fBnc \-u \-l\fR); an empty datagram or a signal ends it. A source only: as a
-sink it is a usage error.
+sink it is a usage error. In \fBrelay\fR, paired with \fBudp:\fR (the other way
+round too): every client gets a session, a socket of its own connected to the target,
+and each datagram goes on whole both ways (answers return from the listening socket),
+in userspace with \fBrecvmmsg\fR/\fBsendmmsg\fR, 32 a call. A session ends after
+\fB\-\-idle\-timeout\fR without a datagram (60 s by default; \fBquiet\fR in the
+report, a clean end); \fB\-\-max\-conns\fR bounds the sessions (a new client's
+datagrams beyond it are dropped and counted, \fBrefused\fR); \fB\-\-once\fR ends the
+relay with its first session. Loss is counted, never hidden: datagrams the kernel would
+not take without waiting (\fBdropped\fR) and those it dropped on arrival at the
+listening socket before zerocat read them (\fBlost_on_arrival\fR). A stream on the
+other side is a usage error: a stream has no datagram bounds to keep.
 \fBexec:\fIPROGRAM ARG...\fR, \fBsh:\fICOMMAND\fR
 a child process: as a source its stdout, as a sink its stdin (a pipe, so the stream is
 spliced). \fBexec:\fR splits words as a shell word list (quotes, backslash), no shell,

@@ -364,10 +364,12 @@ pub struct RelayArgs {
     pub once: bool,
     /// Connections served at once; more wait in the listen backlog. Default: what the
     /// open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after
-    /// raising the soft limit to the hard one.
+    /// raising the soft limit to the hard one. UDP: sessions open at once (a new client's
+    /// datagrams beyond it are dropped and counted).
     #[arg(long, value_name = "N")]
     pub max_conns: Option<usize>,
     /// Close a connection that moved no byte either way for this long (500ms, 30s, 5m).
+    /// UDP: a session ends after this long without a datagram (default 60s).
     #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
     pub idle_timeout: Option<std::time::Duration>,
     /// Give up a connection attempt after this long (each attempt of retry=N); also how long
@@ -428,16 +430,9 @@ fn parse_sink(arg: OsString) -> Result<Endpoint, String> {
     }
 }
 
-/// A side of `relay`: a stream. Datagram endpoints (`udp:`, `udp-listen:`) do not relay yet.
+/// A side of `relay`: any endpoint; which pairs relay is `relay`'s to say.
 fn parse_relay_side(arg: OsString) -> Result<Endpoint, String> {
-    let endpoint = parse_endpoint(arg.clone())?;
-    match endpoint {
-        Endpoint::Udp { .. } | Endpoint::UdpListen { .. } => Err(format!(
-            "'{}': relay moves streams; udp endpoints work with pipe and tee for now",
-            arg.to_string_lossy()
-        )),
-        _ => Ok(endpoint),
-    }
+    parse_endpoint(arg)
 }
 
 fn check_source(arg: &str, endpoint: &Endpoint) -> Result<(), String> {

@@ -18,7 +18,7 @@ mod open;
 pub mod outbound;
 pub mod proxy;
 mod systemd;
-mod udp;
+pub mod udp;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -96,3 +96,45 @@ fn peek_peer(fd: &OwnedFd) -> anyhow::Result<SockaddrStorage> {
         }
     }
 }
+
+/// A UDP socket connected to `addr` (a relay session's upstream), non-blocking.
+pub fn connect_to(addr: &SocketAddr) -> Result<OwnedFd, Errno> {
+    let family = if addr.is_ipv4() {
+        AddressFamily::Inet
+    } else {
+        AddressFamily::Inet6
+    };
+    let fd = socket::socket(
+        family,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        None,
+    )?;
+    socket::connect(fd.as_raw_fd(), &SockaddrStorage::from(*addr))?;
+    Ok(fd)
+}
+
+impl super::Endpoint {
+    /// `udp-listen:`: the bound socket, announced like a stream listener; a relay answers
+    /// every client from it.
+    pub fn bind_datagram(&self) -> anyhow::Result<OwnedFd> {
+        match self {
+            super::Endpoint::UdpListen { host, port } => {
+                bind(host.as_deref(), *port).with_context(|| format!("cannot listen on {self}"))
+            }
+            _ => Err(anyhow!("{self} is not a udp-listen: endpoint")),
+        }
+    }
+
+    /// `udp:HOST:PORT`: the address sessions connect to (the host resolved now, once).
+    pub fn datagram_target(&self) -> anyhow::Result<SocketAddr> {
+        match self {
+            super::Endpoint::Udp { host, port, .. } => resolve(host, *port)
+                .with_context(|| format!("cannot resolve {self}"))?
+                .into_iter()
+                .next()
+                .ok_or_else(|| anyhow!("cannot resolve {self}: no addresses")),
+            _ => Err(anyhow!("{self} is not a udp: endpoint")),
+        }
+    }
+}

@@ -2,6 +2,7 @@
 //! for waiting on non-blocking fds; fd classification, our own pipes and the process's
 //! signal state. Imports nothing of the crate.
 
+pub mod datagram;
 pub mod fdkind;
 pub mod ktls;
 pub mod pipe;

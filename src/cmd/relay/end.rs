@@ -81,6 +81,9 @@ pub enum ConnEnd {
         words: String,
     },
     IdleTimeout,
+    /// A datagram session heard nothing either way for `--idle-timeout`: how a UDP
+    /// session ends (datagrams have no EOF), so a clean end.
+    Quiet,
     Signal,
 }
 
@@ -100,6 +103,7 @@ impl ConnEnd {
             | ConnEnd::CannotRun { .. } => "error",
             ConnEnd::CommandFailed { .. } => "command-failed",
             ConnEnd::IdleTimeout => "idle-timeout",
+            ConnEnd::Quiet => "quiet",
             ConnEnd::ConnectFailed { .. } | ConnEnd::ProxyFailed(_) => "connect-failed",
             ConnEnd::Signal => "signal",
         }
@@ -139,8 +143,13 @@ impl ConnEnd {
                 format!("{} ({uri}): the command {words}", side.name())
             }
             ConnEnd::ProxyFailed(text) => text.clone(),
-            ConnEnd::Eof | ConnEnd::IdleTimeout | ConnEnd::Signal => return None,
+            ConnEnd::Eof | ConnEnd::IdleTimeout | ConnEnd::Quiet | ConnEnd::Signal => return None,
         })
+    }
+
+    /// It ended as it should: every byte (or datagram) delivered, nothing cut.
+    pub fn is_clean(&self) -> bool {
+        matches!(self, ConnEnd::Eof | ConnEnd::Quiet)
     }
 
     /// Writing `side` failed because its reader went away (EPIPE): for stdout, the relay

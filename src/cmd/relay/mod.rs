@@ -14,6 +14,7 @@
 //! stop accepting, give connections in flight `--grace` (default [`GRACE`]) to finish,
 //! cut the rest (a second signal cuts them at once), report, exit 130.
 
+mod datagram;
 mod end;
 mod flow;
 mod log;
@@ -34,7 +35,7 @@ use crate::exit::{ExitCode, UsageError};
 use crate::options::Options;
 use crate::units::human_bytes;
 
-use end::{ConnEnd, Side};
+use end::Side;
 use policy::Policy;
 use report::{ConnReport, Summary, Tally};
 use server::{Server, Shared, Spec};
@@ -84,13 +85,21 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
     check_limit(opts.limit)?;
     check_sides(cfg)?;
     let max_conns = Some(cfg.max_conns.unwrap_or_else(default_max_conns));
-    opts.print_plan(&plan(
-        &RelayConfig {
-            max_conns,
-            ..cfg.clone()
-        },
-        policy,
-    ));
+    let planned = RelayConfig {
+        max_conns,
+        ..cfg.clone()
+    };
+    if is_datagram(cfg) {
+        if policy == Policy::Splice {
+            return Err(UsageError(
+                "--via splice: datagrams move in userspace (the kernel splices no datagram)".into(),
+            )
+            .into());
+        }
+        opts.print_plan(&datagram_plan(&planned));
+    } else {
+        opts.print_plan(&plan(&planned, policy));
+    }
     if opts.explain {
         return Ok(ExitCode::Success);
     }
@@ -102,6 +111,16 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         )?),
         None => None,
     };
+    if is_datagram(cfg) {
+        let started = Instant::now();
+        let cfg_run = RelayConfig {
+            max_conns,
+            ..cfg.clone()
+        };
+        let (interrupted, tally, log) = datagram::run(opts, &cfg_run, log)?;
+        let log_error = log.and_then(log::ConnLog::finish);
+        return conclude(opts, cfg, &tally, interrupted, log_error, started, cfg.once);
+    }
     // A program that is not there fails the run before anything listens (exit 1), not
     // every connection.
     for e in [&cfg.a, &cfg.b] {
@@ -146,10 +165,32 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         .log
         .and_then(|log| log.into_inner().ok())
         .and_then(log::ConnLog::finish);
+    conclude(
+        opts,
+        cfg,
+        &tally,
+        interrupted,
+        log_error,
+        started,
+        single_session || once,
+    )
+}
+
+/// The report, and the exit code: 130 after a signal; for one session (or `--once`) its
+/// end is the run's end.
+fn conclude(
+    opts: &Options,
+    cfg: &RelayConfig,
+    tally: &Tally,
+    interrupted: bool,
+    log_error: Option<String>,
+    started: Instant,
+    one_session: bool,
+) -> anyhow::Result<ExitCode> {
     let seconds = started.elapsed().as_secs_f64();
     let summary = Summary {
         cfg,
-        tally: &tally,
+        tally,
         seconds,
         interrupted,
         log_error: log_error.as_deref(),
@@ -158,10 +199,9 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
     if interrupted {
         return Ok(ExitCode::Interrupted);
     }
-    // One session (or --once): its end is the run's end.
-    if single_session || once {
+    if one_session {
         if let Some(r) = &tally.first {
-            if r.end != ConnEnd::Eof {
+            if !r.end.is_clean() {
                 if writes_stdout_broke(cfg, r) {
                     return Ok(ExitCode::BrokenPipe);
                 }
@@ -309,7 +349,46 @@ fn check_limit(limit: Option<u64>) -> anyhow::Result<()> {
     }
 }
 
+/// A datagram relay: `udp-listen:` on one side, `udp:` on the other.
+fn is_datagram(cfg: &RelayConfig) -> bool {
+    matches!(
+        (&cfg.a, &cfg.b),
+        (Endpoint::UdpListen { .. }, Endpoint::Udp { .. })
+            | (Endpoint::Udp { .. }, Endpoint::UdpListen { .. })
+    )
+}
+
+/// UDP relays datagram for datagram: `udp-listen:` with `udp:`, each datagram whole. A
+/// stream on the other side would need a framing of datagrams in the stream (socat just
+/// concatenates them, losing their bounds): refused rather than guessed.
+fn check_datagram_sides(cfg: &RelayConfig) -> anyhow::Result<()> {
+    let udp = |e: &Endpoint| matches!(e, Endpoint::Udp { .. } | Endpoint::UdpListen { .. });
+    if !udp(&cfg.a) && !udp(&cfg.b) {
+        return Ok(());
+    }
+    if !is_datagram(cfg) {
+        return Err(UsageError(format!(
+            "relay {} <-> {}: UDP relays datagram for datagram, between udp-listen:[HOST:]PORT \
+             and udp:HOST:PORT; a stream side would lose the datagrams' bounds (use `zerocat \
+             pipe` to send a stream as datagrams, or to collect them)",
+            cfg.a, cfg.b
+        ))
+        .into());
+    }
+    for e in [&cfg.a, &cfg.b] {
+        if e.datagram_size().is_some() {
+            return Err(UsageError(format!(
+                "relay '{e}': option 'size' cuts a stream into datagrams; a relay passes each \
+                 datagram on whole"
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}
+
 fn check_sides(cfg: &RelayConfig) -> anyhow::Result<()> {
+    check_datagram_sides(cfg)?;
     for (name, e) in [("A", &cfg.a), ("B", &cfg.b)] {
         if matches!(e, Endpoint::File { .. }) {
             return Err(UsageError(format!(
@@ -372,6 +451,30 @@ fn spec(
         },
         other => Spec::Inherited(other.clone()),
     })
+}
+
+fn datagram_plan(cfg: &RelayConfig) -> String {
+    let mut s = format!(
+        "plan: relay {} <-> {} via userspace: datagrams, each whole, {} per recvmmsg/sendmmsg; \
+         a session (a socket connected to the target) per client address, ended after {:.3} s \
+         without a datagram",
+        cfg.a,
+        cfg.b,
+        datagram::BATCH,
+        cfg.idle_timeout
+            .unwrap_or(datagram::SESSION_IDLE)
+            .as_secs_f64()
+    );
+    if let Some(n) = cfg.max_conns {
+        let _ = write!(s, "; at most {n} sessions");
+    }
+    if cfg.once {
+        s.push_str("; --once: until the first session ends");
+    }
+    if let Some(path) = &cfg.log {
+        let _ = write!(s, "; a log line per session into {}", path.display());
+    }
+    s
 }
 
 fn plan(cfg: &RelayConfig, policy: Policy) -> String {

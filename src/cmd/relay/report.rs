@@ -25,6 +25,14 @@ pub struct FlowReport {
     pub undelivered: u64,
 }
 
+/// One direction of a datagram session: datagrams passed on, and those the kernel would
+/// not take without waiting (a full socket buffer: UDP's own loss, counted).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Datagrams {
+    pub sent: u64,
+    pub dropped: u64,
+}
+
 #[derive(Debug, Clone)]
 pub struct ConnReport {
     pub id: u64,
@@ -42,6 +50,8 @@ pub struct ConnReport {
     pub mptcp: [Option<Mptcp>; 2],
     /// [A, B]: how the child of an `exec:`/`sh:` side ended.
     pub children: [Option<ChildExit>; 2],
+    /// A datagram session (`udp-listen:` to `udp:`): [A -> B, B -> A].
+    pub datagrams: Option<[Datagrams; 2]>,
 }
 
 impl ConnReport {
@@ -53,6 +63,9 @@ impl ConnReport {
             let _ = write!(s, " {} {name}", human_bytes(f.bytes));
             if !f.record.paths.is_empty() {
                 let _ = write!(s, " via {}", route(&f.record));
+            }
+            if let Some(dg) = self.datagrams.map(|dg| dg[d]) {
+                let _ = write!(s, " ({} datagrams, {} dropped)", dg.sent, dg.dropped);
             }
             s.push(',');
         }
@@ -141,6 +154,9 @@ impl ConnReport {
             record_json(&mut fo, &f.record);
             fo.num("switches", u64::from(f.switches))
                 .num("undelivered", f.undelivered);
+            if let Some(dg) = self.datagrams.map(|dg| dg[d]) {
+                fo.num("datagrams", dg.sent).num("dropped", dg.dropped);
+            }
             end_json(&mut fo, &f.ended);
             o.raw(key, &fo.finish());
         }
@@ -206,17 +222,31 @@ pub struct Tally {
     pub record: Record,
     pub first: Option<ConnReport>,
     pub last: std::collections::VecDeque<ConnReport>,
+    /// Datagram sessions: [A -> B, B -> A] over all of them.
+    pub datagrams: Option<[Datagrams; 2]>,
+    /// Datagrams from new clients refused while `--max-conns` sessions were open.
+    pub refused: u64,
+    /// Clients' datagrams the kernel dropped at the listening socket (its receive queue
+    /// full) before the relay could read them.
+    pub lost_on_arrival: u64,
 }
 
 impl Tally {
     pub fn add(&mut self, report: ConnReport) {
         self.count += 1;
-        if report.end != ConnEnd::Eof {
+        if !report.end.is_clean() {
             self.failed += 1;
         }
         for (d, f) in report.flows.iter().enumerate() {
             self.bytes[d] += f.bytes;
             self.record.merge(&f.record);
+        }
+        if let Some(dg) = report.datagrams {
+            let sum = self.datagrams.get_or_insert_with(Default::default);
+            for d in 0..2 {
+                sum[d].sent += dg[d].sent;
+                sum[d].dropped += dg[d].dropped;
+            }
         }
         if self.first.is_none() {
             self.first = Some(report.clone());
@@ -232,6 +262,15 @@ impl Tally {
     pub fn merge(&mut self, other: Tally) {
         self.count += other.count;
         self.failed += other.failed;
+        self.refused += other.refused;
+        self.lost_on_arrival += other.lost_on_arrival;
+        if let Some(dg) = other.datagrams {
+            let sum = self.datagrams.get_or_insert_with(Default::default);
+            for d in 0..2 {
+                sum[d].sent += dg[d].sent;
+                sum[d].dropped += dg[d].dropped;
+            }
+        }
         for d in 0..2 {
             self.bytes[d] += other.bytes[d];
         }
@@ -288,6 +327,21 @@ impl Summary<'_> {
                 if !t.record.paths.is_empty() {
                     let _ = write!(s, " via {}", route(&t.record));
                 }
+                if let Some([ab, ba]) = t.datagrams {
+                    let _ = write!(
+                        s,
+                        " (datagrams with recvmmsg/sendmmsg: {} a -> b, {} b -> a, {} dropped, {} \
+                         lost on arrival",
+                        ab.sent,
+                        ba.sent,
+                        ab.dropped + ba.dropped,
+                        t.lost_on_arrival
+                    );
+                    if t.refused > 0 {
+                        let _ = write!(s, ", {} refused at --max-conns", t.refused);
+                    }
+                    s.push(')');
+                }
                 if t.failed > 0 {
                     let _ = write!(s, "; {} did not end cleanly", t.failed);
                 }
@@ -319,6 +373,18 @@ impl Summary<'_> {
                 };
                 end_json(&mut o, &ending);
                 o.num("failed", t.failed);
+                if let Some([ab, ba]) = t.datagrams {
+                    let mut dg = JsonObject::new();
+                    dg.num("a_to_b", ab.sent)
+                        .num("b_to_a", ba.sent)
+                        .num("dropped", ab.dropped + ba.dropped)
+                        .num("lost_on_arrival", t.lost_on_arrival)
+                        .num("refused", t.refused)
+                        .bool("mmsg", true)
+                        .bool("gso", false)
+                        .bool("gro", false);
+                    o.raw("datagrams", &dg.finish());
+                }
                 let conns: Vec<String> = t.last.iter().map(ConnReport::json).collect();
                 o.raw("connections", &json_array(&conns))
                     .num("connections_omitted", t.omitted());

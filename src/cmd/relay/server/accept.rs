@@ -132,6 +132,7 @@ impl Server<'_> {
             end: end.clone(),
             mptcp: [None, None],
             children: [None, None],
+            datagrams: None,
         };
         self.ended(report);
     }

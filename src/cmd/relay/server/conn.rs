@@ -317,6 +317,7 @@ impl Server<'_> {
             end,
             mptcp,
             children: [None, None],
+            datagrams: None,
         };
         let kill_at = cut_by_signal.then(|| Instant::now() + self.cfg.grace);
         self.reaping.push(Reaping {
@@ -419,7 +420,7 @@ impl Server<'_> {
         // signal is the run's ending, and an unusable one was said where it was refused.
         let failed = !matches!(
             report.end,
-            ConnEnd::Eof | ConnEnd::Signal | ConnEnd::Unusable(_)
+            ConnEnd::Eof | ConnEnd::Quiet | ConnEnd::Signal | ConnEnd::Unusable(_)
         );
         if self.opts.verbose {
             eprintln!("zerocat: {}", crate::report::errno_names(&report.line()));

@@ -1,0 +1,471 @@
+//! `relay udp-listen:[HOST:]PORT udp:HOST:PORT` (either order): datagrams both ways, one
+//! session per client address. A session is a UDP socket of its own connected to the
+//! target (so the target's answers come back on it, and the kernel drops anyone else's);
+//! its answers go back to the client from the listening socket. Every datagram is passed
+//! on whole, in the order it came, in userspace — the kernel has no zero-copy path for
+//! datagrams — with `recvmmsg`/`sendmmsg` moving a batch per call (`sys::datagram`).
+//!
+//! A session ends after `--idle-timeout` without a datagram either way (default
+//! [`SESSION_IDLE`]); `--max-conns` bounds the sessions open, and a datagram from a new
+//! client beyond it is dropped and counted (`refused`). A datagram the kernel will not take
+//! without waiting (a full socket buffer) is dropped and counted too: UDP's own loss,
+//! which one slow session must not turn into a stall of every other. SIGINT/SIGTERM end
+//! every session at once (there is nothing in flight to finish).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use nix::errno::Errno;
+use nix::libc;
+use nix::sys::socket::{SockaddrLike, SockaddrStorage};
+
+use super::end::ConnEnd;
+use super::log::ConnLog;
+use super::poller::Poller;
+use super::report::{ConnReport, Datagrams, FlowReport, Tally};
+use super::RelayConfig;
+use crate::endpoint::{udp, Endpoint};
+use crate::engine::{DataPath, Record};
+use crate::options::Options;
+use crate::sys::datagram::{self, Batch};
+use crate::sys::process;
+
+/// `--idle-timeout` of a datagram session when none is given (as socat's and conntrack's
+/// UDP defaults are of this order: a session has no end but silence).
+pub const SESSION_IDLE: Duration = Duration::from_secs(60);
+/// Datagrams per recvmmsg/sendmmsg call.
+pub const BATCH: usize = 32;
+/// Batches a socket may move in one turn of the loop before the others get theirs.
+const BATCHES_PER_TURN: usize = 4;
+/// The receive queue asked for the listening socket (every client's datagrams wait there
+/// while the loop serves answers): a burst is held instead of dropped.
+const LISTENER_QUEUE: usize = 8 << 20;
+/// The receive queue asked for each session's socket (the target's answers).
+const SESSION_QUEUE: usize = 1 << 20;
+
+const LISTENER: u64 = u64::MAX;
+/// Timer tokens: a session's idle check (slot index | this bit, and its generation).
+const IDLE_BIT: u64 = 1 << 31;
+
+/// A client address as the map's key: the sockaddr bytes the kernel gave.
+type ClientKey = [u8; 28];
+
+struct Session {
+    id: u64,
+    client: libc::sockaddr_storage,
+    client_len: libc::socklen_t,
+    key: ClientKey,
+    upstream: OwnedFd,
+    /// epoll said the upstream socket has datagrams (edge-triggered: until EAGAIN).
+    readable: bool,
+    started: Instant,
+    last_active: Instant,
+    /// [client -> target, target -> client].
+    bytes: [u64; 2],
+    datagrams: [Datagrams; 2],
+    /// The last error the target's socket gave (ECONNREFUSED: nothing listens there).
+    error: Option<Errno>,
+}
+
+/// The datagram relay of `cfg` (one side `udp-listen:`, the other `udp:`).
+pub(super) fn run(
+    opts: &Options,
+    cfg: &RelayConfig,
+    log: Option<ConnLog>,
+) -> anyhow::Result<(bool, Tally, Option<ConnLog>)> {
+    let listen_side = usize::from(!matches!(cfg.a, Endpoint::UdpListen { .. }));
+    let (listen_ep, target_ep) = if listen_side == 0 {
+        (&cfg.a, &cfg.b)
+    } else {
+        (&cfg.b, &cfg.a)
+    };
+    let target = target_ep.datagram_target()?;
+    let listener = listen_ep.bind_datagram()?;
+    crate::sys::socket::set_nonblocking(listener.as_raw_fd())?;
+    datagram::grow_receive_queue(listener.as_fd(), LISTENER_QUEUE);
+    let mut relay = DatagramRelay {
+        opts,
+        cfg,
+        target,
+        listen_side,
+        listener,
+        listener_ready: false,
+        poller: Poller::new()?,
+        sessions: Vec::new(),
+        gens: Vec::new(),
+        free: Vec::new(),
+        by_client: HashMap::new(),
+        batch: Batch::new(BATCH),
+        next_id: 1,
+        idle: cfg.idle_timeout.unwrap_or(SESSION_IDLE),
+        max: cfg.max_conns.unwrap_or(usize::MAX),
+        tally: Tally::default(),
+        log,
+        ended_once: false,
+    };
+    relay
+        .poller
+        .add(relay.listener.as_raw_fd(), LISTENER)
+        .context("cannot watch the UDP listener")?;
+    let interrupted = relay.serve()?;
+    // Clients' datagrams the kernel dropped at the listening socket before they were read.
+    relay.tally.lost_on_arrival = datagram::receive_drops(relay.listener.as_fd()).unwrap_or(0);
+    Ok((interrupted, relay.tally, relay.log))
+}
+
+struct DatagramRelay<'a> {
+    opts: &'a Options,
+    cfg: &'a RelayConfig,
+    target: SocketAddr,
+    /// 0: A listens (A -> B is client -> target), 1: B does.
+    listen_side: usize,
+    listener: OwnedFd,
+    listener_ready: bool,
+    poller: Poller,
+    sessions: Vec<Option<Session>>,
+    gens: Vec<u32>,
+    free: Vec<usize>,
+    by_client: HashMap<ClientKey, usize>,
+    batch: Batch,
+    next_id: u64,
+    idle: Duration,
+    max: usize,
+    tally: Tally,
+    log: Option<ConnLog>,
+    /// `--once`: a session ended, so the relay does too.
+    ended_once: bool,
+}
+
+fn key_of(addr: &libc::sockaddr_storage, len: libc::socklen_t) -> ClientKey {
+    let mut key = [0u8; 28];
+    let n = (len as usize).min(key.len());
+    // SAFETY: sockaddr_storage is at least 128 bytes; we read `n` <= 28 of them.
+    let bytes = unsafe { std::slice::from_raw_parts((addr as *const _) as *const u8, n) };
+    key[..n].copy_from_slice(bytes);
+    key
+}
+
+fn addr_text(addr: &libc::sockaddr_storage, len: libc::socklen_t) -> String {
+    // SAFETY: the kernel filled `len` bytes of a sockaddr_storage.
+    unsafe { SockaddrStorage::from_raw((addr as *const _) as *const libc::sockaddr, Some(len)) }
+        .map_or_else(|| "?".into(), |a| a.to_string())
+}
+
+impl DatagramRelay<'_> {
+    /// Until a signal (true) or, with `--once`, the end of the first session (false).
+    fn serve(&mut self) -> anyhow::Result<bool> {
+        let mut ready = Vec::new();
+        loop {
+            if process::interrupted() {
+                self.end_all(ConnEnd::Signal);
+                return Ok(true);
+            }
+            if self.ended_once {
+                self.end_all(ConnEnd::Quiet);
+                return Ok(false);
+            }
+            let busy = self.listener_ready || self.sessions.iter().flatten().any(|s| s.readable);
+            self.poller.wait(busy, &mut ready)?;
+            for event in ready.drain(..) {
+                if event.token == LISTENER {
+                    self.listener_ready |= event.readable;
+                } else if let Some(s) = self.session_mut(event.token) {
+                    s.readable |= event.readable;
+                }
+            }
+            let now = Instant::now();
+            while let Some(token) = self.poller.due(now) {
+                self.idle_check(token, now);
+            }
+            if self.listener_ready {
+                self.relay_client_datagrams();
+            }
+            for idx in 0..self.sessions.len() {
+                if self.sessions[idx].as_ref().is_some_and(|s| s.readable) {
+                    self.relay_target_answers(idx);
+                }
+            }
+        }
+    }
+
+    fn session_mut(&mut self, token: u64) -> Option<&mut Session> {
+        let (gen, idx) = ((token >> 32) as u32, (token & 0xffff_ffff) as usize);
+        if self.gens.get(idx) != Some(&gen) {
+            return None;
+        }
+        self.sessions.get_mut(idx)?.as_mut()
+    }
+
+    fn token(&self, idx: usize) -> u64 {
+        (u64::from(self.gens[idx]) << 32) | idx as u64
+    }
+
+    /// Datagrams from clients, a few batches: each run of one client's datagrams goes to
+    /// its session's target in one sendmmsg.
+    fn relay_client_datagrams(&mut self) {
+        for _ in 0..BATCHES_PER_TURN {
+            let n = match self.batch.receive(self.listener.as_fd(), true) {
+                Ok(0) | Err(Errno::EAGAIN) => {
+                    self.listener_ready = false;
+                    return;
+                }
+                Ok(n) => n,
+                // ICMP errors of earlier answers surface here (ECONNREFUSED): not ours.
+                Err(Errno::EINTR | Errno::ECONNREFUSED) => continue,
+                Err(e) => {
+                    eprintln!("zerocat: relay: reading {}: {e}", self.listen_uri());
+                    self.listener_ready = false;
+                    return;
+                }
+            };
+            let sessions: Vec<Option<usize>> = (0..n)
+                .map(|i| {
+                    let (addr, len) = self.batch.addr(i);
+                    let (addr, len) = (*addr, len);
+                    self.session_for(&addr, len)
+                })
+                .collect();
+            let mut i = 0;
+            while i < n {
+                let run_end = (i..n).find(|&j| sessions[j] != sessions[i]).unwrap_or(n);
+                match sessions[i] {
+                    Some(idx) => self.send_to_target(idx, i..run_end),
+                    None => self.tally.refused += (run_end - i) as u64,
+                }
+                i = run_end;
+            }
+            if n < self.batch.capacity() {
+                self.listener_ready = false;
+                return;
+            }
+        }
+    }
+
+    /// Slots `range` of the batch (one client's) go to its session's target.
+    fn send_to_target(&mut self, idx: usize, range: std::ops::Range<usize>) {
+        let count = range.len() as u64;
+        let Some(s) = self.sessions[idx].as_mut() else {
+            return;
+        };
+        let sent = match self.batch.send(s.upstream.as_fd(), range.clone(), false) {
+            Ok(sent) => sent,
+            Err(Errno::EAGAIN) => 0,
+            Err(e) => {
+                s.error = Some(e);
+                0
+            }
+        };
+        let sent_bytes: u64 = (range.start..range.start + sent)
+            .map(|i| self.batch.payload(i).len() as u64)
+            .sum();
+        s.datagrams[0].sent += sent as u64;
+        s.datagrams[0].dropped += count - sent as u64;
+        s.bytes[0] += sent_bytes;
+        s.last_active = Instant::now();
+    }
+
+    /// Datagrams from session `idx`'s target, a few batches, back to its client.
+    fn relay_target_answers(&mut self, idx: usize) {
+        for _ in 0..BATCHES_PER_TURN {
+            let Some(s) = self.sessions[idx].as_mut() else {
+                return;
+            };
+            let n = match self.batch.receive(s.upstream.as_fd(), false) {
+                Ok(n) => n,
+                Err(Errno::EAGAIN) => {
+                    s.readable = false;
+                    return;
+                }
+                Err(Errno::EINTR) => continue,
+                Err(e) => {
+                    // ECONNREFUSED: an earlier datagram found no one at the target.
+                    s.error = Some(e);
+                    continue;
+                }
+            };
+            if n == 0 {
+                s.readable = false;
+                return;
+            }
+            self.batch.address_all(&s.client, s.client_len);
+            let sent = match self.batch.send(self.listener.as_fd(), 0..n, true) {
+                Ok(sent) => sent,
+                Err(Errno::EAGAIN) => 0,
+                Err(e) => {
+                    s.error = Some(e);
+                    0
+                }
+            };
+            s.datagrams[1].sent += sent as u64;
+            s.datagrams[1].dropped += (n - sent) as u64;
+            s.bytes[1] += (0..sent)
+                .map(|i| self.batch.payload(i).len() as u64)
+                .sum::<u64>();
+            s.last_active = Instant::now();
+            if n < self.batch.capacity() {
+                s.readable = false;
+                return;
+            }
+        }
+    }
+
+    /// The session of this client, opened now if it is new and `--max-conns` allows.
+    fn session_for(
+        &mut self,
+        addr: &libc::sockaddr_storage,
+        len: libc::socklen_t,
+    ) -> Option<usize> {
+        let key = key_of(addr, len);
+        if let Some(&idx) = self.by_client.get(&key) {
+            return Some(idx);
+        }
+        if self.by_client.len() >= self.max {
+            return None;
+        }
+        let upstream = match udp::connect_to(&self.target) {
+            Ok(fd) => fd,
+            Err(e) => {
+                eprintln!(
+                    "zerocat: relay: no session for {}: cannot connect to {}: {e}",
+                    addr_text(addr, len),
+                    self.target
+                );
+                return None;
+            }
+        };
+        let idx = self.free.pop().unwrap_or_else(|| {
+            self.sessions.push(None);
+            self.gens.push(0);
+            self.sessions.len() - 1
+        });
+        datagram::grow_receive_queue(upstream.as_fd(), SESSION_QUEUE);
+        let token = self.token(idx);
+        if self.poller.add(upstream.as_raw_fd(), token).is_err() {
+            self.free.push(idx);
+            return None;
+        }
+        let now = Instant::now();
+        self.sessions[idx] = Some(Session {
+            id: self.next_id,
+            client: *addr,
+            client_len: len,
+            key,
+            upstream,
+            readable: false,
+            started: now,
+            last_active: now,
+            bytes: [0; 2],
+            datagrams: [Datagrams::default(); 2],
+            error: None,
+        });
+        self.next_id += 1;
+        self.by_client.insert(key, idx);
+        self.poller.timer(now + self.idle, token | IDLE_BIT);
+        Some(idx)
+    }
+
+    fn idle_check(&mut self, token: u64, now: Instant) {
+        let token = token & !IDLE_BIT;
+        let idle = self.idle;
+        let Some(s) = self.session_mut(token) else {
+            return;
+        };
+        let due = s.last_active + idle;
+        if due <= now {
+            let idx = (token & 0xffff_ffff) as usize;
+            self.end(idx, ConnEnd::Quiet);
+            if self.cfg.once {
+                self.ended_once = true;
+            }
+        } else {
+            self.poller.timer(due, token | IDLE_BIT);
+        }
+    }
+
+    fn end_all(&mut self, end: ConnEnd) {
+        for idx in 0..self.sessions.len() {
+            if self.sessions[idx].is_some() {
+                self.end(idx, end.clone());
+            }
+        }
+    }
+
+    /// A session is over: closed (out of the epoll with its socket), reported, logged.
+    fn end(&mut self, idx: usize, end: ConnEnd) {
+        let Some(mut s) = self.sessions[idx].take() else {
+            return;
+        };
+        // The target's answers the kernel dropped before they were read: lost on the way
+        // back to the client, counted with those the relay could not send.
+        s.datagrams[1].dropped += datagram::receive_drops(s.upstream.as_fd()).unwrap_or(0);
+        self.by_client.remove(&s.key);
+        self.gens[idx] = self.gens[idx].wrapping_add(1);
+        self.free.push(idx);
+        // [A -> B, B -> A] from [client -> target, target -> client].
+        let order = if self.listen_side == 0 {
+            [0, 1]
+        } else {
+            [1, 0]
+        };
+        let end = match (end, s.error) {
+            (ConnEnd::Quiet, Some(errno)) => ConnEnd::Write {
+                side: super::end::Side::of(1 - self.listen_side),
+                uri: self.target_uri(),
+                errno,
+            },
+            (end, _) => end,
+        };
+        let flows = order.map(|d| FlowReport {
+            record: Record {
+                paths: if s.bytes[d] > 0 || s.datagrams[d].sent > 0 {
+                    vec![(DataPath::Userspace, s.bytes[d])]
+                } else {
+                    Vec::new()
+                },
+                fallbacks: Vec::new(),
+            },
+            bytes: s.bytes[d],
+            switches: 0,
+            ended: end.clone(),
+            undelivered: 0,
+        });
+        let report = ConnReport {
+            id: s.id,
+            seq: self.tally.count,
+            peer: addr_text(&s.client, s.client_len),
+            upstream: self.target.to_string(),
+            seconds: s.started.elapsed().as_secs_f64(),
+            flows,
+            end,
+            mptcp: [None, None],
+            children: [None, None],
+            datagrams: Some(order.map(|d| s.datagrams[d])),
+        };
+        if self.opts.verbose {
+            eprintln!("zerocat: {}", crate::report::errno_names(&report.line()));
+        }
+        if let Some(log) = &mut self.log {
+            log.connection(&report, 0);
+        }
+        self.tally.add(report);
+    }
+
+    fn listen_uri(&self) -> String {
+        if self.listen_side == 0 {
+            self.cfg.a.to_string()
+        } else {
+            self.cfg.b.to_string()
+        }
+    }
+
+    fn target_uri(&self) -> String {
+        if self.listen_side == 0 {
+            self.cfg.b.to_string()
+        } else {
+            self.cfg.a.to_string()
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! Datagrams in batches: `recvmmsg(2)` and `sendmmsg(2)` over one buffer of slots, each
+//! slot one datagram (payload, length, and the peer's address on a listening socket). One
+//! call moves up to [`Batch::capacity`] datagrams, where read/write would take one each.
+
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+use nix::errno::Errno;
+use nix::libc;
+
+/// The largest UDP payload over IPv4 (65,535 - 8 - 20): every slot holds any datagram.
+pub const SLOT: usize = 65_507;
+
+/// Slots for a batch of datagrams, reused call after call. Memory is touched only as far
+/// as datagrams fill it (small datagrams use the first page of each slot).
+pub struct Batch {
+    bufs: Vec<u8>,
+    /// Payload length of each slot filled.
+    lens: Vec<usize>,
+    /// The sender (after a receive) or the destination (for a send) of each slot.
+    addrs: Vec<libc::sockaddr_storage>,
+    addr_lens: Vec<libc::socklen_t>,
+    /// Slots filled by the last receive (or by [`Batch::push`]).
+    filled: usize,
+}
+
+impl Batch {
+    pub fn new(slots: usize) -> Batch {
+        Batch {
+            bufs: vec![0; slots * SLOT],
+            lens: vec![0; slots],
+            // SAFETY: sockaddr_storage is plain data; all zeroes is a valid (empty) value.
+            addrs: vec![unsafe { std::mem::zeroed() }; slots],
+            addr_lens: vec![0; slots],
+            filled: 0,
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.lens.len()
+    }
+
+    pub fn len(&self) -> usize {
+        self.filled
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.filled == 0
+    }
+
+    pub fn clear(&mut self) {
+        self.filled = 0;
+    }
+
+    /// The payload of slot `i`.
+    pub fn payload(&self, i: usize) -> &[u8] {
+        &self.bufs[i * SLOT..i * SLOT + self.lens[i]]
+    }
+
+    /// The address of slot `i`, as the kernel gave it (sockaddr bytes).
+    pub fn addr(&self, i: usize) -> (&libc::sockaddr_storage, libc::socklen_t) {
+        (&self.addrs[i], self.addr_lens[i])
+    }
+
+    /// Receives up to `capacity` datagrams without waiting (MSG_DONTWAIT); with `from`,
+    /// each slot keeps its sender's address. Returns how many came (EAGAIN: none queued).
+    pub fn receive(&mut self, fd: BorrowedFd<'_>, from: bool) -> Result<usize, Errno> {
+        let n = self.capacity();
+        let base = self.bufs.as_mut_ptr();
+        let mut iovs: Vec<libc::iovec> = (0..n)
+            .map(|i| libc::iovec {
+                // SAFETY: slot i lies within `bufs` (n * SLOT bytes).
+                iov_base: unsafe { base.add(i * SLOT) }.cast(),
+                iov_len: SLOT,
+            })
+            .collect();
+        let mut hdrs: Vec<libc::mmsghdr> = (0..n)
+            .map(|i| {
+                // SAFETY: msghdr is plain data; zeroes, then the fields set below.
+                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+                h.msg_hdr.msg_iov = &mut iovs[i];
+                h.msg_hdr.msg_iovlen = 1;
+                if from {
+                    h.msg_hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+                    h.msg_hdr.msg_namelen =
+                        std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+                }
+                h
+            })
+            .collect();
+        // SAFETY: every header points into live buffers of the lengths given.
+        let got = unsafe {
+            libc::recvmmsg(
+                fd.as_raw_fd(),
+                hdrs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if got < 0 {
+            self.filled = 0;
+            return Err(Errno::last());
+        }
+        let got = got as usize;
+        for (i, h) in hdrs.iter().enumerate().take(got) {
+            self.lens[i] = h.msg_len as usize;
+            self.addr_lens[i] = if from { h.msg_hdr.msg_namelen } else { 0 };
+        }
+        self.filled = got;
+        Ok(got)
+    }
+
+    /// Sends the slots of `range` (within those filled) in one call without waiting; `to`:
+    /// each to its slot's address (a listening socket answering its clients), else on the
+    /// connected socket. Returns how many the kernel took (in order: the rest were not).
+    pub fn send(
+        &self,
+        fd: BorrowedFd<'_>,
+        range: std::ops::Range<usize>,
+        to: bool,
+    ) -> Result<usize, Errno> {
+        let from = range.start;
+        let end = range.end.min(self.filled);
+        let count = end.saturating_sub(from);
+        if count == 0 {
+            return Ok(0);
+        }
+        let mut iovs: Vec<libc::iovec> = (from..end)
+            .map(|i| libc::iovec {
+                iov_base: self.bufs[i * SLOT..].as_ptr() as *mut libc::c_void,
+                iov_len: self.lens[i],
+            })
+            .collect();
+        let mut hdrs: Vec<libc::mmsghdr> = (0..count)
+            .map(|k| {
+                // SAFETY: as in receive().
+                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+                h.msg_hdr.msg_iov = &mut iovs[k];
+                h.msg_hdr.msg_iovlen = 1;
+                if to {
+                    h.msg_hdr.msg_name =
+                        (&self.addrs[from + k] as *const libc::sockaddr_storage) as *mut _;
+                    h.msg_hdr.msg_namelen = self.addr_lens[from + k];
+                }
+                h
+            })
+            .collect();
+        // SAFETY: every header points into live buffers of the lengths given; the kernel
+        // only reads them (sendmmsg writes msg_len, in our headers).
+        let sent = unsafe {
+            libc::sendmmsg(
+                fd.as_raw_fd(),
+                hdrs.as_mut_ptr(),
+                count as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if sent < 0 {
+            return Err(Errno::last());
+        }
+        Ok(sent as usize)
+    }
+
+    /// Every slot filled goes to `addr` (a batch from a session's upstream, answering its
+    /// client).
+    pub fn address_all(&mut self, addr: &libc::sockaddr_storage, addr_len: libc::socklen_t) {
+        for i in 0..self.filled {
+            self.addrs[i] = *addr;
+            self.addr_lens[i] = addr_len;
+        }
+    }
+
+    /// Appends a datagram (for a send) to `addr` (`addr_len` 0: none, a connected socket).
+    /// False when the batch is full.
+    pub fn push(
+        &mut self,
+        payload: &[u8],
+        addr: &libc::sockaddr_storage,
+        addr_len: libc::socklen_t,
+    ) -> bool {
+        let i = self.filled;
+        if i == self.capacity() || payload.len() > SLOT {
+            return false;
+        }
+        self.bufs[i * SLOT..i * SLOT + payload.len()].copy_from_slice(payload);
+        self.lens[i] = payload.len();
+        self.addrs[i] = *addr;
+        self.addr_lens[i] = addr_len;
+        self.filled += 1;
+        true
+    }
+}
+
+/// Datagrams the kernel dropped on arrival at `fd` because its receive queue was full
+/// (SO_MEMINFO's SK_MEMINFO_DROPS): loss before zerocat could read them, which the report
+/// counts. None where the kernel does not say.
+pub fn receive_drops(fd: BorrowedFd<'_>) -> Option<u64> {
+    const SO_MEMINFO: libc::c_int = 55;
+    const SK_MEMINFO_DROPS: usize = 8;
+    let mut info = [0u32; 16];
+    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: SO_MEMINFO writes at most `len` bytes of u32 counters into `info`.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    (ret == 0 && len as usize > SK_MEMINFO_DROPS * 4).then(|| u64::from(info[SK_MEMINFO_DROPS]))
+}
+
+/// Asks for a receive queue of `bytes` (SO_RCVBUF, which the kernel caps at
+/// `net.core.rmem_max`; as root SO_RCVBUFFORCE goes past it): a burst waits in it instead
+/// of being dropped while the relay is busy elsewhere. Best effort.
+pub fn grow_receive_queue(fd: BorrowedFd<'_>, bytes: usize) {
+    let value = bytes.min(i32::MAX as usize) as libc::c_int;
+    for option in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: an int option of the right size.
+        let ret = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                option,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if ret == 0 {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn a_batch_goes_out_and_comes_back_with_each_datagram_whole_and_its_sender() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.connect(b.local_addr().unwrap()).unwrap();
+        let mut out = Batch::new(4);
+        // SAFETY: zeroes are a valid sockaddr_storage (unused: a connected socket).
+        let none: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        for payload in [&b"one"[..], b"", &[7u8; 1400], b"four"] {
+            assert!(out.push(payload, &none, 0));
+        }
+        assert!(!out.push(b"five", &none, 0), "four slots only");
+        assert_eq!(out.send(a.as_fd(), 0..4, false).unwrap(), 4);
+        let mut into = Batch::new(8);
+        let mut got = Vec::new();
+        while got.len() < 4 {
+            match into.receive(b.as_fd(), true) {
+                Ok(n) => {
+                    for i in 0..n {
+                        got.push(into.payload(i).to_vec());
+                        let (addr, len) = into.addr(i);
+                        assert!(len > 0 && addr.ss_family == libc::AF_INET as u16);
+                    }
+                }
+                Err(Errno::EAGAIN) => std::thread::sleep(std::time::Duration::from_millis(1)),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(
+            got,
+            [b"one".to_vec(), vec![], vec![7u8; 1400], b"four".to_vec()]
+        );
+    }
+}
