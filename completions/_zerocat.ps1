@@ -49,6 +49,7 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
         }
         'zerocat;pipe' {
             [CompletionResult]::new('--grace', '--grace', [CompletionResultType]::ParameterName, 'After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long')
+            [CompletionResult]::new('--idle-timeout', '--idle-timeout', [CompletionResultType]::ParameterName, 'A UDP source (udp-listen:, udp:) ends after this long without a datagram (nc -u -w); without it, an empty datagram or a signal ends it')
             [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')
             [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Format of the end-of-run report on stderr')
             [CompletionResult]::new('-L', '-L ', [CompletionResultType]::ParameterName, 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it')

@@ -361,13 +361,17 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__pipe)
-            opts="-q -v -L -h -V --grace --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
+            opts="-q -v -L -h -V --grace --idle-timeout --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --idle-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -45,6 +45,7 @@ complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "completions" -d 'Pr
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "man" -d 'Print the man page (roff)'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l grace -d 'After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l idle-timeout -d 'A UDP source (udp-listen:, udp:) ends after this long without a datagram (nc -u -w); without it, an empty datagram or a signal ends it' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"

@@ -497,3 +497,65 @@ fn relay_of_udp_with_a_stream_or_splice_is_a_usage_error() {
         assert!(!text.contains("listening on"), "{args:?} opened: {text}");
     }
 }
+
+#[test]
+fn a_udp_source_ends_after_the_idle_timeout() {
+    let mut rig = Rig::new();
+    let out = rig.path("out.bin");
+    let sink = rig.file_sink(out);
+    let running = rig
+        .args(["pipe", "--idle-timeout", "400ms", "udp-listen:0", &sink])
+        .listen();
+    let peer = udp_peer();
+    peer.connect(running.addr()).unwrap();
+    let mut want = Vec::new();
+    for i in 0..3u8 {
+        let d = vec![i; 1000 + usize::from(i)];
+        peer.send(&d).unwrap();
+        want.extend(d);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let quiet_from = Instant::now();
+    // No empty datagram, no signal: the silence ends it.
+    let end = running.finish();
+    assert!(
+        quiet_from.elapsed() < Duration::from_secs(5),
+        "it waited on"
+    );
+    end.assert_code(0, "pipe --idle-timeout");
+    end.assert_held(0, &want, "the datagrams");
+    end.assert_final_path("userspace", "udp");
+}
+
+/// A datagram longer than the sink's `,size=N` was cut to N bytes and the rest dropped
+/// (the read was only N long); it is sent on in pieces of at most N, nothing lost.
+#[test]
+fn a_datagram_longer_than_the_sinks_size_goes_on_in_pieces_not_cut() {
+    let (sink, sink_arg) = udp_sink();
+    let mut cmd = zerocat();
+    cmd.args([
+        "--stats",
+        "json",
+        "pipe",
+        "--idle-timeout",
+        "500ms",
+        "udp-listen:0",
+    ])
+    .arg(format!("{sink_arg},size=100"))
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let (addr, stderr) = crate::util::listening_addr(&mut child);
+    let peer = udp_peer();
+    peer.connect(&addr).unwrap();
+    let payload = data(1400);
+    peer.send(&payload).unwrap();
+    let got = datagrams(&sink, payload.len());
+    let status = child.wait().unwrap();
+    let _ = stderr.join();
+    assert!(status.success());
+    assert!(
+        got.iter().all(|d| d.len() <= 100),
+        "a datagram over 100 bytes"
+    );
+    assert_bytes_eq(&got.concat(), &payload, "the datagram in pieces");
+}

@@ -9,6 +9,7 @@ BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(BENCH)
 WORK = os.path.join(BENCH, "work")
 ZCB = os.path.join(WORK, "zcb")
+UDPB = os.path.join(WORK, "udpb")  # bench/udpb.c: the UDP sender and the sink that checks order
 REFRELAY = os.path.join(WORK, "refrelay")  # bench/refrelay.c: the two reference relays
 FLOOR = os.path.join(WORK, "floorcopy")  # bench/floorcopy.c: the least a tree copier does
 FAN = os.path.join(WORK, "fan")  # bench/fan.c: many concurrent bulk streams, every byte checked

@@ -62,6 +62,9 @@ def summarize(r, ref):
     if cpus:
         r["cpu"] = statistics.median(cpus) / (r["bytes"] / GiB)
     r["path"] = runs[-1]["path"]
+    noted = [x for x in runs if x.get("note")]
+    if noted:  # the note of the run nearest the median (udp: its delivered rate and loss)
+        r["note"] = min(noted, key=lambda x: abs(x["seconds"] - r["median"]))["note"]
     if r.get("files"):
         r["note"] = f"{r['files'] / r['median']:,.0f} files/s"
     if ref is not None and ref["runs"] and not ref["error"] and len(ref["runs"]) == len(runs):

@@ -20,6 +20,7 @@ def setup(args):
     subprocess.run(["cc", "-O2", "-Wall", "-pthread", "-o", REFRELAY, os.path.join(common.BENCH, "refrelay.c")],
                    check=True)
     subprocess.run(["cc", "-O2", "-Wall", "-o", FAN, os.path.join(common.BENCH, "fan.c")], check=True)
+    subprocess.run(["cc", "-O2", "-Wall", "-o", common.UDPB, os.path.join(common.BENCH, "udpb.c")], check=True)
     subprocess.run(["cc", "-O2", "-Wall", "-o", FLOOR, os.path.join(common.BENCH, "floorcopy.c")], check=True)
     if not args.no_install:
         install_peers()

@@ -157,11 +157,30 @@ def read_line(p, timeout=10):
 
 def proc_cpu(pid, children=False):
     """user+system CPU seconds of a live process (all its threads; with children=True,
-    also those of the children it has reaped)."""
+    also those of the children it has reaped, and of those still running: socat's fork
+    children are alive when a run ends)."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     ticks = sum(int(x) for x in fields[11:15 if children else 13])
-    return ticks / os.sysconf("SC_CLK_TCK")
+    seconds = ticks / os.sysconf("SC_CLK_TCK")
+    if children:
+        for kid in live_children(pid):
+            try:
+                seconds += proc_cpu(kid, children=True)
+            except OSError:
+                pass  # it ended meanwhile (then its parent's reaped total has it, or soon will)
+    return seconds
+
+
+def live_children(pid):
+    kids = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                kids += [int(k) for k in f.read().split()]
+    except OSError:
+        pass
+    return kids
 
 
 def wait_listening(where, timeout=10, proc=None):

@@ -6,7 +6,7 @@ import os
 
 from .common import GiB, human
 
-GROUPS = ("pipe", "tee", "copy", "trees", "relay", "exec", "proxy")
+GROUPS = ("pipe", "tee", "copy", "trees", "relay", "exec", "udp", "proxy")
 
 
 def gibs(r, t):

@@ -197,8 +197,10 @@ each datagram on whole).
 \fBudp\-listen:\fR[\fIHOST\fB:\fR]\fIPORT\fR
 bind a UDP socket (127.0.0.1 unless \fIHOST\fR is given; announced like
 \fBtcp\-listen:\fR) and receive: the first peer that sends is the only one heard
-(as \fBnc \-u \-l\fR); an empty datagram or a signal ends it. A source only: as a
-sink it is a usage error. In \fBrelay\fR, paired with \fBudp:\fR (the other way
+(as \fBnc \-u \-l\fR); an empty datagram, a signal or, with \fBpipe
+\-\-idle\-timeout\fR, that long without a datagram ends it. Each datagram is read whole:
+into a \fBudp:\fR sink with a smaller \fBsize=\fR it goes on in pieces, never cut. A
+source only: as a sink it is a usage error. In \fBrelay\fR, paired with \fBudp:\fR (the other way
 round too): every client gets a session, a socket of its own connected to the target,
 and each datagram goes on whole both ways (answers return from the listening socket),
 in userspace with \fBrecvmmsg\fR/\fBsendmmsg\fR, 32 a call. A session ends after

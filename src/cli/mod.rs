@@ -165,6 +165,10 @@ pub struct PipeArgs {
     /// After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = endpoint::parse_duration)]
     pub grace: std::time::Duration,
+    /// A UDP source (udp-listen:, udp:) ends after this long without a datagram (nc -u -w);
+    /// without it, an empty datagram or a signal ends it.
+    #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
+    pub idle_timeout: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Args)]
@@ -484,6 +488,7 @@ impl Cli {
                 src: args.src,
                 dst: args.dst,
                 grace: args.grace,
+                idle_timeout: args.idle_timeout,
             }),
             Command::Copy(args) => copy_invocation(args),
             Command::Tee(args) if args.dst.is_empty() => Cli::command()
@@ -566,6 +571,7 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
                 src: src.clone(),
                 dst: dest,
                 grace: crate::cmd::relay::GRACE,
+                idle_timeout: None,
             });
         }
     }

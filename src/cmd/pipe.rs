@@ -26,6 +26,8 @@ pub struct PipeConfig {
     /// An `exec:`/`sh:` child of an interrupted run gets this long after SIGTERM, then
     /// SIGKILL.
     pub grace: Duration,
+    /// A datagram source (`udp-listen:`, `udp:`) ends after this long without a datagram.
+    pub idle_timeout: Option<Duration>,
 }
 
 pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
@@ -35,7 +37,10 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     // An accepted source's client goes on in the sink's PROXY header (`proxy=v1|v2`).
     let (src, origin) = cfg.src.open_carrying(Role::Source, &Addresses::Unknown)?;
     let (dst, _) = cfg.dst.open_carrying(Role::Sink, &origin)?;
-    let src_info = inspect(src.fd.as_fd(), &cfg.src)?;
+    let mut src_info = inspect(src.fd.as_fd(), &cfg.src)?;
+    if src_info.kind == FdKind::Datagram {
+        src_info.quiet_end = cfg.idle_timeout;
+    }
     let dst_info = inspect(dst.fd.as_fd(), &cfg.dst)?;
     refuse_same_file(&cfg.src, &src_info, &cfg.dst, &dst_info)?;
     let chain = chain_for(&src_info, &dst_info, opts.via)?;

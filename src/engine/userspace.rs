@@ -34,6 +34,50 @@ pub fn copy_datagrams(
     copy_with(src, dst, meter, limit, None, size.unwrap_or(DATAGRAM_MAX))
 }
 
+/// From a datagram socket: each read takes one whole datagram (into a buffer of the
+/// largest, whatever a pace or a limit would allow: a read shorter than the datagram cuts
+/// it, and the kernel drops the rest), written whole — into a datagram sink, in pieces of
+/// at most `size` (its `,size=N`), so nothing is lost. An empty datagram is the end; with
+/// `quiet`, so is that long without a datagram (`--idle-timeout`).
+pub fn copy_from_datagrams(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    meter: &Meter,
+    limit: u64,
+    size: Option<usize>,
+    quiet: Option<std::time::Duration>,
+) -> Outcome {
+    let mut buf = vec![0u8; DATAGRAM_MAX];
+    let mut written = 0u64;
+    loop {
+        // For the stop flag and the pace; the read itself is always whole.
+        if let Err(done) = next_len(written, limit, buf.len(), meter) {
+            return done;
+        }
+        if let Some(quiet) = quiet {
+            match sys::wait_within(src, PollFlags::POLLIN, quiet) {
+                Ok(true) => {}
+                Ok(false) => return Outcome::Ended(written),
+                Err(e) => return Outcome::Failed(written, Failure::of(e, Side::Source)),
+            }
+        }
+        let n = match read_step(src, &mut buf) {
+            Ok(Some(0)) => return Outcome::Ended(written),
+            Ok(Some(n)) => n,
+            Ok(None) => continue,
+            Err(e) => return Outcome::Failed(written, Failure::of(e, Side::Source)),
+        };
+        for piece in buf[..n].chunks(size.unwrap_or(n).max(1)) {
+            if let Err((done, e)) = sys::write_all(dst, piece) {
+                meter.add(done as u64);
+                return Outcome::Failed(written + done as u64, Failure::of(e, Side::Sink));
+            }
+            written += piece.len() as u64;
+            meter.add(piece.len() as u64);
+        }
+    }
+}
+
 /// The zero-detecting block of `--sparse=always`: whole filesystem blocks become holes.
 const ZERO_BLOCK: usize = 4096;
 

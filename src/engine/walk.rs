@@ -164,6 +164,19 @@ fn run_path(
         }
         DataPath::Sendfile => sendfile::copy_upto(ends.src, ends.dst, meter, limit),
         DataPath::Splice => splice::copy_upto(ends, middle, meter, limit),
+        DataPath::Userspace if ends.src_info.kind == FdKind::Datagram => {
+            let size = (ends.dst_info.kind == FdKind::Datagram)
+                .then_some(ends.dst_info.datagram_size)
+                .flatten();
+            userspace::copy_from_datagrams(
+                ends.src,
+                ends.dst,
+                meter,
+                limit,
+                size,
+                ends.src_info.quiet_end,
+            )
+        }
         DataPath::Userspace if ends.dst_info.kind == FdKind::Datagram => {
             let size = ends.dst_info.datagram_size;
             userspace::copy_datagrams(ends.src, ends.dst, meter, limit, size)

@@ -73,6 +73,9 @@ pub struct FdInfo {
     /// The largest datagram to send into a datagram socket, when its endpoint says
     /// (`udp:...,size=N`); None: the largest UDP payload.
     pub datagram_size: Option<usize>,
+    /// A datagram source ends after this long without a datagram (`--idle-timeout`: UDP
+    /// has no EOF but an empty datagram, which nc never sends).
+    pub quiet_end: Option<std::time::Duration>,
     /// What became of `,mptcp` on this connection; None when its endpoint did not ask.
     pub mptcp: Option<Mptcp>,
 }
@@ -106,6 +109,7 @@ impl FdInfo {
             size: regular_size(st, kind),
             identity: (st.st_dev, st.st_ino),
             datagram_size: None,
+            quiet_end: None,
             mptcp: None,
         }
     }
@@ -121,6 +125,7 @@ impl FdInfo {
             size: Some(0),
             identity: (dev, 0),
             datagram_size: None,
+            quiet_end: None,
             mptcp: None,
         }
     }
@@ -134,6 +139,7 @@ impl FdInfo {
             size: None,
             identity: (0, 0),
             datagram_size: None,
+            quiet_end: None,
             mptcp: None,
         }
     }

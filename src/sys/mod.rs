@@ -178,6 +178,32 @@ pub fn wait(fd: BorrowedFd<'_>, events: PollFlags) -> Result<(), Errno> {
     }
 }
 
+/// [`wait`], for at most `timeout`: Ok(false) when it passed with `fd` not ready.
+pub fn wait_within(
+    fd: BorrowedFd<'_>,
+    events: PollFlags,
+    timeout: std::time::Duration,
+) -> Result<bool, Errno> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        // Round up: a poll of 0 ms for what is left of a millisecond would spin.
+        let ms = left.as_millis() + u128::from(left.subsec_nanos() % 1_000_000 != 0);
+        let mut fds = [PollFd::new(fd, events)];
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+        ) {
+            Ok(0) if left.is_zero() => return Ok(false),
+            Ok(0) => {}
+            Ok(_) => return Ok(true),
+            Err(Errno::EINTR) if crate::sys::process::must_stop() => return Err(Errno::EINTR),
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Bytes written into a socket that its peer has not taken yet (TIOCOUTQ, alias
 /// SIOCOUTQ; for TCP, not yet acknowledged).
 pub fn unsent(fd: BorrowedFd<'_>) -> Result<usize, Errno> {
