@@ -203,7 +203,11 @@ into a \fBudp:\fR sink with a smaller \fBsize=\fR it goes on in pieces, never cu
 source only: as a sink it is a usage error. In \fBrelay\fR, paired with \fBudp:\fR (the other way
 round too): every client gets a session, a socket of its own connected to the target,
 and each datagram goes on whole both ways (answers return from the listening socket),
-in userspace with \fBrecvmmsg\fR/\fBsendmmsg\fR, 32 a call. A session ends after
+in userspace with \fBrecvmmsg\fR/\fBsendmmsg\fR, 32 a call; a run of datagrams of one
+size goes out as one GSO send (\fBUDP_SEGMENT\fR, up to 64 datagrams: one pass down the
+network stack), and the sockets ask for GRO (\fBUDP_GRO\fR), whose coalesced datagrams
+go on as the same datagrams (the JSON's \fBdatagrams\fR says \fBgso\fR, \fBgso_sends\fR,
+\fBgro\fR; a kernel that refuses GSO gets \fBsendmmsg\fR, \fBgso_refused\fR). A session ends after
 \fB\-\-idle\-timeout\fR without a datagram (60 s by default; \fBquiet\fR in the
 report, a clean end); \fB\-\-max\-conns\fR bounds the sessions (a new client's
 datagrams beyond it are dropped and counted, \fBrefused\fR); \fB\-\-once\fR ends the

@@ -7,8 +7,18 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use nix::errno::Errno;
 use nix::libc;
 
-/// The largest UDP payload over IPv4 (65,535 - 8 - 20): every slot holds any datagram.
-pub const SLOT: usize = 65_507;
+/// A slot holds any datagram (65,507 bytes over IPv4, 65,527 over IPv6) and any run of
+/// datagrams the kernel coalesced for one receive (GRO: at most 64 KiB).
+pub const SLOT: usize = 65_536;
+/// UDP_SEGMENT and UDP_GRO (linux/udp.h), at level SOL_UDP.
+const UDP_SEGMENT: libc::c_int = 103;
+const UDP_GRO: libc::c_int = 104;
+/// Segments one GSO send may carry (UDP_MAX_SEGMENTS is 64 in older kernels, 128 since 6.9).
+pub const GSO_SEGMENTS: usize = 64;
+/// Payload one GSO send may carry (an IP packet's 64 KiB, less headers, with room).
+pub const GSO_BYTES: usize = 65_000;
+/// Control-message room for one int or u16 (CMSG_SPACE(sizeof(int)) on 64-bit Linux).
+const CMSG_ROOM: usize = 24;
 
 /// Slots for a batch of datagrams, reused call after call. Memory is touched only as far
 /// as datagrams fill it (small datagrams use the first page of each slot).
@@ -19,6 +29,10 @@ pub struct Batch {
     /// The sender (after a receive) or the destination (for a send) of each slot.
     addrs: Vec<libc::sockaddr_storage>,
     addr_lens: Vec<libc::socklen_t>,
+    /// GRO: the size of the datagrams the kernel coalesced into slot i (0: one datagram).
+    segs: Vec<u16>,
+    /// Control messages of each slot's receive.
+    control: Vec<u8>,
     /// Slots filled by the last receive (or by [`Batch::push`]).
     filled: usize,
 }
@@ -31,7 +45,23 @@ impl Batch {
             // SAFETY: sockaddr_storage is plain data; all zeroes is a valid (empty) value.
             addrs: vec![unsafe { std::mem::zeroed() }; slots],
             addr_lens: vec![0; slots],
+            segs: vec![0; slots],
+            control: vec![0; slots * CMSG_ROOM],
             filled: 0,
+        }
+    }
+
+    /// The datagram size of slot `i` when the kernel coalesced several into it (GRO): it
+    /// holds `len / seg` datagrams of `seg` bytes and maybe a shorter last one. 0: one.
+    pub fn segment(&self, i: usize) -> usize {
+        usize::from(self.segs[i])
+    }
+
+    /// Datagrams in slot `i` (more than one when GRO coalesced them).
+    pub fn datagrams_in(&self, i: usize) -> u64 {
+        match self.segment(i) {
+            0 => 1,
+            seg => self.lens[i].div_ceil(seg).max(1) as u64,
         }
     }
 
@@ -73,12 +103,16 @@ impl Batch {
                 iov_len: SLOT,
             })
             .collect();
+        let control = self.control.as_mut_ptr();
         let mut hdrs: Vec<libc::mmsghdr> = (0..n)
             .map(|i| {
                 // SAFETY: msghdr is plain data; zeroes, then the fields set below.
                 let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
                 h.msg_hdr.msg_iov = &mut iovs[i];
                 h.msg_hdr.msg_iovlen = 1;
+                // SAFETY: slot i's control room lies within `control`.
+                h.msg_hdr.msg_control = unsafe { control.add(i * CMSG_ROOM) }.cast();
+                h.msg_hdr.msg_controllen = CMSG_ROOM as _;
                 if from {
                     h.msg_hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
                     h.msg_hdr.msg_namelen =
@@ -105,6 +139,7 @@ impl Batch {
         for (i, h) in hdrs.iter().enumerate().take(got) {
             self.lens[i] = h.msg_len as usize;
             self.addr_lens[i] = if from { h.msg_hdr.msg_namelen } else { 0 };
+            self.segs[i] = gro_segment(&h.msg_hdr);
         }
         self.filled = got;
         Ok(got)
@@ -161,6 +196,56 @@ impl Batch {
         Ok(sent as usize)
     }
 
+    /// Sends the slots of `range` (within those filled) as one GSO send (UDP_SEGMENT): the
+    /// kernel cuts their bytes into datagrams of `seg` bytes (the last may be shorter), so
+    /// every slot but the last must be `seg` long, or a GRO slot of `seg`. `to`: to the
+    /// first slot's address. Ok(true): all sent; Ok(false): the kernel would not take it
+    /// without waiting; Err: refused (EINVAL, EIO: no GSO here; the caller sends without).
+    pub fn send_segmented(
+        &self,
+        fd: BorrowedFd<'_>,
+        range: std::ops::Range<usize>,
+        seg: usize,
+        to: bool,
+    ) -> Result<bool, Errno> {
+        let mut iovs: Vec<libc::iovec> = range
+            .clone()
+            .map(|i| libc::iovec {
+                iov_base: self.bufs[i * SLOT..].as_ptr() as *mut libc::c_void,
+                iov_len: self.lens[i],
+            })
+            .collect();
+        let mut control = [0u8; CMSG_ROOM];
+        // SAFETY: msghdr is plain data; the pointers set below outlive the call.
+        let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+        h.msg_iov = iovs.as_mut_ptr();
+        h.msg_iovlen = iovs.len() as _;
+        if to {
+            h.msg_name = (&self.addrs[range.start] as *const libc::sockaddr_storage) as *mut _;
+            h.msg_namelen = self.addr_lens[range.start];
+        }
+        h.msg_control = control.as_mut_ptr().cast();
+        h.msg_controllen = CMSG_ROOM as _;
+        // SAFETY: the control buffer has room for one cmsg of a u16 (CMSG_SPACE(2) <= 24).
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&h);
+            (*cmsg).cmsg_level = libc::SOL_UDP;
+            (*cmsg).cmsg_type = UDP_SEGMENT;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), seg as u16);
+            h.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) as _;
+        }
+        // SAFETY: every pointer in `h` is valid for the call.
+        let sent = unsafe { libc::sendmsg(fd.as_raw_fd(), &h, libc::MSG_DONTWAIT) };
+        if sent >= 0 {
+            return Ok(true);
+        }
+        match Errno::last() {
+            Errno::EAGAIN => Ok(false),
+            e => Err(e),
+        }
+    }
+
     /// Every slot filled goes to `addr` (a batch from a session's upstream, answering its
     /// client).
     pub fn address_all(&mut self, addr: &libc::sockaddr_storage, addr_len: libc::socklen_t) {
@@ -186,8 +271,42 @@ impl Batch {
         self.lens[i] = payload.len();
         self.addrs[i] = *addr;
         self.addr_lens[i] = addr_len;
+        self.segs[i] = 0;
         self.filled += 1;
         true
+    }
+}
+
+/// The UDP_GRO control message of a receive: the size of the datagrams coalesced into it.
+fn gro_segment(h: &libc::msghdr) -> u16 {
+    // SAFETY: the kernel filled msg_controllen bytes of the control buffer; CMSG_* walk it.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(h);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == UDP_GRO {
+                let seg = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
+                return seg.clamp(0, i32::from(u16::MAX)) as u16;
+            }
+            cmsg = libc::CMSG_NXTHDR(h, cmsg);
+        }
+    }
+    0
+}
+
+/// Asks the kernel to coalesce arriving datagrams of one flow into one receive (UDP_GRO):
+/// false where it does not offer it. Where GRO does not run (loopback has no NAPI), every
+/// receive stays one datagram.
+pub fn enable_gro(fd: BorrowedFd<'_>) -> bool {
+    let one: libc::c_int = 1;
+    // SAFETY: an int option of the right size.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_UDP,
+            UDP_GRO,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
     }
 }
 

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use nix::errno::Errno;
 use nix::libc;
-use nix::sys::socket::{SockaddrLike, SockaddrStorage};
+use nix::sys::socket::{MsgFlags, SockaddrLike, SockaddrStorage};
 
 use super::end::ConnEnd;
 use super::log::ConnLog;
@@ -30,7 +30,7 @@ use super::RelayConfig;
 use crate::endpoint::{udp, Endpoint};
 use crate::engine::{DataPath, Record};
 use crate::options::Options;
-use crate::sys::datagram::{self, Batch};
+use crate::sys::datagram::{self, Batch, GSO_BYTES, GSO_SEGMENTS};
 use crate::sys::process;
 
 /// `--idle-timeout` of a datagram session when none is given (as socat's and conntrack's
@@ -86,6 +86,7 @@ pub(super) fn run(
     let listener = listen_ep.bind_datagram()?;
     crate::sys::socket::set_nonblocking(listener.as_raw_fd())?;
     datagram::grow_receive_queue(listener.as_fd(), LISTENER_QUEUE);
+    let gro = datagram::enable_gro(listener.as_fd());
     let mut relay = DatagramRelay {
         opts,
         cfg,
@@ -105,7 +106,10 @@ pub(super) fn run(
         tally: Tally::default(),
         log,
         ended_once: false,
+        gso: Gso::default(),
+        gro: false,
     };
+    relay.gro = gro;
     relay
         .poller
         .add(relay.listener.as_raw_fd(), LISTENER)
@@ -113,6 +117,8 @@ pub(super) fn run(
     let interrupted = relay.serve()?;
     // Clients' datagrams the kernel dropped at the listening socket before they were read.
     relay.tally.lost_on_arrival = datagram::receive_drops(relay.listener.as_fd()).unwrap_or(0);
+    relay.tally.gso = Some((relay.gso.sends, relay.gso.datagrams, relay.gso.refused));
+    relay.tally.gro = relay.gro;
     Ok((interrupted, relay.tally, relay.log))
 }
 
@@ -137,6 +143,158 @@ struct DatagramRelay<'a> {
     log: Option<ConnLog>,
     /// `--once`: a session ended, so the relay does too.
     ended_once: bool,
+    gso: Gso,
+    /// The kernel took UDP_GRO on the listening socket.
+    gro: bool,
+}
+
+/// What became of GSO (UDP_SEGMENT) in this run.
+#[derive(Debug, Default)]
+pub(super) struct Gso {
+    /// The kernel refused a GSO send (EINVAL, EIO, ENOPROTOOPT...): none is tried again.
+    pub refused: bool,
+    /// GSO sends made, and the datagrams they carried.
+    pub sends: u64,
+    pub datagrams: u64,
+}
+
+/// What one forward of a run of slots did.
+#[derive(Debug, Default)]
+struct Forwarded {
+    sent: u64,
+    dropped: u64,
+    bytes: u64,
+    error: Option<Errno>,
+}
+
+/// The slots from `start` that one GSO send can carry: a GRO slot alone (its segment
+/// size), or plain datagrams of one size (the last may be shorter), at most
+/// [`GSO_SEGMENTS`] and [`GSO_BYTES`]. None: slot `start` goes without GSO.
+fn gso_group(batch: &Batch, start: usize, end: usize) -> Option<(usize, usize)> {
+    let seg = batch.segment(start);
+    if seg > 0 {
+        return Some((start + 1, seg));
+    }
+    let size = batch.payload(start).len();
+    if size == 0 {
+        return None;
+    }
+    let mut j = start + 1;
+    let mut bytes = size;
+    while j < end
+        && j - start < GSO_SEGMENTS
+        && batch.segment(j) == 0
+        && bytes + batch.payload(j).len() <= GSO_BYTES
+    {
+        let len = batch.payload(j).len();
+        if len > size || len == 0 {
+            break;
+        }
+        bytes += len;
+        j += 1;
+        if len < size {
+            break; // a shorter datagram ends a GSO send
+        }
+    }
+    (j - start >= 2).then_some((j, size))
+}
+
+/// Sends slots `range` on `fd` (`to`: each to its slot's address), in order: runs of
+/// equal-size datagrams as GSO sends (one pass down the stack for up to 64 datagrams),
+/// the rest with sendmmsg. A GRO slot (several datagrams the kernel coalesced) goes out
+/// as the same datagrams: one GSO send, or, where GSO is refused, one send each.
+fn forward(
+    batch: &Batch,
+    fd: std::os::fd::BorrowedFd<'_>,
+    range: std::ops::Range<usize>,
+    to: bool,
+    gso: &mut Gso,
+) -> Forwarded {
+    let mut out = Forwarded::default();
+    let mut i = range.start;
+    while i < range.end {
+        if !gso.refused {
+            if let Some((j, seg)) = gso_group(batch, i, range.end) {
+                let datagrams: u64 = (i..j).map(|k| batch.datagrams_in(k)).sum();
+                let bytes: u64 = (i..j).map(|k| batch.payload(k).len() as u64).sum();
+                match batch.send_segmented(fd, i..j, seg, to) {
+                    Ok(true) => {
+                        out.sent += datagrams;
+                        out.bytes += bytes;
+                        gso.sends += 1;
+                        gso.datagrams += datagrams;
+                        i = j;
+                        continue;
+                    }
+                    Ok(false) => {
+                        out.dropped += datagrams;
+                        i = j;
+                        continue;
+                    }
+                    Err(Errno::EINVAL | Errno::EIO | Errno::ENOPROTOOPT | Errno::EOPNOTSUPP) => {
+                        gso.refused = true;
+                    }
+                    Err(e) => {
+                        out.error = Some(e);
+                        out.dropped += datagrams;
+                        i = j;
+                        continue;
+                    }
+                }
+            }
+        }
+        if batch.segment(i) > 0 {
+            // GRO without GSO: each coalesced datagram on its own.
+            let seg = batch.segment(i);
+            let (addr, len) = batch.addr(i);
+            // SAFETY: the kernel filled `len` bytes of this sockaddr_storage.
+            let dest = unsafe {
+                SockaddrStorage::from_raw((addr as *const _) as *const libc::sockaddr, Some(len))
+            };
+            for piece in batch.payload(i).chunks(seg) {
+                let sent = match (&dest, to) {
+                    (Some(dest), true) => nix::sys::socket::sendto(
+                        fd.as_raw_fd(),
+                        piece,
+                        dest,
+                        MsgFlags::MSG_DONTWAIT,
+                    ),
+                    _ => nix::sys::socket::send(fd.as_raw_fd(), piece, MsgFlags::MSG_DONTWAIT),
+                };
+                if sent.is_ok() {
+                    out.sent += 1;
+                    out.bytes += piece.len() as u64;
+                } else {
+                    out.dropped += 1;
+                }
+            }
+            i += 1;
+            continue;
+        }
+        // Plain datagrams up to the next GSO group or GRO slot: one sendmmsg.
+        let mut j = i + 1;
+        while j < range.end
+            && batch.segment(j) == 0
+            && (gso.refused || gso_group(batch, j, range.end).is_none())
+        {
+            j += 1;
+        }
+        let sent = match batch.send(fd, i..j, to) {
+            Ok(sent) => sent,
+            Err(Errno::EAGAIN) => 0,
+            Err(e) => {
+                out.error = Some(e);
+                0
+            }
+        };
+        out.sent += sent as u64;
+        out.dropped += (j - i - sent) as u64;
+        out.bytes += (i..i + sent)
+            .map(|k| batch.payload(k).len() as u64)
+            .sum::<u64>();
+        i = j;
+    }
+    out
 }
 
 fn key_of(addr: &libc::sockaddr_storage, len: libc::socklen_t) -> ClientKey {
@@ -246,24 +404,14 @@ impl DatagramRelay<'_> {
 
     /// Slots `range` of the batch (one client's) go to its session's target.
     fn send_to_target(&mut self, idx: usize, range: std::ops::Range<usize>) {
-        let count = range.len() as u64;
         let Some(s) = self.sessions[idx].as_mut() else {
             return;
         };
-        let sent = match self.batch.send(s.upstream.as_fd(), range.clone(), false) {
-            Ok(sent) => sent,
-            Err(Errno::EAGAIN) => 0,
-            Err(e) => {
-                s.error = Some(e);
-                0
-            }
-        };
-        let sent_bytes: u64 = (range.start..range.start + sent)
-            .map(|i| self.batch.payload(i).len() as u64)
-            .sum();
-        s.datagrams[0].sent += sent as u64;
-        s.datagrams[0].dropped += count - sent as u64;
-        s.bytes[0] += sent_bytes;
+        let out = forward(&self.batch, s.upstream.as_fd(), range, false, &mut self.gso);
+        s.datagrams[0].sent += out.sent;
+        s.datagrams[0].dropped += out.dropped;
+        s.bytes[0] += out.bytes;
+        s.error = out.error.or(s.error);
         s.last_active = Instant::now();
     }
 
@@ -291,19 +439,17 @@ impl DatagramRelay<'_> {
                 return;
             }
             self.batch.address_all(&s.client, s.client_len);
-            let sent = match self.batch.send(self.listener.as_fd(), 0..n, true) {
-                Ok(sent) => sent,
-                Err(Errno::EAGAIN) => 0,
-                Err(e) => {
-                    s.error = Some(e);
-                    0
-                }
-            };
-            s.datagrams[1].sent += sent as u64;
-            s.datagrams[1].dropped += (n - sent) as u64;
-            s.bytes[1] += (0..sent)
-                .map(|i| self.batch.payload(i).len() as u64)
-                .sum::<u64>();
+            let out = forward(
+                &self.batch,
+                self.listener.as_fd(),
+                0..n,
+                true,
+                &mut self.gso,
+            );
+            s.datagrams[1].sent += out.sent;
+            s.datagrams[1].dropped += out.dropped;
+            s.bytes[1] += out.bytes;
+            s.error = out.error.or(s.error);
             s.last_active = Instant::now();
             if n < self.batch.capacity() {
                 s.readable = false;
@@ -342,6 +488,9 @@ impl DatagramRelay<'_> {
             self.sessions.len() - 1
         });
         datagram::grow_receive_queue(upstream.as_fd(), SESSION_QUEUE);
+        if self.gro {
+            datagram::enable_gro(upstream.as_fd());
+        }
         let token = self.token(idx);
         if self.poller.add(upstream.as_raw_fd(), token).is_err() {
             self.free.push(idx);
@@ -467,5 +616,56 @@ impl DatagramRelay<'_> {
         } else {
             self.cfg.a.to_string()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(sizes: &[usize]) -> Batch {
+        let mut b = Batch::new(sizes.len());
+        // SAFETY: zeroes are a valid sockaddr_storage (no address: a connected socket).
+        let none: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        for &n in sizes {
+            assert!(b.push(&vec![7u8; n], &none, 0));
+        }
+        b
+    }
+
+    #[test]
+    fn gso_groups_equal_datagrams_and_a_shorter_last_one_only() {
+        let b = batch(&[1400, 1400, 1400, 100, 1400]);
+        assert_eq!(
+            gso_group(&b, 0, 5),
+            Some((4, 1400)),
+            "three of 1,400 and a short last"
+        );
+        assert_eq!(
+            gso_group(&b, 4, 5),
+            None,
+            "one datagram alone goes by sendmmsg"
+        );
+        let b = batch(&[100, 1400, 1400]);
+        assert_eq!(gso_group(&b, 0, 3), None, "a longer datagram cannot follow");
+        assert_eq!(gso_group(&b, 1, 3), Some((3, 1400)));
+        let b = batch(&[0, 0]);
+        assert_eq!(
+            gso_group(&b, 0, 2),
+            None,
+            "empty datagrams are not segmented"
+        );
+        let b = batch(&vec![64; 100]);
+        assert_eq!(
+            gso_group(&b, 0, 100),
+            Some((GSO_SEGMENTS, 64)),
+            "at most 64 a send"
+        );
+        let b = batch(&[30_000, 30_000, 30_000]);
+        assert_eq!(
+            gso_group(&b, 0, 3),
+            Some((2, 30_000)),
+            "at most GSO_BYTES a send"
+        );
     }
 }

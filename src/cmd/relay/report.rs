@@ -229,6 +229,12 @@ pub struct Tally {
     /// Clients' datagrams the kernel dropped at the listening socket (its receive queue
     /// full) before the relay could read them.
     pub lost_on_arrival: u64,
+    /// Datagram relay: GSO sends made, the datagrams they carried, and whether the kernel
+    /// refused GSO.
+    pub gso: Option<(u64, u64, bool)>,
+    /// Datagram relay: the kernel took UDP_GRO (it coalesces only where GRO runs: not on
+    /// loopback).
+    pub gro: bool,
 }
 
 impl Tally {
@@ -330,8 +336,12 @@ impl Summary<'_> {
                 if let Some([ab, ba]) = t.datagrams {
                     let _ = write!(
                         s,
-                        " (datagrams with recvmmsg/sendmmsg: {} a -> b, {} b -> a, {} dropped, {} \
+                        " (datagrams with recvmmsg/sendmmsg{}: {} a -> b, {} b -> a, {} dropped, {} \
                          lost on arrival",
+                        match t.gso {
+                            Some((sends, _, _)) if sends > 0 => " and GSO",
+                            _ => "",
+                        },
                         ab.sent,
                         ba.sent,
                         ab.dropped + ba.dropped,
@@ -380,9 +390,13 @@ impl Summary<'_> {
                         .num("dropped", ab.dropped + ba.dropped)
                         .num("lost_on_arrival", t.lost_on_arrival)
                         .num("refused", t.refused)
-                        .bool("mmsg", true)
-                        .bool("gso", false)
-                        .bool("gro", false);
+                        .bool("mmsg", true);
+                    let (sends, carried, refused) = t.gso.unwrap_or_default();
+                    dg.bool("gso", sends > 0)
+                        .num("gso_sends", sends)
+                        .num("gso_datagrams", carried)
+                        .bool("gso_refused", refused)
+                        .bool("gro", t.gro);
                     o.raw("datagrams", &dg.finish());
                 }
                 let conns: Vec<String> = t.last.iter().map(ConnReport::json).collect();
