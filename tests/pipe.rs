@@ -608,3 +608,31 @@ fn an_interrupted_pipe_or_tee_says_so_in_the_text_report() {
         }
     }
 }
+
+/// `file:PATH,OPTIONS` could not name a file with a comma (issue 28 item 10): `\,` is a
+/// comma of the path. Before, `file:a\,b,append` was a usage error ("unknown option 'b'").
+#[test]
+fn a_file_uri_names_a_path_with_a_comma_through_an_escape() {
+    let dir = tempdir();
+    let target = format!(r"file:{}/a\,b,append", dir.path().display());
+    for chunk in ["one,", "two"] {
+        let mut cmd = zerocat();
+        cmd.args(["--stats", "json", "pipe", "-", &target])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(chunk.as_bytes())
+            .unwrap();
+        let out = wait_with_deadline(child, DEADLINE);
+        assert!(out.status.success(), "{}", stderr_text(&out));
+        let report = json_report(&out.stderr);
+        assert_eq!(report["dst"]["uri"], target.as_str(), "{report}");
+    }
+    let written = std::fs::read(dir.path().join("a,b")).expect("a file named a,b");
+    assert_eq!(written, b"one,two", "appended, not truncated");
+}

@@ -110,7 +110,10 @@ a file: opened read\-only as a source; created or truncated as a sink (like \fB>
 umask, for a file zerocat creates; an existing file keeps its mode, as with \fB>\fR and
 \fBcp\fR). A path is bytes, as Linux has it: a name that is not UTF\-8 is taken byte for
 byte (bare or after \fBfile:\fR; reports show it with U+FFFD); the address of any other
-scheme, and options, are text.
+scheme, and options, are text. After \fBfile:\fR the first comma starts the options:
+a comma of the path is written \fB\e,\fR and a backslash before a comma or a backslash
+\fB\e\e\fR (\fBfile:a\e,b,append\fR appends to \fBa,b\fR); a bare path takes every
+character as it is.
 .TP
 \fBtcp:\fIHOST\fB:\fIPORT\fR
 connect. IPv6 goes in brackets: \fBtcp:[::1]:8080\fR. \fIHOST\fR may be a name; it is

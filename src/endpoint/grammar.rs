@@ -232,24 +232,70 @@ pub fn parse_os(arg: &OsStr) -> Result<Endpoint, ParseError> {
         ));
     }
     let rest = &arg.as_bytes()[word.len() + 1..];
-    let (path, options) = match rest.iter().position(|&b| b == b',') {
-        Some(comma) => rest.split_at(comma),
-        None => (rest, &b""[..]),
-    };
-    let options = std::str::from_utf8(options)
+    let (path, options) = split_file_address(rest);
+    let options = std::str::from_utf8(options.unwrap_or_default())
         .map_err(|_| fail("not UTF-8 in the options after the path"))?;
     // The options parsed as they would be after any path; the path kept as bytes.
-    match parse(&format!("file:x{options}"))? {
+    let with_options = if options.is_empty() {
+        "file:x".to_string()
+    } else {
+        format!("file:x,{options}")
+    };
+    match parse(&with_options)? {
         Endpoint::File { opts, .. } => Ok(Endpoint::File {
-            path: PathBuf::from(OsStr::from_bytes(path)),
+            path: PathBuf::from(OsStr::from_bytes(&path)),
             opts,
         }),
         _ => unreachable!("file: parses as a file"),
     }
 }
 
+/// A `file:` address in bytes: the path up to the first comma that no backslash escapes
+/// (`\,` is a comma of the path, `\\` a backslash; any other backslash is itself), and
+/// what follows that comma (the options), if any.
+fn split_file_address(rest: &[u8]) -> (Vec<u8>, Option<&[u8]>) {
+    let mut path = Vec::with_capacity(rest.len());
+    let mut i = 0;
+    while i < rest.len() {
+        match (rest[i], rest.get(i + 1)) {
+            (b'\\', Some(&next @ (b',' | b'\\'))) => {
+                path.push(next);
+                i += 2;
+            }
+            (b',', _) => return (path, Some(&rest[i + 1..])),
+            (byte, _) => {
+                path.push(byte);
+                i += 1;
+            }
+        }
+    }
+    (path, None)
+}
+
+/// A path as a `file:` address writes it: commas and backslashes escaped.
+fn escape_file_path(path: &str) -> String {
+    path.replace('\\', "\\\\").replace(',', "\\,")
+}
+
 /// The part after `SCHEME:`: the address, then options after commas (socat style).
 fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
+    if scheme == Scheme::File {
+        let (path, options) = split_file_address(rest.as_bytes());
+        let path = String::from_utf8(path).expect("split at ASCII bytes of UTF-8 text");
+        let options = options.map(|o| std::str::from_utf8(o).expect("UTF-8 text"));
+        let opts = parse_options(scheme, options.into_iter().flat_map(|o| o.split(',')))?;
+        if path.is_empty() {
+            return Err("empty path; expected file:PATH".into());
+        }
+        return Ok(Endpoint::File {
+            path: PathBuf::from(path),
+            opts: FileOpts {
+                append: opts.append,
+                excl: opts.excl,
+                mode: opts.mode,
+            },
+        });
+    }
     let mut pieces = rest.split(',');
     let address = pieces.next().unwrap_or("");
     let opts = parse_options(scheme, pieces)?;
@@ -879,7 +925,7 @@ impl fmt::Display for Endpoint {
                         return f.write_str(&path_text);
                     }
                 }
-                write!(f, "file:{path_text}")?;
+                write!(f, "file:{}", escape_file_path(&path_text))?;
                 if opts.append {
                     f.write_str(",append")?;
                 }

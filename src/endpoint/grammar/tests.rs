@@ -549,3 +549,37 @@ fn mptcp_is_a_flag_of_tcp_endpoints_and_reads_back() {
     err("unix:/s,mptcp", &["'mptcp' does not apply to unix"]);
     err("tcp-listen:0,mptcp,mptcp", &["given twice"]);
 }
+
+#[test]
+fn a_file_path_may_hold_an_escaped_comma_or_backslash() {
+    let e = parse(r"file:a\,b,append").unwrap();
+    assert_eq!(
+        e,
+        Endpoint::File {
+            path: PathBuf::from("a,b"),
+            opts: FileOpts {
+                append: true,
+                ..FileOpts::default()
+            }
+        }
+    );
+    assert_eq!(e.to_string(), r"file:a\,b,append");
+    assert_eq!(parse(&e.to_string()).unwrap(), e, "it reads back");
+    let e = parse(r"file:dir\\,excl").unwrap();
+    assert_eq!(
+        e,
+        Endpoint::File {
+            path: PathBuf::from(r"dir\"),
+            opts: FileOpts {
+                excl: true,
+                ..FileOpts::default()
+            }
+        }
+    );
+    assert_eq!(parse(&e.to_string()).unwrap(), e);
+    // A backslash before anything else is itself, as it always was.
+    match parse(r"file:a\b").unwrap() {
+        Endpoint::File { path, .. } => assert_eq!(path, PathBuf::from(r"a\b")),
+        other => panic!("{other:?}"),
+    }
+}
