@@ -94,7 +94,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --sync 'fdatasync each file before counting it done: the progress bar shows bytes on disk, not in the page cache'
             cand --verify 'After each file is copied (by any path, a reflink too), read it and its source back and compare them; a difference fails that file, naming the offset. With --sync the copy is read from the disk, not the page cache'
             cand --atomic 'Write each file to a temporary in its destination''s directory and rename it over the destination only when complete (and verified): an interrupted or failed copy leaves the old destination as it was. Not with --resume, which keeps a partial destination'
-            cand --debug 'After each file, print on stdout what ran, in cp 9.x''s words: ''a'' -> ''b'', then "copy offload: yes|no|avoided|unsupported, reflink: yes|unsupported|no, sparse detection: no|SEEK_HOLE|zeros|SEEK_HOLE + zeros"'
+            cand --debug 'After each file, print on stdout what ran, in cp 9.x''s words: ''a'' -> ''b'', then "copy offload: yes|no|avoided|unsupported, reflink: yes|unsupported|no, sparse detection: no|SEEK_HOLE|zeros|SEEK_HOLE + zeros"; a destination kept (--update=none, -n) gets "skipped ''b''". A stdout that cannot take the lines fails the run (exit 1)'
             cand -q 'No report line, no progress'
             cand --quiet 'No report line, no progress'
             cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'

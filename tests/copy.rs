@@ -718,3 +718,44 @@ fn a_fifo_pipe_or_device_operand_is_read_into_a_file_as_cp_does() {
     assert!(err.contains("can be read once"), "{err}");
     assert!(!out.exists());
 }
+
+/// `--debug` writes cp's lines to stdout: a stdout that cannot take them fails the run as
+/// cp's does (before: exit 0 into /dev/full), and a destination `--update=none` keeps gets
+/// cp's "skipped" line (before: nothing) (issue 28 item 8).
+#[test]
+fn debug_lines_that_cannot_be_written_fail_the_run_and_a_kept_file_says_skipped() {
+    let dir = tempdir();
+    let a = write_file(dir.path(), "a", b"payload");
+    let b = dir.path().join("b");
+    let mut cmd = zerocat();
+    cmd.args(["copy", "--debug"])
+        .arg(&a)
+        .arg(&b)
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .stderr(Stdio::piped());
+    let out = crate::util::wait_with_deadline(cmd.spawn().unwrap(), crate::util::DEADLINE);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_text(&out));
+    assert!(
+        stderr_text(&out).contains("ENOSPC"),
+        "{}",
+        stderr_text(&out)
+    );
+    assert_eq!(
+        std::fs::read(&b).unwrap(),
+        b"payload",
+        "the copy itself was made"
+    );
+
+    std::fs::write(&b, b"kept").unwrap();
+    let mut cmd = zerocat();
+    cmd.args(["copy", "--debug", "--update=none"])
+        .arg(&a)
+        .arg(&b);
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("skipped '{}'\n", b.display())
+    );
+    assert_eq!(std::fs::read(&b).unwrap(), b"kept");
+}

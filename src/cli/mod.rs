@@ -233,7 +233,8 @@ pub struct CopyArgs {
     pub atomic: bool,
     /// After each file, print on stdout what ran, in cp 9.x's words: 'a' -> 'b', then
     /// "copy offload: yes|no|avoided|unsupported, reflink: yes|unsupported|no, sparse
-    /// detection: no|SEEK_HOLE|zeros|SEEK_HOLE + zeros".
+    /// detection: no|SEEK_HOLE|zeros|SEEK_HOLE + zeros"; a destination kept (--update=none,
+    /// -n) gets "skipped 'b'". A stdout that cannot take the lines fails the run (exit 1).
     #[arg(long)]
     pub debug: bool,
     /// Copy the regular files of a tree (or of several operands) with N threads while the

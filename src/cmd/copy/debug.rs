@@ -67,17 +67,25 @@ pub(super) fn debug_line(record: &Record, sparse: SparseDetection) -> String {
     )
 }
 
-/// Prints an entry's two lines on stdout, as cp does (a reader gone is not an error here).
-pub(super) fn print(e: &Entry) {
+/// Prints an entry's two lines on stdout, as cp does. An error is the caller's to judge
+/// (a reader gone is not one; a full disk is).
+pub(super) fn print(e: &Entry) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(
+    writeln!(
         out,
         "'{}' -> '{}'\n{}",
         e.src.display(),
         e.dst.display(),
         debug_line(&e.record, e.sparse_detection)
-    );
-    let _ = out.flush();
+    )?;
+    out.flush()
+}
+
+/// cp's line for a destination kept (`--update=none`, `-n`): "skipped 'b'".
+pub(super) fn print_skipped(e: &Entry) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "skipped '{}'", e.dst.display())?;
+    out.flush()
 }
 
 #[cfg(test)]

@@ -227,6 +227,9 @@ struct Copier<'a> {
     /// `-j`: entries done but not yet in the order (the walk's), or not yet sent back (a
     /// worker's). None: each entry is accounted as it is done.
     held: Option<Vec<Entry>>,
+    /// `--debug`'s lines could not be written to stdout (a full disk, /dev/full): the run
+    /// fails, as cp's does. A reader that went away is not this (cp: quiet).
+    debug_error: Option<std::io::Error>,
 }
 
 impl<'a> Copier<'a> {
@@ -246,6 +249,7 @@ impl<'a> Copier<'a> {
             progress: None,
             survey: None,
             interrupted: false,
+            debug_error: None,
             walk: Vec::new(),
             pool: None,
             held: None,
@@ -311,6 +315,13 @@ impl<'a> Copier<'a> {
         self.opts.print_report(&text);
         if interrupted {
             return Ok(ExitCode::Interrupted);
+        }
+        if let Some(e) = &self.debug_error {
+            eprintln!(
+                "{}",
+                crate::report::errno_names(&format!("zerocat: --debug: writing stdout: {e}"))
+            );
+            return Ok(ExitCode::Failure);
         }
         if t.failed > 0 {
             if self.entries.len() > 1 {

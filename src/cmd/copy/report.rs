@@ -167,8 +167,18 @@ impl Copier<'_> {
                 false
             }
         };
-        if self.cfg.debug && e.kind == Some(Kind::File) && e.status == Status::Copied {
-            super::debug::print(&e);
+        if self.cfg.debug && e.kind == Some(Kind::File) && self.debug_error.is_none() {
+            let printed = match e.status {
+                Status::Copied => super::debug::print(&e),
+                // cp 9.x says so of a destination --update=none or -n kept.
+                Status::Skipped(_) => super::debug::print_skipped(&e),
+                _ => Ok(()),
+            };
+            if let Err(err) = printed {
+                if err.kind() != std::io::ErrorKind::BrokenPipe {
+                    self.debug_error = Some(err);
+                }
+            }
         }
         if ok && self.opts.verbose && !self.opts.quiet {
             self.say(format!("zerocat: {}", entry_line(&e)));
