@@ -63,10 +63,10 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s t -l target-dir
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s u -l update -d 'Which existing destinations are replaced (coreutils 9.5): all (the default without --update), none (keep every one, as -n), older (a bare --update: only one older than its source). A destination kept is skipped and counted. -u is --update=older' -r -f -a "all\t''
 none\t''
 older\t''"
-complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l reflink -d 'Clone with FICLONE: auto (clone where the filesystem can, else copy), always (clone or fail), never' -r -f -a "auto\t''
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l reflink -d 'Clone with FICLONE: auto (clone where the filesystem can, else copy), always (clone or fail; only with --sparse=auto, as cp), never' -r -f -a "auto\t''
 always\t''
 never\t''"
-complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l sparse -d 'Holes: auto (a sparse source\'s holes stay holes), always (also zero blocks become holes), never (write every byte)' -r -f -a "auto\t''
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l sparse -d 'Holes: auto (a sparse source\'s holes stay holes), always (also zero blocks become holes), never (write every byte: no clone and no copy_file_range, which may keep holes)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s j -l jobs -d 'Copy the regular files of a tree (or of several operands) with N threads while the walk goes on. Directories are still created before their entries and get their mode and times after them; the report and -v list entries in the walk\'s order. Default: the CPUs available (sched_getaffinity), at most 8; -j 1 copies on one thread' -r

@@ -759,3 +759,59 @@ fn debug_lines_that_cannot_be_written_fail_the_run_and_a_kept_file_says_skipped(
     );
     assert_eq!(std::fs::read(&b).unwrap(), b"kept");
 }
+
+/// `--sparse=never` writes every byte, so no clone and no copy_file_range (which may keep
+/// holes); `--reflink=always` with a --sparse other than auto is cp's usage error (issue
+/// 28 item 7; before: copy_file_range ran, and the pair was accepted).
+#[test]
+fn sparse_never_writes_every_byte_itself_and_reflink_always_needs_sparse_auto() {
+    let dir = tempdir();
+    let src = dir.path().join("holey");
+    {
+        let f = fs::File::create(&src).unwrap();
+        f.set_len(4 << 20).unwrap();
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(b"middle", 2 << 20).unwrap();
+    }
+    let dst = dir.path().join("full");
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "copy", "--sparse=never"])
+        .arg(&src)
+        .arg(&dst);
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_eq!(fs::read(&dst).unwrap(), fs::read(&src).unwrap());
+    let report = json_report(&out.stderr);
+    let ran: Vec<String> = crate::util::paths(&report)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    assert!(
+        !ran.iter().any(|p| p == "copy_file_range" || p == "reflink"),
+        "offload ran under --sparse=never: {report}"
+    );
+    let blocks = fs::metadata(&dst).unwrap().blocks() * 512;
+    assert!(
+        blocks >= 4 << 20,
+        "holes were kept: {blocks} bytes allocated"
+    );
+    for sparse in ["--sparse=never", "--sparse=always"] {
+        let mut cmd = zerocat();
+        cmd.args(["copy", "--reflink=always", sparse])
+            .arg(&src)
+            .arg(dir.path().join("clone"));
+        let out = run(cmd);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{sparse}: {}",
+            stderr_text(&out)
+        );
+        assert!(
+            stderr_text(&out).contains("--sparse=auto"),
+            "{}",
+            stderr_text(&out)
+        );
+        assert!(!dir.path().join("clone").exists());
+    }
+}

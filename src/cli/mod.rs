@@ -201,11 +201,12 @@ pub struct CopyArgs {
     #[arg(short, long)]
     pub preserve: bool,
     /// Clone with FICLONE: auto (clone where the filesystem can, else copy), always (clone
-    /// or fail), never.
+    /// or fail; only with --sparse=auto, as cp), never.
     #[arg(long, value_enum, default_value_t = ReflinkArg::Auto, value_name = "WHEN")]
     pub reflink: ReflinkArg,
     /// Holes: auto (a sparse source's holes stay holes), always (also zero blocks become
-    /// holes), never (write every byte).
+    /// holes), never (write every byte: no clone and no copy_file_range, which may keep
+    /// holes).
     #[arg(long, value_enum, default_value_t = SparseArg::Auto, value_name = "WHEN")]
     pub sparse: SparseArg,
     /// Continue an interrupted copy: keep a destination that is a verified prefix of the
@@ -544,6 +545,17 @@ impl Cli {
 /// `copy SRC... DST`: a copy of files, or a pipe when its one source or its destination is
 /// not a plain file path.
 fn copy_invocation(mut args: CopyArgs) -> Invocation {
+    // cp's rule: a clone keeps the source's extents, holes included, as they are, so it
+    // cannot also make holes (--sparse=always) or fill them (--sparse=never).
+    if matches!(args.reflink, ReflinkArg::Always) && !matches!(args.sparse, SparseArg::Auto) {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--reflink=always can be used only with --sparse=auto (a clone keeps the \
+                 source's holes as they are)",
+            )
+            .exit();
+    }
     let dest = match args.target_directory.take() {
         Some(dir) => dir,
         None if args.paths.len() < 2 => Cli::command()
