@@ -80,7 +80,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s r -l recursive 
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s a -l archive -d 'cp -a: -r and --preserve (symlinks are copied as symlinks in any tree)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s n -l no-clobber -d 'Never overwrite an existing destination (it is skipped and counted)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s f -l force -d 'A destination that cannot be opened is removed and created anew'
-complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s p -l preserve -d 'Also keep exact mode bits, ownership (where permitted) and timestamps'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s p -l preserve -d 'Also keep exact mode bits, ownership (where permitted: not root, the group alone, if you are a member of it) and timestamps'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l resume -d 'Continue an interrupted copy: keep a destination that is a verified prefix of the source (every byte compared, 1 MiB at a time; the time it took is reported) and copy the rest; any other destination is copied again from the start'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l special -d 'In a tree, recreate FIFOs and device nodes instead of refusing them (an operand given without -r is read into a file, as cp does)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l sync -d 'fdatasync each file before counting it done: the progress bar shows bytes on disk, not in the page cache'

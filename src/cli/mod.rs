@@ -197,7 +197,8 @@ pub struct CopyArgs {
     /// its source). A destination kept is skipped and counted. -u is --update=older.
     #[arg(short = 'u', long, value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "older", value_name = "WHICH")]
     pub update: Option<UpdateArg>,
-    /// Also keep exact mode bits, ownership (where permitted) and timestamps.
+    /// Also keep exact mode bits, ownership (where permitted: not root, the group alone, if
+    /// you are a member of it) and timestamps.
     #[arg(short, long)]
     pub preserve: bool,
     /// Clone with FICLONE: auto (clone where the filesystem can, else copy), always (clone

@@ -179,12 +179,9 @@ pub(super) fn read_umask_before_threads() {
 /// where permitted, access and modification times. The owner first: a chown clears setuid.
 pub(super) fn preserve_fd(fd: BorrowedFd<'_>, st: &FileStat) -> anyhow::Result<()> {
     let raw = fd.as_raw_fd();
-    let owner_kept = match nix::unistd::fchown(raw, Some(st.st_uid.into()), Some(st.st_gid.into()))
-    {
-        Ok(()) => true,
-        Err(Errno::EPERM) => false,
-        Err(e) => return Err(e).context("cannot set the owner"),
-    };
+    let owner_kept = set_owner(st.st_uid, st.st_gid, |uid, gid| {
+        nix::unistd::fchown(raw, uid, gid)
+    })?;
     nix::sys::stat::fchmod(
         raw,
         Mode::from_bits_truncate(preserved_mode(st.st_mode, owner_kept)),
@@ -219,15 +216,31 @@ fn preserve_path(dst: &Path, meta: &fs::Metadata, with_mode: bool) -> anyhow::Re
 
 /// The source's owner, not following a symlink. Ok(false): not permitted (not root).
 fn chown_path(dst: &Path, meta: &fs::Metadata) -> anyhow::Result<bool> {
-    match nix::unistd::fchownat(
-        None,
-        dst,
-        Some(meta.uid().into()),
-        Some(meta.gid().into()),
-        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-    ) {
+    set_owner(meta.uid(), meta.gid(), |uid, gid| {
+        nix::unistd::fchownat(
+            None,
+            dst,
+            uid,
+            gid,
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+    })
+}
+
+/// The owner and group through `chown`; where the owner is not permitted (not root), the
+/// group alone, which a member of it may set (cp's rule: a failure there is no error).
+/// True when the owner was kept.
+fn set_owner(
+    uid: u32,
+    gid: u32,
+    chown: impl Fn(Option<nix::unistd::Uid>, Option<nix::unistd::Gid>) -> nix::Result<()>,
+) -> anyhow::Result<bool> {
+    match chown(Some(uid.into()), Some(gid.into())) {
         Ok(()) => Ok(true),
-        Err(Errno::EPERM) => Ok(false),
+        Err(Errno::EPERM) => {
+            let _ = chown(None, Some(gid.into()));
+            Ok(false)
+        }
         Err(e) => Err(e).context("cannot set the owner"),
     }
 }
