@@ -141,7 +141,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__copy)
-            opts="-t -r -a -n -f -u -p -j -q -v -L -h -V --target-directory --recursive --archive --no-clobber --force --update --preserve --reflink --sparse --resume --special --sync --verify --atomic --debug --jobs --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
+            opts="-t -r -a -n -f -u -p -j -T -i -q -v -L -h -V --target-directory --recursive --archive --no-clobber --force --update --preserve --reflink --sparse --resume --special --sync --verify --atomic --debug --jobs --no-target-directory --parents --interactive --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

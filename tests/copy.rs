@@ -863,3 +863,104 @@ fn preserve_by_a_member_of_the_sources_group_keeps_the_group() {
     assert_eq!(meta.uid(), 65534, "the owner is the copier (not root)");
     assert_eq!(fs::read(&dst).unwrap(), b"grouped");
 }
+
+/// cp flags people type (issue 28 item 9): -T, --parents, -i, and hard links kept in a tree
+/// under -a. Each was refused ("unexpected argument") or, for links, copied twice before.
+#[test]
+fn dash_t_copies_onto_an_existing_directory_not_into_it() {
+    let dir = tempdir();
+    let src = dir.path().join("s");
+    fs::create_dir(&src).unwrap();
+    write_file(&src, "f", b"inside");
+    let dst = dir.path().join("d");
+    fs::create_dir(&dst).unwrap();
+    let mut cmd = zerocat();
+    cmd.args(["copy", "-r", "-T"]).arg(&src).arg(&dst);
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_eq!(fs::read(dst.join("f")).unwrap(), b"inside");
+    assert!(!dst.join("s").exists(), "copied into the directory");
+    let mut cmd = zerocat();
+    cmd.args(["copy", "-T"])
+        .arg(src.join("f"))
+        .arg(dir.path().join("f2"))
+        .arg(&dst);
+    assert_eq!(run(cmd).status.code(), Some(2), "-T takes one source");
+}
+
+#[test]
+fn parents_keeps_each_sources_path_under_the_directory() {
+    let dir = tempdir();
+    let deep = dir.path().join("a/b");
+    fs::create_dir_all(&deep).unwrap();
+    write_file(&deep, "f", b"deep");
+    fs::create_dir(dir.path().join("dest")).unwrap();
+    let mut cmd = zerocat();
+    cmd.current_dir(dir.path())
+        .args(["--stats", "json", "copy", "--parents", "a/b/f", "dest"]);
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_eq!(fs::read(dir.path().join("dest/a/b/f")).unwrap(), b"deep");
+}
+
+#[test]
+fn interactive_asks_and_only_a_yes_replaces() {
+    let dir = tempdir();
+    let a = write_file(dir.path(), "a", b"new");
+    for (answer, want) in [("n\n", &b"old"[..]), ("", b"old"), ("y\n", b"new")] {
+        let b = write_file(dir.path(), "b", b"old");
+        let mut cmd = zerocat();
+        cmd.args(["copy", "-i"])
+            .arg(&a)
+            .arg(&b)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(answer.as_bytes())
+            .unwrap();
+        let out = crate::util::wait_with_deadline(child, crate::util::DEADLINE);
+        assert!(out.status.success(), "{answer:?}: {}", stderr_text(&out));
+        assert!(
+            stderr_text(&out).contains(&format!("overwrite '{}'?", b.display())),
+            "{}",
+            stderr_text(&out)
+        );
+        assert_eq!(fs::read(&b).unwrap(), want, "answer {answer:?}");
+    }
+}
+
+#[test]
+fn hard_links_in_a_tree_stay_hard_links_under_archive() {
+    let dir = tempdir();
+    let src = dir.path().join("src");
+    fs::create_dir(&src).unwrap();
+    let x = write_file(&src, "x", &data(100_000));
+    fs::hard_link(&x, src.join("y")).unwrap();
+    write_file(&src, "z", b"alone");
+    let dst = dir.path().join("dst");
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "copy", "-a"])
+        .arg(&src)
+        .arg(&dst);
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    let ino = |name: &str| fs::metadata(dst.join(name)).unwrap().ino();
+    assert_eq!(ino("x"), ino("y"), "x and y are one file in the source");
+    assert_ne!(ino("x"), ino("z"));
+    assert_eq!(fs::read(dst.join("y")).unwrap(), fs::read(&x).unwrap());
+    assert_eq!(fs::metadata(dst.join("x")).unwrap().nlink(), 2);
+    let report = json_report(&out.stderr);
+    let linked = report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| !e["hard_link_to"].is_null())
+        .count();
+    assert_eq!(linked, 1, "{report}");
+}

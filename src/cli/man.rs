@@ -447,7 +447,9 @@ holds; always, also without \fB\-v\fR):
 even be examined), \fBbytes\fR, \fBholes\fR, \fBresumed\fR, \fBskipped\fR (true or
 false), \fBresume_check_seconds\fR (null when no destination was compared),
 \fBverified_bytes\fR, \fBverify_seconds\fR (null when the file was not verified), \fBpaths\fR,
-\fBfallbacks\fR and \fBerror\fR (the message, or null).
+\fBfallbacks\fR, \fBhard_link_to\fR (under \fB\-\-preserve\fR in a tree, a file linked to
+another in the source is made a hard link to that one's copy: its path; else null) and
+\fBerror\fR (the message, or null).
 .PP
 \fBtee\fR adds:
 .TP

@@ -246,6 +246,16 @@ pub struct CopyArgs {
     /// thread.
     #[arg(short = 'j', long, value_name = "N", value_parser = parse_jobs)]
     pub jobs: Option<usize>,
+    /// DEST is the copy itself, even when it is a directory (cp -T): one source.
+    #[arg(short = 'T', long, conflicts_with = "target_directory")]
+    pub no_target_directory: bool,
+    /// Keep each source's path under the directory DEST (cp --parents: a/b/f -> DEST/a/b/f).
+    #[arg(long)]
+    pub parents: bool,
+    /// Ask on stderr before replacing an existing destination; a line from stdin that
+    /// starts with y answers yes (cp -i). Copies one file at a time.
+    #[arg(short = 'i', long, conflicts_with = "no_clobber")]
+    pub interactive: bool,
 }
 
 /// `--stats-fd N`: an fd that is open now (3 or above: 0-2 are the streams).
@@ -618,6 +628,9 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
         atomic: args.atomic,
         debug: args.debug,
         jobs: args.jobs,
+        no_target_directory: args.no_target_directory,
+        parents: args.parents,
+        interactive: args.interactive,
     })
 }
 

@@ -98,6 +98,12 @@ pub struct CopyConfig {
     /// `-j N`: regular files copied by N threads while the walk goes on (pool.rs). None:
     /// the CPUs available, at most [`pool::MAX_DEFAULT_JOBS`].
     pub jobs: Option<usize>,
+    /// `-T`: DEST is the copy itself, never a directory to copy into.
+    pub no_target_directory: bool,
+    /// `--parents`: each source's path is kept under the directory DEST.
+    pub parents: bool,
+    /// `-i`: ask on stderr before replacing an existing destination (stdin answers).
+    pub interactive: bool,
 }
 
 pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
@@ -118,7 +124,23 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let dest_is_dir = fs::metadata(&dest).map(|m| m.is_dir()).unwrap_or(false);
+    if cfg.no_target_directory && sources.len() > 1 {
+        return Err(UsageError(format!(
+            "-T: '{}' is the copy itself, so there is one source, not {}",
+            dest.display(),
+            sources.len()
+        ))
+        .into());
+    }
+    let dest_is_dir =
+        !cfg.no_target_directory && fs::metadata(&dest).map(|m| m.is_dir()).unwrap_or(false);
+    if cfg.parents && !dest_is_dir {
+        return Err(UsageError(format!(
+            "--parents: the destination '{}' must be a directory",
+            dest.display()
+        ))
+        .into());
+    }
     if sources.len() > 1 && !dest_is_dir {
         return Err(UsageError(format!(
             "target '{}' is not a directory (copying several sources needs one)",
@@ -143,7 +165,8 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
     .map_err(|e| UsageError(format!("--via: {e}")))?;
     // Threads pay off only where there are several files: a tree, or several operands.
     let jobs = cfg.jobs.unwrap_or_else(pool::default_jobs);
-    let jobs = if cfg.recursive || sources.len() > 1 {
+    // -i asks one question at a time, in the walk's order.
+    let jobs = if (cfg.recursive || sources.len() > 1) && !cfg.interactive {
         jobs
     } else {
         1
@@ -227,6 +250,9 @@ struct Copier<'a> {
     /// `-j`: entries done but not yet in the order (the walk's), or not yet sent back (a
     /// worker's). None: each entry is accounted as it is done.
     held: Option<Vec<Entry>>,
+    /// `--preserve` in a tree: (st_dev, st_ino) of each source file with more than one
+    /// link -> the first copy made of it, which the others become hard links to.
+    links: HashMap<(u64, u64), PathBuf>,
     /// `--debug`'s lines could not be written to stdout (a full disk, /dev/full): the run
     /// fails, as cp's does. A reader that went away is not this (cp: quiet).
     debug_error: Option<std::io::Error>,
@@ -250,6 +276,7 @@ impl<'a> Copier<'a> {
             survey: None,
             interrupted: false,
             debug_error: None,
+            links: HashMap::new(),
             walk: Vec::new(),
             pool: None,
             held: None,

@@ -30,6 +30,9 @@ pub(super) struct Entry {
     pub(super) verify_seconds: Option<f64>,
     /// How holes were found, for `--debug`.
     pub(super) sparse_detection: SparseDetection,
+    /// A hard link made to this earlier copy instead of a copy (a tree under --preserve:
+    /// files linked to each other in the source stay linked).
+    pub(super) linked_to: Option<PathBuf>,
 }
 
 impl Entry {
@@ -46,6 +49,7 @@ impl Entry {
             verified_bytes: 0,
             verify_seconds: None,
             sparse_detection: SparseDetection::No,
+            linked_to: None,
         }
     }
 }
@@ -345,6 +349,10 @@ fn entry_json(e: &Entry) -> String {
         None => o.raw("verify_seconds", "null"),
     };
     report::record_json(&mut o, &e.record);
+    match &e.linked_to {
+        Some(first) => o.str("hard_link_to", &first.to_string_lossy()),
+        None => o.raw("hard_link_to", "null"),
+    };
     match e.status.error() {
         Some(text) => o.raw("error", &json_string(text)),
         None => o.raw("error", "null"),

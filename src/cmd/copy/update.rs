@@ -20,6 +20,20 @@ pub enum Update {
     Older,
 }
 
+/// `-i`: "zerocat: overwrite 'b'? " on stderr, and a line from stdin: yes when it starts
+/// with y or Y (cp's rule); no answer (EOF) is no.
+fn ask_to_overwrite(dst: &Path) -> bool {
+    use std::io::{BufRead, Write};
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "zerocat: overwrite '{}'? ", dst.display());
+    let _ = err.flush();
+    let mut answer = String::new();
+    match std::io::stdin().lock().read_line(&mut answer) {
+        Ok(n) if n > 0 => answer.trim_start().starts_with(['y', 'Y']),
+        _ => false,
+    }
+}
+
 /// A modification time to the nanosecond, comparable.
 pub(super) type Mtime = (i64, i64);
 
@@ -39,6 +53,9 @@ impl Copier<'_> {
     ) -> Option<&'static str> {
         if self.cfg.no_clobber {
             return Some("exists (-n)");
+        }
+        if self.cfg.interactive && !ask_to_overwrite(dst) {
+            return Some("not overwritten (-i)");
         }
         match self.cfg.update {
             Update::All => None,

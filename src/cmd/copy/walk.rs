@@ -110,7 +110,23 @@ impl Copier<'_> {
             if crate::sys::process::interrupted() {
                 break;
             }
-            let target = if dest_is_dir {
+            let target = if self.cfg.parents {
+                // cp --parents: the source's path, less its root, under DEST; the
+                // directories on the way are made as needed.
+                let kept: PathBuf = src
+                    .components()
+                    .filter(|c| matches!(c, std::path::Component::Normal(_)))
+                    .collect();
+                let target = dest.join(kept);
+                if let Some(parent) = target.parent() {
+                    if let Err(e) = fs::create_dir_all(parent) {
+                        let why = format!("cannot make '{}': {e}", parent.display());
+                        self.fail_entry(src, &target, None, why);
+                        continue;
+                    }
+                }
+                target
+            } else if dest_is_dir {
                 match src.file_name() {
                     Some(name) => dest.join(name),
                     None => {
@@ -164,12 +180,53 @@ impl Copier<'_> {
         match kind {
             Kind::Dir => self.copy_dir(src, dst),
             Kind::Symlink => self.copy_symlink(src, dst),
+            Kind::File if self.cfg.preserve && self.cfg.recursive => self.copy_or_link(src, dst),
             Kind::File => self.copy_or_hand_out(src, dst),
             // cp's rule: without -r, a FIFO or a device operand (`copy /dev/stdin f`,
             // `copy <(cmd) f`) is read to its end into a regular file, through the engine
             // (splice or userspace); in a tree, --special recreates the node instead.
             Kind::Fifo | Kind::Device if !self.cfg.recursive => self.copy_file(src, dst),
             Kind::Fifo | Kind::Socket | Kind::Device => self.copy_special(src, dst, kind),
+        }
+    }
+
+    /// `--preserve` in a tree (cp -a): a file with several links becomes a hard link to the
+    /// copy of the first of them met; that first one is copied here, not by a worker, so
+    /// it exists when the next is linked.
+    fn copy_or_link(&mut self, src: &Path, dst: &Path) {
+        let Ok(meta) = fs::symlink_metadata(src) else {
+            return self.copy_or_hand_out(src, dst);
+        };
+        if meta.nlink() < 2 {
+            return self.copy_or_hand_out(src, dst);
+        }
+        let key = (meta.dev(), meta.ino());
+        let Some(first) = self.links.get(&key).cloned() else {
+            self.copy_file(src, dst);
+            if fs::symlink_metadata(dst).is_ok() {
+                self.links.insert(key, dst.to_path_buf());
+            }
+            return;
+        };
+        if let Ok(existing) = fs::symlink_metadata(dst) {
+            let src_mtime = super::update::mtime_of(&meta);
+            if let Some(why) = self.keeps_existing(dst, &existing, src_mtime) {
+                return self.skip(src, dst, Kind::File, why);
+            }
+            let _ = fs::remove_file(dst);
+        }
+        match fs::hard_link(&first, dst) {
+            Ok(()) => {
+                let mut e = Entry::new(src, dst, Some(Kind::File));
+                e.linked_to = Some(first);
+                self.done(e);
+            }
+            Err(e) => self.fail(
+                src,
+                dst,
+                Kind::File,
+                format!("cannot link to '{}': {e}", first.display()),
+            ),
         }
     }
 
