@@ -480,7 +480,7 @@ _zerocat() {
             fi
             case "${prev}" in
                 --on-error)
-                    COMPREPLY=($(compgen -W "fail continue" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "fail continue gnu" -- "${cur}"))
                     return 0
                     ;;
                 --output-error)

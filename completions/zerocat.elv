@@ -113,7 +113,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --version 'Print version'
         }
         &'zerocat;tee'= {
-            cand --on-error 'When a sink fails: stop everything (exit 1, naming it; stdout''s reader going away is a quiet 141), or drop that sink and keep feeding the others (still exit 1 at the end). fail is the default; continue is --output-error=warn'
+            cand --on-error 'When a sink fails: stop everything (exit 1, naming it; stdout''s reader going away is a quiet 141), or drop that sink and keep feeding the others (still exit 1 at the end). fail is the default; continue is --output-error=warn; gnu is GNU tee without --output-error (a failing file is dropped and the others go on, exit 1 at the end; a reader that went away ends the run quietly, 141)'
             cand -p 'GNU tee''s modes: warn (drop a failing sink, feed the others, exit 1), warn-nopipe (the same, but a reader that went away (EPIPE) is dropped quietly and is no error), exit (stop at the first failing sink, EPIPE included: exit 1), exit-nopipe (a reader that went away is dropped quietly; any other error stops). Bare --output-error and -p mean warn-nopipe'
             cand --output-error 'GNU tee''s modes: warn (drop a failing sink, feed the others, exit 1), warn-nopipe (the same, but a reader that went away (EPIPE) is dropped quietly and is no error), exit (stop at the first failing sink, EPIPE included: exit 1), exit-nopipe (a reader that went away is dropped quietly; any other error stops). Bare --output-error and -p mean warn-nopipe'
             cand --grace 'After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long'

@@ -97,8 +97,9 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l no-progress -d 
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l explain -d 'Print the plan and exit without moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s V -l version -d 'Print version'
-complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l on-error -d 'When a sink fails: stop everything (exit 1, naming it; stdout\'s reader going away is a quiet 141), or drop that sink and keep feeding the others (still exit 1 at the end). fail is the default; continue is --output-error=warn' -r -f -a "fail\t''
-continue\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l on-error -d 'When a sink fails: stop everything (exit 1, naming it; stdout\'s reader going away is a quiet 141), or drop that sink and keep feeding the others (still exit 1 at the end). fail is the default; continue is --output-error=warn; gnu is GNU tee without --output-error (a failing file is dropped and the others go on, exit 1 at the end; a reader that went away ends the run quietly, 141)' -r -f -a "fail\t''
+continue\t''
+gnu\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s p -l output-error -d 'GNU tee\'s modes: warn (drop a failing sink, feed the others, exit 1), warn-nopipe (the same, but a reader that went away (EPIPE) is dropped quietly and is no error), exit (stop at the first failing sink, EPIPE included: exit 1), exit-nopipe (a reader that went away is dropped quietly; any other error stops). Bare --output-error and -p mean warn-nopipe' -r -f -a "warn\t''
 warn-nopipe\t''
 exit\t''

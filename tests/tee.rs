@@ -954,3 +954,77 @@ fn one_operand_tee_shows_the_gnu_spelling() {
     assert!(err.contains("write: zerocat tee - out -"), "{err}");
     assert!(!dir.path().join("out").exists());
 }
+
+/// `tee -p` whose only reader leaves while no input comes ends at once, as GNU tee 9.2
+/// does (before: it waited for the next input to find out) (issue 28 item 6).
+#[test]
+fn tee_p_ends_at_once_when_its_only_reader_left_while_it_waited_for_input() {
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "tee", "-p", "-", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let stdin = child.stdin.take().unwrap(); // held open: no input, no EOF
+    drop(child.stdout.take()); // the only reader leaves
+    let started = std::time::Instant::now();
+    let out = wait_with_deadline(child, Duration::from_secs(10));
+    let waited = started.elapsed();
+    drop(stdin);
+    assert!(
+        waited < Duration::from_secs(5),
+        "tee -p waited {waited:?} for input nobody would read"
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_text(&out));
+    let report = json_report(&out.stderr);
+    assert_eq!(report["sinks"][0]["bytes"], 0, "{report}");
+}
+
+/// `--on-error=gnu`, GNU tee's default: a file that fails is dropped and the others get
+/// every byte (exit 1); a reader that went away ends the run quietly with 141 (issue 28
+/// item 6: the mode was missing).
+#[test]
+fn on_error_gnu_drops_a_failing_file_and_ends_quietly_when_a_reader_leaves() {
+    let dir = tempdir();
+    let want = data(300 << 10);
+    let out_path = dir.path().join("out");
+    let mut cmd = zerocat();
+    cmd.args(["tee", "--on-error=gnu", "-", "/dev/full"])
+        .arg(&out_path)
+        .arg("-");
+    let out = run_with_stdin(cmd, Some(want.clone()));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_text(&out));
+    assert!(
+        stderr_text(&out).contains("/dev/full"),
+        "{}",
+        stderr_text(&out)
+    );
+    assert_bytes_eq(&out.stdout, &want, "stdout");
+    assert_bytes_eq(&std::fs::read(&out_path).unwrap(), &want, "out");
+
+    let mut cmd = zerocat();
+    cmd.args(["tee", "--on-error=gnu", "-"])
+        .arg(&out_path)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    drop(child.stdout.take());
+    let mut stdin = child.stdin.take().unwrap();
+    let writing = thread::spawn(move || {
+        for _ in 0..64 {
+            if stdin.write_all(&[b'x'; 65536]).is_err() {
+                break;
+            }
+        }
+    });
+    let out = wait_with_deadline(child, Duration::from_secs(10));
+    writing.join().unwrap();
+    assert_eq!(out.status.code(), Some(141), "{}", stderr_text(&out));
+    assert!(
+        !stderr_text(&out).contains("Broken pipe"),
+        "{}",
+        stderr_text(&out)
+    );
+}

@@ -560,7 +560,9 @@ GNU's meaning: \fBzerocat tee \- t1 t2 \-\fR.
 By default (\fB\-\-on\-error=fail\fR) the first sink that fails stops the whole run:
 what is already in zerocat's pipes is delivered, the error names the sink, exit status 1;
 stdout's reader going away is the quiet 141 of GNU \fBtee\fR killed by SIGPIPE. (GNU's
-default keeps feeding the other files after a file fails; its exit status, 1, is the same.)
+default keeps feeding the other files after a file fails; its exit status, 1, is the same:
+\fB\-\-on\-error=gnu\fR is that default, a failing file dropped and the others fed, exit
+1 at the end, and any reader that went away ending the run quietly with 141.)
 \fB\-\-output\-error\fR[\fB=\fIMODE\fR] takes GNU \fBtee\fR's modes, with its exit
 statuses; a "reader that went away" is a sink failing with EPIPE (a pipe or socket whose
 reader closed):
@@ -571,7 +573,9 @@ a failing sink is dropped and the others get every byte; every failure is diagno
 .TP
 \fBwarn\-nopipe\fR (bare \fB\-\-output\-error\fR, and \fB\-p\fR)
 the same, but a reader that went away is dropped quietly and is no error: with only
-that, the exit status is 0.
+that, the exit status is 0. While no input waits, the sinks that are pipes are watched:
+when the last reader has gone, \fBtee\fR ends at once instead of at the next input (as
+GNU \fBtee\fR 9.2); so does \fBexit\-nopipe\fR.
 .TP
 \fBexit\fR
 the first sink that fails stops the run, EPIPE included (a message and exit 1, not 141).

@@ -314,7 +314,9 @@ pub struct TeeArgs {
     pub append: bool,
     /// When a sink fails: stop everything (exit 1, naming it; stdout's reader going away
     /// is a quiet 141), or drop that sink and keep feeding the others (still exit 1 at the
-    /// end). fail is the default; continue is --output-error=warn.
+    /// end). fail is the default; continue is --output-error=warn; gnu is GNU tee without
+    /// --output-error (a failing file is dropped and the others go on, exit 1 at the end; a
+    /// reader that went away ends the run quietly, 141).
     #[arg(
         long,
         value_enum,
@@ -347,6 +349,7 @@ pub struct TeeArgs {
 pub enum OnErrorArg {
     Fail,
     Continue,
+    Gnu,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -365,6 +368,7 @@ fn on_error(on_error: Option<OnErrorArg>, output_error: Option<OutputErrorArg>) 
         (Some(OutputErrorArg::Exit), _) => OnError::Exit,
         (Some(OutputErrorArg::ExitNopipe), _) => OnError::ExitNoPipe,
         (None, Some(OnErrorArg::Fail) | None) => OnError::Fail,
+        (None, Some(OnErrorArg::Gnu)) => OnError::Gnu,
     }
 }
 

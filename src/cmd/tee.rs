@@ -345,7 +345,12 @@ fn conclude(
             &cfg.sinks[sink_errors[0].sink],
             &out.sinks[sink_errors[0].sink],
         );
-    if reader_left {
+    // --on-error=gnu: any reader that went away ends the run as SIGPIPE ends GNU tee.
+    let sigpipe = policy == OnError::Gnu
+        && out.sinks.iter().any(
+            |s| matches!(&s.failure, Some(Failure::Io(err, _)) if errno_of(err) == Errno::EPIPE),
+        );
+    if reader_left || sigpipe {
         return Ok(ExitCode::BrokenPipe);
     }
     opts.print_report(&report.render(opts.stats));

@@ -289,6 +289,21 @@ impl<'a> Kernel<'a> {
             if !self.lanes.iter().any(Lane::live) {
                 break;
             }
+            // -p: while no input waits, a sink whose reader left is dropped now.
+            if on_error.watches_readers() && taking && self.queued == 0 {
+                match self.readers_gone() {
+                    Ok(gone) => {
+                        for i in gone {
+                            stop |= self.sink_failed(i, Errno::EPIPE, on_error);
+                        }
+                        if stop || !self.lanes.iter().any(Lane::live) {
+                            break;
+                        }
+                    }
+                    Err(Errno::EINTR) => continue,
+                    Err(_) => {} // the reads and writes will say what is wrong
+                }
+            }
             // `--limit`: how much this round may take in (it may sleep first).
             let quota = meter.chunk(sys::MAX_CHUNK);
             // 1. Fill our inbound pipe once it is empty.
@@ -394,6 +409,32 @@ impl<'a> Kernel<'a> {
                 on_error.stops(e)
             }
         }
+    }
+
+    /// Waits until the source has input (or its end) or the reader of a live sink that is
+    /// a pipe has gone (POLLERR on its write end); returns the lanes whose reader has gone.
+    /// A lane holding undelivered bytes is not watched: its writes will tell.
+    fn readers_gone(&self) -> Result<Vec<usize>, Errno> {
+        use nix::poll::{poll, PollFd, PollTimeout};
+        let watched: Vec<usize> = (0..self.lanes.len())
+            .filter(|&i| {
+                let lane = &self.lanes[i];
+                lane.live() && lane.pending == 0 && lane.ahead == 0
+            })
+            .collect();
+        let mut fds = vec![PollFd::new(self.src, PollFlags::POLLIN)];
+        fds.extend(
+            watched
+                .iter()
+                .map(|&i| PollFd::new(self.lanes[i].fd, PollFlags::empty())),
+        );
+        poll(&mut fds, PollTimeout::NONE)?;
+        Ok(watched
+            .iter()
+            .zip(&fds[1..])
+            .filter(|(_, fd)| fd.revents().is_some_and(|r| r.contains(PollFlags::POLLERR)))
+            .map(|(&i, _)| i)
+            .collect())
     }
 
     /// splice up to `quota` bytes of the source into our inbound pipe (blocking until

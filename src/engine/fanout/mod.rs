@@ -43,6 +43,10 @@ pub enum OnError {
     /// GNU `exit-nopipe`: a reader that went away is dropped quietly; any other failure
     /// stops the fan-out.
     ExitNoPipe,
+    /// GNU tee without `--output-error`: a sink that fails otherwise is dropped (said, exit
+    /// 1 at the end) and the others go on; a reader that went away ends the run at once,
+    /// quietly, as SIGPIPE ends GNU tee (the command exits 141).
+    Gnu,
 }
 
 impl OnError {
@@ -52,7 +56,15 @@ impl OnError {
             OnError::Fail | OnError::Exit => true,
             OnError::Warn | OnError::WarnNoPipe => false,
             OnError::ExitNoPipe => errno != Errno::EPIPE,
+            OnError::Gnu => errno == Errno::EPIPE,
         }
+    }
+
+    /// The `*NoPipe` modes: a reader that went away is no failure, so the fan-out watches
+    /// for it while it waits for input, and ends when no reader is left (GNU tee 9.2's
+    /// `-p`), rather than at the next write, which may be long in coming.
+    pub fn watches_readers(self) -> bool {
+        matches!(self, OnError::WarnNoPipe | OnError::ExitNoPipe)
     }
 
     /// Whether a sink failing with `errno` fails the run (a message, exit 1): not a reader
@@ -60,6 +72,8 @@ impl OnError {
     pub fn counts(self, errno: Errno) -> bool {
         match self {
             OnError::WarnNoPipe | OnError::ExitNoPipe => errno != Errno::EPIPE,
+            // SIGPIPE's quiet end: the command's 141, no message.
+            OnError::Gnu => errno != Errno::EPIPE,
             OnError::Fail | OnError::Warn | OnError::Exit => true,
         }
     }
