@@ -350,3 +350,46 @@ fn stats_json_is_one_object_last_on_stderr_whatever_happened() {
     let written = std::fs::read_to_string(dir.path().join("stats")).unwrap();
     assert_eq!(last_json(&written)["bytes"], want.len(), "{written}");
 }
+
+/// `-j 100000` and `--workers 100000` aborted (SIGABRT when thread spawning failed; the relay
+/// hung after the panic): a usage error above 256, named in --help (issue 26 item 11).
+#[test]
+fn thread_counts_past_the_maximum_are_usage_errors() {
+    let dir = tempdir();
+    let src = dir.path().join("tree");
+    std::fs::create_dir(&src).unwrap();
+    write_file(&src, "f", b"x");
+    for args in [
+        vec!["copy", "-r", "-j", "100000"],
+        vec![
+            "relay",
+            "--workers",
+            "100000",
+            "tcp-listen:0",
+            "tcp:127.0.0.1:9",
+        ],
+    ] {
+        let mut cmd = zerocat();
+        cmd.args(&args);
+        if args[0] == "copy" {
+            cmd.arg(&src).arg(dir.path().join("out"));
+        }
+        let out = run(cmd);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr_text(&out)
+        );
+        assert!(
+            stderr_text(&out).contains("at most 256"),
+            "{}",
+            stderr_text(&out)
+        );
+        assert!(
+            !stderr_text(&out).contains("listening"),
+            "{}",
+            stderr_text(&out)
+        );
+    }
+}

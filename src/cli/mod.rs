@@ -243,7 +243,7 @@ pub struct CopyArgs {
     /// walk goes on. Directories are still created before their entries and get their
     /// mode and times after them; the report and -v list entries in the walk's order.
     /// Default: the CPUs available (sched_getaffinity), at most 8; -j 1 copies on one
-    /// thread.
+    /// thread; -j takes at most 256.
     #[arg(short = 'j', long, value_name = "N", value_parser = parse_jobs)]
     pub jobs: Option<usize>,
     /// DEST is the copy itself, even when it is a directory (cp -T): one source.
@@ -272,11 +272,30 @@ fn parse_open_fd(arg: &str) -> Result<i32, String> {
 }
 
 /// `-j N`: at least one.
+/// The most threads `copy -j` and `relay --workers` start: far past what pays on any
+/// machine (each is a thread with its own stack; the workers a loop and pools each), and far
+/// below where spawning them fails and aborts the run.
+pub const MAX_THREADS: usize = 256;
+
 fn parse_jobs(arg: &str) -> Result<usize, String> {
     match arg.parse::<usize>() {
         Ok(0) => Err("-j 0: at least one job copies the files (-j 1: one thread)".to_string()),
+        Ok(n) if n > MAX_THREADS => Err(format!(
+            "-j {n}: at most {MAX_THREADS} jobs (threads); more only wait on each other"
+        )),
         Ok(n) => Ok(n),
         Err(_) => Err(format!("'{arg}' is not a number of jobs")),
+    }
+}
+
+fn parse_workers(arg: &str) -> Result<usize, String> {
+    match arg.parse::<usize>() {
+        Ok(0) => Err("--workers 0: at least one event loop serves the listener".to_string()),
+        Ok(n) if n > MAX_THREADS => Err(format!(
+            "--workers {n}: at most {MAX_THREADS} event loops (threads)"
+        )),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("'{arg}' is not a number of workers")),
     }
 }
 
@@ -409,8 +428,8 @@ pub struct RelayArgs {
     pub log: Option<std::path::PathBuf>,
     /// Event loops serving a listener, each in a thread of its own; the listener is shared
     /// and a new connection goes to a loop that is waiting. Default: the CPUs available to
-    /// the process. One session (no listener) or --once: one.
-    #[arg(long, short = 'j', value_name = "N")]
+    /// the process. One session (no listener) or --once: one. At most 256.
+    #[arg(long, short = 'j', value_name = "N", value_parser = parse_workers)]
     pub workers: Option<usize>,
     /// Under auto, start every direction with splice, as if a bulk read had moved it there
     /// (the fault-injection and tiny-segment tests aim at splice).
