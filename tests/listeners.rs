@@ -860,3 +860,61 @@ fn zerocat_proxy_v1_and_v2_to_haproxy_accept_proxy() {
         assert_eq!(end.report()["failed"], 0, "{}", end.stderr);
     }
 }
+
+/// The relay shut down listening sockets it only inherited: after `--once` (or a stop
+/// signal, what `systemctl restart` sends) the parent's socket stopped listening for good.
+/// Now an inherited listener is left to its giver, and new clients queue there (issue 26
+/// item 1; the test failed before: "Connection refused" on the parent's socket).
+#[test]
+fn relay_leaves_an_inherited_listener_listening_when_it_ends() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (backend, rx) = recording_backend();
+    let relay =
+        Rig::new()
+            .fd3(listener.as_raw_fd())
+            .relay(&["--once", "fd:3", &format!("tcp:{backend}")]);
+    let payload = data(20_000);
+    assert_bytes_eq(&exchange(&addr, b"", &payload), &payload, "echo");
+    assert_bytes_eq(&next(&rx), &payload, "backend");
+    let end = relay.finish();
+    end.assert_code(0, "relay --once fd:3");
+    // The parent's socket still listens: a client queues for whoever accepts next.
+    let queued = TcpStream::connect(&addr).expect("the inherited listener was shut down");
+    drop(queued);
+    let (next_client, _) = listener.accept().unwrap();
+    drop(next_client);
+}
+
+/// A listener of zerocat's own that multiplexes (`,proxy`) was not shut down when the relay
+/// stopped accepting: the shutdown went to its epoll fd (ENOTSOCK, ignored), so the kernel
+/// kept accepting clients that were reset at the exit, in no report (issue 26 item 6; the
+/// test failed before: the second client's connect succeeded).
+#[test]
+fn a_proxy_listener_stops_listening_when_the_relay_stops_accepting() {
+    let (backend, _rx) = recording_backend();
+    let relay = Rig::new().relay(&["--once", "tcp-listen:0,proxy", &format!("tcp:{backend}")]);
+    let addr = relay.addr().to_string();
+    let mut first = TcpStream::connect(&addr).unwrap();
+    first
+        .write_all(b"PROXY TCP4 192.0.2.1 192.0.2.2 1000 2000\r\nheld")
+        .unwrap();
+    // The first connection is being served (--once): no more are taken.
+    let started = Instant::now();
+    let refused = loop {
+        match TcpStream::connect(&addr) {
+            Err(e) => break e,
+            Ok(_) if started.elapsed() > Duration::from_secs(5) => {
+                panic!("a second client was still accepted by the kernel after 5 s")
+            }
+            Ok(_) => thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+    first.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rest = Vec::new();
+    let _ = first.read_to_end(&mut rest);
+    let end = relay.finish();
+    end.assert_code(0, "relay --once");
+    assert_eq!(connections(end.report()).len(), 1);
+}

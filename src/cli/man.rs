@@ -244,7 +244,10 @@ whose \fBFileDescriptorName=\fR is \fINAME\fR (\fBLISTEN_FDNAMES\fR). A listener
 \fBtcp\-listen:\fR (several sockets are served together); bind options come from the
 \fB.socket\fR unit. The variables are unset once read. Option: \fBproxy\fR. No sockets
 passed, sockets for another process, a name not passed, or a connected socket
-(\fBAccept=yes\fR) are usage errors (exit 2). Example units:
+(\fBAccept=yes\fR) are usage errors (exit 2). When the relay stops (a signal, \fB\-\-once\fR)
+it closes its copy of an inherited listener (\fBsystemd:\fR, \fBfd:\fIN\fR) and never shuts
+it down: the socket stays systemd's, and clients queue for the next activation. Listeners
+zerocat bound itself are shut down, so new clients are refused at once. Example units:
 .RS
 .PP
 .nf

@@ -83,6 +83,9 @@ pub(super) struct Socket {
     /// The local address of every connection it accepts, where known without a
     /// getsockname per connection: a TCP socket bound to one address, not a wildcard.
     pub(super) accepts_on: Option<SocketAddr>,
+    /// zerocat bound it (tcp-listen:, unix-listen:), so zerocat may stop it; not one it
+    /// inherited (fd:N, systemd:), which its giver still listens on.
+    pub(super) bound: bool,
 }
 
 impl Socket {
@@ -98,6 +101,7 @@ impl Socket {
             local,
             socket_file: None,
             accepts_on: None,
+            bound: false,
         }
     }
 }
@@ -223,6 +227,16 @@ impl Listener {
     /// `@name`; several joined by ", ".
     pub fn local_addr(&self) -> &str {
         &self.local
+    }
+
+    /// No more connections: every socket zerocat bound is shut down, so new clients are
+    /// refused at once rather than left in a backlog nobody reads. An inherited one (fd:N,
+    /// systemd:) is left listening: it is its giver's (systemd queues the next clients for
+    /// the next activation), and zerocat only closes its own dup of it, when dropped.
+    pub fn stop_listening(&self) {
+        for socket in self.sockets.iter().filter(|s| s.bound) {
+            let _ = socket::shutdown(socket.fd.as_raw_fd(), socket::Shutdown::Both);
+        }
     }
 
     /// The fd to poll for connections: the socket, or the listener's own epoll.

@@ -474,6 +474,7 @@ fn bind_tcp(addr: SocketAddr, backlog: i32, opts: &ListenOpts) -> anyhow::Result
         local,
         socket_file: None,
         accepts_on,
+        bound: true,
     })
 }
 
@@ -527,6 +528,7 @@ fn listen_unix(addr: &UnixAddr, mode: Option<u32>, backlog: i32) -> anyhow::Resu
         local: addr.to_string(),
         socket_file,
         accepts_on: None,
+        bound: true,
     };
     socket::listen(&listener.fd, to_backlog(backlog)).map_err(io::Error::from)?;
     Ok(listener)

@@ -629,14 +629,10 @@ impl<'a> Server<'a> {
     }
 
     /// No more connections: the listener (shared by the workers, closed when the relay
-    /// ends) is shut down, so new clients are refused at once and none waits in a backlog
-    /// nobody reads.
+    /// ends) stops listening where it is zerocat's own ([`Listener::stop_listening`]).
     pub(super) fn close_listener(&self) {
         if let Some((_, listener)) = self.listener() {
-            let _ = nix::sys::socket::shutdown(
-                listener.as_fd().as_raw_fd(),
-                nix::sys::socket::Shutdown::Both,
-            );
+            listener.stop_listening();
         }
     }
 
