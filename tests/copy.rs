@@ -964,3 +964,58 @@ fn hard_links_in_a_tree_stay_hard_links_under_archive() {
         .count();
     assert_eq!(linked, 1, "{report}");
 }
+
+/// `cp -r site/. www/` copies what site holds into www; zerocat made www/site (and `.` or
+/// `dir/..` as a source was refused, "no name") (issue 26 item 4; the test failed before).
+#[test]
+fn a_source_ending_in_dot_copies_the_directorys_contents_into_the_destination() {
+    let dir = tempdir();
+    let site = dir.path().join("site");
+    fs::create_dir_all(site.join("sub")).unwrap();
+    write_file(&site, "a", b"new a");
+    write_file(&site.join("sub"), "b", b"b");
+    let www = dir.path().join("www");
+    fs::create_dir(&www).unwrap();
+    write_file(&www, "a", b"old a");
+    write_file(&www, "keep", b"kept");
+    let mut cmd = zerocat();
+    cmd.args(["copy", "-r"])
+        .arg(format!("{}/.", site.display()))
+        .arg(format!("{}/", www.display()));
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_eq!(fs::read(www.join("a")).unwrap(), b"new a");
+    assert_eq!(fs::read(www.join("sub/b")).unwrap(), b"b");
+    assert_eq!(fs::read(www.join("keep")).unwrap(), b"kept");
+    assert!(!www.join("site").exists(), "copied as www/site");
+
+    // `.` from inside the directory, and `dir/..`, name contents too.
+    let other = dir.path().join("other");
+    fs::create_dir(&other).unwrap();
+    let mut cmd = zerocat();
+    cmd.current_dir(&site).args(["copy", "-r", "."]).arg(&other);
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_eq!(fs::read(other.join("sub/b")).unwrap(), b"b");
+    let up = dir.path().join("up");
+    fs::create_dir(&up).unwrap();
+    let mut cmd = zerocat();
+    cmd.args(["copy", "-r"])
+        .arg(format!("{}/sub/..", site.display()))
+        .arg(&up);
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_eq!(fs::read(up.join("a")).unwrap(), b"new a");
+
+    // Into itself is still refused, before anything is written.
+    let mut cmd = zerocat();
+    cmd.current_dir(&site).args(["copy", "-r", ".", "sub"]);
+    let out = run(cmd);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_text(&out));
+    assert!(
+        stderr_text(&out).contains("into itself"),
+        "{}",
+        stderr_text(&out)
+    );
+    assert!(!site.join("sub/a").exists());
+}

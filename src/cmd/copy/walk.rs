@@ -126,6 +126,10 @@ impl Copier<'_> {
                     }
                 }
                 target
+            } else if dest_is_dir && names_its_contents(src) {
+                // cp: `site/.` (or `..`) into a directory copies what the directory holds
+                // into it, not a directory named after it (`cp -r site/. www/`).
+                dest.to_path_buf()
             } else if dest_is_dir {
                 match src.file_name() {
                     Some(name) => dest.join(name),
@@ -348,6 +352,18 @@ impl Copier<'_> {
             .map(fs::File::from)
             .map_err(io::Error::from)
     }
+}
+
+/// A source whose last component, as written, is `.` or `..` (`site/.`, `.`, `a/..`):
+/// cp copies the contents of the directory it names, into the destination directory.
+fn names_its_contents(src: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let mut bytes = src.as_os_str().as_bytes();
+    while bytes.len() > 1 && bytes.ends_with(b"/") {
+        bytes = &bytes[..bytes.len() - 1];
+    }
+    let last = bytes.rsplit(|&b| b == b'/').next().unwrap_or_default();
+    last == b"." || last == b".."
 }
 
 /// Is `dst` inside the directory `src` (cp: "cannot copy a directory into itself")?
