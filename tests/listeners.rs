@@ -918,3 +918,26 @@ fn a_proxy_listener_stops_listening_when_the_relay_stops_accepting() {
     end.assert_code(0, "relay --once");
     assert_eq!(connections(end.report()).len(), 1);
 }
+
+/// Bytes of a PROXY header reached stderr raw: a client's ESC and backspaces in a rejected
+/// header were printed as they came, so it could colour or rewrite the operator's terminal
+/// and forge log lines. Peer bytes are escaped in every text line now (issue 26 item 7;
+/// the test failed before: ESC in stderr).
+#[test]
+fn peer_bytes_of_a_rejected_proxy_header_are_escaped_on_stderr() {
+    let (backend, _rx) = recording_backend();
+    let relay = Rig::bare().relay(&["-v", "tcp-listen:0,proxy", &format!("tcp:{backend}")]);
+    let mut s = TcpStream::connect(relay.addr()).unwrap();
+    s.write_all(b"PROXY TCP4 1.2.3.4\x1b[31mEVIL\x08\x08 5.6.7.8 1 2\r\n")
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest); // closed by the relay
+    let end = relay.stop();
+    let err = end.stderr.as_bytes();
+    assert!(
+        !err.contains(&0x1b) && !err.contains(&0x08),
+        "raw control bytes on stderr: {:?}",
+        end.stderr
+    );
+    assert!(end.stderr.contains(r"\u{1b}[31mEVIL"), "{}", end.stderr);
+}

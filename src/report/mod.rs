@@ -231,6 +231,24 @@ fn interrupted_words(ending: &Ending) -> &'static str {
 /// name: "No such file or directory (ENOENT)". Every line zerocat writes to stderr goes
 /// through here (the error, the report, copy's and relay's lines, `--log`), so the rule
 /// is one.
+/// `text` with its control characters (ESC, CR, LF, ... DEL, C1) escaped as `\u{1b}`: for a
+/// line that carries bytes a peer sent (a rejected PROXY header, an AF_UNIX path from it),
+/// so a client can neither forge log lines nor send escape sequences to a terminal.
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 pub fn errno_names(text: &str) -> String {
     const MARK: &str = "(os error ";
     let mut out = String::with_capacity(text.len());

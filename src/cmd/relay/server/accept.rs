@@ -112,7 +112,10 @@ impl Server<'_> {
     /// but said (unless -q) and counted as a connection that did not end cleanly.
     fn rejected(&mut self, rejected: &Rejected) {
         if !self.opts.quiet {
-            eprintln!("zerocat: {rejected}");
+            eprintln!(
+                "zerocat: {}",
+                crate::report::printable(&rejected.to_string())
+            );
         }
         let end = ConnEnd::Unusable(format!("PROXY header: {}", rejected.reason));
         let flow = || FlowReport {

@@ -13,6 +13,7 @@ use crate::cmd::relay::end::{ConnEnd, Side};
 use crate::cmd::relay::flow::{Blame, FlowError, Port, Turn};
 use crate::cmd::relay::report::{ConnReport, FlowReport};
 use crate::endpoint::{command, Endpoint};
+use crate::report::{errno_names, printable};
 use crate::sys::process::ChildExit;
 use crate::sys::socket::{abort_socket, is_tcp, Mptcp};
 use crate::sys::{self, process};
@@ -423,11 +424,11 @@ impl Server<'_> {
             ConnEnd::Eof | ConnEnd::Quiet | ConnEnd::Signal | ConnEnd::Unusable(_)
         );
         if self.opts.verbose {
-            eprintln!("zerocat: {}", crate::report::errno_names(&report.line()));
+            eprintln!("zerocat: {}", printable(&errno_names(&report.line())));
         } else if failed && !self.opts.quiet {
             if let Ok(mut lines) = self.shared.failed_lines.lock() {
                 for line in lines.admit(report.line(), Instant::now()) {
-                    eprintln!("zerocat: {}", crate::report::errno_names(&line));
+                    eprintln!("zerocat: {}", printable(&errno_names(&line)));
                 }
             }
         }
