@@ -1019,3 +1019,26 @@ fn a_source_ending_in_dot_copies_the_directorys_contents_into_the_destination() 
     );
     assert!(!site.join("sub/a").exists());
 }
+
+/// `--atomic` failed on legal names of 241-255 bytes (ENAMETOOLONG on the temporary's
+/// `.NAME.zerocat-XXXXXX`): the temporary's name is cut to fit (issue 26 item 8; the test
+/// failed before).
+#[test]
+fn atomic_copies_to_a_name_of_255_bytes() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "src", &data(10_000));
+    for len in [241, 250, 255] {
+        let dst = dir.path().join("n".repeat(len));
+        let mut cmd = zerocat();
+        cmd.args(["copy", "--atomic"]).arg(&src).arg(&dst);
+        let out = run(cmd);
+        assert!(out.status.success(), "{len}: {}", stderr_text(&out));
+        assert_eq!(fs::read(&dst).unwrap(), fs::read(&src).unwrap());
+        let left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().contains("zerocat-"))
+            .collect();
+        assert!(left.is_empty(), "a temporary was left");
+    }
+}

@@ -252,7 +252,11 @@ fn parent_of(path: &Path) -> &Path {
     }
 }
 
-/// `.NAME.zerocat-XXXXXX`, six letters and digits that differ from call to call.
+/// The longest file name Linux filesystems take.
+const NAME_MAX: usize = 255;
+
+/// `.NAME.zerocat-XXXXXX`, six letters and digits that differ from call to call (NAME cut
+/// to keep the whole within [`NAME_MAX`]).
 fn hidden_name(target: &Path) -> OsString {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     const LETTERS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
@@ -270,12 +274,14 @@ fn hidden_name(target: &Path) -> OsString {
         x /= LETTERS.len() as u64;
         x ^= x << 13;
     }
+    let base = target
+        .file_name()
+        .map_or(b"file".as_slice(), |n| n.as_bytes());
+    // A name may be 255 bytes (NAME_MAX): the temporary's adds 16 (".", ".zerocat-" and
+    // six), so a long name is cut to fit (the suffix keeps it unique).
+    let base = &base[..base.len().min(NAME_MAX - 16)];
     let mut name = OsString::from(".");
-    name.push(std::ffi::OsStr::from_bytes(
-        target
-            .file_name()
-            .map_or(b"file".as_slice(), |n| n.as_bytes()),
-    ));
+    name.push(std::ffi::OsStr::from_bytes(base));
     name.push(format!(".zerocat-{suffix}"));
     name
 }
