@@ -1738,3 +1738,39 @@ fn text_mode_names_each_failed_connection_a_few_a_second() {
         done.stderr
     );
 }
+
+/// `relay --log FIFO` with no reader blocked in open() through SIGINT and SIGTERM (std
+/// retries EINTR), so only SIGKILL ended it; now it ends as pipe does into such a FIFO:
+/// 130 and a clear message (issue 26 item 5; the test failed before: still running).
+#[test]
+fn a_log_fifo_without_a_reader_does_not_hold_off_a_stop_signal() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let dir = tempdir();
+    let fifo = dir.path().join("log.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    for signal in [Signal::SIGINT, Signal::SIGTERM] {
+        let mut cmd = zerocat();
+        cmd.args(["relay", "--log"])
+            .arg(&fifo)
+            .args(["tcp-listen:0", "tcp:127.0.0.1:9"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let child = cmd.spawn().unwrap();
+        thread::sleep(Duration::from_millis(300));
+        // Not reaped yet: the pid is still this child's.
+        kill(Pid::from_raw(child.id() as i32), signal).unwrap();
+        let out = wait_with_deadline(child, Duration::from_secs(10));
+        assert_eq!(
+            out.status.code(),
+            Some(130),
+            "{signal}: {}",
+            stderr_text(&out)
+        );
+        assert!(
+            stderr_text(&out).contains("reader"),
+            "{}",
+            stderr_text(&out)
+        );
+    }
+}

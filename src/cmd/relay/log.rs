@@ -12,9 +12,8 @@
 //! counted, said once on stderr and in the final report. At the end the writer gets
 //! [`FLUSH_WAIT`] to write what is queued; what it could not is counted as dropped.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -22,6 +21,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 
 use super::report::ConnReport;
 use crate::report::JsonObject;
@@ -81,15 +83,28 @@ impl ConnLog {
         let mut out = if path == "-" {
             Out::Stderr
         } else {
-            Out::File(
-                OpenOptions::new()
-                    .append(true)
-                    .create(true)
-                    .mode(0o644)
-                    .custom_flags(nix::libc::O_CLOEXEC)
-                    .open(path)
-                    .with_context(|| format!("--log {path}: cannot open"))?,
-            )
+            // As pipe opens a sink: a FIFO waits for its reader, and SIGINT/SIGTERM end
+            // that wait (std's open would retry the EINTR for ever).
+            let flags = OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_CREAT | OFlag::O_CLOEXEC;
+            let opened = crate::sys::open_interruptible(
+                None,
+                std::path::Path::new(path),
+                flags,
+                Mode::from_bits_truncate(0o644),
+            );
+            match opened {
+                Ok(fd) => Out::File(std::fs::File::from(fd)),
+                Err(Errno::EINTR) => {
+                    return Err(crate::exit::Interrupted(format!(
+                        "--log {path}: interrupted while waiting for the log's reader"
+                    ))
+                    .into())
+                }
+                Err(e) => {
+                    return Err(std::io::Error::from(e))
+                        .with_context(|| format!("--log {path}: cannot open"))
+                }
+            }
         };
         let mut o = JsonObject::new();
         o.str("time", &now_rfc3339())
