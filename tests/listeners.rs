@@ -941,3 +941,24 @@ fn peer_bytes_of_a_rejected_proxy_header_are_escaped_on_stderr() {
     );
     assert!(end.stderr.contains(r"\u{1b}[31mEVIL"), "{}", end.stderr);
 }
+
+/// `--workers N` became 1 with `,proxy` while -v still said "N workers": the plan now says
+/// what runs (issue 26 item 10; the test failed before: no such line).
+#[test]
+fn workers_with_a_multiplexed_listener_says_one_loop_runs() {
+    let (backend, _rx) = recording_backend();
+    let relay = Rig::new().relay(&[
+        "-v",
+        "--workers",
+        "4",
+        "tcp-listen:0,proxy",
+        &format!("tcp:{backend}"),
+    ]);
+    let end = relay.stop();
+    assert!(
+        end.stderr
+            .contains("--workers 4: 1 event loop runs (a multiplexed listener"),
+        "{}",
+        end.stderr
+    );
+}

@@ -151,6 +151,19 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
     } else {
         cfg.workers.unwrap_or_else(default_workers)
     };
+    // The plan said what was asked; say what runs where it differs.
+    if let Some(asked) = cfg.workers.filter(|&n| n != workers) {
+        let why = if multiplexed {
+            "a multiplexed listener (,proxy, or several systemd: sockets) is served by one loop"
+        } else if single_session {
+            "one session, no listener"
+        } else {
+            "--once"
+        };
+        opts.print_plan(&format!(
+            "plan: --workers {asked}: 1 event loop runs ({why})"
+        ));
+    }
     let started = Instant::now();
     let shared = Shared::new(log);
     let (interrupted, tally) = if workers == 1 {
