@@ -672,6 +672,13 @@ fn atomic_full_disk_leaves_the_old_destination() {
     assert_eq!(report["failed"].as_u64(), Some(1), "{report}");
     assert_bytes_eq(&fs::read(&dst).unwrap(), &old, "old destination");
     assert_eq!(names_in(mnt), ["b"], "a temporary was left");
+    // What reached a destination: nothing. The temporary's bytes are named as discarded
+    // (issue 26 item 13; before, `bytes` counted them).
+    assert_eq!(report["bytes"].as_u64(), Some(0), "{report}");
+    assert!(
+        report["discarded_bytes"].as_u64().unwrap_or(0) > 0,
+        "{report}"
+    );
 }
 
 /// A failed `--verify` (the source changed during the copy) renames nothing.

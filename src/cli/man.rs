@@ -429,6 +429,10 @@ destinations left alone under \fB\-n\fR or \fB\-\-update\fR.
 \fBfailed\fR
 entries that could not be copied (the run then ends with \fBerror\fR and exit status 1).
 .TP
+\fBdiscarded_bytes\fR
+under \fB\-\-atomic\fR, bytes written to the temporaries of files that failed and were
+thrown away; \fBbytes\fR counts only what reached a destination.
+.TP
 \fBholes\fR
 bytes of holes skipped rather than written (and with \fB\-\-sparse=always\fR, zero
 blocks).

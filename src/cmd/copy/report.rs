@@ -100,6 +100,9 @@ pub(super) struct Totals {
     pub(super) specials: u64,
     pub(super) skipped: u64,
     pub(super) failed: u64,
+    /// `--atomic`: bytes written to temporaries of files that failed, thrown away (not in
+    /// `record`: the report counts what reached a destination).
+    pub(super) discarded: u64,
 }
 
 impl Copier<'_> {
@@ -137,7 +140,11 @@ impl Copier<'_> {
 
     /// Adds one entry to the totals; errors are printed at once (also under -q, as cp does).
     pub(super) fn account(&mut self, e: Entry) {
-        self.totals.record.merge(&e.record);
+        if self.cfg.atomic && matches!(e.status, Status::Failed(_)) {
+            self.totals.discarded += e.record.bytes();
+        } else {
+            self.totals.record.merge(&e.record);
+        }
         self.totals.holes += e.holes;
         self.totals.resumed += e.resumed;
         self.totals.resume_check_seconds += e.resume_check_seconds.unwrap_or(0.0);
@@ -220,6 +227,7 @@ impl Copier<'_> {
             .num("specials", t.specials)
             .num("skipped", t.skipped)
             .num("failed", t.failed)
+            .num("discarded_bytes", t.discarded)
             .num("holes", t.holes)
             .num("resumed", t.resumed)
             .float("resume_check_seconds", t.resume_check_seconds)
@@ -278,6 +286,12 @@ pub(super) fn total_line(t: &Totals, seconds: f64, interrupted: bool) -> String 
     }
     if t.skipped > 0 {
         extras.push(format!("{} skipped", t.skipped));
+    }
+    if t.discarded > 0 {
+        extras.push(format!(
+            "{} written to temporaries of failed files and thrown away",
+            human_bytes(t.discarded)
+        ));
     }
     if t.failed > 0 {
         extras.push(format!("{} failed", t.failed));
