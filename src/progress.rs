@@ -107,6 +107,33 @@ pub fn draw_by_default(writes_stdout: bool) -> bool {
     tcgetpgrp(stderr).map_or(true, |pgrp| pgrp == getpgrp())
 }
 
+/// How often `--progress` prints its line when stderr is not a terminal.
+const PLAIN_EVERY: Duration = Duration::from_millis(500);
+
+/// `--progress` with stderr not a terminal (a log file, a pipe): the SIGUSR1 line every
+/// [`PLAIN_EVERY`], each whole and on its own line (pv's `-n`/`-f` into a file do the
+/// same), never a bar's carriage returns and escapes.
+#[derive(Default)]
+pub struct PlainLines {
+    last: Option<Instant>,
+}
+
+impl Progress for PlainLines {
+    fn update(&mut self, now: &Snapshot) {
+        let due = self.last.map_or(now.elapsed >= PLAIN_EVERY, |last| {
+            last.elapsed() >= PLAIN_EVERY
+        });
+        if due {
+            self.last = Some(Instant::now());
+            eprintln!("{}", now.line());
+        }
+    }
+    fn println(&mut self, line: &str) {
+        eprintln!("{line}");
+    }
+    fn finish(&mut self) {}
+}
+
 /// An indicatif bar on stderr: bytes, rate, elapsed, and size and ETA when the total is
 /// known; a counter otherwise (until the total becomes known).
 pub struct Bar {
@@ -221,10 +248,12 @@ impl Watch {
     /// Starts the drawing thread: a bar when `opts.progress`, otherwise only the SIGUSR1
     /// watcher.
     pub fn start(self, opts: &Options) -> ProgressGuard {
-        let display: Box<dyn Progress> = if opts.progress {
-            Box::new(Bar::new(self.total.as_ref().and_then(|f| f())))
-        } else {
-            Box::new(NoProgress)
+        let stderr_is_terminal = nix::unistd::isatty(2).unwrap_or(false);
+        let display: Box<dyn Progress> = match (opts.progress, stderr_is_terminal) {
+            (true, true) => Box::new(Bar::new(self.total.as_ref().and_then(|f| f()))),
+            // --progress into a log or a pipe: plain lines, no cursor control.
+            (true, false) => Box::new(PlainLines::default()),
+            (false, _) => Box::new(NoProgress),
         };
         self.start_with(display)
     }

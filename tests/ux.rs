@@ -34,6 +34,23 @@ fn assert_bar_then_report(text: &str, path: &str) {
     assert_eq!(report["bytes"].as_u64(), Some(2 << 20));
 }
 
+/// `--progress` with stderr not a terminal: plain progress lines with the total, no cursor
+/// control, then the report (issue 26 item 15: a bar's escapes went into logs).
+fn assert_lines_then_report(text: &str, path: &str) {
+    assert!(
+        text.contains("% of 2.00 MiB"),
+        "no progress line with a total: {text:?}"
+    );
+    assert!(
+        !text.contains('\x1b') && !text.contains('\r'),
+        "cursor control in a log: {text:?}"
+    );
+    let report: serde_json::Value = serde_json::from_str(&last_line(text))
+        .unwrap_or_else(|e| panic!("the report is not last ({e}): {text:?}"));
+    assert_eq!(final_path(&report), path);
+    assert_eq!(report["bytes"].as_u64(), Some(2 << 20));
+}
+
 /// A temp dir holding a file "src" of `len` test bytes.
 fn source(len: usize) -> (tempfile::TempDir, Vec<u8>, PathBuf) {
     let dir = tempdir();
@@ -76,13 +93,13 @@ fn no_bar_when_stderr_is_not_a_terminal() {
 fn progress_flag_draws_a_bar_then_the_report() {
     let (_dir, payload, src) = source(2 << 20);
     let mut cmd = zerocat();
-    cmd.args(["--progress", "--limit", "4M", "--stats", "json", "pipe"])
+    cmd.args(["--progress", "--limit", "2M", "--stats", "json", "pipe"])
         .arg(&src)
         .arg("-");
     let out = run(cmd);
     assert!(out.status.success(), "{}", stderr_text(&out));
     assert_bytes_eq(&out.stdout, &payload, "stdout");
-    assert_bar_then_report(&stderr_text(&out), "splice");
+    assert_lines_then_report(&stderr_text(&out), "splice");
 }
 
 #[test]
@@ -260,7 +277,7 @@ fn copy_progress_counts_bytes_and_files_of_the_tree() {
     let text = stderr_text(&out);
     // The totals come from a walk of the tree: bytes and files.
     assert!(text.contains("/4 files"), "no files counter: {text:?}");
-    assert_bar_then_report(&text, "copy_file_range");
+    assert_lines_then_report(&text, "copy_file_range");
     let report: serde_json::Value = serde_json::from_str(&last_line(&text)).unwrap();
     assert_eq!(report["files"].as_u64(), Some(4));
     assert_eq!(
@@ -325,7 +342,7 @@ fn tee_two_files(flags: &[&str], src: &std::path::Path, dir: &std::path::Path) -
 fn tee_progress_draws_a_bar_then_the_report() {
     let (dir, payload, src) = source(2 << 20);
     let mut cmd = zerocat();
-    cmd.args(["--progress", "--limit", "4M", "--stats", "json", "tee"])
+    cmd.args(["--progress", "--limit", "2M", "--stats", "json", "tee"])
         .arg(&src)
         .arg(dir.path().join("a"))
         .arg("-");
@@ -334,7 +351,7 @@ fn tee_progress_draws_a_bar_then_the_report() {
     assert_bytes_eq(&out.stdout, &payload, "stdout");
     assert_bytes_eq(&std::fs::read(dir.path().join("a")).unwrap(), &payload, "a");
     let text = stderr_text(&out);
-    assert_bar_then_report(&text, "tee");
+    assert_lines_then_report(&text, "tee");
     let report: serde_json::Value = serde_json::from_str(&last_line(&text)).unwrap();
     // The file is fed out of the source's pipe, stdout (a pipe) by tee(2) directly.
     assert_eq!(final_path(&report["sinks"][0]), "splice");

@@ -537,7 +537,9 @@ A progress bar is drawn on stderr when stderr is a terminal, the data does not g
 that same terminal (zerocat as \fBcat\fR: no bar between the data's lines), and zerocat
 is in the terminal's foreground process group (as \fBpv\fR: a background job does not
 draw over the shell); \fB\-\-progress\fR forces it, \fB\-q\fR and \fB\-\-no\-progress\fR
-hide it. It shows bytes delivered, the rate (a recent one: an exponentially weighted
+hide it. When stderr is not a terminal (a log, a pipe), \fB\-\-progress\fR prints plain
+lines instead, twice a second, the SIGUSR1 line (\fBzerocat: 1.25 MiB in 601 ms (2.08
+MiB/s), 62% of 2.00 MiB\fR), with no carriage return or escape. It shows bytes delivered, the rate (a recent one: an exponentially weighted
 estimate over about 15 s, not the average since the start), elapsed time, and the
 percentage and ETA when the size is known (a file source, or \fB\-\-size\fR); the bar
 itself takes what the terminal's width leaves, so the line never wraps.
