@@ -1186,7 +1186,11 @@ fn log_write_error_later_is_reported_once() {
     }
     let end = relay.stop();
     end.assert_code(130, "relay");
-    let said = end.stderr.matches("no more lines are written").count();
+    let said = end
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("zerocat: --log") && l.contains("ENOSPC"))
+        .count();
     assert_eq!(
         said, 2,
         "once on stderr, once in the report: {}",
@@ -1773,4 +1777,52 @@ fn a_log_fifo_without_a_reader_does_not_hold_off_a_stop_signal() {
             stderr_text(&out)
         );
     }
+}
+
+/// When the `--log` filesystem filled, the last line was torn (a write cut short), so the
+/// log was no longer JSON lines; now a line is written whole or not at all, and the error
+/// is said once (issue 26 item 12; the test failed before: a last line that did not parse).
+#[test]
+fn a_full_log_filesystem_leaves_whole_lines_only() {
+    let Some(fs) = Mounted::tmpfs("8k") else {
+        return;
+    };
+    // One page for the log, the other taken: the sixth line or so meets ENOSPC mid-way.
+    std::fs::write(fs.path().join("filler"), vec![0u8; 4096]).unwrap();
+    let log = fs.path().join("conns.log");
+    let backend = log_backend();
+    let relay = Rig::new().relay(&[
+        "--log",
+        log.to_str().unwrap(),
+        "tcp-listen:0",
+        &format!("tcp:{backend}"),
+    ]);
+    for _ in 0..12 {
+        let mut s = TcpStream::connect(relay.addr()).unwrap();
+        s.write_all(b"ehello").unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"ehello");
+    }
+    let end = relay.stop();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.ends_with('\n'), "a torn last line: {text:?}");
+    let lines = log_lines(&text);
+    assert!(
+        lines.len() < 13,
+        "the disk was not full: {} lines",
+        lines.len()
+    );
+    let said = end
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("zerocat: --log") && l.contains("ENOSPC"))
+        .count();
+    assert_eq!(said, 1, "{}", end.stderr);
+    assert!(
+        end.report()["log_error"].as_str().is_some(),
+        "{}",
+        end.report()
+    );
 }

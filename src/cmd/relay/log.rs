@@ -50,8 +50,15 @@ impl Out {
                 err.flush()
             }
             Out::File(f) => {
-                f.write_all(&bytes)?;
-                f.flush()
+                // Whole or not at all: a write cut short (a full disk takes what fits, then
+                // says ENOSPC) would leave a torn line that is not JSON, so a regular file
+                // is cut back to where the line began.
+                let before = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+                let written = f.write_all(&bytes).and_then(|()| f.flush());
+                if let (Err(_), Some(len)) = (&written, before) {
+                    let _ = f.set_len(len);
+                }
+                written
             }
         }
     }
@@ -125,7 +132,7 @@ impl ConnLog {
                     shared.queued.fetch_sub(1, Ordering::Relaxed);
                     if let Err(e) = written {
                         let text = format!("--log {name}: {e}; no more lines are written");
-                        eprintln!("zerocat: {text}");
+                        eprintln!("zerocat: {}", crate::report::errno_names(&text));
                         *shared.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(text);
                         return;
                     }
