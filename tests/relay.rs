@@ -1822,3 +1822,44 @@ fn a_full_log_filesystem_leaves_whole_lines_only() {
         end.report()
     );
 }
+
+/// `relay` accepted `--size` and `--progress` and ignored them, and SIGUSR1 printed nothing
+/// though the man page said it does (issue 26 item 16; the test failed before: no line).
+#[test]
+fn sigusr1_and_progress_print_the_relays_running_totals_and_size_is_refused() {
+    let backend = tcp_backend(Serve::Echo);
+    let relay = Rig::bare().relay(&["tcp-listen:0", &format!("tcp:{backend}")]);
+    for payload in [&b"one"[..], b"three"] {
+        assert_eq!(exchange(relay.addr(), payload), payload);
+    }
+    relay.signal(nix::sys::signal::Signal::SIGUSR1);
+    let started = Instant::now();
+    thread::sleep(Duration::from_millis(300));
+    let end = relay.stop();
+    assert!(
+        end.stderr
+            .contains("zerocat: relay: 0 open, 2 done, 8 B a -> b, 8 B b -> a"),
+        "{:?} after {:?}",
+        end.stderr,
+        started.elapsed()
+    );
+
+    let relay = Rig::bare().relay(&["--progress", "tcp-listen:0", &format!("tcp:{backend}")]);
+    thread::sleep(Duration::from_millis(1500));
+    let end = relay.stop();
+    assert!(
+        end.stderr.contains("zerocat: relay: 0 open, 0 done"),
+        "no running totals under --progress: {:?}",
+        end.stderr
+    );
+
+    let mut cmd = zerocat();
+    cmd.args(["--size", "1M", "relay", "tcp-listen:0", "tcp:127.0.0.1:9"]);
+    let out = run(cmd);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_text(&out));
+    assert!(
+        !stderr_text(&out).contains("listening"),
+        "{}",
+        stderr_text(&out)
+    );
+}

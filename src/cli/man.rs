@@ -750,7 +750,10 @@ SIGUSR1
 print one progress line on stderr (dd's habit), bar or no bar:
 \fBzerocat: 512 MiB in 2.00 s (256 MiB/s), 50% of 1.00 GiB\fR;
 \fBcopy\fR adds the files, \fB, 12 files done\fR (\fB, 12/40 files\fR with the bar's
-totals).
+totals). \fBrelay\fR prints its running totals: \fBzerocat: relay: 2 open, 14 done, 1.20
+MiB a \-> b, 3.40 MiB b \-> a (of those done), up 12.3 s\fR; \fB\-\-progress\fR prints that
+line every second (a relay draws nothing unless asked), and \fB\-\-size\fR is a usage
+error for it. (A UDP relay does not print them yet.)
 .TP
 SIGPIPE
 ignored: a reader that went away is an EPIPE, handled per sink.

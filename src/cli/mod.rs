@@ -570,8 +570,11 @@ impl Cli {
             Command::Completions { shell } => Invocation::Print(completions(shell)),
             Command::Man => Invocation::Print(man_page()),
         };
-        options.progress =
-            !no_bar && (forced || crate::progress::draw_by_default(invocation.writes_stdout()));
+        // A relay is a server: its running totals are drawn when asked for (--progress),
+        // never by default.
+        let relay = matches!(invocation, Invocation::Relay(..));
+        options.progress = !no_bar
+            && (forced || (!relay && crate::progress::draw_by_default(invocation.writes_stdout())));
         (options, invocation)
     }
 }

@@ -83,6 +83,13 @@ impl Tuning {
 pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result<ExitCode> {
     let policy = policy(opts.via)?;
     check_limit(opts.limit)?;
+    if opts.size.is_some() {
+        return Err(UsageError(
+            "--size: a relay moves no one stream of a known size (it is for pipe, tee and copy)"
+                .into(),
+        )
+        .into());
+    }
     check_sides(cfg)?;
     let max_conns = Some(cfg.max_conns.unwrap_or_else(default_max_conns));
     let planned = RelayConfig {

@@ -38,6 +38,9 @@ const ACCEPT_RESUME: u64 = u64::MAX - 1;
 const GRACE_OVER: u64 = u64::MAX - 2;
 /// Look again for children of ended connections that have exited ([`REAP_EVERY`]).
 const REAP: u64 = u64::MAX - 3;
+/// `--progress`: the running totals' next line ([`PROGRESS_EVERY`]).
+const PROGRESS: u64 = u64::MAX - 4;
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// How often children of ended connections are looked at until they exit: the report of
 /// their connection waits for them.
 const REAP_EVERY: Duration = Duration::from_millis(10);
@@ -188,6 +191,10 @@ pub(super) struct Shared {
     pub(super) stop: AtomicBool,
     /// Text mode's rate-limited line per failed connection, over every worker.
     pub(super) failed_lines: Mutex<FailedLines>,
+    /// Bytes of the connections that ended, [A -> B, B -> A], over every worker: the
+    /// running totals SIGUSR1 and --progress print.
+    pub(super) bytes_done: [AtomicU64; 2],
+    pub(super) started: Instant,
 }
 
 impl Shared {
@@ -199,6 +206,8 @@ impl Shared {
             log: log.map(Mutex::new),
             stop: AtomicBool::new(false),
             failed_lines: Mutex::new(FailedLines::default()),
+            bytes_done: [AtomicU64::new(0), AtomicU64::new(0)],
+            started: Instant::now(),
         }
     }
 }
@@ -341,7 +350,14 @@ impl<'a> Server<'a> {
             self.start_conn(None);
         }
         let mut ready = Vec::new();
+        // --progress: one worker prints the running totals every PROGRESS_EVERY.
+        if self.opts.progress && self.worker == 0 {
+            self.poller.timer(Instant::now() + PROGRESS_EVERY, PROGRESS);
+        }
         loop {
+            if process::take_progress_request() {
+                self.print_totals();
+            }
             let stop = process::interrupted() || self.shared.stop.load(Ordering::Relaxed);
             if stop && self.grace_until.is_none() {
                 self.begin_grace();
@@ -468,6 +484,10 @@ impl<'a> Server<'a> {
                     }
                 }
                 GRACE_OVER => self.cut_all(),
+                PROGRESS => {
+                    self.print_totals();
+                    self.poller.timer(now + PROGRESS_EVERY, PROGRESS);
+                }
                 REAP => {
                     self.reap_timer = false;
                     self.reap();
@@ -605,6 +625,20 @@ impl<'a> Server<'a> {
             self.poller.timer(now + idle, slot_token(gen, idx, IDLE));
         }
         self.pump(idx);
+    }
+
+    /// The running totals (SIGUSR1, --progress): "zerocat: relay: 2 open, 14 done, 1.20 MiB
+    /// a -> b, 3.40 MiB b -> a (of those done), up 12.3 s".
+    fn print_totals(&self) {
+        let done = self.shared.ended.load(Ordering::Relaxed);
+        let open = self.live();
+        let [ab, ba] = [0, 1].map(|d| self.shared.bytes_done[d].load(Ordering::Relaxed));
+        eprintln!(
+            "zerocat: relay: {open} open, {done} done, {} a -> b, {} b -> a (of those done), up {:.1} s",
+            crate::units::human_bytes(ab),
+            crate::units::human_bytes(ba),
+            self.shared.started.elapsed().as_secs_f64()
+        );
     }
 
     /// Connections open in every worker, and those being accepted.

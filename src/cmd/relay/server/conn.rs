@@ -417,6 +417,9 @@ impl Server<'_> {
 
     /// A connection is over: its `-v` line, its log line, and its place in the report.
     pub(super) fn ended(&mut self, report: ConnReport) {
+        for (d, flow) in report.flows.iter().enumerate() {
+            self.shared.bytes_done[d].fetch_add(flow.bytes, Ordering::Relaxed);
+        }
         // Text mode names each connection that failed (rate-limited); a cut at a stop
         // signal is the run's ending, and an unusable one was said where it was refused.
         let failed = !matches!(
