@@ -25,20 +25,25 @@ fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
     Ok(addrs)
 }
 
-fn datagram_socket(addr: &SocketAddr) -> Result<OwnedFd, Errno> {
+fn datagram_socket(addr: &SocketAddr, flags: SockFlag) -> Result<OwnedFd, Errno> {
     let family = if addr.is_ipv4() {
         AddressFamily::Inet
     } else {
         AddressFamily::Inet6
     };
-    socket::socket(family, SockType::Datagram, SockFlag::SOCK_CLOEXEC, None)
+    socket::socket(
+        family,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC | flags,
+        None,
+    )
 }
 
 /// A UDP socket connected to the first address of `host` that takes it.
 pub(super) fn connect(host: &str, port: u16) -> anyhow::Result<OwnedFd> {
     let mut last = Errno::EADDRNOTAVAIL;
     for addr in resolve(host, port)? {
-        let fd = datagram_socket(&addr)?;
+        let fd = datagram_socket(&addr, SockFlag::empty())?;
         match socket::connect(fd.as_raw_fd(), &SockaddrStorage::from(addr)) {
             Ok(()) => return Ok(fd),
             Err(e) => last = e,
@@ -53,7 +58,7 @@ pub(super) fn bind(host: Option<&str>, port: u16) -> anyhow::Result<OwnedFd> {
     let addr = *resolve(host, port)?
         .first()
         .ok_or_else(|| anyhow!("no address"))?;
-    let fd = datagram_socket(&addr)?;
+    let fd = datagram_socket(&addr, SockFlag::empty())?;
     socket::bind(fd.as_raw_fd(), &SockaddrStorage::from(addr))?;
     let local: SockaddrStorage = socket::getsockname(fd.as_raw_fd())?;
     let shown = format_sockaddr(&local).unwrap_or_else(|| addr.to_string());
@@ -99,17 +104,7 @@ fn peek_peer(fd: &OwnedFd) -> anyhow::Result<SockaddrStorage> {
 
 /// A UDP socket connected to `addr` (a relay session's upstream), non-blocking.
 pub fn connect_to(addr: &SocketAddr) -> Result<OwnedFd, Errno> {
-    let family = if addr.is_ipv4() {
-        AddressFamily::Inet
-    } else {
-        AddressFamily::Inet6
-    };
-    let fd = socket::socket(
-        family,
-        SockType::Datagram,
-        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
-        None,
-    )?;
+    let fd = datagram_socket(addr, SockFlag::SOCK_NONBLOCK)?;
     socket::connect(fd.as_raw_fd(), &SockaddrStorage::from(*addr))?;
     Ok(fd)
 }

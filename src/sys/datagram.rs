@@ -69,18 +69,6 @@ impl Batch {
         self.lens.len()
     }
 
-    pub fn len(&self) -> usize {
-        self.filled
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.filled == 0
-    }
-
-    pub fn clear(&mut self) {
-        self.filled = 0;
-    }
-
     /// The payload of slot `i`.
     pub fn payload(&self, i: usize) -> &[u8] {
         &self.bufs[i * SLOT..i * SLOT + self.lens[i]]
@@ -256,7 +244,9 @@ impl Batch {
     }
 
     /// Appends a datagram (for a send) to `addr` (`addr_len` 0: none, a connected socket).
-    /// False when the batch is full.
+    /// False when the batch is full. The relay only forwards what it received; the tests
+    /// build batches with this.
+    #[cfg(test)]
     pub fn push(
         &mut self,
         payload: &[u8],
@@ -297,17 +287,7 @@ fn gro_segment(h: &libc::msghdr) -> u16 {
 /// false where it does not offer it. Where GRO does not run (loopback has no NAPI), every
 /// receive stays one datagram.
 pub fn enable_gro(fd: BorrowedFd<'_>) -> bool {
-    let one: libc::c_int = 1;
-    // SAFETY: an int option of the right size.
-    unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_UDP,
-            UDP_GRO,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        ) == 0
-    }
+    super::socket::set_option(fd, libc::SOL_UDP, UDP_GRO, &1 as &libc::c_int).is_ok()
 }
 
 /// Datagrams the kernel dropped on arrival at `fd` because its receive queue was full
@@ -337,17 +317,7 @@ pub fn receive_drops(fd: BorrowedFd<'_>) -> Option<u64> {
 pub fn grow_receive_queue(fd: BorrowedFd<'_>, bytes: usize) {
     let value = bytes.min(i32::MAX as usize) as libc::c_int;
     for option in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: an int option of the right size.
-        let ret = unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                option,
-                (&value as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if ret == 0 {
+        if super::socket::set_option(fd, libc::SOL_SOCKET, option, &value).is_ok() {
             return;
         }
     }

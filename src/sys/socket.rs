@@ -30,8 +30,8 @@ pub fn abort_socket(fd: OwnedFd) {
 }
 
 /// setsockopt(2) with `value` as the option's whole value (nix has no TCP_NOTSENT_LOWAT,
-/// and its SO_LINGER wants a socket type of its own).
-fn set_option<T>(
+/// UDP_GRO or SO_RCVBUFFORCE, and its SO_LINGER wants a socket type of its own).
+pub(super) fn set_option<T>(
     fd: BorrowedFd<'_>,
     level: libc::c_int,
     name: libc::c_int,
