@@ -22,7 +22,7 @@ use nix::errno::Errno;
 use nix::libc;
 use nix::sys::socket::{MsgFlags, SockaddrLike, SockaddrStorage};
 
-use super::end::ConnEnd;
+use super::end::{ConnEnd, Side};
 use super::log::ConnLog;
 use super::poller::Poller;
 use super::report::{ConnReport, Datagrams, FlowReport, Tally};
@@ -76,14 +76,13 @@ pub(super) fn run(
     cfg: &RelayConfig,
     log: Option<ConnLog>,
 ) -> anyhow::Result<(bool, Tally, Option<ConnLog>)> {
-    let listen_side = usize::from(!matches!(cfg.a, Endpoint::UdpListen { .. }));
-    let (listen_ep, target_ep) = if listen_side == 0 {
-        (&cfg.a, &cfg.b)
+    let listens = if matches!(cfg.a, Endpoint::UdpListen { .. }) {
+        Side::A
     } else {
-        (&cfg.b, &cfg.a)
+        Side::B
     };
-    let target = target_ep.datagram_target()?;
-    let listener = listen_ep.bind_datagram()?;
+    let target = cfg.side(listens.other()).datagram_target()?;
+    let listener = cfg.side(listens).bind_datagram()?;
     crate::sys::socket::set_nonblocking(listener.as_raw_fd())?;
     datagram::grow_receive_queue(listener.as_fd(), LISTENER_QUEUE);
     let gro = datagram::enable_gro(listener.as_fd());
@@ -91,7 +90,7 @@ pub(super) fn run(
         opts,
         cfg,
         target,
-        listen_side,
+        listens,
         listener,
         listener_ready: false,
         poller: Poller::new()?,
@@ -126,8 +125,8 @@ struct DatagramRelay<'a> {
     opts: &'a Options,
     cfg: &'a RelayConfig,
     target: SocketAddr,
-    /// 0: A listens (A -> B is client -> target), 1: B does.
-    listen_side: usize,
+    /// The side that listens (A: A -> B is client -> target).
+    listens: Side,
     listener: OwnedFd,
     listener_ready: bool,
     poller: Poller,
@@ -374,7 +373,10 @@ impl DatagramRelay<'_> {
                 // ICMP errors of earlier answers surface here (ECONNREFUSED): not ours.
                 Err(Errno::EINTR | Errno::ECONNREFUSED) => continue,
                 Err(e) => {
-                    eprintln!("zerocat: relay: reading {}: {e}", self.listen_uri());
+                    eprintln!(
+                        "zerocat: relay: reading {}: {e}",
+                        self.cfg.side(self.listens)
+                    );
                     self.listener_ready = false;
                     return;
                 }
@@ -554,15 +556,15 @@ impl DatagramRelay<'_> {
         self.gens[idx] = self.gens[idx].wrapping_add(1);
         self.free.push(idx);
         // [A -> B, B -> A] from [client -> target, target -> client].
-        let order = if self.listen_side == 0 {
+        let order = if self.listens == Side::A {
             [0, 1]
         } else {
             [1, 0]
         };
         let end = match (end, s.error) {
             (ConnEnd::Quiet, Some(errno)) => ConnEnd::Write {
-                side: super::end::Side::of(1 - self.listen_side),
-                uri: self.target_uri(),
+                side: self.listens.other(),
+                uri: self.cfg.side(self.listens.other()).to_string(),
                 errno,
             },
             (end, _) => end,
@@ -600,22 +602,6 @@ impl DatagramRelay<'_> {
             log.connection(&report, 0);
         }
         self.tally.add(report);
-    }
-
-    fn listen_uri(&self) -> String {
-        if self.listen_side == 0 {
-            self.cfg.a.to_string()
-        } else {
-            self.cfg.b.to_string()
-        }
-    }
-
-    fn target_uri(&self) -> String {
-        if self.listen_side == 0 {
-            self.cfg.b.to_string()
-        } else {
-            self.cfg.a.to_string()
-        }
     }
 }
 

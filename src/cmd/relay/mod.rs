@@ -64,6 +64,16 @@ pub struct RelayConfig {
     pub workers: Option<usize>,
 }
 
+impl RelayConfig {
+    /// The endpoint of side A or B.
+    fn side(&self, side: Side) -> &Endpoint {
+        match side {
+            Side::A => &self.a,
+            Side::B => &self.b,
+        }
+    }
+}
+
 /// Knobs for tests and measurements, set by hidden flags: not options of the product, so
 /// they travel beside [`RelayConfig`], and [`Tuning::default`] is the product's behaviour.
 #[derive(Debug, Clone, Copy, Default)]

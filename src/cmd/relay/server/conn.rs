@@ -224,10 +224,7 @@ impl Server<'_> {
     }
 
     fn side_endpoint(&self, side: Side) -> &Endpoint {
-        match side {
-            Side::A => &self.cfg.a,
-            Side::B => &self.cfg.b,
-        }
+        self.cfg.side(side)
     }
 
     /// Ends a connection: a clean end closes both sides (FIN was sent by the half-close);
@@ -359,6 +356,7 @@ impl Server<'_> {
     /// again in [`REAP_EVERY`].
     pub(super) fn reap(&mut self) {
         let now = Instant::now();
+        let cfg = self.cfg;
         let mut i = 0;
         while i < self.reaping.len() {
             let entry = &mut self.reaping[i];
@@ -375,10 +373,7 @@ impl Server<'_> {
                             let side = Side::of(side);
                             entry.report.end = ConnEnd::CommandFailed {
                                 side,
-                                uri: match side {
-                                    Side::A => self.cfg.a.to_string(),
-                                    Side::B => self.cfg.b.to_string(),
-                                },
+                                uri: cfg.side(side).to_string(),
                                 words: exit.describe(),
                             };
                         }
