@@ -25,7 +25,7 @@ use nix::sys::socket::{MsgFlags, SockaddrLike, SockaddrStorage};
 use super::end::{ConnEnd, Side};
 use super::log::ConnLog;
 use super::poller::Poller;
-use super::report::{ConnReport, Datagrams, FlowReport, Tally};
+use super::report::{ConnReport, Datagrams, FlowReport, Gso, Tally};
 use super::RelayConfig;
 use crate::endpoint::{udp, Endpoint};
 use crate::engine::{DataPath, Record};
@@ -116,7 +116,7 @@ pub(super) fn run(
     let interrupted = relay.serve()?;
     // Clients' datagrams the kernel dropped at the listening socket before they were read.
     relay.tally.lost_on_arrival = datagram::receive_drops(relay.listener.as_fd()).unwrap_or(0);
-    relay.tally.gso = Some((relay.gso.sends, relay.gso.datagrams, relay.gso.refused));
+    relay.tally.gso = Some(relay.gso);
     relay.tally.gro = relay.gro;
     Ok((interrupted, relay.tally, relay.log))
 }
@@ -145,16 +145,6 @@ struct DatagramRelay<'a> {
     gso: Gso,
     /// The kernel took UDP_GRO on the listening socket.
     gro: bool,
-}
-
-/// What became of GSO (UDP_SEGMENT) in this run.
-#[derive(Debug, Default)]
-pub(super) struct Gso {
-    /// The kernel refused a GSO send (EINVAL, EIO, ENOPROTOOPT...): none is tried again.
-    pub refused: bool,
-    /// GSO sends made, and the datagrams they carried.
-    pub sends: u64,
-    pub datagrams: u64,
 }
 
 /// What one forward of a run of slots did.

@@ -33,6 +33,25 @@ pub struct Datagrams {
     pub dropped: u64,
 }
 
+/// Adds `more` ([A -> B, B -> A]) to the sum, which starts at the first datagram session.
+fn add_datagrams(sum: &mut Option<[Datagrams; 2]>, more: [Datagrams; 2]) {
+    let sum = sum.get_or_insert_with(Default::default);
+    for (s, m) in sum.iter_mut().zip(more) {
+        s.sent += m.sent;
+        s.dropped += m.dropped;
+    }
+}
+
+/// What became of GSO (UDP_SEGMENT) in a datagram relay.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Gso {
+    /// The kernel refused a GSO send (EINVAL, EIO, ENOPROTOOPT...): none is tried again.
+    pub refused: bool,
+    /// GSO sends made, and the datagrams they carried.
+    pub sends: u64,
+    pub datagrams: u64,
+}
+
 #[derive(Debug, Clone)]
 pub struct ConnReport {
     pub id: u64,
@@ -229,9 +248,8 @@ pub struct Tally {
     /// Clients' datagrams the kernel dropped at the listening socket (its receive queue
     /// full) before the relay could read them.
     pub lost_on_arrival: u64,
-    /// Datagram relay: GSO sends made, the datagrams they carried, and whether the kernel
-    /// refused GSO.
-    pub gso: Option<(u64, u64, bool)>,
+    /// Datagram relay: what became of GSO.
+    pub gso: Option<Gso>,
     /// Datagram relay: the kernel took UDP_GRO (it coalesces only where GRO runs: not on
     /// loopback).
     pub gro: bool,
@@ -248,11 +266,7 @@ impl Tally {
             self.record.merge(&f.record);
         }
         if let Some(dg) = report.datagrams {
-            let sum = self.datagrams.get_or_insert_with(Default::default);
-            for d in 0..2 {
-                sum[d].sent += dg[d].sent;
-                sum[d].dropped += dg[d].dropped;
-            }
+            add_datagrams(&mut self.datagrams, dg);
         }
         if self.first.is_none() {
             self.first = Some(report.clone());
@@ -271,11 +285,7 @@ impl Tally {
         self.refused += other.refused;
         self.lost_on_arrival += other.lost_on_arrival;
         if let Some(dg) = other.datagrams {
-            let sum = self.datagrams.get_or_insert_with(Default::default);
-            for d in 0..2 {
-                sum[d].sent += dg[d].sent;
-                sum[d].dropped += dg[d].dropped;
-            }
+            add_datagrams(&mut self.datagrams, dg);
         }
         for d in 0..2 {
             self.bytes[d] += other.bytes[d];
@@ -339,7 +349,7 @@ impl Summary<'_> {
                         " (datagrams with recvmmsg/sendmmsg{}: {} a -> b, {} b -> a, {} dropped, {} \
                          lost on arrival",
                         match t.gso {
-                            Some((sends, _, _)) if sends > 0 => " and GSO",
+                            Some(gso) if gso.sends > 0 => " and GSO",
                             _ => "",
                         },
                         ab.sent,
@@ -391,11 +401,11 @@ impl Summary<'_> {
                         .num("lost_on_arrival", t.lost_on_arrival)
                         .num("refused", t.refused)
                         .bool("mmsg", true);
-                    let (sends, carried, refused) = t.gso.unwrap_or_default();
-                    dg.bool("gso", sends > 0)
-                        .num("gso_sends", sends)
-                        .num("gso_datagrams", carried)
-                        .bool("gso_refused", refused)
+                    let gso = t.gso.unwrap_or_default();
+                    dg.bool("gso", gso.sends > 0)
+                        .num("gso_sends", gso.sends)
+                        .num("gso_datagrams", gso.datagrams)
+                        .bool("gso_refused", gso.refused)
                         .bool("gro", t.gro);
                     o.raw("datagrams", &dg.finish());
                 }
