@@ -164,6 +164,13 @@ pub fn reap_child(
     Ok(Some(ChildExit::of(child.id(), status)))
 }
 
+/// "exec:false: the command exited with status 3": the failure of the command behind
+/// `endpoint` when its child exited non-zero or died by a signal; None otherwise.
+pub fn child_failure(endpoint: &Endpoint, child: Option<ChildExit>) -> Option<String> {
+    let child = child.filter(ChildExit::failed)?;
+    Some(format!("{endpoint}: the command {}", child.describe()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

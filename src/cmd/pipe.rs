@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 
 use super::common::{
-    describe, failure_message, finish_socket_sink, inspect, predict, reap_child, refuse_same_file,
-    remaining, stdout_gone, truncate_if_pending,
+    child_failure, describe, failure_message, finish_socket_sink, inspect, predict, reap_child,
+    refuse_same_file, remaining, stdout_gone, truncate_if_pending,
 };
 use crate::endpoint::proxy::Addresses;
 use crate::endpoint::{Endpoint, Role};
@@ -87,12 +87,8 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         reap_child(&cfg.src, src, stop)?,
         reap_child(&cfg.dst, dst, stop)?,
     ];
-    let child_failure = [(&cfg.src, src_child), (&cfg.dst, dst_child)]
-        .into_iter()
-        .find_map(|(endpoint, child)| {
-            let child = child.filter(|c| c.failed())?;
-            Some(format!("{endpoint}: the command {}", child.describe()))
-        });
+    let command_failure =
+        child_failure(&cfg.src, src_child).or_else(|| child_failure(&cfg.dst, dst_child));
 
     let mut report = Report {
         command: "pipe",
@@ -109,7 +105,7 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         ending: Ending::Eof,
     };
     let Some(failure) = failure else {
-        if let Some(message) = child_failure {
+        if let Some(message) = command_failure {
             report.ending = Ending::Error(message.clone());
             opts.print_report(&report.render(opts.stats));
             return Err(anyhow!(message));

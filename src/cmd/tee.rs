@@ -8,8 +8,8 @@ use anyhow::{anyhow, Context};
 use nix::errno::Errno;
 
 use super::common::{
-    describe, failure_message, finish_socket_sink, inspect, predict, reap_child, refuse_same_file,
-    remaining, stdout_gone, truncate_if_pending,
+    child_failure, describe, failure_message, finish_socket_sink, inspect, predict, reap_child,
+    refuse_same_file, remaining, stdout_gone, truncate_if_pending,
 };
 use crate::endpoint::{Endpoint, Opened, Role};
 use crate::engine::fanout::{self as fan, FanOut, OnError, Sink, SinkOutcome};
@@ -256,13 +256,13 @@ fn conclude(
     );
     // A sink command that exited non-zero or died by a signal failed, as its writes would.
     for (i, child) in ends.children.iter().enumerate() {
-        let Some(child) = child.filter(ChildExit::failed) else {
+        let Some(message) = child_failure(&cfg.sinks[i], *child) else {
             continue;
         };
         if !sink_errors.iter().any(|e| e.sink == i) {
             sink_errors.push(SinkError {
                 sink: i,
-                message: format!("{}: the command {}", cfg.sinks[i], child.describe()),
+                message,
                 counts: true,
                 stops: false,
             });
@@ -301,11 +301,8 @@ fn conclude(
         ),
     };
     // The source's command failed though every byte it gave was fanned out: the run fails.
-    let (ending, code) = match ends.src_child.filter(ChildExit::failed) {
-        Some(child) if ending == Ending::Eof => (
-            Ending::Error(format!("{}: the command {}", cfg.src, child.describe())),
-            ExitCode::Failure,
-        ),
+    let (ending, code) = match child_failure(&cfg.src, ends.src_child) {
+        Some(message) if ending == Ending::Eof => (Ending::Error(message), ExitCode::Failure),
         _ => (ending, code),
     };
     // No failure stopped the fan-out: the sinks still running got every byte.
