@@ -353,7 +353,9 @@ impl FileChain {
     /// copy does not start at the file's beginning (`from_start`: a clone replaces the whole
     /// destination, never the rest of a resumed one), and reflink and copy_file_range when
     /// the source is `sizeless` (its size says 0, or procfs/sysfs: copy_file_range says 0
-    /// there too).
+    /// there too) or when every byte must be written (`fills_holes`, `--sparse=never`: a
+    /// clone, and copy_file_range, which may clone, keep the source's holes; cp avoids copy
+    /// offload there too).
     pub fn new(
         src: &FdInfo,
         dst: &FdInfo,
@@ -361,14 +363,15 @@ impl FileChain {
         reflink: ReflinkMode,
         from_start: bool,
         sizeless: bool,
+        fills_holes: bool,
     ) -> Result<FileChain, String> {
         let mut chain = FileChain {
             paths: chain_for_copy(src, dst, via, reflink)?,
             forced: matches!(via, Via::Forced(_)) || reflink == ReflinkMode::Always,
         };
         chain.leave_out(|path| match path {
-            DataPath::Reflink => !from_start || sizeless,
-            DataPath::CopyFileRange => sizeless,
+            DataPath::Reflink => !from_start || sizeless || fills_holes,
+            DataPath::CopyFileRange => sizeless || fills_holes,
             _ => false,
         });
         Ok(chain)
@@ -413,7 +416,30 @@ mod file_chain_tests {
 
     fn file_chain(via: Via, reflink: ReflinkMode, from_start: bool, sizeless: bool) -> FileChain {
         let file = FdInfo::assumed(FdKind::File);
-        FileChain::new(&file, &file, via, reflink, from_start, sizeless).unwrap()
+        FileChain::new(&file, &file, via, reflink, from_start, sizeless, false).unwrap()
+    }
+
+    #[test]
+    fn filling_holes_leaves_out_the_paths_that_may_keep_them() {
+        let file = FdInfo::assumed(FdKind::File);
+        let chain = FileChain::new(
+            &file,
+            &file,
+            Via::Auto,
+            ReflinkMode::Auto,
+            true,
+            false,
+            true,
+        )
+        .unwrap();
+        assert_eq!(chain.paths(), [Splice, Userspace]);
+        let forced = Via::Forced(CopyFileRange);
+        let chain = FileChain::new(&file, &file, forced, ReflinkMode::Auto, true, false, true);
+        assert_eq!(
+            chain.unwrap().paths(),
+            [CopyFileRange],
+            "a forced path runs"
+        );
     }
 
     fn refused(from: DataPath, errno: Errno) -> Fallback {

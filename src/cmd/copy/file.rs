@@ -110,15 +110,11 @@ impl Copier<'_> {
             self.cfg.reflink,
             start == 0,
             sizeless,
+            self.cfg.sparse == SparseMode::Never,
         )
         .map_err(|err| format!("--via: {err}"))?;
         let devices = (sst.st_dev, dst_info.identity.0);
         chain.leave_out(|path| self.refused.contains(&(devices, path)));
-        if self.cfg.sparse == SparseMode::Never {
-            // Every byte written: a clone or copy_file_range (which may clone) would keep
-            // the source's holes, which --sparse=never fills (cp avoids copy offload too).
-            chain.leave_out(|path| matches!(path, DataPath::Reflink | DataPath::CopyFileRange));
-        }
         if chain.paths().contains(&DataPath::Splice) && self.middle.is_none() {
             self.middle = OwnPipe::new().ok();
         }
