@@ -10,15 +10,13 @@ cat's 64 KiB stdin while cat blocks writing its stdout, which socat is not readi
 MiB timed out; 1 MiB passes), and `ncat -l --exec /bin/cat` drops what cat had not
 answered when the client half-closes (100,000 bytes sent, 32,768 came back)."""
 import os
-import re
 import subprocess
 import time
 
 from . import common
 from .checks import Sample, sink_check
-from .common import Failed
 from .measure import contender, scenario
-from .procs import Procs, free_port, read_line, result, timeout_for, wait_listening
+from .procs import Procs, free_port, listening_addr, result, timeout_for, wait_listening
 
 GROUP = "exec"
 
@@ -32,11 +30,7 @@ def run_echo(ctx, tool):
         if tool[0] == "zerocat":
             p = ps.spawn("tool", [common.ZC, "--stats", "json", *tool[1], "relay", "--once",
                                   "tcp-listen:127.0.0.1:0", "exec:cat"])
-            line = read_line(p)
-            m = re.search(r"listening on (\S+)", line)
-            if not m:
-                raise Failed(f"unexpected first line from zerocat: {line!r}")
-            target = f"tcp:{m.group(1)}"
+            target = f"tcp:{listening_addr(p)}"
         else:
             port = free_port()
             argv = ["socat", *tool[1], f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr", "EXEC:cat"]

@@ -1,6 +1,7 @@
 """One run's processes: spawned (optionally pinned), killed at a deadline, reaped with
 wait4 for their CPU; and the small timing helpers around a run."""
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -153,6 +154,15 @@ def read_line(p, timeout=10):
         if time.monotonic() > deadline:
             raise Failed("no 'listening on' line from zerocat")
         time.sleep(0.002)
+
+
+def listening_addr(p):
+    """The ADDR of zerocat's first stderr line, `zerocat: listening on ADDR`."""
+    line = read_line(p)
+    m = re.search(r"listening on (\S+)", line)
+    if not m:
+        raise Failed(f"unexpected first line from zerocat: {line!r}")
+    return m.group(1)
 
 
 def proc_cpu(pid, children=False):

@@ -19,7 +19,7 @@ from . import common
 from .checks import Sample, sink_check
 from .common import Failed
 from .measure import contender, scenario
-from .procs import Procs, free_port, proc_cpu, read_line, result, timeout_for, wait_listening
+from .procs import Procs, free_port, listening_addr, proc_cpu, read_line, result, timeout_for, wait_listening
 
 GROUP = "relay"
 
@@ -73,11 +73,8 @@ def run_relay(ctx, tool, pair, chunk=0, nbytes=None, pin=None):
             via = ["--via", tool[1]] if tool[1] else []
             a_listen = "tcp-listen:127.0.0.1:0" if a_kind == "tcp" else f"unix-listen:{a_path}"
             p = ps.spawn("tool", [common.ZC, "--stats", "json", *via, "relay", "--once", a_listen, b])
-            line = read_line(p)
-            m = re.search(r"listening on (\S+)", line)
-            if not m:
-                raise Failed(f"unexpected first line from zerocat: {line!r}")
-            a = f"tcp:{m.group(1)}" if a_kind == "tcp" else f"unix:{a_path}"
+            addr = listening_addr(p)
+            a = f"tcp:{addr}" if a_kind == "tcp" else f"unix:{a_path}"
         elif tool[0] == "ref":
             a_listen = "tcp-listen:127.0.0.1:0" if a_kind == "tcp" else f"unix-listen:{a_path}"
             p = ps.spawn("tool", [common.REFRELAY, tool[1], a_listen, b], stdout=subprocess.PIPE)

@@ -13,14 +13,13 @@ throughput; the note gives datagrams/s and the share of the bytes that arrived).
 zerocat run fails if a datagram arrived out of order, cut or altered; a peer's note
 counts those (see udp_result)."""
 import os
-import re
 import subprocess
 import time
 
 from . import common
 from .common import Failed
 from .measure import contender, scenario
-from .procs import Procs, free_port, read_line, wait_listening
+from .procs import Procs, free_port, listening_addr, timeout_for
 
 GROUP = "udp"
 SIZES = (64, 1400, 65507)
@@ -52,7 +51,7 @@ def udp_result(ps, sink, count, total_bytes):
 
 
 def run_relay(ctx, tool, size, count):
-    ps = Procs(60 + count * size / (20 * common.MiB))
+    ps = Procs(timeout_for(count * size))
     try:
         sink = ps.spawn("sink", [common.UDPB, "sink"], stdout=subprocess.PIPE)
         port = sink.stdout.readline().decode().strip()
@@ -61,10 +60,7 @@ def run_relay(ctx, tool, size, count):
         if tool == "zerocat":
             p = ps.spawn("tool", [common.ZC, "--stats", "json", "relay", "udp-listen:127.0.0.1:0",
                                   f"udp:127.0.0.1:{port}"], daemon=True)
-            m = re.search(r"listening on (\S+)", read_line(p))
-            if not m:
-                raise Failed("zerocat did not listen")
-            target = m.group(1)
+            target = listening_addr(p)
         elif tool == "socat":
             lport = free_port()
             p = ps.spawn("tool", ["socat", f"UDP-LISTEN:{lport},bind=127.0.0.1,fork,reuseaddr",
@@ -82,10 +78,6 @@ def run_relay(ctx, tool, size, count):
         ps.close()
 
 
-def ps_timeout(count, size):
-    return 60 + count * size / (20 * common.MiB)
-
-
 def run_pipe(ctx, tool, nbytes):
     """A file of `nbytes` (udpb's pattern, 65,507-byte datagrams) sent by TOOL to the sink."""
     data = os.path.join(ctx["tmp"], "udp.dat")
@@ -95,7 +87,7 @@ def run_pipe(ctx, tool, nbytes):
         with open(data, "wb") as f:
             for seq in range(count):
                 f.write(seq.to_bytes(8, "big") + bytes([seq & 0xFF]) * (size - 8))
-    ps = Procs(ps_timeout(count, size))
+    ps = Procs(timeout_for(count * size))
     stdin = open(data, "rb")
     try:
         sink = ps.spawn("sink", [common.UDPB, "sink"], stdout=subprocess.PIPE)
