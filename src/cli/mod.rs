@@ -278,24 +278,32 @@ fn parse_open_fd(arg: &str) -> Result<i32, String> {
 pub const MAX_THREADS: usize = 256;
 
 fn parse_jobs(arg: &str) -> Result<usize, String> {
-    match arg.parse::<usize>() {
-        Ok(0) => Err("-j 0: at least one job copies the files (-j 1: one thread)".to_string()),
-        Ok(n) if n > MAX_THREADS => Err(format!(
-            "-j {n}: at most {MAX_THREADS} jobs (threads); more only wait on each other"
-        )),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!("'{arg}' is not a number of jobs")),
-    }
+    parse_threads(
+        arg,
+        "-j",
+        "jobs",
+        "at least one job copies the files (-j 1: one thread)",
+    )
 }
 
 fn parse_workers(arg: &str) -> Result<usize, String> {
+    parse_threads(
+        arg,
+        "--workers",
+        "event loops",
+        "at least one event loop serves the listener",
+    )
+}
+
+/// A count of threads for `flag`: 1 to [`MAX_THREADS`].
+fn parse_threads(arg: &str, flag: &str, what: &str, at_least_one: &str) -> Result<usize, String> {
     match arg.parse::<usize>() {
-        Ok(0) => Err("--workers 0: at least one event loop serves the listener".to_string()),
+        Ok(0) => Err(format!("{flag} 0: {at_least_one}")),
         Ok(n) if n > MAX_THREADS => Err(format!(
-            "--workers {n}: at most {MAX_THREADS} event loops (threads)"
+            "{flag} {n}: at most {MAX_THREADS} {what} (threads); more only wait on each other"
         )),
         Ok(n) => Ok(n),
-        Err(_) => Err(format!("'{arg}' is not a number of workers")),
+        Err(_) => Err(format!("'{arg}' is not a number of {what}")),
     }
 }
 

@@ -440,9 +440,6 @@ fn check_sides(cfg: &RelayConfig) -> anyhow::Result<()> {
             UsageError("relay: neither side is a socket to connect or listen on".into()).into(),
         );
     }
-    if cfg.workers == Some(0) {
-        return Err(UsageError("--workers must be at least 1".into()).into());
-    }
     if cfg.max_conns == Some(0) {
         return Err(UsageError("--max-conns must be at least 1".into()).into());
     }
