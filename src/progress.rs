@@ -115,16 +115,14 @@ const PLAIN_EVERY: Duration = Duration::from_millis(500);
 /// same), never a bar's carriage returns and escapes.
 #[derive(Default)]
 pub struct PlainLines {
-    last: Option<Instant>,
+    /// Lines printed so far: the next is due at (printed + 1) × [`PLAIN_EVERY`] of the run.
+    printed: u32,
 }
 
 impl Progress for PlainLines {
     fn update(&mut self, now: &Snapshot) {
-        let due = self.last.map_or(now.elapsed >= PLAIN_EVERY, |last| {
-            last.elapsed() >= PLAIN_EVERY
-        });
-        if due {
-            self.last = Some(Instant::now());
+        if now.elapsed >= PLAIN_EVERY * (self.printed + 1) {
+            self.printed = (now.elapsed.as_millis() / PLAIN_EVERY.as_millis()) as u32;
             eprintln!("{}", now.line());
         }
     }
