@@ -33,7 +33,7 @@ pub struct Batch {
     segs: Vec<u16>,
     /// Control messages of each slot's receive.
     control: Vec<u8>,
-    /// Slots filled by the last receive (or by [`Batch::push`]).
+    /// Slots filled by the last receive (or, in the tests, by `push`).
     filled: usize,
 }
 
