@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use nix::sys::socket::{shutdown, Shutdown};
 
+use crate::endpoint::tls::{Session, TlsInfo};
 use crate::endpoint::{self, command, Endpoint, Opened, Role};
 use crate::engine::{self, DataPath, Side, Via};
 use crate::sys::fdkind::FdInfo;
@@ -163,6 +164,26 @@ pub fn reap_child(
         command::reap(&mut child, stop).with_context(|| format!("cannot wait for {endpoint}"))?;
     Ok(Some(ChildExit::of(child.id(), status)))
 }
+
+/// After its fd closed: the TLS stream behind an end sends what it holds and its
+/// close_notify (at most [`TLS_FINISH`]), then says what it negotiated, for the report, and
+/// its record layer's failure (a truncated stream, an alert), naming the endpoint.
+pub fn finish_tls(
+    endpoint: &Endpoint,
+    session: Option<Session>,
+) -> (Option<TlsInfo>, Option<String>) {
+    let Some(session) = session else {
+        return (None, None);
+    };
+    let info = session.info.clone();
+    let failure = session
+        .finish(TLS_FINISH)
+        .map(|reason| format!("{endpoint}: {reason}"));
+    (Some(info), failure)
+}
+
+/// How long an ended run waits for a TLS sink to send its last records and close_notify.
+pub const TLS_FINISH: Duration = Duration::from_secs(5);
 
 /// "exec:false: the command exited with status 3": the failure of the command behind
 /// `endpoint` when its child exited non-zero or died by a signal; None otherwise.

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 
 use super::common::{
-    child_failure, describe, failure_message, finish_socket_sink, inspect, predict, reap_child,
-    refuse_same_file, remaining, stdout_gone, truncate_if_pending,
+    child_failure, describe, failure_message, finish_socket_sink, finish_tls, inspect, predict,
+    reap_child, refuse_same_file, remaining, stdout_gone, truncate_if_pending,
 };
 use crate::endpoint::proxy::Addresses;
 use crate::endpoint::{Endpoint, Role};
@@ -35,8 +35,9 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         return explain(opts, cfg);
     }
     // An accepted source's client goes on in the sink's PROXY header (`proxy=v1|v2`).
-    let (src, origin) = cfg.src.open_carrying(Role::Source, &Addresses::Unknown)?;
-    let (dst, _) = cfg.dst.open_carrying(Role::Sink, &origin)?;
+    let (mut src, origin) = cfg.src.open_carrying(Role::Source, &Addresses::Unknown)?;
+    let (mut dst, _) = cfg.dst.open_carrying(Role::Sink, &origin)?;
+    let tls = [src.tls.take(), dst.tls.take()];
     let mut src_info = inspect(src.fd.as_fd(), &cfg.src)?;
     if src_info.kind == FdKind::Datagram {
         src_info.quiet_end = cfg.idle_timeout;
@@ -87,17 +88,24 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         reap_child(&cfg.src, src, stop)?,
         reap_child(&cfg.dst, dst, stop)?,
     ];
-    let command_failure =
-        child_failure(&cfg.src, src_child).or_else(|| child_failure(&cfg.dst, dst_child));
+    let [src_tls, dst_tls] = tls;
+    let (src_tls, src_tls_failure) = finish_tls(&cfg.src, src_tls);
+    let (dst_tls, dst_tls_failure) = finish_tls(&cfg.dst, dst_tls);
+    let command_failure = child_failure(&cfg.src, src_child)
+        .or_else(|| child_failure(&cfg.dst, dst_child))
+        .or(src_tls_failure)
+        .or(dst_tls_failure);
 
     let mut report = Report {
         command: "pipe",
         src: Named {
             child: src_child,
+            tls: src_tls,
             ..Named::of(cfg.src.to_string(), &src_info)
         },
         dst: Named {
             child: dst_child,
+            tls: dst_tls,
             ..Named::of(cfg.dst.to_string(), &dst_info)
         },
         record,

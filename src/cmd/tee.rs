@@ -53,13 +53,14 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     for (i, (sink, listener)) in cfg.sinks.iter().zip(listeners).enumerate() {
         let sink_fd = match listener {
             Some(listener) => {
-                let (fd, _peer) = listener.accept().with_context(|| {
+                let accepted = listener.accept_from().with_context(|| {
                     format!("cannot accept a connection on {}", listener.local_addr())
                 })?;
                 Opened {
-                    fd,
+                    fd: accepted.fd,
                     truncate_pending: false,
                     child: None,
+                    tls: accepted.tls,
                 }
             }
             None => match sink.open(Role::Sink) {

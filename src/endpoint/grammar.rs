@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::command::{self, Program};
 use super::outbound;
 use super::proxy::Version;
-use super::{ConnectOpts, Endpoint, FileOpts, ListenOpts, UnixAddr};
+use super::{ConnectOpts, Endpoint, FileOpts, ListenOpts, TlsOpts, UnixAddr};
 
 /// A malformed endpoint argument: a usage error (exit 2).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,11 +44,14 @@ const SCHEMES: &[&str] = &[
     "systemd",
     "udp",
     "udp-listen",
+    "tls",
+    "tls-listen",
     "exec",
     "sh",
     "tcp-l",
     "unix-l",
     "udp-l",
+    "tls-l",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +65,8 @@ enum Scheme {
     Systemd,
     Udp,
     UdpListen,
+    Tls,
+    TlsListen,
     Exec,
     Sh,
 }
@@ -78,6 +83,8 @@ impl Scheme {
             "systemd" => Scheme::Systemd,
             "udp" => Scheme::Udp,
             "udp-listen" | "udp-l" => Scheme::UdpListen,
+            "tls" => Scheme::Tls,
+            "tls-listen" | "tls-l" => Scheme::TlsListen,
             "exec" => Scheme::Exec,
             "sh" | "system" => Scheme::Sh,
             _ => return None,
@@ -95,6 +102,8 @@ impl Scheme {
             Scheme::Systemd => "systemd",
             Scheme::Udp => "udp",
             Scheme::UdpListen => "udp-listen",
+            Scheme::Tls => "tls",
+            Scheme::TlsListen => "tls-listen",
             Scheme::Exec => "exec",
             Scheme::Sh => "sh",
         }
@@ -108,7 +117,16 @@ impl Scheme {
                 "backlog=N, reuseport, ipv6only=0|1, proxy, mptcp, reuseaddr (always on)"
             }
             Scheme::UnixListen => "mode=OCTAL, backlog=N",
-            Scheme::Systemd => "proxy",
+            Scheme::Systemd => "proxy, tls, cert=PEM, key=PEM, cafile=PEM, alpn=PROTOCOLS",
+            Scheme::Tls => {
+                "sni=NAME, cafile=PEM, verify=0|1, cert=PEM, key=PEM, alpn=PROTOCOLS, retry=N, \
+                 interval=DURATION, socks5=HOST:PORT, connect=HOST:PORT, proxy-auth=USER:PASS, \
+                 mptcp"
+            }
+            Scheme::TlsListen => {
+                "cert=PEM, key=PEM (both required), cafile=PEM, alpn=PROTOCOLS, backlog=N, \
+                 reuseport, ipv6only=0|1, proxy, mptcp"
+            }
             Scheme::Tcp => {
                 "retry=N, interval=DURATION, proxy=v1|v2, socks5=HOST:PORT, connect=HOST:PORT, \
                  proxy-auth=USER:PASS, mptcp"
@@ -130,7 +148,38 @@ impl Scheme {
                 )
                 | (Scheme::TcpListen, "reuseaddr")
                 | (Scheme::UnixListen, "mode" | "backlog")
-                | (Scheme::Systemd, "proxy")
+                | (
+                    Scheme::Systemd,
+                    "proxy" | "tls" | "cert" | "key" | "cafile" | "alpn"
+                )
+                | (
+                    Scheme::Tls,
+                    "sni"
+                        | "cafile"
+                        | "verify"
+                        | "cert"
+                        | "key"
+                        | "alpn"
+                        | "retry"
+                        | "interval"
+                        | "socks5"
+                        | "connect"
+                        | "proxy-auth"
+                        | "mptcp"
+                )
+                | (
+                    Scheme::TlsListen,
+                    "cert"
+                        | "key"
+                        | "cafile"
+                        | "alpn"
+                        | "backlog"
+                        | "reuseport"
+                        | "ipv6only"
+                        | "proxy"
+                        | "mptcp"
+                        | "reuseaddr"
+                )
                 | (
                     Scheme::Tcp,
                     "retry" | "interval" | "proxy" | "socks5" | "connect" | "proxy-auth" | "mptcp"
@@ -151,6 +200,9 @@ struct RawOpts {
     listen: ListenOpts,
     connect: ConnectOpts,
     size: Option<u32>,
+    tls: TlsOpts,
+    /// `systemd:…,tls`.
+    tls_flag: bool,
 }
 
 /// Parse one endpoint argument. Pure: opens nothing.
@@ -184,7 +236,12 @@ pub fn parse(arg: &str) -> Result<Endpoint, ParseError> {
     // (A path may start with `//`: file: and unix: take it as it is.)
     let networked = matches!(
         scheme,
-        Scheme::Tcp | Scheme::TcpListen | Scheme::Udp | Scheme::UdpListen
+        Scheme::Tcp
+            | Scheme::TcpListen
+            | Scheme::Udp
+            | Scheme::UdpListen
+            | Scheme::Tls
+            | Scheme::TlsListen
     );
     if networked && rest.starts_with("//") {
         return Err(fail(format!(
@@ -315,9 +372,13 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
                 },
             })
         }
-        Scheme::Tcp => {
-            let expected = "expected tcp:HOST:PORT";
-            let (host, port) = split_host_port(address, "tcp", expected)?;
+        Scheme::Tcp | Scheme::Tls => {
+            let expected = if scheme == Scheme::Tls {
+                "expected tls:HOST:PORT"
+            } else {
+                "expected tcp:HOST:PORT"
+            };
+            let (host, port) = split_host_port(address, scheme.name(), expected)?;
             let host = host.ok_or_else(|| format!("missing HOST; {expected}"))?;
             let port = parse_port(port, expected)?;
             if port == 0 {
@@ -325,26 +386,42 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
                     "port 0 is not a port to connect to; {expected} with PORT 1-65535"
                 ));
             }
+            let mut connect = opts.connect;
+            if scheme == Scheme::Tls {
+                if opts.tls.cert.is_some() != opts.tls.key.is_some() {
+                    return Err("a client certificate takes both cert=PEM and key=PEM".into());
+                }
+                connect.tls = Some(opts.tls);
+            }
             Ok(Endpoint::Tcp {
                 host,
                 port,
-                connect: opts.connect,
+                connect,
             })
         }
-        Scheme::TcpListen => {
-            let expected = "expected tcp-listen:[HOST:]PORT";
-            let (host, port) = split_host_port(address, "tcp-listen", expected)?;
+        Scheme::TcpListen | Scheme::TlsListen => {
+            let expected = if scheme == Scheme::TlsListen {
+                "expected tls-listen:[HOST:]PORT,cert=PEM,key=PEM"
+            } else {
+                "expected tcp-listen:[HOST:]PORT"
+            };
+            let (host, port) = split_host_port(address, scheme.name(), expected)?;
             let port = parse_port(port, expected)?;
             if opts.listen.ipv6only.is_some() && !may_be_ipv6(host.as_deref()) {
                 return Err(format!(
-                    "option 'ipv6only' applies to an IPv6 listener such as tcp-listen:[::]:{port}"
+                    "option 'ipv6only' applies to an IPv6 listener such as {}:[::]:{port}",
+                    scheme.name()
                 ));
+            }
+            let mut listen = opts.listen;
+            if scheme == Scheme::TlsListen {
+                listen.tls = Some(server_tls(opts.tls, expected)?);
             }
             Ok(Endpoint::TcpListen {
                 host,
                 port,
                 backlog: opts.backlog,
-                listen: opts.listen,
+                listen,
             })
         }
         Scheme::Unix => Ok(Endpoint::Unix {
@@ -401,12 +478,38 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
                     ))
                 }
             };
+            let tls_given = opts.tls != TlsOpts::default();
+            let tls = match (opts.tls_flag, tls_given) {
+                (true, _) => Some(server_tls(
+                    opts.tls,
+                    "expected systemd:[NAME],tls,cert=PEM,key=PEM",
+                )?),
+                (false, true) => {
+                    return Err(
+                        "cert=, key=, cafile= and alpn= of systemd: go with its 'tls' \
+                                flag: systemd:[NAME],tls,cert=PEM,key=PEM"
+                            .into(),
+                    )
+                }
+                (false, false) => None,
+            };
             Ok(Endpoint::Systemd {
                 name,
                 proxy: opts.listen.proxy,
+                tls,
             })
         }
     }
+}
+
+/// A TLS listener's options: its certificate and key are required.
+fn server_tls(tls: TlsOpts, expected: &str) -> Result<TlsOpts, String> {
+    if tls.cert.is_none() || tls.key.is_none() {
+        return Err(format!(
+            "a TLS listener needs its certificate and key; {expected}"
+        ));
+    }
+    Ok(tls)
 }
 
 /// `exec:PROGRAM ARG...` / `sh:COMMAND`: options follow the first comma outside quotes (a
@@ -468,7 +571,7 @@ fn unknown_scheme_message(word: &str, arg: &str) -> String {
     let hint = match nearest {
         Some((_, s)) => format!("did you mean '{s}'?"),
         None => "known schemes: fd, file, tcp, tcp-listen, unix, unix-listen, systemd, udp, \
-                 udp-listen"
+                 udp-listen, tls, tls-listen"
             .to_string(),
     };
     format!(
@@ -518,7 +621,14 @@ fn parse_options<'a>(
             format!("{}: takes {help}", scheme.name())
         }
     };
+    let mut after_alpn = false;
     for piece in pieces {
+        // `alpn=h2,http/1.1`: a word after alpn= that is no option is another protocol.
+        if after_alpn && !piece.contains('=') && !piece.is_empty() && !scheme.takes_option(piece) {
+            opts.tls.alpn.push(piece.to_string());
+            continue;
+        }
+        after_alpn = false;
         let (name, value) = match piece.split_once('=') {
             Some((name, value)) => (name, Some(value)),
             None => (piece, None),
@@ -550,6 +660,13 @@ fn parse_options<'a>(
                 "connect",
                 "proxy-auth",
                 "mptcp",
+                "tls",
+                "sni",
+                "cafile",
+                "verify",
+                "cert",
+                "key",
+                "alpn",
             ]
             .contains(&name.as_str());
             let what = if known {
@@ -568,13 +685,45 @@ fn parse_options<'a>(
         }
         seen.push(name.clone());
         match (name.as_str(), value) {
-            ("append" | "excl" | "reuseport" | "reuseaddr" | "mptcp", Some(_)) => {
+            ("append" | "excl" | "reuseport" | "reuseaddr" | "mptcp" | "tls", Some(_)) => {
                 return Err(format!(
                     "option '{name}' is a flag and takes no value ({})",
                     takes()
                 ));
             }
             ("append", None) => opts.append = true,
+            ("tls", None) => opts.tls_flag = true,
+            ("sni", value) => {
+                let name = option_value("sni", value, "expected sni=NAME")?;
+                opts.tls.sni = Some(name.to_string());
+            }
+            ("cafile" | "cert" | "key", value) => {
+                let path = option_value(&name, value, &format!("expected {name}=PEM-FILE"))?;
+                let path = Some(PathBuf::from(path));
+                match name.as_str() {
+                    "cafile" => opts.tls.cafile = path,
+                    "cert" => opts.tls.cert = path,
+                    _ => opts.tls.key = path,
+                }
+            }
+            ("verify", value) => {
+                opts.tls.insecure = match value {
+                    Some("1") => false,
+                    Some("0") => true,
+                    _ => {
+                        return Err(format!(
+                            "option 'verify' takes 0 (do not verify the server: insecure) or 1, \
+                             got '{}'",
+                            value.unwrap_or("")
+                        ))
+                    }
+                }
+            }
+            ("alpn", value) => {
+                let first = option_value("alpn", value, "expected alpn=PROTOCOL[,PROTOCOL...]")?;
+                opts.tls.alpn.push(first.to_string());
+                after_alpn = true;
+            }
             ("excl", None) => opts.excl = true,
             ("reuseport", None) => opts.listen.reuseport = true,
             // socat's habit: zerocat's TCP listeners always set SO_REUSEADDR.
@@ -812,7 +961,7 @@ fn split_host_port<'a>(
     }
     match address.matches(':').count() {
         // Only a listener may leave out the host.
-        0 if matches!(scheme, "tcp-listen" | "udp-listen") => Ok((None, address)),
+        0 if matches!(scheme, "tcp-listen" | "udp-listen" | "tls-listen") => Ok((None, address)),
         // `tcp:9000` (nc's `nc -l 9000` habit): a port and no host.
         0 if !address.is_empty() && address.bytes().all(|b| b.is_ascii_digit()) => Err(format!(
             "missing HOST: '{address}' is only a port; write {scheme}:HOST:{address} to \
@@ -942,8 +1091,13 @@ impl fmt::Display for Endpoint {
                 port,
                 connect,
             } => {
-                write!(f, "tcp:{}:{port}", uri_host(host))?;
-                write_connect_opts(f, connect)
+                let scheme = if connect.tls.is_some() { "tls" } else { "tcp" };
+                write!(f, "{scheme}:{}:{port}", uri_host(host))?;
+                write_connect_opts(f, connect)?;
+                match &connect.tls {
+                    Some(tls) => write_tls_opts(f, tls),
+                    None => Ok(()),
+                }
             }
             Endpoint::TcpListen {
                 host,
@@ -951,7 +1105,11 @@ impl fmt::Display for Endpoint {
                 backlog,
                 listen,
             } => {
-                f.write_str("tcp-listen:")?;
+                f.write_str(if listen.tls.is_some() {
+                    "tls-listen:"
+                } else {
+                    "tcp-listen:"
+                })?;
                 if let Some(host) = host {
                     write!(f, "{}:", uri_host(host))?;
                 }
@@ -971,7 +1129,10 @@ impl fmt::Display for Endpoint {
                 if listen.mptcp {
                     f.write_str(",mptcp")?;
                 }
-                Ok(())
+                match &listen.tls {
+                    Some(tls) => write_tls_opts(f, tls),
+                    None => Ok(()),
+                }
             }
             Endpoint::Udp { host, port, size } => {
                 write!(f, "udp:{}:{port}", uri_host(host))?;
@@ -987,12 +1148,18 @@ impl fmt::Display for Endpoint {
                 }
                 write!(f, "{port}")
             }
-            Endpoint::Systemd { name, proxy } => {
+            Endpoint::Systemd { name, proxy, tls } => {
                 write!(f, "systemd:{}", name.as_deref().unwrap_or(""))?;
                 if *proxy {
                     f.write_str(",proxy")?;
                 }
-                Ok(())
+                match tls {
+                    Some(tls) => {
+                        f.write_str(",tls")?;
+                        write_tls_opts(f, tls)
+                    }
+                    None => Ok(()),
+                }
             }
             Endpoint::Command(spec) => {
                 match &spec.program {
@@ -1031,6 +1198,28 @@ impl fmt::Display for Endpoint {
             }
         }
     }
+}
+
+fn write_tls_opts(f: &mut fmt::Formatter<'_>, tls: &TlsOpts) -> fmt::Result {
+    if let Some(sni) = &tls.sni {
+        write!(f, ",sni={sni}")?;
+    }
+    for (name, path) in [
+        ("cafile", &tls.cafile),
+        ("cert", &tls.cert),
+        ("key", &tls.key),
+    ] {
+        if let Some(path) = path {
+            write!(f, ",{name}={}", path.display())?;
+        }
+    }
+    if tls.insecure {
+        f.write_str(",verify=0")?;
+    }
+    if !tls.alpn.is_empty() {
+        write!(f, ",alpn={}", tls.alpn.join(","))?;
+    }
+    Ok(())
 }
 
 fn write_connect_opts(f: &mut fmt::Formatter<'_>, opts: &ConnectOpts) -> fmt::Result {

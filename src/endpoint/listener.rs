@@ -26,6 +26,9 @@ use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 
 use super::proxy::{self, Addresses};
+use super::tls::{Handshake, Session};
+use rustls::ServerConfig;
+use std::sync::Arc;
 
 /// How long a connection on a `proxy` listener may take to send its header when no
 /// `--connect-timeout` says otherwise.
@@ -37,11 +40,36 @@ const MAX_GREETINGS: usize = 1024;
 /// A connection a listener accepted: the socket, the client as reported (the address a
 /// PROXY header carried, else the peer's), and the addresses a PROXY header to a backend
 /// would carry.
-#[derive(Debug)]
 pub struct Accepted {
     pub fd: OwnedFd,
     pub peer: String,
     pub origin: Addresses,
+    /// A TLS listener's connection: what its handshake negotiated and which record layer
+    /// carries it (`fd` is then the TCP socket under kTLS, or the bridge's socketpair end).
+    pub tls: Option<Session>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Session({:?})", self.info)
+    }
+}
+
+/// What a listener reads from every connection before handing it out.
+#[derive(Clone, Default)]
+pub struct Greet {
+    /// A PROXY protocol header (`proxy`).
+    pub header: bool,
+    /// A TLS server handshake (after the header).
+    pub tls: Option<Arc<ServerConfig>>,
+    /// How long both may take together.
+    pub deadline: Duration,
+}
+
+impl Greet {
+    fn any(&self) -> bool {
+        self.header || self.tls.is_some()
+    }
 }
 
 /// A connection closed because its PROXY header was missing, malformed or late: never
@@ -132,18 +160,23 @@ pub struct Listener {
 const TIMER: u64 = u64::MAX;
 const GREETING: u64 = 1 << 32;
 
-#[derive(Debug)]
 struct Mux {
     epoll: Epoll,
     /// The listener's sockets (owned by it, which owns this mux), by token.
     sockets: Vec<RawFd>,
-    /// The deadline of the oldest greeting (only with `proxy`).
+    /// The deadline of the oldest greeting (only with `proxy` or TLS).
     timer: Option<TimerFd>,
-    deadline: Duration,
+    greet: Greet,
     state: Mutex<MuxState>,
 }
 
-#[derive(Debug, Default)]
+impl std::fmt::Debug for Mux {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Mux({} sockets)", self.sockets.len())
+    }
+}
+
+#[derive(Default)]
 struct MuxState {
     greetings: Vec<Option<Greeting>>,
     free: Vec<usize>,
@@ -154,27 +187,29 @@ struct MuxState {
     expired: VecDeque<Rejected>,
 }
 
-/// A connection whose PROXY header has not all arrived.
-#[derive(Debug)]
+/// A connection whose PROXY header has not all arrived, or whose TLS handshake is not done.
 struct Greeting {
     fd: OwnedFd,
     peer: String,
     real: Addresses,
     due: Instant,
+    /// Its PROXY header is still awaited.
+    header: bool,
+    shake: Option<Handshake>,
 }
 
 impl Listener {
     /// Listening sockets, announced on stderr (`zerocat: listening on ADDR`, one line each,
     /// also under -q: scripts read the port from it). `proxy`: every connection must
     /// first send a PROXY header, within `deadline`.
-    pub(super) fn new(sockets: Vec<Socket>, proxy: Option<Duration>) -> anyhow::Result<Listener> {
+    pub(super) fn new(sockets: Vec<Socket>, greet: Greet) -> anyhow::Result<Listener> {
         let local = sockets
             .iter()
             .map(|s| s.local.as_str())
             .collect::<Vec<_>>()
             .join(", ");
-        let mux = if sockets.len() > 1 || proxy.is_some() {
-            Some(Mux::new(&sockets, proxy)?)
+        let mux = if sockets.len() > 1 || greet.any() {
+            Some(Mux::new(&sockets, greet)?)
         } else {
             None
         };
@@ -280,7 +315,12 @@ fn accept_on(listener: &Socket, flags: SockFlag) -> io::Result<Accepted> {
         )
     };
     let (peer, origin) = addresses_of(&fd, peer, local);
-    Ok(Accepted { fd, peer, origin })
+    Ok(Accepted {
+        fd,
+        peer,
+        origin,
+        tls: None,
+    })
 }
 
 /// A connected socket's peer as printed, and its (peer, local) addresses; `peer` as
@@ -320,7 +360,7 @@ fn inet(addr: &SockaddrStorage) -> Option<SocketAddr> {
 }
 
 impl Mux {
-    fn new(sockets: &[Socket], proxy: Option<Duration>) -> anyhow::Result<Mux> {
+    fn new(sockets: &[Socket], greet: Greet) -> anyhow::Result<Mux> {
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(io::Error::from)?;
         for (i, socket) in sockets.iter().enumerate() {
             // Several sockets are tried in turn: none may block.
@@ -329,8 +369,8 @@ impl Mux {
                 .add(&socket.fd, EpollEvent::new(EpollFlags::EPOLLIN, i as u64))
                 .map_err(io::Error::from)?;
         }
-        let timer = match proxy {
-            Some(_) => {
+        let timer = match greet.any() {
+            true => {
                 let timer = TimerFd::new(
                     ClockId::CLOCK_MONOTONIC,
                     TimerFlags::TFD_CLOEXEC | TimerFlags::TFD_NONBLOCK,
@@ -341,13 +381,13 @@ impl Mux {
                     .map_err(io::Error::from)?;
                 Some(timer)
             }
-            None => None,
+            false => None,
         };
         Ok(Mux {
             epoll,
             sockets: sockets.iter().map(|s| s.fd.as_raw_fd()).collect(),
             timer,
-            deadline: proxy.unwrap_or(PROXY_DEADLINE),
+            greet,
             state: Mutex::new(MuxState {
                 sockets_polled: true,
                 ..MuxState::default()
@@ -412,19 +452,24 @@ impl Mux {
             state.greetings.len() - 1
         });
         // Edge-triggered: the header is peeked, not read, until it is complete, so a
-        // partial one must not keep the epoll ready.
-        self.epoll.add(
-            &accepted.fd,
-            EpollEvent::new(
-                EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP | EpollFlags::EPOLLET,
-                GREETING + slot as u64,
-            ),
-        )?;
+        // partial one must not keep the epoll ready. A handshake may also wait to send.
+        let shake = match &self.greet.tls {
+            Some(config) => Some(Handshake::server(config).map_err(io::Error::other)?),
+            None => None,
+        };
+        let mut flags = EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP | EpollFlags::EPOLLET;
+        if shake.is_some() {
+            flags |= EpollFlags::EPOLLOUT;
+        }
+        self.epoll
+            .add(&accepted.fd, EpollEvent::new(flags, GREETING + slot as u64))?;
         state.greetings[slot] = Some(Greeting {
             fd: accepted.fd,
             peer: accepted.peer,
             real: accepted.origin,
-            due: Instant::now() + self.deadline,
+            due: Instant::now() + self.greet.deadline,
+            header: self.greet.header,
+            shake,
         });
         state.waiting += 1;
         if state.waiting >= MAX_GREETINGS && state.sockets_polled {
@@ -438,60 +483,56 @@ impl Mux {
         Ok(())
     }
 
-    /// A greeting's socket has news: its header complete, wrong, or still partial (None).
+    /// A greeting's socket has news: its header complete, wrong, or still partial, its
+    /// handshake done, failed or waiting (None while it waits).
     fn greet(&self, state: &mut MuxState, slot: usize) -> Option<io::Result<Accepted>> {
-        let greeting = state.greetings.get(slot)?.as_ref()?;
-        let mut buf = [0u8; proxy::MAX_HEADER];
-        let outcome = match socket::recv(
-            greeting.fd.as_raw_fd(),
-            &mut buf,
-            MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
-        ) {
-            Ok(0) => Err("closed before sending its PROXY header".to_string()),
-            Ok(n) => match proxy::parse(&buf[..n]) {
-                Ok(None) => return None,
-                Ok(Some(header)) => Ok(header),
-                Err(e) => Err(format!("bad PROXY header: {e}")),
-            },
-            Err(Errno::EAGAIN | Errno::EINTR) => return None,
-            Err(e) => Err(format!("reading its PROXY header: {}", io::Error::from(e))),
-        };
-        let greeting = self.forget(state, slot)?;
-        let result = outcome.and_then(|header| {
-            // The header is complete in the socket: take exactly it, the payload stays.
-            let mut taken = 0;
-            while taken < header.len {
-                match socket::recv(
-                    greeting.fd.as_raw_fd(),
-                    &mut buf[taken..header.len],
-                    MsgFlags::MSG_DONTWAIT,
-                ) {
-                    Ok(0) => return Err("closed inside its PROXY header".to_string()),
-                    Ok(n) => taken += n,
-                    Err(Errno::EINTR) => {}
-                    Err(e) => return Err(format!("reading its PROXY header: {e}")),
+        let greeting = state.greetings.get_mut(slot)?.as_mut()?;
+        let mut failed = None;
+        if greeting.header {
+            match read_header(greeting.fd.as_fd()) {
+                None => return None,
+                Some(Ok(header)) => {
+                    let origin = header.addresses.unwrap_or(greeting.real.clone());
+                    greeting.peer = origin.source().unwrap_or(greeting.peer.clone());
+                    greeting.real = origin;
+                    greeting.header = false;
+                }
+                Some(Err(reason)) => failed = Some(reason),
+            }
+        }
+        if failed.is_none() {
+            if let Some(shake) = greeting.shake.as_mut() {
+                // The ClientHello may have come with the header: no edge will announce it.
+                match shake.advance(greeting.fd.as_fd()) {
+                    Ok(false) => return None,
+                    Ok(true) => {}
+                    Err(reason) => failed = Some(reason),
                 }
             }
-            Ok(header)
-        });
-        Some(match result {
-            Ok(header) => {
-                let origin = header.addresses.unwrap_or(greeting.real);
-                let peer = origin.source().unwrap_or(greeting.peer);
-                Ok(Accepted {
-                    fd: greeting.fd,
-                    peer,
-                    origin,
-                })
-            }
-            Err(reason) => Err(io::Error::new(
+        }
+        let greeting = self.forget(state, slot)?;
+        let reject = |peer: String, reason: String| {
+            Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                Rejected {
-                    peer: greeting.peer,
-                    reason,
-                },
-            )),
-        })
+                Rejected { peer, reason },
+            ))
+        };
+        if let Some(reason) = failed {
+            return Some(reject(greeting.peer, reason));
+        }
+        let (fd, tls) = match greeting.shake {
+            Some(shake) => match shake.establish(greeting.fd) {
+                Ok((fd, session)) => (fd, Some(session)),
+                Err(reason) => return Some(reject(greeting.peer, reason)),
+            },
+            None => (greeting.fd, None),
+        };
+        Some(Ok(Accepted {
+            fd,
+            peer: greeting.peer,
+            origin: greeting.real,
+            tls,
+        }))
     }
 
     /// Takes a greeting out of the epoll and the table.
@@ -528,12 +569,17 @@ impl Mux {
             .collect();
         for slot in late {
             if let Some(greeting) = self.forget(state, slot) {
+                let reason = if greeting.header {
+                    format!(
+                        "no PROXY header within {:.3} s",
+                        self.greet.deadline.as_secs_f64()
+                    )
+                } else {
+                    super::tls::stalled(self.greet.deadline)
+                };
                 state.expired.push_back(Rejected {
                     peer: greeting.peer,
-                    reason: format!(
-                        "no PROXY header within {:.3} s",
-                        self.deadline.as_secs_f64()
-                    ),
+                    reason,
                 });
             }
         }
@@ -559,6 +605,46 @@ impl Mux {
             }
         }
     }
+}
+
+/// A PROXY header from a connection's socket: None while it is partial (it is peeked until
+/// complete, then exactly its bytes are taken: the payload stays), else the header or why
+/// it is wrong.
+fn read_header(fd: BorrowedFd<'_>) -> Option<Result<proxy::Header, String>> {
+    let mut buf = [0u8; proxy::MAX_HEADER];
+    let header = match socket::recv(
+        fd.as_raw_fd(),
+        &mut buf,
+        MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
+    ) {
+        Ok(0) => return Some(Err("closed before sending its PROXY header".to_string())),
+        Ok(n) => match proxy::parse(&buf[..n]) {
+            Ok(None) => return None,
+            Ok(Some(header)) => header,
+            Err(e) => return Some(Err(format!("bad PROXY header: {e}"))),
+        },
+        Err(Errno::EAGAIN | Errno::EINTR) => return None,
+        Err(e) => {
+            return Some(Err(format!(
+                "reading its PROXY header: {}",
+                io::Error::from(e)
+            )))
+        }
+    };
+    let mut taken = 0;
+    while taken < header.len {
+        match socket::recv(
+            fd.as_raw_fd(),
+            &mut buf[taken..header.len],
+            MsgFlags::MSG_DONTWAIT,
+        ) {
+            Ok(0) => return Some(Err("closed inside its PROXY header".to_string())),
+            Ok(n) => taken += n,
+            Err(Errno::EINTR) => {}
+            Err(e) => return Some(Err(format!("reading its PROXY header: {e}"))),
+        }
+    }
+    Some(Ok(header))
 }
 
 /// `127.0.0.1:80`, `[::1]:80`, a socket path, `@name`; None for an unnamed unix peer.

@@ -18,6 +18,7 @@ mod open;
 pub mod outbound;
 pub mod proxy;
 mod systemd;
+pub mod tls;
 pub mod udp;
 
 use std::path::{Path, PathBuf};
@@ -49,10 +50,12 @@ pub struct ConnectOpts {
     pub via: Option<outbound::Via>,
     /// `mptcp`: an IPPROTO_MPTCP socket, plain TCP where the kernel refuses one (tcp: only).
     pub mptcp: bool,
+    /// `tls:`: a TLS client handshake once connected (inside the tunnel of `socks5=`).
+    pub tls: Option<TlsOpts>,
 }
 
 /// Options of a TCP listener beyond `backlog=`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListenOpts {
     /// SO_REUSEPORT: several listeners on one port, the kernel spreads connections.
     pub reuseport: bool,
@@ -62,6 +65,27 @@ pub struct ListenOpts {
     pub proxy: bool,
     /// `mptcp`: an IPPROTO_MPTCP listener, plain TCP where the kernel refuses one.
     pub mptcp: bool,
+    /// `tls-listen:` (or `systemd:…,tls`): a TLS server handshake on every connection,
+    /// after its PROXY header when `proxy` asks for one.
+    pub tls: Option<TlsOpts>,
+}
+
+/// The options of a TLS endpoint, as the grammar checked them: a listener has `cert` and
+/// `key`; `sni` and `insecure` are a client's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsOpts {
+    /// `sni=NAME`: the name sent and verified (else the HOST of `tls:HOST:PORT`).
+    pub sni: Option<String>,
+    /// `cafile=PEM`: the roots a client verifies the server with (else the system's), or
+    /// the roots a listener requires client certificates from.
+    pub cafile: Option<PathBuf>,
+    /// `cert=PEM,key=PEM`: the listener's certificate chain and key, or a client's own.
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    /// `verify=0`: the server's certificate is not verified (a warning says so).
+    pub insecure: bool,
+    /// `alpn=h2,http/1.1`: the protocols offered (client) or accepted (listener).
+    pub alpn: Vec<String>,
 }
 
 /// `[::]` listeners are dual-stack unless `ipv6only=1` (set explicitly, whatever the
@@ -121,6 +145,8 @@ pub enum Endpoint {
     Systemd {
         name: Option<String>,
         proxy: bool,
+        /// `,tls,cert=PEM,key=PEM`: every connection is a TLS server's.
+        tls: Option<TlsOpts>,
     },
     /// `udp:HOST:PORT`: a connected UDP socket; each chunk written is one datagram, of at
     /// most `size` bytes (`,size=N`; None: 65,507).
@@ -173,6 +199,16 @@ impl Endpoint {
         }
     }
 
+    /// The TLS options of a `tls:` or `tls-listen:` endpoint (or `systemd:…,tls`).
+    pub fn tls(&self) -> Option<&TlsOpts> {
+        match self {
+            Endpoint::Tcp { connect, .. } => connect.tls.as_ref(),
+            Endpoint::TcpListen { listen, .. } => listen.tls.as_ref(),
+            Endpoint::Systemd { tls, .. } => tls.as_ref(),
+            _ => None,
+        }
+    }
+
     /// `tcp:…,mptcp` / `tcp-listen:…,mptcp`: its connection is to be MPTCP where it can.
     pub fn asks_mptcp(&self) -> bool {
         match self {
@@ -220,14 +256,16 @@ impl Endpoint {
         }
     }
 
-    /// Short scheme word for reports: "stdio", "fd", "file", "tcp", "tcp-listen", "unix",
-    /// "unix-listen", "systemd".
+    /// Short scheme word for reports: "stdio", "fd", "file", "tcp", "tcp-listen", "tls",
+    /// "tls-listen", "unix", "unix-listen", "systemd", "udp", "udp-listen", "exec", "sh".
     pub fn scheme(&self) -> &'static str {
         match self {
             Endpoint::Stdio => "stdio",
             Endpoint::Fd(_) => "fd",
             Endpoint::File { .. } => "file",
+            Endpoint::Tcp { connect, .. } if connect.tls.is_some() => "tls",
             Endpoint::Tcp { .. } => "tcp",
+            Endpoint::TcpListen { listen, .. } if listen.tls.is_some() => "tls-listen",
             Endpoint::TcpListen { .. } => "tcp-listen",
             Endpoint::Unix { .. } => "unix",
             Endpoint::UnixListen { .. } => "unix-listen",

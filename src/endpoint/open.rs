@@ -18,9 +18,10 @@ use nix::sys::socket::{
 };
 use nix::sys::stat::{umask, Mode};
 
-use super::listener::{format_sockaddr, is_listening, Listener, Socket, PROXY_DEADLINE};
+use super::listener::{format_sockaddr, is_listening, Greet, Listener, Socket, PROXY_DEADLINE};
 use super::outbound;
 use super::proxy::{self, Addresses};
+use super::tls::{self, Handshake, Session};
 use super::{ConnectOpts, Endpoint, FileOpts, ListenOpts, UnixAddr, DEFAULT_IPV6ONLY};
 use crate::exit::{Interrupted, UsageError};
 use crate::sys::fdkind::{FdInfo, FdKind};
@@ -49,6 +50,9 @@ pub struct Opened {
     /// `exec:`/`sh:`: the child behind `fd`, for the caller to reap
     /// ([`super::command::reap`]) once `fd` is closed.
     pub child: Option<std::process::Child>,
+    /// `tls:`/`tls-listen:`: the TLS stream behind `fd`, for the caller to finish
+    /// ([`Session::finish`]) once `fd` is closed, and to report.
+    pub tls: Option<Session>,
 }
 
 impl Endpoint {
@@ -68,14 +72,17 @@ impl Endpoint {
         role: Role,
         origin: &Addresses,
     ) -> anyhow::Result<(Opened, Addresses)> {
-        let plain = |fd| Opened {
-            fd,
-            truncate_pending: false,
-            child: None,
-        };
         if self.listens() {
             let listener = self.listen()?;
-            return accept_one(&listener).map(|(fd, origin)| (plain(fd), origin));
+            return accept_one(&listener).map(|accepted| {
+                let opened = Opened {
+                    fd: accepted.fd,
+                    truncate_pending: false,
+                    child: None,
+                    tls: accepted.tls,
+                };
+                (opened, accepted.origin)
+            });
         }
         let opened = self.open_stream(role, origin)?;
         Ok((opened, Addresses::Unknown))
@@ -86,6 +93,7 @@ impl Endpoint {
             fd,
             truncate_pending: false,
             child: None,
+            tls: None,
         };
         match self {
             Endpoint::Stdio => {
@@ -107,6 +115,31 @@ impl Endpoint {
                     fd: spawned.fd,
                     truncate_pending: false,
                     child: Some(spawned.child),
+                    tls: None,
+                })
+            }
+            Endpoint::Tcp {
+                host,
+                connect: ConnectOpts {
+                    tls: Some(opts), ..
+                },
+                ..
+            } => {
+                let config = tls::client_config(opts).with_context(|| format!("{self}"))?;
+                if opts.insecure {
+                    eprintln!("{}", tls::insecure_warning(&self.to_string()));
+                }
+                let fd = self.connect_carrying(origin)?;
+                let name = opts.sni.as_deref().unwrap_or(host);
+                let (fd, session) = Handshake::client(&config, name)
+                    .and_then(|mut shake| {
+                        shake.complete(fd.as_fd(), tls::HANDSHAKE_DEADLINE)?;
+                        shake.establish(fd)
+                    })
+                    .map_err(|reason| tls_failure(self, reason))?;
+                Ok(Opened {
+                    tls: Some(session),
+                    ..plain(fd)
                 })
             }
             Endpoint::Tcp { .. } | Endpoint::Unix { .. } => {
@@ -261,7 +294,6 @@ impl Endpoint {
 
     /// [`Endpoint::listen`], with the PROXY header's deadline (None: [`PROXY_DEADLINE`]).
     pub fn listen_within(&self, header_deadline: Option<Duration>) -> anyhow::Result<Listener> {
-        let deadline = header_deadline.unwrap_or(PROXY_DEADLINE);
         let (sockets, proxy) = match self {
             Endpoint::TcpListen {
                 host,
@@ -284,7 +316,7 @@ impl Endpoint {
                     .with_context(|| format!("cannot listen on {self}"))?;
                 (vec![socket], false)
             }
-            Endpoint::Systemd { name, proxy } => {
+            Endpoint::Systemd { name, proxy, .. } => {
                 let fds = super::systemd::sockets(name.as_deref())
                     .map_err(|e| UsageError(format!("{self}: {e}")))?;
                 (fds.into_iter().map(Socket::named).collect(), *proxy)
@@ -301,17 +333,38 @@ impl Endpoint {
             },
             _ => bail!("cannot listen on {self}: only listeners (tcp-listen:, unix-listen:, systemd:, fd:N of a listening socket) listen"),
         };
-        Listener::new(sockets, proxy.then_some(deadline))
-            .with_context(|| format!("cannot listen on {self}"))
+        let tls = match self.tls() {
+            Some(opts) => Some(tls::server_config(opts).with_context(|| format!("{self}"))?),
+            None => None,
+        };
+        let default = if tls.is_some() {
+            tls::HANDSHAKE_DEADLINE
+        } else {
+            PROXY_DEADLINE
+        };
+        let greet = Greet {
+            header: proxy,
+            tls,
+            deadline: header_deadline.unwrap_or(default),
+        };
+        Listener::new(sockets, greet).with_context(|| format!("cannot listen on {self}"))
     }
 }
 
-/// The first connection `listener` accepts (then the listener closes): the fd, and the
-/// addresses a PROXY header to a backend would carry.
-fn accept_one(listener: &Listener) -> anyhow::Result<(OwnedFd, Addresses)> {
+/// A failed TLS handshake of `endpoint`: an interruption is the signal's, the rest errors.
+fn tls_failure(endpoint: &Endpoint, reason: String) -> anyhow::Error {
+    if crate::sys::process::interrupted() {
+        return Interrupted(format!("{endpoint}: {reason}")).into();
+    }
+    anyhow!("{endpoint}: {reason}")
+}
+
+/// The first connection `listener` accepts (then the listener closes), with the addresses
+/// a PROXY header to a backend would carry.
+fn accept_one(listener: &Listener) -> anyhow::Result<super::Accepted> {
     loop {
         match listener.accept_from() {
-            Ok(accepted) => return Ok((accepted.fd, accepted.origin)),
+            Ok(accepted) => return Ok(accepted),
             Err(e) if e.raw_os_error() == Some(Errno::EINTR as i32) => {
                 if crate::sys::process::interrupted() {
                     return Err(Interrupted(format!(
@@ -411,6 +464,7 @@ fn open_file(path: &Path, opts: &FileOpts, role: Role) -> anyhow::Result<Opened>
         fd: OwnedFd::from(file),
         truncate_pending,
         child: None,
+        tls: None,
     })
 }
 

@@ -14,6 +14,7 @@ pub use json::{json_array, json_string, JsonObject};
 
 use crate::engine::{DataPath, Reason, Record};
 use crate::sys::fdkind::{FdInfo, FdKind};
+use crate::sys::ktls::TlsInfo;
 use crate::sys::process::ChildExit;
 use crate::sys::socket::Mptcp;
 use crate::units::amount;
@@ -62,6 +63,8 @@ pub struct Named {
     pub mptcp: Option<Mptcp>,
     /// `exec:`/`sh:`: how the child ended.
     pub child: Option<ChildExit>,
+    /// `tls:`/`tls-listen:`: what was negotiated, which record layer ran.
+    pub tls: Option<TlsInfo>,
 }
 
 impl Named {
@@ -72,6 +75,7 @@ impl Named {
             kind: info.kind,
             mptcp: info.mptcp,
             child: None,
+            tls: None,
         }
     }
 
@@ -84,6 +88,9 @@ impl Named {
         };
         if let Some(child) = self.child {
             label.push_str(&format!(" (child {})", child.brief()));
+        }
+        if let Some(tls) = &self.tls {
+            label.push_str(&format!(" (tls: {})", tls.describe()));
         }
         label
     }
@@ -358,6 +365,31 @@ fn named_fields(o: &mut JsonObject, named: &Named) {
     if let Some(child) = named.child {
         o.raw("child", &child_json(child));
     }
+    if let Some(tls) = &named.tls {
+        o.raw("tls", &tls_json(tls));
+    }
+}
+
+/// `{"version":"TLSv1.3","cipher":..,"sni":..,"alpn":..,"path":"userspace","ktls":false,
+/// "fallback":"ENOENT"}`: a TLS endpoint's handshake, and its record layer (the kernel's,
+/// or rustls' in userspace with the errno of the kernel's refusal).
+pub fn tls_json(tls: &TlsInfo) -> String {
+    let mut t = JsonObject::new();
+    t.str("version", tls.version)
+        .str("cipher", &tls.cipher)
+        .str_or_null("sni", tls.sni.as_deref())
+        .str_or_null("alpn", tls.alpn.as_deref());
+    match tls.kernel {
+        Ok(()) => t
+            .str("path", "ktls")
+            .raw("ktls", "true")
+            .raw("fallback", "null"),
+        Err(errno) => t
+            .str("path", "userspace")
+            .raw("ktls", "false")
+            .str("fallback", &format!("{errno:?}")),
+    };
+    t.finish()
 }
 
 /// `{"pid":..,"exit":3,"signal":null}`: how a command's child ended.

@@ -177,6 +177,50 @@ pub fn attach_tls_ulp(fd: BorrowedFd<'_>) -> Result<(), Errno> {
     }
 }
 
+/// What a TLS endpoint negotiated and which record layer carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsInfo {
+    /// "TLSv1.3" or "TLSv1.2".
+    pub version: &'static str,
+    /// The IANA name rustls gives the suite: "TLS13_AES_256_GCM_SHA384".
+    pub cipher: String,
+    /// The name the client sent (SNI), if any.
+    pub sni: Option<String>,
+    pub alpn: Option<String>,
+    /// Ok: the kernel carries the records (kTLS); Err: rustls does, and the errno of the
+    /// kernel's refusal.
+    pub kernel: Result<(), Errno>,
+}
+
+impl TlsInfo {
+    /// "ktls" or "userspace (tls)": the path the report names for the record layer.
+    pub fn path(&self) -> &'static str {
+        if self.kernel.is_ok() {
+            "ktls"
+        } else {
+            "userspace (tls)"
+        }
+    }
+
+    /// "TLSv1.3 TLS13_AES_256_GCM_SHA384, sni localhost, userspace (tls) (kTLS: ENOENT)".
+    pub fn describe(&self) -> String {
+        let mut s = format!("{} {}", self.version, self.cipher);
+        // Printable as they are: rustls takes an SNI only as a valid DNS name, and a
+        // protocol only from the listener's own alpn= list.
+        if let Some(sni) = &self.sni {
+            s.push_str(&format!(", sni {sni}"));
+        }
+        if let Some(alpn) = &self.alpn {
+            s.push_str(&format!(", alpn {alpn}"));
+        }
+        match self.kernel {
+            Ok(()) => s.push_str(", ktls"),
+            Err(errno) => s.push_str(&format!(", userspace (tls) (kTLS: {errno:?})")),
+        }
+        s
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,467 @@
+//! TLS endpoints (`tls:`, `tls-listen:`, `systemd:…,tls`). rustls does the handshake on a
+//! non-blocking socket ([`Handshake::advance`]: the relay's event loop and a listener's
+//! greetings drive it on readiness, `pipe` on a poll of its own). Once it is done,
+//! [`Handshake::establish`] hands the record layer to the kernel (kTLS, `sys::ktls`) where
+//! the kernel takes the negotiated suite, so the engine splices and sendfiles TLS traffic
+//! as on any socket; where it does not, rustls keeps the record layer on a thread of its own
+//! (`bridge.rs`) between the TCP socket and a socketpair whose other end the engine gets.
+//! Either way the engine meets a plain stream socket, and [`TlsInfo`] says which ran.
+
+mod bridge;
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail};
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{
+    ClientConfig, ClientConnection, Connection, DigitallySignedStruct, ProtocolVersion,
+    RootCertStore, ServerConfig, ServerConnection, SignatureScheme,
+};
+
+use super::TlsOpts;
+pub use crate::sys::ktls::TlsInfo;
+use crate::sys::{self, ktls};
+
+/// How long a handshake may take when no `--connect-timeout` says otherwise.
+pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// A client's configuration, made once per endpoint (certificates read once).
+pub fn client_config(tls: &TlsOpts) -> anyhow::Result<Arc<ClientConfig>> {
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| anyhow!("TLS: {e}"))?;
+    let builder = if tls.insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoVerification(provider())))
+    } else {
+        builder.with_root_certificates(roots(tls.cafile.as_deref())?)
+    };
+    let mut config = match (&tls.cert, &tls.key) {
+        (Some(cert), Some(key)) => builder
+            .with_client_auth_cert(read_certs(cert, "certificate")?, read_key(key)?)
+            .map_err(|e| mismatch(cert, key, &e))?,
+        _ => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = alpn(tls);
+    config.enable_secret_extraction = ktls::ulp_offered();
+    Ok(Arc::new(config))
+}
+
+/// A listener's configuration: its certificate and key (read once, here), and with
+/// `cafile=` the roots every client must present a certificate from.
+pub fn server_config(tls: &TlsOpts) -> anyhow::Result<Arc<ServerConfig>> {
+    let builder = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| anyhow!("TLS: {e}"))?;
+    let builder = match &tls.cafile {
+        Some(path) => {
+            let verifier = WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots(Some(path))?),
+                provider(),
+            )
+            .build()
+            .map_err(|e| anyhow!("CA file '{}': {e}", path.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let (Some(cert), Some(key)) = (&tls.cert, &tls.key) else {
+        bail!("a TLS listener needs cert=PEM and key=PEM");
+    };
+    let mut config = builder
+        .with_single_cert(read_certs(cert, "certificate")?, read_key(key)?)
+        .map_err(|e| mismatch(cert, key, &e))?;
+    config.alpn_protocols = alpn(tls);
+    // No session tickets after the handshake: nothing but the stream follows it, which
+    // is what a kernel record layer expects; clients resume by full handshakes.
+    config.send_tls13_tickets = 0;
+    config.enable_secret_extraction = ktls::ulp_offered();
+    Ok(Arc::new(config))
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn alpn(tls: &TlsOpts) -> Vec<Vec<u8>> {
+    tls.alpn.iter().map(|p| p.as_bytes().to_vec()).collect()
+}
+
+fn mismatch(cert: &Path, key: &Path, e: &rustls::Error) -> anyhow::Error {
+    anyhow!(
+        "the certificate '{}' and the key '{}' do not go together: {e}",
+        cert.display(),
+        key.display()
+    )
+}
+
+fn read_certs(path: &Path, what: &str) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+    let cannot =
+        |e: &dyn std::fmt::Display| anyhow!("cannot read the {what} '{}': {e}", path.display());
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| cannot(&e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| cannot(&e))?;
+    if certs.is_empty() {
+        bail!("the {what} '{}' holds no PEM certificate", path.display());
+    }
+    Ok(certs)
+}
+
+/// The private key: read once, never shown (errors name the file, not its bytes).
+fn read_key(path: &Path) -> anyhow::Result<PrivateKeyDer<'static>> {
+    PrivateKeyDer::from_pem_file(path)
+        .map_err(|e| anyhow!("cannot read the private key '{}': {e}", path.display()))
+}
+
+/// `cafile=`'s certificates, or the system's roots.
+fn roots(cafile: Option<&Path>) -> anyhow::Result<RootCertStore> {
+    let mut roots = RootCertStore::empty();
+    match cafile {
+        Some(path) => {
+            for cert in read_certs(path, "CA file")? {
+                roots
+                    .add(cert)
+                    .map_err(|e| anyhow!("the CA file '{}': {e}", path.display()))?;
+            }
+        }
+        None => {
+            roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+            if roots.is_empty() {
+                bail!(
+                    "no system root certificates (install ca-certificates), so no server can \
+                     be verified; name its CA with cafile=PEM"
+                );
+            }
+        }
+    }
+    Ok(roots)
+}
+
+/// `verify=0`: any certificate is taken; the handshake's signatures are still checked
+/// (the peer holds the key of the certificate it showed, whoever it is).
+#[derive(Debug)]
+struct NoVerification(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for NoVerification {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// The warning `verify=0` prints when its endpoint opens (or the relay starts).
+pub fn insecure_warning(endpoint: &str) -> String {
+    format!(
+        "zerocat: warning: {endpoint}: verify=0: the server's certificate is not verified; \
+         anyone on the path can read and change this stream"
+    )
+}
+
+/// A socket as rustls' reader and writer: EAGAIN comes back as WouldBlock.
+struct FdIo<'a>(BorrowedFd<'a>);
+
+impl Read for FdIo<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        sys::read(self.0, buf).map_err(io::Error::from)
+    }
+}
+
+impl Write for FdIo<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        sys::write(self.0, buf).map_err(io::Error::from)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A TLS handshake in progress on a non-blocking socket.
+pub struct Handshake {
+    conn: Connection,
+    /// The name a client sent (SNI) and verified.
+    sni: Option<String>,
+}
+
+impl Handshake {
+    /// A client's handshake with `name` (the SNI, and the name the certificate must carry;
+    /// an IP address is verified against the certificate's IP addresses, with no SNI).
+    pub fn client(config: &Arc<ClientConfig>, name: &str) -> Result<Handshake, String> {
+        let server = ServerName::try_from(name.to_string()).map_err(|_| {
+            format!("'{name}' is not a name to verify a certificate for (sni=NAME)")
+        })?;
+        // An IP address is verified, not sent: SNI carries names only.
+        let sni = matches!(server, ServerName::DnsName(_)).then(|| name.to_string());
+        let conn =
+            ClientConnection::new(config.clone(), server).map_err(|e| format!("TLS: {e}"))?;
+        Ok(Handshake {
+            conn: conn.into(),
+            sni,
+        })
+    }
+
+    pub fn server(config: &Arc<ServerConfig>) -> Result<Handshake, String> {
+        let conn = ServerConnection::new(config.clone()).map_err(|e| format!("TLS: {e}"))?;
+        Ok(Handshake {
+            conn: conn.into(),
+            sni: None,
+        })
+    }
+
+    /// Moves the handshake on as far as the socket allows: Ok(true) once it is complete
+    /// (its last flight sent), Ok(false) while it waits for the socket (readable, or
+    /// writable when a send said EAGAIN), or the reason it failed (the alert rustls sends
+    /// the peer goes out first).
+    pub fn advance(&mut self, fd: BorrowedFd<'_>) -> Result<bool, String> {
+        let mut io = FdIo(fd);
+        loop {
+            while self.conn.wants_write() {
+                match self.conn.write_tls(&mut io) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                    Err(e) => return Err(format!("TLS handshake: sending: {e}")),
+                }
+            }
+            if !self.conn.is_handshaking() {
+                return Ok(true);
+            }
+            match self.conn.read_tls(&mut io) {
+                Ok(0) => return Err("TLS handshake: the peer closed the connection".to_string()),
+                Ok(_) => {
+                    if let Err(e) = self.conn.process_new_packets() {
+                        // The alert rustls queued tells the peer why.
+                        let _ = self.conn.write_tls(&mut io);
+                        return Err(format!("TLS handshake failed: {e}"));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(format!("TLS handshake: receiving: {e}")),
+            }
+        }
+    }
+
+    /// [`Handshake::advance`] to the end on a socket of a blocking caller (`pipe`): polls
+    /// the socket until `deadline` passes. EINTR on a signal (the caller judges it).
+    pub fn complete(&mut self, fd: BorrowedFd<'_>, limit: Duration) -> Result<(), String> {
+        sys::socket::set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(&fd))
+            .map_err(|e| format!("TLS handshake: {}", io::Error::from(e)))?;
+        let deadline = Instant::now() + limit;
+        while !self.advance(fd)? {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(stalled(limit));
+            }
+            let mut events = PollFlags::POLLIN;
+            if self.conn.wants_write() {
+                events |= PollFlags::POLLOUT;
+            }
+            let ms = PollTimeout::try_from(left.as_millis().min(60_000) as u32 + 1)
+                .unwrap_or(PollTimeout::MAX);
+            match poll(&mut [PollFd::new(fd, events)], ms) {
+                Ok(_) | Err(Errno::EINTR) if !sys::process::interrupted() => {}
+                Ok(_) => {}
+                Err(e) => return Err(format!("TLS handshake: {}", io::Error::from(e))),
+            }
+            if sys::process::interrupted() {
+                return Err("interrupted during the TLS handshake".to_string());
+            }
+        }
+        Ok(())
+    }
+
+    /// The handshake is complete: the kernel takes the record layer where it can (the fd
+    /// is the TCP socket itself), else the bridge's thread does (the fd is its socketpair's
+    /// end). Err only when kTLS took the keys and then failed: the stream is lost.
+    pub fn establish(self, tcp: OwnedFd) -> Result<(OwnedFd, Session), String> {
+        let mut info = TlsInfo {
+            version: version_name(self.conn.protocol_version()),
+            cipher: self
+                .conn
+                .negotiated_cipher_suite()
+                .and_then(|s| s.suite().as_str())
+                .unwrap_or("unknown")
+                .to_string(),
+            sni: match &self.conn {
+                Connection::Server(server) => server.server_name().map(str::to_string),
+                Connection::Client(_) => self.sni.clone(),
+            },
+            alpn: self
+                .conn
+                .alpn_protocol()
+                .map(|p| String::from_utf8_lossy(p).into_owned()),
+            kernel: Err(Errno::ENOENT),
+        };
+        match offload(self.conn, tcp.as_fd(), &info) {
+            Offload::Kernel => {
+                info.kernel = Ok(());
+                Ok((tcp, Session { info, bridge: None }))
+            }
+            Offload::Refused(errno, conn) => {
+                info.kernel = Err(errno);
+                let (local, bridge) = bridge::start(*conn, tcp)
+                    .map_err(|e| format!("TLS: cannot start its record layer: {e}"))?;
+                Ok((
+                    local,
+                    Session {
+                        info,
+                        bridge: Some(bridge),
+                    },
+                ))
+            }
+            Offload::Failed(reason) => Err(reason),
+        }
+    }
+}
+
+/// What a handshake that did not finish in time says.
+pub fn stalled(limit: Duration) -> String {
+    format!(
+        "TLS handshake not complete within {:.3} s",
+        limit.as_secs_f64()
+    )
+}
+
+fn version_name(version: Option<ProtocolVersion>) -> &'static str {
+    match version {
+        Some(ProtocolVersion::TLSv1_3) => "TLSv1.3",
+        Some(ProtocolVersion::TLSv1_2) => "TLSv1.2",
+        _ => "TLS",
+    }
+}
+
+fn wire_version(name: &str) -> u16 {
+    match name {
+        "TLSv1.3" => ktls::TLS_1_3,
+        _ => ktls::TLS_1_2,
+    }
+}
+
+enum Offload {
+    Kernel,
+    /// The kernel would not take it, before any key left rustls: rustls goes on.
+    Refused(Errno, Box<Connection>),
+    Failed(String),
+}
+
+/// Hands the record layer to the kernel: the suite must be one the kernel implements, the
+/// socket must take the `tls` ULP (ENOENT where the kernel has no `tls` module, as here),
+/// and rustls must hold no bytes of the stream yet (they would be lost to the kernel:
+/// EBUSY). Each refusal comes before a key leaves rustls, so rustls carries on; a failure
+/// after that loses the stream and is an error.
+fn offload(mut conn: Connection, fd: BorrowedFd<'_>, info: &TlsInfo) -> Offload {
+    let version = wire_version(info.version);
+    let cipher = match ktls::cipher_or_refusal(version, &info.cipher) {
+        Ok(cipher) => cipher,
+        Err(errno) => return Offload::Refused(errno, Box::new(conn)),
+    };
+    if let Err(errno) = ktls::attach_tls_ulp(fd) {
+        return Offload::Refused(errno, Box::new(conn));
+    }
+    // Attached without keys, the socket still passes bytes through: rustls may go on.
+    match conn.process_new_packets() {
+        Ok(state) if state.plaintext_bytes_to_read() == 0 => {}
+        _ => return Offload::Refused(Errno::EBUSY, Box::new(conn)),
+    }
+    let secrets = match conn.dangerous_extract_secrets() {
+        Ok(secrets) => secrets,
+        Err(e) => return Offload::Failed(format!("kTLS: cannot take the keys: {e}")),
+    };
+    for (direction, (seq, secret)) in [
+        (ktls::Direction::Send, secrets.tx),
+        (ktls::Direction::Receive, secrets.rx),
+    ] {
+        let (key, iv) = match &secret {
+            rustls::ConnectionTrafficSecrets::Aes128Gcm { key, iv }
+            | rustls::ConnectionTrafficSecrets::Aes256Gcm { key, iv }
+            | rustls::ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => {
+                (key.as_ref().to_vec(), iv.as_ref().to_vec())
+            }
+            _ => return Offload::Failed("kTLS: a key of an unknown kind".to_string()),
+        };
+        let handed = ktls::crypto_info(version, cipher, &key, &iv, seq)
+            .and_then(|bytes| ktls::hand_keys(fd, direction, &bytes));
+        if let Err(errno) = handed {
+            return Offload::Failed(format!(
+                "kTLS refused the {direction:?} key after the handshake ({errno:?})"
+            ));
+        }
+    }
+    Offload::Kernel
+}
+
+/// An established TLS stream: what it negotiated, and its record layer's thread when
+/// rustls carries it.
+pub struct Session {
+    pub info: TlsInfo,
+    bridge: Option<bridge::Bridge>,
+}
+
+impl Session {
+    /// The record layer's error so far: a bad record, an alert, a stream the peer ended
+    /// without close_notify. Set before the bridge ends its side of the socketpair, so an
+    /// EOF the engine reads from it is already explained here.
+    pub fn error(&self) -> Option<String> {
+        self.bridge.as_ref().and_then(|b| b.error())
+    }
+
+    /// Bytes of the stream each way that rustls carried: (received, sent) plaintext.
+    pub fn carried(&self) -> (u64, u64) {
+        self.bridge.as_ref().map(|b| b.carried()).unwrap_or((0, 0))
+    }
+
+    /// After the engine closed its end: waits for the record layer to send what it holds
+    /// and its close_notify (at most `limit`), then says its error, if any.
+    pub fn finish(self, limit: Duration) -> Option<String> {
+        self.bridge.and_then(|b| b.join(limit))
+    }
+}

@@ -1,0 +1,334 @@
+//! The TLS record layer in userspace, where the kernel has none (no `tls` ULP, or a suite
+//! it lacks): a thread per connection moves the stream between the TCP socket (records,
+//! through rustls) and one end of a socketpair (plaintext), whose other end is the
+//! endpoint's fd for the engine, which then treats it as any unix socket.
+//!
+//! Bytes: plaintext rustls decrypted is written to the socketpair before more records are
+//! read (one socketpair buffer of backpressure each way, so a slow reader slows the
+//! peer); what the engine writes is encrypted and sent before more is read from it. EOF
+//! each way is TLS's: the peer's close_notify shuts the socketpair for writing (the
+//! engine reads EOF), the engine's EOF sends close_notify and then shuts the TCP socket
+//! for writing. A TCP EOF without close_notify, a bad record or an alert is an error,
+//! recorded *before* the socketpair is shut, so whoever reads EOF from it finds the reason
+//! already set ([`Bridge::error`]).
+
+use std::io::{self, BufRead, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{self, AddressFamily, Shutdown, SockFlag, SockType};
+use rustls::Connection;
+
+use super::FdIo;
+use crate::sys;
+
+/// Plaintext read from the engine's end at once: four full records.
+const CHUNK: usize = 64 * 1024;
+/// The thread needs little stack: rustls keeps its buffers on the heap.
+const STACK: usize = 256 * 1024;
+
+#[derive(Default)]
+struct Shared {
+    error: Mutex<Option<String>>,
+    received: AtomicU64,
+    sent: AtomicU64,
+}
+
+/// The record layer's thread, and what it reports.
+pub struct Bridge {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Bridge {
+    pub fn error(&self) -> Option<String> {
+        self.shared
+            .error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn carried(&self) -> (u64, u64) {
+        (
+            self.shared.received.load(Ordering::Relaxed),
+            self.shared.sent.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Waits (at most `limit`) for the thread to end: it ends once the engine's end is
+    /// closed and close_notify is sent. Then the error, if any.
+    pub fn join(mut self, limit: Duration) -> Option<String> {
+        let until = Instant::now() + limit;
+        if let Some(thread) = self.thread.take() {
+            while !thread.is_finished() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if thread.is_finished() {
+                let _ = thread.join();
+            }
+        }
+        self.error()
+    }
+}
+
+/// Starts the record layer for an established connection on `net` (the TCP socket); the
+/// fd returned is the engine's end of the socketpair (blocking, CLOEXEC).
+pub fn start(conn: Connection, net: OwnedFd) -> io::Result<(OwnedFd, Bridge)> {
+    let (engine, local) = socket::socketpair(
+        AddressFamily::Unix,
+        SockType::Stream,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )?;
+    sys::socket::set_nonblocking(local.as_raw_fd())?;
+    sys::socket::set_nonblocking(net.as_raw_fd())?;
+    let shared = Arc::new(Shared::default());
+    let mut pump = Pump {
+        conn,
+        net,
+        local,
+        shared: shared.clone(),
+        peer_closed: false,
+        peer_done: false,
+        local_eof: false,
+        local_gone: false,
+        net_shut: false,
+    };
+    let thread = std::thread::Builder::new()
+        .name("zerocat-tls".into())
+        .stack_size(STACK)
+        .spawn(move || pump.run())?;
+    Ok((
+        engine,
+        Bridge {
+            shared,
+            thread: Some(thread),
+        },
+    ))
+}
+
+struct Pump {
+    conn: Connection,
+    net: OwnedFd,
+    local: OwnedFd,
+    shared: Arc<Shared>,
+    /// The peer's close_notify arrived.
+    peer_closed: bool,
+    /// ... and every byte before it reached the socketpair, which is shut for writing.
+    peer_done: bool,
+    /// The engine's end said EOF: close_notify is queued.
+    local_eof: bool,
+    /// The engine's end is closed: nothing more can be delivered to it.
+    local_gone: bool,
+    /// close_notify sent and the TCP socket shut for writing.
+    net_shut: bool,
+}
+
+impl Pump {
+    fn run(&mut self) {
+        if let Err(reason) = self.serve() {
+            *self.shared.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
+            // After the reason is set: the engine's next read is an EOF, its next write
+            // EPIPE. The alert (if rustls queued one) goes out as far as it can.
+            let _ = socket::shutdown(self.local.as_raw_fd(), Shutdown::Both);
+            let _ = self.conn.write_tls(&mut FdIo(self.net.as_fd()));
+        }
+    }
+
+    fn serve(&mut self) -> Result<(), String> {
+        let mut buf = vec![0u8; CHUNK];
+        // The handshake's last read may have brought the stream's first records.
+        self.decrypt()?;
+        loop {
+            self.deliver()?;
+            self.send()?;
+            if self.local_eof && !self.conn.wants_write() && !self.net_shut {
+                let _ = socket::shutdown(self.net.as_raw_fd(), Shutdown::Write);
+                self.net_shut = true;
+            }
+            if self.net_shut && (self.peer_done || self.local_gone) {
+                return Ok(());
+            }
+            let pending = self.pending();
+            let mut net_events = PollFlags::empty();
+            if !self.peer_closed && pending == 0 {
+                net_events |= PollFlags::POLLIN;
+            }
+            if self.conn.wants_write() {
+                net_events |= PollFlags::POLLOUT;
+            }
+            let mut local_events = PollFlags::empty();
+            if !self.local_eof && !self.conn.wants_write() {
+                local_events |= PollFlags::POLLIN;
+            }
+            if pending > 0 && !self.local_gone {
+                local_events |= PollFlags::POLLOUT;
+            }
+            // An fd with nothing to wait for stays out: its HUP would wake poll forever.
+            // The engine's end is watched for HUP once it said EOF, until it is gone.
+            let watch_local = !local_events.is_empty() || (self.local_eof && !self.local_gone);
+            let mut fds = Vec::with_capacity(2);
+            if !net_events.is_empty() {
+                fds.push(PollFd::new(self.net.as_fd(), net_events));
+            }
+            if watch_local {
+                fds.push(PollFd::new(self.local.as_fd(), local_events));
+            }
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) | Err(Errno::EINTR) => {}
+                Err(e) => return Err(format!("TLS: poll: {}", io::Error::from(e))),
+            }
+            let revents = |i: usize| fds[i].revents().unwrap_or(PollFlags::empty());
+            let net_ready = if net_events.is_empty() {
+                PollFlags::empty()
+            } else {
+                revents(0)
+            };
+            let local_ready = if watch_local {
+                revents(fds.len() - 1)
+            } else {
+                PollFlags::empty()
+            };
+            drop(fds);
+            let hup = local_ready.contains(PollFlags::POLLHUP);
+            if hup && self.local_eof {
+                self.local_gone = true;
+            }
+            // A HUP before EOF: what the engine wrote before closing is still to be read.
+            if (local_events.contains(PollFlags::POLLIN) && !local_ready.is_empty())
+                || (hup && !self.local_eof)
+            {
+                self.take_plaintext(&mut buf)?;
+            }
+            let readable = PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR;
+            if net_events.contains(PollFlags::POLLIN) && net_ready.intersects(readable) {
+                self.receive()?;
+            }
+        }
+    }
+
+    /// Plaintext rustls holds for the engine.
+    fn pending(&mut self) -> usize {
+        match self.conn.reader().fill_buf() {
+            Ok(bytes) => bytes.len(),
+            Err(_) => 0,
+        }
+    }
+
+    /// Records from the peer, as far as the socket has them, into rustls.
+    fn receive(&mut self) -> Result<(), String> {
+        match self.conn.read_tls(&mut FdIo(self.net.as_fd())) {
+            Ok(0) => {
+                // TCP EOF: clean only after close_notify (decrypt says which).
+                self.decrypt()?;
+                if !self.peer_closed {
+                    return Err("TLS: the peer closed the connection without close_notify \
+                                (the stream may be truncated)"
+                        .to_string());
+                }
+                Ok(())
+            }
+            Ok(_) => self.decrypt(),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+            Err(e) => Err(format!("TLS: receiving: {e}")),
+        }
+    }
+
+    /// Processes the records rustls holds: an error is the stream's end (its alert goes
+    /// out in `run`); a close_notify marks the peer's side closed.
+    fn decrypt(&mut self) -> Result<(), String> {
+        let state = self
+            .conn
+            .process_new_packets()
+            .map_err(|e| format!("TLS: {e}"))?;
+        if state.peer_has_closed() {
+            self.peer_closed = true;
+        }
+        Ok(())
+    }
+
+    /// Decrypted plaintext into the socketpair, as far as it takes it; after the peer's
+    /// close_notify and its last byte, the socketpair is shut for writing (the engine's EOF).
+    fn deliver(&mut self) -> Result<(), String> {
+        let mut reader = self.conn.reader();
+        loop {
+            let bytes = match reader.fill_buf() {
+                Ok(bytes) => bytes,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    return Err("TLS: the peer closed the connection without close_notify \
+                                (the stream may be truncated)"
+                        .to_string())
+                }
+                Err(e) => return Err(format!("TLS: {e}")),
+            };
+            if bytes.is_empty() {
+                break; // close_notify: the peer sends no more
+            }
+            if self.local_gone {
+                let n = bytes.len();
+                reader.consume(n);
+                continue;
+            }
+            match sys::write(self.local.as_fd(), bytes) {
+                Ok(n) => {
+                    reader.consume(n);
+                    self.shared.received.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                Err(Errno::EAGAIN) => return Ok(()),
+                // The engine closed its end: what the peer sends has no reader now.
+                Err(Errno::EPIPE | Errno::ECONNRESET) => self.local_gone = true,
+                Err(e) => return Err(format!("TLS: delivering: {}", io::Error::from(e))),
+            }
+        }
+        if self.peer_closed && !self.peer_done {
+            self.peer_done = true;
+            let _ = socket::shutdown(self.local.as_raw_fd(), Shutdown::Write);
+        }
+        Ok(())
+    }
+
+    /// What the engine wrote, read once into rustls (encrypted as it goes in); its EOF
+    /// queues close_notify.
+    fn take_plaintext(&mut self, buf: &mut [u8]) -> Result<(), String> {
+        match sys::read(self.local.as_fd(), buf) {
+            Ok(0) => {
+                self.local_eof = true;
+                self.conn.send_close_notify();
+            }
+            Ok(n) => {
+                self.conn
+                    .writer()
+                    .write_all(&buf[..n])
+                    .map_err(|e| format!("TLS: {e}"))?;
+                self.shared.sent.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(Errno::EAGAIN) => {}
+            Err(Errno::ECONNRESET) => {
+                self.local_eof = true;
+                self.local_gone = true;
+                self.conn.send_close_notify();
+            }
+            Err(e) => return Err(format!("TLS: reading the stream: {}", io::Error::from(e))),
+        }
+        Ok(())
+    }
+
+    /// Records rustls holds, into the TCP socket as far as it takes them.
+    fn send(&mut self) -> Result<(), String> {
+        while self.conn.wants_write() {
+            match self.conn.write_tls(&mut FdIo(self.net.as_fd())) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(format!("TLS: sending: {e}")),
+            }
+        }
+        Ok(())
+    }
+}
