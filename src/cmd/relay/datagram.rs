@@ -584,6 +584,7 @@ impl DatagramRelay<'_> {
             mptcp: [None, None],
             children: [None, None],
             datagrams: Some(order.map(|d| s.datagrams[d])),
+            tls: [None, None],
         };
         if self.opts.verbose {
             eprintln!("zerocat: {}", crate::report::errno_names(&report.line()));

@@ -80,6 +80,14 @@ pub enum ConnEnd {
         uri: String,
         words: String,
     },
+    /// The TLS of `side` failed after its handshake: a bad record, an alert, a stream its
+    /// peer ended without close_notify (the bytes before it were delivered, but may not
+    /// be all there was).
+    Tls {
+        side: Side,
+        uri: String,
+        text: String,
+    },
     IdleTimeout,
     /// A datagram session heard nothing either way for `--idle-timeout`: how a UDP
     /// session ends (datagrams have no EOF), so a clean end.
@@ -101,6 +109,7 @@ impl ConnEnd {
             | ConnEnd::NoPipe { .. }
             | ConnEnd::Unusable(_)
             | ConnEnd::CannotRun { .. } => "error",
+            ConnEnd::Tls { .. } => "tls-error",
             ConnEnd::CommandFailed { .. } => "command-failed",
             ConnEnd::IdleTimeout => "idle-timeout",
             ConnEnd::Quiet => "quiet",
@@ -143,6 +152,7 @@ impl ConnEnd {
                 format!("{} ({uri}): the command {words}", side.name())
             }
             ConnEnd::ProxyFailed(text) => text.clone(),
+            ConnEnd::Tls { side, uri, text } => format!("{} ({uri}): {text}", side.name()),
             ConnEnd::Eof | ConnEnd::IdleTimeout | ConnEnd::Quiet | ConnEnd::Signal => return None,
         })
     }

@@ -464,11 +464,26 @@ fn spec(
                 Endpoint::Tcp { host, port, .. } => Some((host.clone(), *port)),
                 _ => None,
             };
+            let tls = match (&opts.tls, &target) {
+                (Some(tls), Some((host, _))) => {
+                    let config = crate::endpoint::tls::client_config(tls)
+                        .with_context(|| format!("{endpoint}"))?;
+                    if tls.insecure {
+                        eprintln!(
+                            "{}",
+                            crate::endpoint::tls::insecure_warning(&endpoint.to_string())
+                        );
+                    }
+                    Some((config, tls.sni.clone().unwrap_or_else(|| host.clone())))
+                }
+                _ => None,
+            };
             Spec::Dial {
                 uri: endpoint.to_string(),
                 addrs,
                 opts,
                 target,
+                tls,
             }
         }
         Endpoint::Command(spec) => Spec::Command {

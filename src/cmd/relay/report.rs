@@ -8,8 +8,10 @@ use super::RelayConfig;
 use crate::endpoint::Endpoint;
 use crate::engine::Record;
 use crate::report::{
-    child_json, json_array, json_string, mptcp_json, record_json, route, JsonObject, StatsFormat,
+    child_json, json_array, json_string, mptcp_json, record_json, route, tls_json, JsonObject,
+    StatsFormat,
 };
+use crate::sys::ktls::TlsInfo;
 use crate::sys::process::ChildExit;
 use crate::sys::socket::Mptcp;
 use crate::units::{amount, human_bytes};
@@ -71,6 +73,8 @@ pub struct ConnReport {
     pub children: [Option<ChildExit>; 2],
     /// A datagram session (`udp-listen:` to `udp:`): [A -> B, B -> A].
     pub datagrams: Option<[Datagrams; 2]>,
+    /// [A, B]: a TLS side's handshake and record layer.
+    pub tls: [Option<TlsInfo>; 2],
 }
 
 impl ConnReport {
@@ -98,6 +102,11 @@ impl ConnReport {
                 let _ = write!(s, " {side} child {},", child.brief());
             }
         }
+        for (side, tls) in ["a", "b"].iter().zip(&self.tls) {
+            if let Some(tls) = tls {
+                let _ = write!(s, " {side} tls {},", tls.describe());
+            }
+        }
         let _ = write!(s, " {:.2} s, {}", self.seconds, self.end.word());
         if let Some(text) = self.end.text() {
             let _ = write!(s, ": {text}");
@@ -114,7 +123,22 @@ impl ConnReport {
         self.directions_json(&mut o);
         self.mptcp_json(&mut o);
         self.children_json(&mut o);
+        self.tls_json(&mut o);
         o.finish()
+    }
+
+    /// `tls`, when a side is TLS: `{"a":{"version":..,"cipher":..,"path":..}}`, as pipe's.
+    fn tls_json(&self, o: &mut JsonObject) {
+        if self.tls.iter().all(Option::is_none) {
+            return;
+        }
+        let mut sides = JsonObject::new();
+        for (side, tls) in ["a", "b"].iter().zip(&self.tls) {
+            if let Some(tls) = tls {
+                sides.raw(side, &tls_json(tls));
+            }
+        }
+        o.raw("tls", &sides.finish());
     }
 
     /// The `--log` line (without its newline); the man page names every field.
@@ -131,6 +155,7 @@ impl ConnReport {
         self.directions_json(&mut o);
         self.mptcp_json(&mut o);
         self.children_json(&mut o);
+        self.tls_json(&mut o);
         o.finish()
     }
 

@@ -28,10 +28,13 @@ use super::{RelayConfig, Tuning};
 use crate::endpoint::command::CommandSpec;
 use crate::endpoint::outbound;
 use crate::endpoint::proxy::Addresses;
+use crate::endpoint::tls::{Handshake, Session};
 use crate::endpoint::{Accepted, ConnectOpts, Endpoint, Listener};
 use crate::options::Options;
 use crate::sys::process;
 use crate::sys::socket::set_nonblocking;
+use rustls::ClientConfig;
+use std::sync::Arc;
 
 const LISTENER: u64 = u64::MAX;
 const ACCEPT_RESUME: u64 = u64::MAX - 1;
@@ -63,6 +66,8 @@ pub(super) enum Spec {
         opts: ConnectOpts,
         /// `tcp:HOST:PORT`'s host and port: what a proxy is asked for.
         target: Option<(String, u16)>,
+        /// `tls:`: the client configuration (made once) and the name to verify.
+        tls: Option<(Arc<ClientConfig>, String)>,
     },
     /// `-` (stdin and stdout) or `fd:N`: one session only.
     Inherited(Endpoint),
@@ -84,6 +89,8 @@ struct Dial {
     waiting: bool,
     /// `socks5=`/`connect=`: connected to the proxy, its handshake under way.
     handshake: Option<outbound::Handshake>,
+    /// `tls:`: connected (through the proxy, if any), the TLS handshake under way.
+    tls: Option<Handshake>,
 }
 
 struct Peer {
@@ -110,6 +117,9 @@ struct Peer {
     child: Option<(Child, bool)>,
     /// The growth of the child's pipes, counted in the pipe budget while they live.
     held: Vec<HeldPipe>,
+    /// A TLS side: its handshake's outcome and, in userspace, its record layer's thread
+    /// (which ends on its own once `fd`, its socketpair's end, is closed).
+    tls: Option<Session>,
 }
 
 impl Peer {
@@ -127,6 +137,7 @@ impl Peer {
             restore: Vec::new(),
             child: None,
             held: Vec::new(),
+            tls: None,
         }
     }
 
@@ -464,7 +475,11 @@ impl<'a> Server<'a> {
         } else {
             peer.writable |= event.writable;
         }
-        if peer.dial.as_ref().is_some_and(|d| d.handshake.is_some()) {
+        if peer
+            .dial
+            .as_ref()
+            .is_some_and(|d| d.handshake.is_some() || d.tls.is_some())
+        {
             self.shake(idx, side);
         } else if peer.dial.as_ref().is_some_and(|d| !d.waiting) && event.writable {
             self.dialed(idx, side);
@@ -569,6 +584,7 @@ impl<'a> Server<'a> {
                     conn.peer = accepted.peer;
                     conn.origin = accepted.origin;
                     conn.sides[side].fd = Some(accepted.fd);
+                    conn.sides[side].tls = accepted.tls;
                 }
                 Spec::Inherited(endpoint) => {
                     if let Err(e) = inherit::inherit(endpoint, &mut conn.sides[side]) {
@@ -598,6 +614,7 @@ impl<'a> Server<'a> {
                         deadline: None,
                         waiting: true,
                         handshake: None,
+                        tls: None,
                     });
                 }
             }

@@ -108,7 +108,8 @@ impl Server<'_> {
 }
 
 impl Server<'_> {
-    /// A connection closed for its PROXY header (missing, malformed, late): never relayed,
+    /// A connection closed for its PROXY header (missing, malformed, late) or its TLS
+    /// handshake (failed, stalled): never relayed,
     /// but said (unless -q) and counted as a connection that did not end cleanly.
     fn rejected(&mut self, rejected: &Rejected) {
         if !self.opts.quiet {
@@ -117,7 +118,8 @@ impl Server<'_> {
                 crate::report::printable(&rejected.to_string())
             );
         }
-        let end = ConnEnd::Unusable(format!("PROXY header: {}", rejected.reason));
+        // The reason names its stage: the PROXY header, or the TLS handshake.
+        let end = ConnEnd::Unusable(rejected.reason.clone());
         let flow = || FlowReport {
             record: Record::default(),
             bytes: 0,
@@ -136,6 +138,7 @@ impl Server<'_> {
             mptcp: [None, None],
             children: [None, None],
             datagrams: None,
+            tls: [None, None],
         };
         self.ended(report);
     }

@@ -238,6 +238,21 @@ impl Server<'_> {
         let Some(mut conn) = self.conns[idx].take() else {
             return;
         };
+        // A TLS side whose record layer failed: the EOF the relay read from it was that
+        // failure's (the bridge sets its reason before it shuts its end).
+        let mut end = end;
+        for side in 0..2 {
+            let failure = conn.sides[side].tls.as_ref().and_then(|t| t.error());
+            if let (Some(text), true) = (failure, end.is_clean()) {
+                let uri = self.side_endpoint(Side::of(side)).to_string();
+                end = ConnEnd::Tls {
+                    side: Side::of(side),
+                    uri,
+                    text,
+                };
+            }
+        }
+        let tls = [0, 1].map(|side| conn.sides[side].tls.as_ref().map(|t| t.info.clone()));
         let abort = !matches!(end, ConnEnd::Eof);
         let upstream = self.upstream(&conn);
         let undelivered = [0, 1].map(|d| {
@@ -316,6 +331,7 @@ impl Server<'_> {
             mptcp,
             children: [None, None],
             datagrams: None,
+            tls,
         };
         let kill_at = cut_by_signal.then(|| Instant::now() + self.cfg.grace);
         self.reaping.push(Reaping {

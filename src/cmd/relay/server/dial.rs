@@ -7,9 +7,11 @@ use nix::errno::Errno;
 use nix::sys::socket::{self, sockopt, SockFlag, SockaddrLike};
 
 use super::{out_of_fds, slot_token, Server, Spec, CONNECT_TIMEOUT, FD_WAIT, RETRY};
-use crate::cmd::relay::end::ConnEnd;
+use crate::cmd::relay::end::{ConnEnd, Side};
+use crate::endpoint::tls::{self, Handshake};
 use crate::endpoint::{is_retryable_connect, outbound, proxy};
 use crate::sys::socket::stream_socket;
+use nix::sys::socket::getpeername;
 
 impl Server<'_> {
     /// Starts (or restarts) a connection attempt to a Dial side.
@@ -75,11 +77,7 @@ impl Server<'_> {
             return;
         };
         let (Some(via), Some((host, port))) = (&opts.via, target) else {
-            self.conn_mut(idx).sides[side].dial = None;
-            if self.send_proxy_header(idx, side) {
-                self.pump(idx);
-            }
-            return;
+            return self.tunnel_ready(idx, side);
         };
         let shake = match outbound::Handshake::new(via, host, *port) {
             Ok(shake) => shake,
@@ -107,22 +105,111 @@ impl Server<'_> {
     pub(super) fn shake(&mut self, idx: usize, side: usize) {
         let conn = self.conn_mut(idx);
         let peer = &mut conn.sides[side];
+        if peer.dial.as_ref().is_some_and(|d| d.tls.is_some()) {
+            return self.shake_tls(idx, side);
+        }
         let fd = peer.fd.as_ref().expect("a connected socket").as_fd();
         let dial = peer.dial.as_mut().expect("dialing");
         let shake = dial.handshake.as_mut().expect("a handshake");
         match shake.advance(fd) {
             Ok(false) => {}
             Ok(true) => {
-                peer.dial = None;
+                dial.handshake = None;
                 // The last edge may have carried the stream's first bytes: read to EAGAIN.
                 peer.readable = true;
                 peer.writable = true;
-                if self.send_proxy_header(idx, side) {
-                    self.pump(idx);
-                }
+                self.tunnel_ready(idx, side);
             }
             Err(refused) => self.finish(idx, ConnEnd::ProxyFailed(refused.to_string())),
         }
+    }
+
+    /// Connected to the target (directly or through the proxy): `tls:` starts its
+    /// handshake, bounded by `--connect-timeout` (or 10 s); otherwise the stream starts,
+    /// the PROXY header of `proxy=v1|v2` first.
+    fn tunnel_ready(&mut self, idx: usize, side: usize) {
+        let Spec::Dial { tls, uri, .. } = &self.specs[side] else {
+            return;
+        };
+        let Some((config, name)) = tls else {
+            self.conn_mut(idx).sides[side].dial = None;
+            if self.send_proxy_header(idx, side) {
+                self.pump(idx);
+            }
+            return;
+        };
+        let shake = match Handshake::client(config, name) {
+            Ok(shake) => shake,
+            Err(text) => {
+                let end = ConnEnd::Tls {
+                    side: Side::of(side),
+                    uri: uri.clone(),
+                    text,
+                };
+                return self.finish(idx, end);
+            }
+        };
+        let limit = self.cfg.connect_timeout.unwrap_or(tls::HANDSHAKE_DEADLINE);
+        let when = Instant::now() + limit;
+        let gen = self.gens[idx];
+        let dial = self.conn_mut(idx).sides[side]
+            .dial
+            .as_mut()
+            .expect("dialing");
+        dial.tls = Some(shake);
+        dial.deadline = Some(when);
+        self.poller
+            .timer(when, slot_token(gen, idx, CONNECT_TIMEOUT + side as u64));
+        self.shake_tls(idx, side);
+    }
+
+    /// The TLS handshake moves on; once done, the side's fd becomes what the record layer
+    /// gives (the socket under kTLS, else the bridge's end), polled afresh.
+    fn shake_tls(&mut self, idx: usize, side: usize) {
+        let log = self.shared.log.is_some();
+        let conn = self.conns[idx].as_mut().expect("a live connection");
+        let peer = &mut conn.sides[side];
+        let fd = peer.fd.as_ref().expect("a connected socket").as_fd();
+        let shake = peer
+            .dial
+            .as_mut()
+            .and_then(|d| d.tls.as_mut())
+            .expect("a TLS handshake");
+        let failed = match shake.advance(fd) {
+            Ok(false) => return,
+            Ok(true) => {
+                if log {
+                    // The socket's peer, before the bridge's end stands in for it.
+                    conn.upstream = getpeername(fd.as_raw_fd()).ok();
+                }
+                let shake = peer.dial.take().and_then(|d| d.tls).expect("a handshake");
+                for polled in peer.polled.drain(..) {
+                    self.poller.delete(polled);
+                }
+                let tcp = peer.fd.take().expect("a connected socket");
+                match shake.establish(tcp) {
+                    Ok((fd, session)) => {
+                        peer.fd = Some(fd);
+                        peer.tls = Some(session);
+                        peer.readable = true;
+                        peer.writable = true;
+                        self.register(idx, side);
+                        return self.pump(idx);
+                    }
+                    Err(text) => text,
+                }
+            }
+            Err(text) => text,
+        };
+        let Spec::Dial { uri, .. } = &self.specs[side] else {
+            return;
+        };
+        let end = ConnEnd::Tls {
+            side: Side::of(side),
+            uri: uri.clone(),
+            text: failed,
+        };
+        self.finish(idx, end);
     }
 
     pub(super) fn dial_failed(&mut self, idx: usize, side: usize, errno: Errno) {
@@ -134,6 +221,25 @@ impl Server<'_> {
         };
         let gen = self.gens[idx];
         let conn = self.conns[idx].as_mut().expect("a live connection");
+        // A TLS handshake that stalled (or whose socket failed): no other try.
+        if conn.sides[side]
+            .dial
+            .as_ref()
+            .is_some_and(|d| d.tls.is_some())
+        {
+            let limit = self.cfg.connect_timeout.unwrap_or(tls::HANDSHAKE_DEADLINE);
+            let text = if errno == Errno::ETIMEDOUT {
+                tls::stalled(limit)
+            } else {
+                format!("TLS handshake: {}", std::io::Error::from(errno))
+            };
+            let end = ConnEnd::Tls {
+                side: Side::of(side),
+                uri: uri.clone(),
+                text,
+            };
+            return self.finish(idx, end);
+        }
         // A proxy that took the connection but stalled its handshake: no other try.
         if let Some(shake) = conn.sides[side]
             .dial
