@@ -17,5 +17,6 @@ mod parallel;
 mod pipe;
 mod relay;
 mod tee;
+mod tls;
 mod udp;
 mod ux;

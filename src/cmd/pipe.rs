@@ -91,10 +91,11 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     let [src_tls, dst_tls] = tls;
     let (src_tls, src_tls_failure) = finish_tls(&cfg.src, src_tls);
     let (dst_tls, dst_tls_failure) = finish_tls(&cfg.dst, dst_tls);
+    // A TLS end's failure explains the EOF or EPIPE the engine met on its socketpair.
+    let tls_failure = src_tls_failure.or(dst_tls_failure);
     let command_failure = child_failure(&cfg.src, src_child)
         .or_else(|| child_failure(&cfg.dst, dst_child))
-        .or(src_tls_failure)
-        .or(dst_tls_failure);
+        .or(tls_failure.clone());
 
     let mut report = Report {
         command: "pipe",
@@ -131,7 +132,8 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
             if stdout_gone(&cfg.dst, &err, side) {
                 return Ok(ExitCode::BrokenPipe);
             }
-            let message = failure_message(opts.via, &cfg.src, &cfg.dst, &err, side);
+            let message = tls_failure
+                .unwrap_or_else(|| failure_message(opts.via, &cfg.src, &cfg.dst, &err, side));
             report.ending = Ending::Error(message.clone());
             opts.print_report(&report.render(opts.stats));
             Err(anyhow!(message))

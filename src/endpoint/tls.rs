@@ -293,8 +293,15 @@ impl Handshake {
     /// [`Handshake::advance`] to the end on a socket of a blocking caller (`pipe`): polls
     /// the socket until `deadline` passes. EINTR on a signal (the caller judges it).
     pub fn complete(&mut self, fd: BorrowedFd<'_>, limit: Duration) -> Result<(), String> {
-        sys::socket::set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(&fd))
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+        let flags = sys::socket::set_nonblocking(raw)
             .map_err(|e| format!("TLS handshake: {}", io::Error::from(e)))?;
+        let done = self.complete_nonblocking(fd, limit);
+        let _ = nix::fcntl::fcntl(raw, nix::fcntl::FcntlArg::F_SETFL(flags));
+        done
+    }
+
+    fn complete_nonblocking(&mut self, fd: BorrowedFd<'_>, limit: Duration) -> Result<(), String> {
         let deadline = Instant::now() + limit;
         while !self.advance(fd)? {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -348,7 +355,16 @@ impl Handshake {
             }
             Offload::Refused(errno, conn) => {
                 info.kernel = Err(errno);
-                let (local, bridge) = bridge::start(*conn, tcp)
+                // The engine's end blocks, or not, as the socket it stands for did.
+                let nonblocking = nix::fcntl::fcntl(
+                    std::os::fd::AsRawFd::as_raw_fd(&tcp),
+                    nix::fcntl::FcntlArg::F_GETFL,
+                )
+                .map(|f| {
+                    nix::fcntl::OFlag::from_bits_retain(f).contains(nix::fcntl::OFlag::O_NONBLOCK)
+                })
+                .unwrap_or(false);
+                let (local, bridge) = bridge::start(*conn, tcp, nonblocking)
                     .map_err(|e| format!("TLS: cannot start its record layer: {e}"))?;
                 Ok((
                     local,

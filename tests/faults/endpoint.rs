@@ -289,6 +289,7 @@ mod uri_properties {
             proxy: None,
             via: None,
             mptcp: false,
+            tls: None,
         })
     }
 
@@ -355,12 +356,18 @@ mod uri_properties {
                                 ipv6only: ipv6only.filter(|_| !v4),
                                 proxy,
                                 mptcp,
+                                tls: None,
                             },
                         }
                     }
                 ),
-            (proptest::option::of("[a-zA-Z0-9_.-]{1,20}"), any::<bool>())
-                .prop_map(|(name, proxy)| Endpoint::Systemd { name, proxy }),
+            (proptest::option::of("[a-zA-Z0-9_.-]{1,20}"), any::<bool>()).prop_map(
+                |(name, proxy)| Endpoint::Systemd {
+                    name,
+                    proxy,
+                    tls: None,
+                }
+            ),
             (unix_addr.clone(), connect_opts())
                 .prop_map(|(addr, connect)| Endpoint::Unix { addr, connect }),
             (unix_addr, mode, backlog).prop_map(|(addr, mode, backlog)| {

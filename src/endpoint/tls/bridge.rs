@@ -78,8 +78,8 @@ impl Bridge {
 }
 
 /// Starts the record layer for an established connection on `net` (the TCP socket); the
-/// fd returned is the engine's end of the socketpair (blocking, CLOEXEC).
-pub fn start(conn: Connection, net: OwnedFd) -> io::Result<(OwnedFd, Bridge)> {
+/// fd returned is the engine's end of the socketpair (CLOEXEC; O_NONBLOCK if `nonblocking`).
+pub fn start(conn: Connection, net: OwnedFd, nonblocking: bool) -> io::Result<(OwnedFd, Bridge)> {
     let (engine, local) = socket::socketpair(
         AddressFamily::Unix,
         SockType::Stream,
@@ -87,6 +87,9 @@ pub fn start(conn: Connection, net: OwnedFd) -> io::Result<(OwnedFd, Bridge)> {
         SockFlag::SOCK_CLOEXEC,
     )?;
     sys::socket::set_nonblocking(local.as_raw_fd())?;
+    if nonblocking {
+        sys::socket::set_nonblocking(engine.as_raw_fd())?;
+    }
     sys::socket::set_nonblocking(net.as_raw_fd())?;
     let shared = Arc::new(Shared::default());
     let mut pump = Pump {
@@ -326,7 +329,12 @@ impl Pump {
             match self.conn.write_tls(&mut FdIo(self.net.as_fd())) {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) => return Err(format!("TLS: sending: {e}")),
+                Err(e) => {
+                    // A peer that refused us says why in an alert it sent before closing:
+                    // that reason beats the reset.
+                    self.receive()?;
+                    return Err(format!("TLS: sending: {e}"));
+                }
             }
         }
         Ok(())

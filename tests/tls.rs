@@ -1,0 +1,593 @@
+//! TLS endpoints (`tls:`, `tls-listen:`) against real parts: openssl s_server/s_client,
+//! curl, and zerocat on both ends of a relay; certificates made by `openssl req`/`x509` in
+//! a temporary CA. Here the kernel has no `tls` ULP, so the record layer is rustls'
+//! (`userspace`, with kTLS's refusal ENOENT in the report); where a kernel offers the ULP
+//! the assertion on that path says so and is skipped.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+/// A CA, a server certificate for localhost / 127.0.0.1 / ::1, and a client certificate.
+struct Pki {
+    dir: tempfile::TempDir,
+}
+
+impl Pki {
+    /// None (with the reason printed) when openssl is not installed.
+    fn make() -> Option<Pki> {
+        if Command::new("openssl").arg("version").output().is_err() {
+            eprintln!("skipped: openssl is not installed (apt-get install openssl)");
+            return None;
+        }
+        let dir = tempdir();
+        let script = r#"set -e
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem -days 2 -subj "/CN=zerocat test CA"
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout server.key -out server.csr -subj "/CN=localhost"
+printf "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\nextendedKeyUsage=serverAuth\n" > server.ext
+openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile server.ext
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout client.key -out client.csr -subj "/CN=client"
+printf "extendedKeyUsage=clientAuth\n" > client.ext
+openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2 -extfile client.ext
+"#;
+        let out = Command::new("sh")
+            .args(["-c", script])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "openssl: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(Pki { dir })
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    /// `,cert=…,key=…` of the server.
+    fn server_opts(&self) -> String {
+        format!(
+            ",cert={},key={}",
+            self.path("server.pem"),
+            self.path("server.key")
+        )
+    }
+}
+
+/// The kernel offers kTLS: the userspace assertions do not apply.
+fn ulp_offered() -> bool {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp")
+        .map(|l| l.split_whitespace().any(|u| u == "tls"))
+        .unwrap_or(false)
+}
+
+/// The report's TLS object of an endpoint says the record layer ran in userspace because
+/// the kernel refused kTLS with ENOENT (no `tls` ULP); skipped, said, where it offers one.
+#[track_caller]
+fn assert_userspace_tls(tls: &serde_json::Value) {
+    assert_eq!(tls["version"], "TLSv1.3", "{tls}");
+    assert!(
+        tls["cipher"].as_str().unwrap().starts_with("TLS13_"),
+        "{tls}"
+    );
+    if ulp_offered() {
+        eprintln!("skipped: this kernel offers the tls ULP; the userspace path is not the one run");
+        return;
+    }
+    assert_eq!(tls["path"], "userspace", "{tls}");
+    assert_eq!(tls["ktls"], false, "{tls}");
+    assert_eq!(tls["fallback"], "ENOENT", "{tls}");
+}
+
+fn spawn_listening(mut cmd: Command) -> (Child, String, thread::JoinHandle<Vec<u8>>) {
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (addr, rest) = listening_addr(&mut child);
+    (child, addr, rest)
+}
+
+fn port_of(addr: &str) -> &str {
+    addr.rsplit_once(':').unwrap().1
+}
+
+#[test]
+fn pipe_sends_a_file_over_tls_to_openssl_s_server() {
+    let Some(pki) = Pki::make() else { return };
+    let payload = data(3 << 20);
+    let dir = tempdir();
+    let src = write_file(dir.path(), "in", &payload);
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut server = Command::new("openssl")
+        .args(["s_server", "-naccept", "1", "-quiet", "-accept"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args([
+            "-cert",
+            &pki.path("server.pem"),
+            "-key",
+            &pki.path("server.key"),
+        ])
+        // Its stdin held open: at EOF s_server would end the session itself.
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // s_server accepts one connection: no probe, zerocat retries until it listens.
+    let mut cmd = zerocat();
+    cmd.args(["pipe", "--stats", "json"]).arg(&src).arg(format!(
+        "tls:localhost:{port},cafile={},retry=100,interval=50ms",
+        pki.path("ca.pem")
+    ));
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    let stdin = server.stdin.take();
+    let got = wait_with_deadline(server, DEADLINE);
+    drop(stdin);
+    assert_bytes_eq(&got.stdout, &payload, "zerocat tls: -> openssl s_server");
+    let report = json_report(&out.stderr);
+    assert_userspace_tls(&report["dst"]["tls"]);
+    assert_eq!(report["dst"]["tls"]["sni"], "localhost", "{report}");
+    assert_eq!(report["bytes"], payload.len() as u64, "{report}");
+}
+
+#[test]
+fn tls_listen_takes_a_file_from_openssl_s_client() {
+    let Some(pki) = Pki::make() else { return };
+    let payload = data(2 << 20);
+    let dir = tempdir();
+    let src = write_file(dir.path(), "in", &payload);
+    let dst = dir.path().join("out");
+    let mut cmd = zerocat();
+    cmd.args(["pipe", "--stats", "json"])
+        .arg(format!("tls-listen:0{}", pki.server_opts()))
+        .arg(&dst);
+    let (child, addr, rest) = spawn_listening(cmd);
+    let client = Command::new("openssl")
+        .args([
+            "s_client",
+            "-quiet",
+            "-no_ign_eof",
+            "-nocommands",
+            "-connect",
+            &addr,
+        ])
+        .args(["-CAfile", &pki.path("ca.pem")])
+        .stdin(std::fs::File::open(&src).unwrap())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let client = wait_with_deadline(client, DEADLINE);
+    let done = wait_with_deadline(child, DEADLINE);
+    let stderr = rest.join().unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stderr)
+    );
+    assert!(client.status.success());
+    assert_bytes_eq(
+        &std::fs::read(&dst).unwrap(),
+        &payload,
+        "s_client -> tls-listen",
+    );
+    assert_userspace_tls(&json_report(&stderr)["src"]["tls"]);
+}
+
+#[test]
+fn curl_fetches_through_a_relay_that_terminates_tls() {
+    let Some(pki) = Pki::make() else { return };
+    if Command::new("curl").arg("--version").output().is_err() {
+        eprintln!("skipped: curl is not installed (apt-get install curl)");
+        return;
+    }
+    let payload = data(1 << 20);
+    let dir = tempdir();
+    let body = write_file(dir.path(), "body", &payload);
+    let mut cmd = zerocat();
+    cmd.args(["relay", "--once", "--stats", "json"])
+        .arg(format!("tls-listen:0{}", pki.server_opts()))
+        .arg(format!(
+            "sh:printf 'HTTP/1.0 200 OK\\r\\nContent-Length: {}\\r\\n\\r\\n'; cat {}",
+            payload.len(),
+            body.display()
+        ));
+    let (child, addr, rest) = spawn_listening(cmd);
+    let got = dir.path().join("got");
+    let curl = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "30",
+            "--cacert",
+            &pki.path("ca.pem"),
+            "-o",
+        ])
+        .arg(&got)
+        .arg(format!("https://localhost:{}/", port_of(&addr)))
+        .output()
+        .unwrap();
+    assert!(
+        curl.status.success(),
+        "curl: {}",
+        String::from_utf8_lossy(&curl.stderr)
+    );
+    let done = wait_with_deadline(child, DEADLINE);
+    let stderr = rest.join().unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stderr)
+    );
+    assert_bytes_eq(
+        &std::fs::read(&got).unwrap(),
+        &payload,
+        "curl through the relay",
+    );
+    let report = json_report(&stderr);
+    let conn = &connections_of(&report)[0];
+    assert_eq!(conn["ended"], "eof", "{conn}");
+    assert_userspace_tls(&conn["tls"]["a"]);
+    assert_eq!(conn["tls"]["a"]["sni"], "localhost", "{conn}");
+}
+
+fn connections_of(report: &serde_json::Value) -> &Vec<serde_json::Value> {
+    report["connections"].as_array().expect("connections")
+}
+
+/// zerocat originates TLS (`relay tcp-listen: tls:`) into zerocat terminating it (`relay
+/// tls-listen: tcp:`) in front of an echo: 100 clients at once, each its own handshake on
+/// the event loops, every byte back as sent; the log names version, cipher and SNI.
+#[test]
+fn a_hundred_concurrent_connections_through_tls_origination_and_termination() {
+    let Some(pki) = Pki::make() else { return };
+    let dir = tempdir();
+    let log = dir.path().join("log");
+    let mut echo = zerocat();
+    echo.args(["-q", "relay", "tcp-listen:0", "exec:cat"]);
+    let (echo, echo_addr, _echo_rest) = spawn_listening(echo);
+    let mut term = zerocat();
+    term.args(["-q", "relay", "--log"])
+        .arg(&log)
+        .arg(format!("tls-listen:0{}", pki.server_opts()))
+        .arg(format!("tcp:{echo_addr}"));
+    let (term, term_addr, _term_rest) = spawn_listening(term);
+    let mut orig = zerocat();
+    orig.args(["-q", "relay", "tcp-listen:0"]).arg(format!(
+        "tls:localhost:{},cafile={}",
+        port_of(&term_addr),
+        pki.path("ca.pem")
+    ));
+    let (orig, orig_addr, _orig_rest) = spawn_listening(orig);
+    let clients: Vec<_> = (0..100)
+        .map(|i| {
+            let addr = orig_addr.clone();
+            thread::spawn(move || {
+                let payload = Arc::new(data(20_000 + i * 997));
+                let mut s = TcpStream::connect(&addr).unwrap();
+                s.set_read_timeout(Some(DEADLINE)).unwrap();
+                let writer = {
+                    let mut s = s.try_clone().unwrap();
+                    let payload = payload.clone();
+                    thread::spawn(move || {
+                        s.write_all(&payload).unwrap();
+                        s.shutdown(Shutdown::Write).unwrap();
+                    })
+                };
+                let mut got = Vec::new();
+                s.read_to_end(&mut got).unwrap();
+                writer.join().unwrap();
+                assert_bytes_eq(&got, &payload, &format!("client {i}"));
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    // Every connection is logged once it ends (the echo's side closes last).
+    let until = Instant::now() + Duration::from_secs(20);
+    let lines = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|l| l["event"] == "connection")
+            .collect();
+        if lines.len() >= 100 || Instant::now() > until {
+            break lines;
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(lines.len(), 100, "log lines");
+    for line in &lines {
+        assert_eq!(line["ended"], "eof", "{line}");
+        assert_userspace_tls(&line["tls"]["a"]);
+        assert_eq!(line["tls"]["a"]["sni"], "localhost", "{line}");
+    }
+    for mut child in [orig, term, echo] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// `cafile=` on a listener requires a client certificate from that CA: refused without
+/// one (both ends say why, exit 1), the bytes delivered with one.
+#[test]
+fn a_listener_with_cafile_requires_and_verifies_client_certificates() {
+    let Some(pki) = Pki::make() else { return };
+    let payload = data(300_000);
+    let dir = tempdir();
+    let src = write_file(dir.path(), "in", &payload);
+    for with_cert in [false, true] {
+        let dst = dir.path().join(format!("out-{with_cert}"));
+        let mut server = zerocat();
+        server
+            .args(["pipe"])
+            .arg(format!(
+                "tls-listen:0{},cafile={}",
+                pki.server_opts(),
+                pki.path("ca.pem")
+            ))
+            .arg(&dst);
+        let (server, addr, rest) = spawn_listening(server);
+        let mut uri = format!(
+            "tls:localhost:{},cafile={}",
+            port_of(&addr),
+            pki.path("ca.pem")
+        );
+        if with_cert {
+            uri.push_str(&format!(
+                ",cert={},key={}",
+                pki.path("client.pem"),
+                pki.path("client.key")
+            ));
+        }
+        let mut client = zerocat();
+        client.arg("pipe").arg(&src).arg(&uri);
+        let client = run(client);
+        let server = wait_with_deadline(server, DEADLINE);
+        let server_err = String::from_utf8_lossy(&rest.join().unwrap()).into_owned();
+        if with_cert {
+            assert!(client.status.success(), "{}", stderr_text(&client));
+            assert!(server.status.success(), "{server_err}");
+            assert_bytes_eq(
+                &std::fs::read(&dst).unwrap(),
+                &payload,
+                "with a client cert",
+            );
+        } else {
+            assert_eq!(server.status.code(), Some(1), "{server_err}");
+            assert!(
+                server_err.contains("TLS handshake failed") && server_err.contains("certificate"),
+                "{server_err}"
+            );
+            // TLS 1.3: the client learns of the refusal at its first read or write.
+            assert_ne!(client.status.code(), Some(0), "{}", stderr_text(&client));
+            assert!(
+                stderr_text(&client).contains("CertificateRequired"),
+                "{}",
+                stderr_text(&client)
+            );
+        }
+    }
+}
+
+/// A certificate for another name is refused (exit 1, the reason named, nothing sent);
+/// `verify=0` takes it, with a warning line.
+#[test]
+fn a_wrong_host_is_refused_and_verify_0_warns() {
+    let Some(pki) = Pki::make() else { return };
+    let payload = data(100_000);
+    let dir = tempdir();
+    let src = write_file(dir.path(), "in", &payload);
+    for insecure in [false, true] {
+        let dst = dir.path().join(format!("out-{insecure}"));
+        let mut server = zerocat();
+        server
+            .arg("pipe")
+            .arg(format!("tls-listen:0{}", pki.server_opts()))
+            .arg(&dst);
+        let (server, addr, rest) = spawn_listening(server);
+        let uri = if insecure {
+            format!(
+                "tls:127.0.0.1:{},sni=wrong.example,verify=0",
+                port_of(&addr)
+            )
+        } else {
+            format!(
+                "tls:127.0.0.1:{},sni=wrong.example,cafile={}",
+                port_of(&addr),
+                pki.path("ca.pem")
+            )
+        };
+        let mut client = zerocat();
+        client.arg("pipe").arg(&src).arg(&uri);
+        let client = run(client);
+        let err = stderr_text(&client);
+        let server = wait_with_deadline(server, DEADLINE);
+        let server_err = String::from_utf8_lossy(&rest.join().unwrap()).into_owned();
+        if insecure {
+            assert!(client.status.success(), "{err}");
+            assert!(
+                err.contains("verify=0: the server's certificate is not verified"),
+                "{err}"
+            );
+            assert!(server.status.success(), "{server_err}");
+            assert_bytes_eq(&std::fs::read(&dst).unwrap(), &payload, "verify=0");
+        } else {
+            assert_eq!(client.status.code(), Some(1), "{err}");
+            assert!(
+                err.contains("TLS handshake failed") && err.contains("not valid for name"),
+                "{err}"
+            );
+            assert!(err.contains("tls:127.0.0.1:"), "names the endpoint: {err}");
+            assert_eq!(server.status.code(), Some(1), "{server_err}");
+            assert_eq!(std::fs::read(&dst).unwrap_or_default().len(), 0);
+        }
+    }
+}
+
+/// A peer that ends the TCP stream without close_notify: the bytes before are delivered,
+/// but the stream may be cut short, so the run fails (exit 1) and says so.
+#[test]
+fn a_stream_cut_without_close_notify_is_an_error_not_an_eof() {
+    let Some(pki) = Pki::make() else { return };
+    let payload = data(200_000);
+    let dir = tempdir();
+    let dst = dir.path().join("out");
+    let mut server = zerocat();
+    server
+        .args(["pipe", "--stats", "json"])
+        .arg(format!("tls-listen:0{}", pki.server_opts()))
+        .arg(&dst);
+    let (server, addr, rest) = spawn_listening(server);
+    // A rustls client that writes, then drops the TCP socket without close_notify.
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = std::fs::read(pki.path("ca.pem")).unwrap();
+    use rustls::pki_types::pem::PemObject;
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, TcpStream::connect(&addr).unwrap());
+    tls.write_all(&payload).unwrap();
+    tls.flush().unwrap();
+    drop(tls);
+    let server = wait_with_deadline(server, DEADLINE);
+    let err = String::from_utf8_lossy(&rest.join().unwrap()).into_owned();
+    assert_eq!(server.status.code(), Some(1), "{err}");
+    assert!(err.contains("without close_notify"), "{err}");
+    assert_bytes_eq(
+        &std::fs::read(&dst).unwrap(),
+        &payload,
+        "the bytes before the cut",
+    );
+}
+
+/// Plaintext spoken to a TLS listener and a client that never says a word: each closed and
+/// counted (the silent one at --connect-timeout), while a real TLS client is served.
+#[test]
+fn plaintext_and_a_stalled_handshake_do_not_stall_the_relay() {
+    let Some(pki) = Pki::make() else { return };
+    let mut sink = zerocat();
+    sink.args(["-q", "relay", "tcp-listen:0", "sh:cat >/dev/null"]);
+    let (mut echo, echo_addr, _echo_rest) = spawn_listening(sink);
+    let mut term = zerocat();
+    term.args(["relay", "--connect-timeout", "1s", "--stats", "json"])
+        .arg(format!("tls-listen:0{}", pki.server_opts()))
+        .arg(format!("tcp:{echo_addr}"));
+    let (term, term_addr, rest) = spawn_listening(term);
+    let silent = TcpStream::connect(&term_addr).unwrap();
+    let mut plain = TcpStream::connect(&term_addr).unwrap();
+    plain.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    // A real client meanwhile: zerocat pipe over TLS to a sink behind the relay.
+    let payload = data(150_000);
+    let dir = tempdir();
+    let src = write_file(dir.path(), "in", &payload);
+    let mut client = zerocat();
+    client.arg("pipe").arg(&src).arg(format!(
+        "tls:localhost:{},cafile={}",
+        port_of(&term_addr),
+        pki.path("ca.pem")
+    ));
+    let out = run(client);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    let mut buf = Vec::new();
+    plain.set_read_timeout(Some(DEADLINE)).unwrap();
+    let _ = plain.read_to_end(&mut buf); // closed (after an alert)
+    thread::sleep(Duration::from_millis(1500)); // past the silent one's deadline
+    drop(silent);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(term.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let _ = wait_with_deadline(term, DEADLINE);
+    let err = String::from_utf8_lossy(&rest.join().unwrap()).into_owned();
+    assert!(
+        err.contains("TLS handshake failed: received corrupt message"),
+        "{err}"
+    );
+    assert!(
+        err.contains("TLS handshake not complete within 1.000 s"),
+        "{err}"
+    );
+    let report = json_report(err.as_bytes());
+    let conns = connections_of(&report);
+    assert_eq!(conns.len(), 3, "{report}");
+    assert_eq!(
+        conns.iter().filter(|c| c["ended"] == "eof").count(),
+        1,
+        "{report}"
+    );
+    let _ = echo.kill();
+    let _ = echo.wait();
+}
+
+/// Bad input: a listener without its key is a usage error; a missing certificate file or a
+/// key that does not match is a clear error before anything listens.
+#[test]
+fn bad_certificates_and_keys_are_clear_errors() {
+    let Some(pki) = Pki::make() else { return };
+    let mut cmd = zerocat();
+    cmd.args(["pipe", "tls-listen:0,cert=x.pem", "/dev/null"]);
+    let out = run(cmd);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_text(&out));
+    assert!(stderr_text(&out).contains("needs its certificate and key"));
+    let missing: PathBuf = pki.dir.path().join("nope.pem");
+    let mut cmd = zerocat();
+    cmd.arg("pipe")
+        .arg(format!(
+            "tls-listen:0,cert={},key={}",
+            missing.display(),
+            pki.path("server.key")
+        ))
+        .arg("/dev/null");
+    let out = run(cmd);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot read the certificate") && err.contains("nope.pem"),
+        "{err}"
+    );
+    assert!(!err.contains("listening on"), "{err}");
+    let mut cmd = zerocat();
+    cmd.arg("pipe")
+        .arg(format!(
+            "tls-listen:0,cert={},key={}",
+            pki.path("server.pem"),
+            pki.path("client.key")
+        ))
+        .arg("/dev/null");
+    let out = run(cmd);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("do not go together"), "{err}");
+    // The key's bytes are never shown.
+    let key = std::fs::read_to_string(pki.path("client.key")).unwrap();
+    let body = key.lines().nth(1).unwrap();
+    assert!(!err.contains(body), "{err}");
+}
