@@ -237,6 +237,28 @@ fails counts its connection as failed (\fBcommand\-failed\fR). A listener that r
 command binds 127.0.0.1 unless told otherwise, like every listener: whoever can connect
 runs the command.
 .TP
+\fBtls:\fIHOST\fB:\fIPORT\fR, \fBtls\-listen:\fR[\fIHOST\fB:\fR]\fIPORT\fB,cert=\fIPEM\fB,key=\fIPEM\fR
+TLS 1.2 and 1.3 (rustls; no older versions) over TCP. \fBtls:\fR connects (every
+\fBtcp:\fR connector option but \fBproxy=\fR), then a client handshake: the server is
+verified against the system's roots or \fBcafile=\fIPEM\fR, for \fIHOST\fR (an address is
+verified, not sent) or \fBsni=\fINAME\fR; \fBverify=0\fR takes any certificate, with a
+warning line; \fBcert=\fIPEM\fB,key=\fIPEM\fR is a client certificate;
+\fBalpn=\fIP1\fB,\fIP2\fR offers protocols. \fBtls\-listen:\fR (\fBtls\-l:\fR) is
+\fBtcp\-listen:\fR (its options, 127.0.0.1 by default) with a server handshake on every
+connection, after its PROXY header with \fBproxy\fR, both within \fB\-\-connect\-timeout\fR
+(10 s without it); \fBcafile=\fR requires client certificates from that CA. \fBsystemd:\fR
+takes \fB,tls,cert=,key=\fR too. Keys are read once and never shown. After the handshake
+the kernel takes the record layer where it can (kTLS: the \fBtls\fR ULP, see
+\fB/proc/sys/net/ipv4/tcp_available_ulp\fR, and an AES\-GCM or ChaCha20 suite): the
+stream then splices and sendfiles as on any socket. Where it cannot, rustls carries the
+records on a thread of the connection's own, between the socket and a socketpair the
+paths work on (\fBuserspace (tls)\fR, with the kernel's errno: \fBENOENT\fR when there is no
+\fBtls\fR module). EOF is TLS's: a peer that closes without close_notify has cut the
+stream, an error (exit 1; \fBtls\-error\fR in \fBrelay\fR). A failed or stalled handshake
+is exit 1 naming the alert or reason; in \fBrelay\fR that connection is closed and
+counted, the others go on. Reports name version, cipher, SNI and the record layer (JSON:
+the end's \fBtls\fR, below).
+.TP
 \fBsystemd:\fR, \fBsystemd:\fINAME\fR
 socket activation (\fBsd_listen_fds\fR(3)): the listening sockets systemd passed
 (\fBLISTEN_FDS\fR, from fd 3, for this process by \fBLISTEN_PID\fR), all of them or those
@@ -396,7 +418,11 @@ objects: \fBuri\fR (the endpoint as given) and \fBkind\fR (\fBfile\fR, \fBpipe\f
 \fBdir\fR or \fBsymlink\fR. \fBtee\fR has no \fBdst\fR: see \fBsinks\fR. An endpoint
 with \fBmptcp\fR adds \fBmptcp\fR: \fBactive\fR (true when the connection speaks MPTCP)
 and \fBfallback\fR (null, the errno that refused an MPTCP socket, or \fBpeer\fR: the
-peer did not offer MPTCP).
+peer did not offer MPTCP). A TLS endpoint adds \fBtls\fR: \fBversion\fR, \fBcipher\fR,
+\fBsni\fR, \fBalpn\fR, \fBpath\fR (\fBktls\fR or \fBuserspace\fR), \fBktls\fR (true when
+the kernel carries the records) and \fBfallback\fR (null, or the errno of the kernel's
+refusal); \fBrelay\fR's connections and \fB\-\-log\fR lines carry it per side
+(\fB"tls":{"a":{...}}\fR).
 .TP
 \fBpaths\fR
 array, in the order the paths ran: \fBpath\fR (\fBreflink\fR, \fBcopy_file_range\fR,

@@ -40,6 +40,7 @@ const MAX_GREETINGS: usize = 1024;
 /// A connection a listener accepted: the socket, the client as reported (the address a
 /// PROXY header carried, else the peer's), and the addresses a PROXY header to a backend
 /// would carry.
+#[derive(Debug)]
 pub struct Accepted {
     pub fd: OwnedFd,
     pub peer: String,

@@ -499,6 +499,7 @@ mod tests {
                 kind: FdKind::File,
                 mptcp: None,
                 child: None,
+                tls: None,
             },
             record: record(bytes),
             ending,
@@ -510,6 +511,7 @@ mod tests {
                 kind: FdKind::Pipe,
                 mptcp: None,
                 child: None,
+                tls: None,
             },
             sinks: vec![
                 sink("a", 4, Ending::Error("disk full".into()), true),

@@ -308,6 +308,7 @@ fn connectors_take_retry_and_interval() {
                 proxy: None,
                 via: None,
                 mptcp: false,
+                tls: None,
             },
         }
     );
@@ -413,6 +414,7 @@ fn listener_options_reuseport_ipv6only_proxy() {
                 ipv6only: Some(true),
                 proxy: true,
                 mptcp: false,
+                tls: None,
             },
         }
     );
@@ -487,14 +489,16 @@ fn systemd_scheme() {
         ok("systemd:"),
         Endpoint::Systemd {
             name: None,
-            proxy: false
+            proxy: false,
+            tls: None,
         }
     );
     assert_eq!(
         ok("SYSTEMD:web,proxy"),
         Endpoint::Systemd {
             name: Some("web".into()),
-            proxy: true
+            proxy: true,
+            tls: None,
         }
     );
     assert_eq!(ok("systemd:web,proxy").to_string(), "systemd:web,proxy");
@@ -581,5 +585,39 @@ fn a_file_path_may_hold_an_escaped_comma_or_backslash() {
     match parse(r"file:a\b").unwrap() {
         Endpoint::File { path, .. } => assert_eq!(path, PathBuf::from(r"a\b")),
         other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn tls_endpoints_parse_with_their_options_and_display_back() {
+    let e = ok("tls:api.example:443,sni=api,cafile=/ca.pem,alpn=h2,http/1.1,retry=2");
+    let Endpoint::Tcp { host, port, connect } = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!((host.as_str(), *port, connect.retry), ("api.example", 443, 2));
+    let tls = connect.tls.as_ref().expect("tls");
+    assert_eq!(tls.sni.as_deref(), Some("api"));
+    assert_eq!(tls.alpn, ["h2", "http/1.1"]);
+    assert_eq!(e.scheme(), "tls");
+    assert_eq!(ok(&e.to_string()), e);
+    let l = ok("tls-listen:8443,cert=c.pem,key=k.pem,cafile=ca.pem,proxy");
+    assert_eq!(l.scheme(), "tls-listen");
+    assert!(l.is_listener());
+    assert_eq!(ok(&l.to_string()), l);
+    let s = ok("systemd:web,tls,cert=c.pem,key=k.pem");
+    assert!(s.tls().is_some());
+    assert_eq!(ok(&s.to_string()), s);
+    for (bad, says) in [
+        ("tls-listen:8443", "needs its certificate and key"),
+        ("tls-listen:8443,cert=c.pem", "needs its certificate and key"),
+        ("tls:h:1,cert=c.pem", "both cert=PEM and key=PEM"),
+        ("tls:h:1,verify=maybe", "option 'verify' takes 0"),
+        ("tls-listen:1,cert=c,key=k,sni=x", "option 'sni' does not apply to tls-listen"),
+        ("tcp:h:1,cafile=x", "option 'cafile' does not apply to tcp"),
+        ("systemd:,cert=c.pem,key=k.pem", "go with its 'tls' flag"),
+        ("tls://h:1", "URL style"),
+    ] {
+        let err = parse(bad).expect_err(bad).to_string();
+        assert!(err.contains(says), "{bad}: {err}");
     }
 }
