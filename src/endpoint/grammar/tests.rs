@@ -591,10 +591,18 @@ fn a_file_path_may_hold_an_escaped_comma_or_backslash() {
 #[test]
 fn tls_endpoints_parse_with_their_options_and_display_back() {
     let e = ok("tls:api.example:443,sni=api,cafile=/ca.pem,alpn=h2,http/1.1,retry=2");
-    let Endpoint::Tcp { host, port, connect } = &e else {
+    let Endpoint::Tcp {
+        host,
+        port,
+        connect,
+    } = &e
+    else {
         panic!("{e:?}")
     };
-    assert_eq!((host.as_str(), *port, connect.retry), ("api.example", 443, 2));
+    assert_eq!(
+        (host.as_str(), *port, connect.retry),
+        ("api.example", 443, 2)
+    );
     let tls = connect.tls.as_ref().expect("tls");
     assert_eq!(tls.sni.as_deref(), Some("api"));
     assert_eq!(tls.alpn, ["h2", "http/1.1"]);
@@ -609,10 +617,16 @@ fn tls_endpoints_parse_with_their_options_and_display_back() {
     assert_eq!(ok(&s.to_string()), s);
     for (bad, says) in [
         ("tls-listen:8443", "needs its certificate and key"),
-        ("tls-listen:8443,cert=c.pem", "needs its certificate and key"),
+        (
+            "tls-listen:8443,cert=c.pem",
+            "needs its certificate and key",
+        ),
         ("tls:h:1,cert=c.pem", "both cert=PEM and key=PEM"),
         ("tls:h:1,verify=maybe", "option 'verify' takes 0"),
-        ("tls-listen:1,cert=c,key=k,sni=x", "option 'sni' does not apply to tls-listen"),
+        (
+            "tls-listen:1,cert=c,key=k,sni=x",
+            "option 'sni' does not apply to tls-listen",
+        ),
         ("tcp:h:1,cafile=x", "option 'cafile' does not apply to tcp"),
         ("systemd:,cert=c.pem,key=k.pem", "go with its 'tls' flag"),
         ("tls://h:1", "URL style"),
