@@ -345,8 +345,13 @@ last flush hands the socket all it takes.
 Memory is bounded: the pipes of all connections hold at most 32 MiB (a pipe is given back
 when its direction goes idle or its connection ends, and only an empty one is reused; a
 direction that finds none moves through a buffer, or under \fB\-\-via splice\fR its
-connection ends with \fBno pipe for A \-> B\fR), and the buffers at most 16 MiB (64
-of them): a direction that finds none waits until one is given back.
+connection ends with \fBno pipe for A \-> B\fR), and the shared buffers at most 16 MiB
+(64 of 256 KiB). Clients that stop reading can hold all of that; then every other
+direction goes on with a 16 KiB buffer of its own (HAProxy's \fBtune.bufsize\fR), freed
+when it empties, so a connection degrades, never the relay: no direction waits for memory
+(at most 32 KiB more per connection, which \fB\-\-max\-conns\fR bounds). The first time
+in a stretch, stderr says so (\fBthe buffer budget (16.0 MiB) is held by directions whose
+sinks are not reading\fR). \fB\-\-idle\-timeout\fR cuts a client that never reads.
 \fB\-\-max\-conns\fR defaults to what the open\-file limit holds (the soft limit is raised
 to the hard one first), so idle clients wait in the listen backlog rather than run the
 relay out of fds; it bounds the whole process, whatever \fB\-\-workers\fR.

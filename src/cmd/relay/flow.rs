@@ -68,8 +68,6 @@ pub enum Turn {
     Busy,
     /// Source at EOF, every byte delivered, sink shut for writing.
     Done,
-    /// Waiting for a buffer (the budget is spent): pump again when one is given back.
-    Starved,
 }
 
 pub struct Flow {
@@ -82,8 +80,6 @@ pub struct Flow {
     /// The last splice in moved less than the pipe had room for: drain before the next.
     short_in: bool,
     buf: Option<Box<[u8]>>,
-    /// The last turn found no buffer to read into (see [`super::pool::BUFFER_BUDGET`]).
-    starved: bool,
     start: usize,
     end: usize,
     eof: bool,
@@ -106,7 +102,6 @@ impl Flow {
             pipe_maybe_full: false,
             short_in: false,
             buf: None,
-            starved: false,
             start: 0,
             end: 0,
             eof: false,
@@ -151,7 +146,6 @@ impl Flow {
         moved: &mut u64,
     ) -> Result<Turn, FlowError> {
         self.choice.prime(src.socket);
-        self.starved = false;
         // Fill, then drain: take bytes in until the pipe (or the buffer) is full, the source
         // said EAGAIN or ended, or a splice came back short (the source is drained or the
         // pipe out of buffers: splicing on would likely meet EAGAIN), then deliver until
@@ -204,9 +198,6 @@ impl Flow {
         }
         if !*src.ready && self.held() == 0 {
             self.release(pools);
-        }
-        if self.starved {
-            return Ok(Turn::Starved);
         }
         Ok(Turn::Idle)
     }
@@ -320,16 +311,7 @@ impl Flow {
         if self.in_pipe > 0 {
             return self.pipe_to_buffer(pools);
         }
-        if self.buf.is_none() {
-            match pools.take_buffer(false) {
-                Some(buf) => self.buf = Some(buf),
-                None => {
-                    self.starved = true;
-                    return Ok(false);
-                }
-            }
-        }
-        let buf = self.buf.as_mut().expect("just taken");
+        let buf = self.buf.get_or_insert_with(|| pools.take_buffer(false));
         match sys::read(src.fd, buf) {
             Ok(0) => {
                 self.eof = true;
@@ -512,9 +494,7 @@ impl Flow {
         if self.start < self.end || self.in_pipe == 0 {
             return Ok(false);
         }
-        let buf = self
-            .buf
-            .get_or_insert_with(|| pools.take_buffer(true).expect("a buffer to drain into"));
+        let buf = self.buf.get_or_insert_with(|| pools.take_buffer(true));
         let pipe = self.pipe.as_ref().expect("bytes in a pipe");
         let want = self.in_pipe.min(buf.len());
         match sys::read(pipe.read.as_fd(), &mut buf[..want]) {

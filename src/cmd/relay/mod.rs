@@ -528,13 +528,14 @@ fn plan(cfg: &RelayConfig, policy: Policy) -> String {
         Policy::Userspace => "userspace",
     };
     let mut s = format!(
-        "plan: relay {} <-> {} via {paths}; pipes of 64 KiB, grown to {} for busy streams, {} in all at most; buffers of {}, {} in all",
+        "plan: relay {} <-> {} via {paths}; pipes of 64 KiB, grown to {} for busy streams, {} in all at most; buffers of {}, {} in all, then {} of a direction's own",
         cfg.a,
         cfg.b,
         human_bytes(pool::PIPE_GROWN as u64),
         human_bytes(pool::PIPE_BUDGET as u64),
         human_bytes(pool::BUFFER_SIZE as u64),
         human_bytes(pool::BUFFER_BUDGET as u64),
+        human_bytes(pool::ALLOWANCE as u64),
     );
     if let Some(n) = cfg.max_conns {
         let _ = write!(s, "; at most {n} connections");

@@ -14,9 +14,15 @@ use crate::sys::pipe::{grow_pipe_within, set_pipe_size, OwnPipe};
 /// Size of a userspace buffer (one per busy direction, pooled).
 pub const BUFFER_SIZE: usize = 256 * 1024;
 /// Total of all userspace buffers alive (in use and pooled): 64 of them. A direction that
-/// finds none waits until one is given back (backpressure), so a relay full of stalled
-/// sinks stays in bounded memory.
+/// finds the budget spent takes an [`ALLOWANCE`] instead.
 pub const BUFFER_BUDGET: usize = 16 << 20;
+/// A direction's own buffer, outside the budget, when the budget is spent (HAProxy's
+/// `tune.bufsize`): directions whose sinks stopped reading may hold every shared buffer
+/// and pipe, and the others then go on in 16 KiB reads instead of waiting for memory
+/// (issue 26: 150 clients that stopped reading had stopped the relay for everyone). Freed
+/// as soon as it is empty, so it costs 16 KiB per direction that holds unsent bytes while
+/// the budget is spent: at most 32 KiB per connection, which `--max-conns` bounds.
+pub const ALLOWANCE: usize = 16 * 1024;
 /// The capacity of a fresh pipe (the kernel default).
 const PIPE_DEFAULT: usize = 64 * 1024;
 /// What a pipe that a splice filled grows to (or `pipe-max-size`, if lower): a bulk
@@ -85,6 +91,10 @@ pub struct Pools {
     budget: usize,
     /// [`BUFFER_BUDGET`], or this worker's share of it.
     buffer_budget: usize,
+    /// [`ALLOWANCE`]s alive.
+    allowances: usize,
+    /// The first allowance since none was alive: said once, by [`Pools::take_notice`].
+    notice: bool,
 }
 
 impl Pools {
@@ -96,6 +106,8 @@ impl Pools {
             pipe_bytes: Rc::new(Cell::new(0)),
             budget,
             buffer_budget: BUFFER_BUDGET,
+            allowances: 0,
+            notice: false,
         }
     }
 
@@ -110,6 +122,11 @@ impl Pools {
 
     pub fn pipe_budget(&self) -> usize {
         self.budget
+    }
+
+    /// This loop's buffer budget.
+    pub fn buffer_budget(&self) -> usize {
+        self.buffer_budget
     }
 
     /// A pipe from the pool, or a fresh one. `fresh_size`: one of the kernel's default
@@ -189,20 +206,38 @@ impl Pools {
         })
     }
 
-    /// A buffer within the buffer budget ([`BUFFER_BUDGET`] or a worker's share), or none: the direction waits. `drain`: for bytes
-    /// already in our own pipe, which may go over the budget (the pipes bound them).
-    pub(super) fn take_buffer(&mut self, drain: bool) -> Option<Box<[u8]>> {
+    /// A buffer within the buffer budget ([`BUFFER_BUDGET`] or a worker's share), else an
+    /// [`ALLOWANCE`] of the direction's own: no direction waits for memory. `drain`: for
+    /// bytes already in our own pipe, which may go over the budget (the pipes bound them).
+    pub(super) fn take_buffer(&mut self, drain: bool) -> Box<[u8]> {
         if let Some(buf) = self.buffers.pop() {
-            return Some(buf);
+            return buf;
         }
         if !drain && (self.buffers_alive + 1) * BUFFER_SIZE > self.buffer_budget {
-            return None;
+            self.notice |= self.allowances == 0;
+            self.allowances += 1;
+            return vec![0u8; ALLOWANCE].into_boxed_slice();
         }
         self.buffers_alive += 1;
-        Some(vec![0u8; BUFFER_SIZE].into_boxed_slice())
+        vec![0u8; BUFFER_SIZE].into_boxed_slice()
+    }
+
+    /// True once each time directions start running on allowances (none was alive).
+    pub fn take_notice(&mut self) -> bool {
+        std::mem::take(&mut self.notice)
+    }
+
+    /// Allowances alive: directions going on with 16 KiB buffers while the budget is spent.
+    #[cfg(test)]
+    pub fn allowances(&self) -> usize {
+        self.allowances
     }
 
     pub(super) fn give_buffer(&mut self, buf: Box<[u8]>) {
+        if buf.len() == ALLOWANCE {
+            self.allowances -= 1;
+            return;
+        }
         if self.buffers.len() < BUFFERS_POOLED
             && self.buffers_alive * BUFFER_SIZE <= self.buffer_budget
         {
@@ -210,11 +245,6 @@ impl Pools {
         } else {
             self.buffers_alive -= 1;
         }
-    }
-
-    /// A direction waiting for a buffer could have one now.
-    pub fn buffer_free(&self) -> bool {
-        !self.buffers.is_empty() || (self.buffers_alive + 1) * BUFFER_SIZE <= self.buffer_budget
     }
 }
 
@@ -401,25 +431,34 @@ mod tests {
     }
 
     #[test]
-    fn a_direction_without_a_buffer_waits_and_moves_once_one_is_given_back() {
+    fn a_direction_finding_the_budget_spent_goes_on_with_an_allowance_of_its_own() {
         let mut pools = Pools::new(PIPE_BUDGET);
         let held: Vec<_> = (0..BUFFER_BUDGET / BUFFER_SIZE)
-            .map(|_| pools.take_buffer(false).unwrap())
+            .map(|_| pools.take_buffer(false))
             .collect();
+        assert!(!pools.take_notice(), "nothing beyond the budget yet");
         let (client, src) = pair();
         let (dst, backend) = pair();
         sys::write(client.as_fd(), b"later").unwrap();
         let mut flow = flow(Policy::Userspace);
-        assert_eq!(pump(&mut flow, &src, &dst, &mut pools), Ok(Turn::Starved));
-        assert_eq!(flow.delivered, 0);
-        assert!(!pools.buffer_free());
-        for buf in held {
-            pools.give_buffer(buf);
-        }
-        assert!(pools.buffer_free());
         assert_eq!(pump(&mut flow, &src, &dst, &mut pools), Ok(Turn::Idle));
+        assert_eq!(flow.delivered, 5, "it did not wait for a shared buffer");
         let mut got = [0u8; 5];
         assert_eq!(sys::read(backend.as_fd(), &mut got), Ok(5));
         assert_eq!(&got, b"later");
+        assert!(pools.take_notice(), "the first allowance is said");
+        assert!(!pools.take_notice(), "once");
+        assert_eq!(pools.allowances(), 0, "given back as soon as it was empty");
+        // A stalled sink: the allowance holds the bytes, and only 16 KiB of them.
+        fill(&dst);
+        sys::write(client.as_fd(), &[7u8; 40_000]).unwrap();
+        assert_eq!(pump(&mut flow, &src, &dst, &mut pools), Ok(Turn::Idle));
+        assert_eq!(flow.held(), ALLOWANCE);
+        assert_eq!(pools.allowances(), 1);
+        flow.close(&mut pools);
+        assert_eq!(pools.allowances(), 0);
+        for buf in held {
+            pools.give_buffer(buf);
+        }
     }
 }

@@ -185,8 +185,6 @@ struct Conn {
     started: Instant,
     last_active: Instant,
     busy: bool,
-    /// In `Server::starved`.
-    starved: bool,
     /// The connected upstream's address, taken at the first pump under `--log` (by the
     /// end, a closed socket has no peer to ask).
     upstream: Option<SockaddrStorage>,
@@ -237,8 +235,6 @@ pub(super) struct Server<'a> {
     free: Vec<usize>,
     active: usize,
     busy: VecDeque<u64>,
-    /// Connections with a direction waiting for a buffer (pool::BUFFER_BUDGET).
-    starved: VecDeque<u64>,
     accepting: bool,
     listener_polled: bool,
     /// epoll said the listener has connections waiting (level-triggered: it says so again
@@ -327,7 +323,6 @@ impl<'a> Server<'a> {
             free: Vec::new(),
             active: 0,
             busy: VecDeque::new(),
-            starved: VecDeque::new(),
             accepting: false,
             listener_polled: false,
             listener_ready: false,
@@ -407,22 +402,16 @@ impl<'a> Server<'a> {
                     self.pump(idx);
                 }
             }
-            // A buffer came back: the connections waiting for one take their turn (those
-            // that still find none wait again, so this never spins).
-            if !self.starved.is_empty() && self.pools.buffer_free() {
-                for token in std::mem::take(&mut self.starved) {
-                    let (gen, idx, _) = split_token(token);
-                    if self.gens.get(idx) != Some(&gen) {
-                        continue;
-                    }
-                    if let Some(conn) = self.conns[idx].as_mut() {
-                        conn.starved = false;
-                        if !conn.busy {
-                            conn.busy = true;
-                            self.busy.push_back(token);
-                        }
-                    }
-                }
+            // The buffer budget is spent (sinks that stopped reading hold it): said once
+            // per stretch, while the others go on with allowances of their own.
+            if self.pools.take_notice() && !self.opts.quiet {
+                eprintln!(
+                    "zerocat: relay: the buffer budget ({}) is held by directions whose sinks \
+                     are not reading; the others go on with {} buffers of their own until \
+                     it frees up",
+                    crate::units::human_bytes(self.pools.buffer_budget() as u64),
+                    crate::units::human_bytes(super::pool::ALLOWANCE as u64)
+                );
             }
             // Only when epoll said so: not one accept4 per turn of the loop.
             if std::mem::take(&mut self.listener_ready) && self.accepting && self.listener_polled {
@@ -571,7 +560,6 @@ impl<'a> Server<'a> {
             started: now,
             last_active: now,
             busy: false,
-            starved: false,
             upstream: None,
         };
         self.active += 1;

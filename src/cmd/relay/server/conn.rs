@@ -109,7 +109,6 @@ impl Server<'_> {
         let mut moved = 0u64;
         let mut done = 0;
         let mut busy = false;
-        let mut starved = false;
         for d in 0..2 {
             let other_done = conn.flows[1 - d].shut;
             let [s0, s1] = &mut conn.sides;
@@ -150,7 +149,6 @@ impl Server<'_> {
                 Ok(Turn::Done) => done += 1,
                 Ok(Turn::Busy) => busy = true,
                 Ok(Turn::Idle) => {}
-                Ok(Turn::Starved) => starved = true,
                 Err(e) => {
                     let end = self.failure(Side::of(d), e);
                     self.finish(idx, end);
@@ -176,9 +174,6 @@ impl Server<'_> {
         } else if busy && !conn.busy {
             conn.busy = true;
             self.busy.push_back(slot_token(gen, idx, 0));
-        } else if starved && !conn.busy && !conn.starved {
-            conn.starved = true;
-            self.starved.push_back(slot_token(gen, idx, 0));
         }
     }
 
@@ -252,7 +247,12 @@ impl Server<'_> {
                 };
             }
         }
-        let tls = [0, 1].map(|side| conn.sides[side].tls.as_ref().map(|t| t.info.clone()));
+        let tls = [0, 1].map(|side| {
+            conn.sides[side]
+                .tls
+                .as_ref()
+                .map(|t| Box::new(t.info.clone()))
+        });
         let abort = !matches!(end, ConnEnd::Eof);
         let upstream = self.upstream(&conn);
         let undelivered = [0, 1].map(|d| {

@@ -1,0 +1,156 @@
+"""The tls family: a TLS terminator in front of a plain TCP service, the way people put TLS
+on a quick relay. Bulk: a file sent by `zerocat pipe FILE tls:` (the same client for every
+row) through the terminator to the zcb sink; the terminator is zerocat `relay --once
+tls-listen:… tcp:`, socat `OPENSSL-LISTEN`, `ncat --ssl -l --sh-exec 'ncat …'` and HAProxy
+`bind … ssl crt` (tcp mode, one thread). Requests: redis-benchmark through a zerocat
+originator (`relay tcp-listen: tls:`, the same for every row) into the terminator in front of
+redis-server. Rows report the terminator's CPU. The certificates are made once per run with
+openssl (a CA, a server certificate for localhost)."""
+import os
+import subprocess
+import time
+
+from . import common
+from .checks import Sample, sink_check
+from .common import Failed
+from .measure import contender, scenario
+from .procs import Procs, free_port, listening_addr, result, timeout_for, wait_listening
+from .redis import MODES, round_trip, start_backend
+
+GROUP = "tls"
+
+
+def pki(tmp):
+    """A CA and a server certificate for localhost / 127.0.0.1 in tmp/pki: (ca, cert, key,
+    cert+key in one file for HAProxy)."""
+    d = os.path.join(tmp, "pki")
+    files = tuple(os.path.join(d, n) for n in ("ca.pem", "server.pem", "server.key", "both.pem"))
+    if os.path.exists(files[-1]):
+        return files
+    os.makedirs(d, exist_ok=True)
+    script = """set -e
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem -days 2 -subj "/CN=bench CA"
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout server.key -out server.csr -subj "/CN=localhost"
+printf "subjectAltName=DNS:localhost,IP:127.0.0.1\\nextendedKeyUsage=serverAuth\\n" > server.ext
+openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile server.ext
+cat server.pem server.key > both.pem
+"""
+    subprocess.run(["sh", "-c", script], cwd=d, check=True, capture_output=True)
+    return files
+
+
+def start_terminator(ps, tool, tmp, backend_port):
+    """The terminator `tool` ("zerocat", "socat", "ncat", "haproxy") listening for TLS on
+    127.0.0.1 in front of backend_port; its port. once: it serves one connection (bulk)."""
+    ca, cert, key, both = pki(tmp)
+    backend = f"127.0.0.1:{backend_port}"
+    if tool[0] == "zerocat":
+        once = ["--once"] if tool[1] else []
+        p = ps.spawn("tool", [common.ZC, "--stats", "json", "relay", *once,
+                              f"tls-listen:127.0.0.1:0,cert={cert},key={key}", f"tcp:{backend}"],
+                     daemon=not tool[1])
+        return int(listening_addr(p).rsplit(":", 1)[1])
+    port = free_port()
+    if tool[0] == "socat":
+        fork = [] if tool[1] else [",fork"]
+        argv = ["socat", f"OPENSSL-LISTEN:{port},bind=127.0.0.1,reuseaddr,cert={cert},key={key},verify=0"
+                + "".join(fork), f"TCP:{backend}"]
+    elif tool[0] == "ncat":
+        keep = [] if tool[1] else ["-k"]
+        argv = ["ncat", "--ssl", "--ssl-cert", cert, "--ssl-key", key, "-l", *keep, "127.0.0.1", str(port),
+                "--sh-exec", f"exec ncat 127.0.0.1 {backend_port}"]
+    else:
+        cfg = os.path.join(tmp, "haproxy-tls.cfg")
+        with open(cfg, "w") as f:
+            f.write("global\n    nbthread 1\n    maxconn 4000\n\n"
+                    "defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 120s\n"
+                    f"    timeout server 120s\n\nlisten tls\n    bind 127.0.0.1:{port} ssl crt {both}\n"
+                    f"    server backend {backend}\n")
+        argv = ["haproxy", "-db", "-f", cfg]
+    p = ps.spawn("tool", argv, daemon=tool[0] == "haproxy" or not tool[1])
+    wait_listening(port, proc=p)
+    if tool[0] == "haproxy":
+        ps.start_clock()
+    return port
+
+
+def run_bulk(ctx, tool):
+    """zcb sink listens; the terminator in front of it; `zerocat pipe DATA tls:` sends."""
+    data, size = ctx["data"], ctx["size"]
+    sample = Sample(data, size, ctx["rng"])
+    ps = Procs(timeout_for(size))
+    try:
+        sink = ps.spawn("sink", [common.ZCB, "sink", sample.arg(), os.path.join(ctx["tmp"], "sample0"),
+                                 "tcp-listen:127.0.0.1:0"], stdout=subprocess.PIPE)
+        sink.sample_path, sink.label = sink.argv[3], "sink"
+        ready = sink.stdout.readline().decode().strip()
+        if not ready:
+            raise Failed("sink did not listen")
+        ca = pki(ctx["tmp"])[0]
+        if tool is None:
+            target = [f"tcp:127.0.0.1:{ready}"]
+        else:
+            port = start_terminator(ps, (tool, True), ctx["tmp"], ready)
+            target = [f"tls:localhost:{port},cafile={ca}"]
+        start = time.perf_counter()
+        ps.spawn("src", [common.ZC, "-q", "pipe", data, *target])
+        end = ps.wait()
+        ps.check_exits()
+        sink_check(sink, sample)
+        return result(ps, start, end, size)
+    finally:
+        ps.close()
+
+
+def run_requests(ctx, tool, args, requests):
+    """redis-benchmark -> zerocat originator (tcp-listen -> tls:) -> the terminator ->
+    redis-server; requests/s and the terminator's CPU per request."""
+    ps = Procs(120)
+    try:
+        _, rport = start_backend(ps)
+        port = start_terminator(ps, (tool, False), ctx["tmp"], rport)
+        ca = pki(ctx["tmp"])[0]
+        orig = ps.spawn("originator", [common.ZC, "-q", "relay", "tcp-listen:127.0.0.1:0",
+                                       f"tls:localhost:{port},cafile={ca}"], daemon=True)
+        oport = int(listening_addr(orig).rsplit(":", 1)[1])
+        round_trip(oport, ctx["rng"])
+        ps.start_clock()
+        start = time.perf_counter()
+        out = subprocess.run(["redis-benchmark", "-p", str(oport), "-n", str(requests), "-q", *args],
+                             capture_output=True, text=True, timeout=300)
+        end = time.perf_counter()
+        rates = [float(line.split(":")[1].split()[0]) for line in out.stdout.replace("\r", "\n").splitlines()
+                 if "requests per second" in line]
+        if not rates:
+            raise Failed("redis-benchmark said nothing: " + out.stderr[-200:])
+        t = ps.tool()
+        return {"seconds": sum(requests / r for r in rates), "cpu": t.cpu if t is not None else None,
+                "path": "", "elapsed": end - start}
+    finally:
+        ps.close()
+
+
+def scenarios(ctx):
+    n = ctx["size"]
+    S = []
+
+    def bulk(tool):
+        return lambda: run_bulk(ctx, tool)
+    cs = [contender("zerocat", "zerocat", bulk("zerocat"), ("openssl",)),
+          contender("socat OPENSSL-LISTEN", "peer", bulk("socat"), ("socat", "openssl")),
+          contender("ncat --ssl", "peer", bulk("ncat"), ("ncat", "openssl")),
+          contender("haproxy ssl crt", "peer", bulk("haproxy"), ("haproxy", "openssl")),
+          contender("plain (no TLS, src -> sink)", "ceiling", bulk(None))]
+    S.append(scenario(GROUP, "file -> tls terminator -> tcp", n, cs))
+    for name, args, full, check in MODES[:1]:
+        requests = check if ctx.get("check") else full
+
+        def req(tool, args=args, requests=requests):
+            return lambda: run_requests(ctx, tool, args, requests)
+        need = ("redis-server", "redis-benchmark", "openssl")
+        cs = [contender("zerocat", "zerocat", req("zerocat"), need),
+              contender("socat OPENSSL-LISTEN fork", "peer", req("socat"), ("socat", *need)),
+              contender("haproxy ssl crt", "peer", req("haproxy"), ("haproxy", *need))]
+        tests = len(args[args.index("-t") + 1].split(","))
+        S.append(scenario(GROUP, f"redis {name} -> tls terminator", requests * tests, cs))
+    return S
