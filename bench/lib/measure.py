@@ -31,7 +31,7 @@ def measure(scn, have, runs, warmup):
     rows = []
     for c in scn["contenders"]:
         rows.append({"scenario": scn["name"], "group": scn["group"], "tool": c["label"], "kind": c["kind"],
-                     "bytes": scn["bytes"], "files": scn["files"], "runs": [], "error": None, "skip": skip_reason(c, have), "fn": c["fn"]})
+                     "bytes": scn["bytes"], "files": scn["files"], "requests": scn.get("requests", False), "runs": [], "error": None, "skip": skip_reason(c, have), "fn": c["fn"]})
     live = [r for r in rows if not r["skip"]]
     for i in range(-1 if warmup else 0, runs):
         k = max(i, 0) % max(len(live), 1)

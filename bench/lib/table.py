@@ -6,7 +6,7 @@ import os
 
 from .common import GiB, human
 
-GROUPS = ("pipe", "tee", "copy", "trees", "relay", "exec", "udp", "proxy")
+GROUPS = ("pipe", "tee", "copy", "trees", "relay", "exec", "udp", "proxy", "tls")
 
 
 def gibs(r, t):
@@ -59,7 +59,7 @@ def markdown(rows, meta, after_group, tail):
             continue
         L += [f"## {group}\n", "| scenario | tool | GiB/s | min–max | CPU s/GiB | ×ref | zerocat path | note |",
               "|---|---|---:|---:|---:|---:|---|---|"]
-        for r in (r for r in rows if r["group"] == group):
+        for r in (r for r in rows if r["group"] == group and not r.get("requests")):
             ok = r["median"] is not None
             L.append(f"| {r['scenario']} | {r['tool']} | {gibs(r, r['median']):.2f} | "
                      f"{gibs(r, r['hi']):.2f}–{gibs(r, r['lo']):.2f} | " if ok else f"| {r['scenario']} | {r['tool']} | | | ")

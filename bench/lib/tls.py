@@ -7,6 +7,7 @@ originator (`relay tcp-listen: tls:`, the same for every row) into the terminato
 redis-server. Rows report the terminator's CPU. The certificates are made once per run with
 openssl (a CA, a server certificate for localhost)."""
 import os
+import statistics
 import subprocess
 import time
 
@@ -16,6 +17,7 @@ from .common import Failed
 from .measure import contender, scenario
 from .procs import Procs, free_port, listening_addr, result, timeout_for, wait_listening
 from .redis import MODES, round_trip, start_backend
+from .table import status
 
 GROUP = "tls"
 
@@ -52,7 +54,7 @@ def start_terminator(ps, tool, tmp, backend_port):
         return int(listening_addr(p).rsplit(":", 1)[1])
     port = free_port()
     if tool[0] == "socat":
-        fork = [] if tool[1] else [",fork"]
+        fork = [] if tool[1] else [",fork,backlog=4096"]
         argv = ["socat", f"OPENSSL-LISTEN:{port},bind=127.0.0.1,reuseaddr,cert={cert},key={key},verify=0"
                 + "".join(fork), f"TCP:{backend}"]
     elif tool[0] == "ncat":
@@ -123,6 +125,7 @@ def run_requests(ctx, tool, args, requests):
                  if "requests per second" in line]
         if not rates:
             raise Failed("redis-benchmark said nothing: " + out.stderr[-200:])
+        ps.stop_daemons()
         t = ps.tool()
         return {"seconds": sum(requests / r for r in rates), "cpu": t.cpu if t is not None else None,
                 "path": "", "elapsed": end - start}
@@ -152,5 +155,31 @@ def scenarios(ctx):
               contender("socat OPENSSL-LISTEN fork", "peer", req("socat"), ("socat", *need)),
               contender("haproxy ssl crt", "peer", req("haproxy"), ("haproxy", *need))]
         tests = len(args[args.index("-t") + 1].split(","))
-        S.append(scenario(GROUP, f"redis {name} -> tls terminator", requests * tests, cs))
+        scn = scenario(GROUP, f"redis {name} -> tls terminator", requests * tests, cs)
+        scn["requests"] = True
+        S.append(scn)
     return S
+
+
+def table(rows):
+    """RESULTS.md's TLS requests rows: requests/s and the terminator's CPU per request."""
+    rs = [r for r in rows if r["group"] == GROUP and r.get("requests")]
+    if not rs:
+        return []
+    L = ["## tls: small requests through a TLS terminator\n",
+         "redis-benchmark -> `zerocat relay tcp-listen: tls:` (the same originator for every row) -> the "
+         "terminator (`tls-listen:` / `OPENSSL-LISTEN,fork` / HAProxy `ssl crt`, one thread) -> redis-server, "
+         "all on 127.0.0.1. requests/s: redis-benchmark's figure, median; CPU: the terminator's user+sys per "
+         "request; **×ref**: this tool's time over zerocat's, median.\n",
+         "| scenario | tool | requests/s | terminator CPU µs/request | ×ref | note |",
+         "|---|---|---:|---:|---:|---|"]
+    for r in rs:
+        if r["median"] is None:
+            L.append(f"| {r['scenario']} | {r['tool']} | | | | {status(r)} |")
+            continue
+        cpus = [x["cpu"] for x in r["runs"] if x["cpu"] is not None]
+        cpu = f"{statistics.median(cpus) / r['bytes'] * 1e6:.1f}" if cpus else "–"
+        ratio = f"{r['ratio']:.2f}" if r["ratio"] else ""
+        L.append(f"| {r['scenario']} | {r['tool']} | {r['bytes'] / r['median']:,.0f} | {cpu} | {ratio} | {status(r)} |")
+    L.append("")
+    return L

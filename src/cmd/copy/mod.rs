@@ -10,7 +10,8 @@
 //!
 //! Report: a total line always (unless -q), one line per entry with -v; `--stats json` has
 //! the totals, every path with its bytes, holes skipped, bytes resumed, and one object per
-//! entry in `entries` (always: scripts get what failed and why without -v).
+//! entry in `entries` (always: scripts get what failed and why without -v). Only JSON keeps
+//! the entries: the text report holds totals, so memory stays flat over any tree.
 //!
 //! Here: the options and the run (check the operands, print the plan, copy, report). The
 //! jobs: `walk` (operands, the tree, the survey for the bar), `file` (one regular file
@@ -221,7 +222,10 @@ struct Copier<'a> {
     opts: &'a Options,
     cfg: &'a CopyConfig,
     totals: Totals,
+    /// Every entry, for `--stats json` only.
     entries: Vec<Entry>,
+    /// Entries accounted, whatever the report.
+    entry_count: u64,
     /// ((source st_dev, destination st_dev), path) the kernel refused for a reason about the
     /// filesystems, not the file: not tried again this run (std probes once too).
     refused: HashSet<((u64, u64), DataPath)>,
@@ -265,6 +269,7 @@ impl<'a> Copier<'a> {
             cfg,
             totals: Totals::default(),
             entries: Vec::new(),
+            entry_count: 0,
             refused: HashSet::new(),
             middle: None,
             pseudo: HashMap::new(),
@@ -351,11 +356,10 @@ impl<'a> Copier<'a> {
             return Ok(ExitCode::Failure);
         }
         if t.failed > 0 {
-            if self.entries.len() > 1 {
+            if self.entry_count > 1 {
                 eprintln!(
                     "zerocat: {} of {} entries could not be copied",
-                    t.failed,
-                    self.entries.len()
+                    t.failed, self.entry_count
                 );
             }
             return Ok(ExitCode::Failure);
