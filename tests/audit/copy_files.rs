@@ -280,6 +280,8 @@ fn copy_peak_rss(files: usize) -> i64 {
     cmd.args(["-q", "copy", "-r"])
         .arg(&src)
         .arg(dir.path().join("dst"));
+    // Reaped by wait4 below, which also gives its rusage.
+    #[allow(clippy::zombie_processes)]
     let child = cmd.spawn().unwrap();
     let mut status = 0;
     // SAFETY: a zeroed rusage for wait4 to fill, for our own child.
