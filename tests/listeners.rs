@@ -962,3 +962,42 @@ fn workers_with_a_multiplexed_listener_says_one_loop_runs() {
         end.stderr
     );
 }
+
+/// Issue 26, from reading the code: connections a `proxy` listener had accepted whose
+/// header had not come when SIGTERM arrived were closed with the listener and appeared in
+/// no report (confirmed: the report listed none). They are closed at the signal and
+/// counted, their client named.
+#[test]
+fn greetings_in_flight_at_sigterm_are_closed_and_counted() {
+    let (backend, _rx) = recording_backend();
+    let relay = Rig::new().relay(&["tcp-listen:0,proxy", &format!("tcp:{backend}")]);
+    let addr = relay.addr().to_string();
+    let silent = TcpStream::connect(&addr).unwrap();
+    let partial = TcpStream::connect(&addr).unwrap();
+    (&partial).write_all(b"PROXY TCP4 192.0.2.1").unwrap();
+    thread::sleep(Duration::from_millis(200));
+    let end = relay.stop();
+    let report = end.report();
+    assert_eq!(report["failed"], 2, "{}", end.stderr);
+    let conns = report["connections"].as_array().unwrap();
+    let ports: Vec<String> = [&silent, &partial]
+        .iter()
+        .map(|s| s.local_addr().unwrap().to_string())
+        .collect();
+    for port in &ports {
+        let conn = conns
+            .iter()
+            .find(|c| c["peer"] == port.as_str())
+            .unwrap_or_else(|| panic!("no report of {port}: {report}"));
+        assert!(
+            conn["error"]
+                .as_str()
+                .unwrap()
+                .contains("closed before its PROXY header was complete"),
+            "{conn}"
+        );
+    }
+    let mut buf = [0u8; 8];
+    silent.set_read_timeout(Some(DEADLINE)).unwrap();
+    assert_eq!((&silent).read(&mut buf).unwrap_or(0), 0, "closed");
+}

@@ -1865,3 +1865,50 @@ fn sigusr1_and_progress_print_the_relays_running_totals_and_size_is_refused() {
         stderr_text(&out)
     );
 }
+
+/// Issue 26, from reading the code: SIGHUP (what logrotate's postrotate sends) ended the
+/// relay, its connections cut (confirmed: the process died of the signal). Decided: with
+/// `--log FILE`, SIGHUP reopens the log and the relay goes on; the next line goes to the
+/// file now at that path.
+#[test]
+fn sighup_reopens_the_log_and_the_relay_goes_on() {
+    let backend = log_backend();
+    let dir = tempdir();
+    let log = dir.path().join("conns.log");
+    let rotated = dir.path().join("conns.log.1");
+    let relay = Rig::new().relay(&[
+        "--log",
+        log.to_str().unwrap(),
+        "tcp-listen:0",
+        &format!("tcp:{backend}"),
+    ]);
+    let exchange_one = |payload: &[u8]| {
+        let mut s = TcpStream::connect(relay.addr()).unwrap();
+        s.write_all(payload).unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        assert_eq!(got, payload);
+        s.local_addr().unwrap().to_string()
+    };
+    let first = exchange_one(b"ebefore");
+    thread::sleep(Duration::from_millis(200));
+    std::fs::rename(&log, &rotated).unwrap();
+    relay.signal(nix::sys::signal::Signal::SIGHUP);
+    thread::sleep(Duration::from_millis(100));
+    let second = exchange_one(b"eafter");
+    thread::sleep(Duration::from_millis(200));
+    let end = relay.stop();
+    assert_eq!(end.code(), Some(130), "{}", end.stderr);
+    let old = log_lines(&std::fs::read_to_string(&rotated).unwrap());
+    let new = log_lines(&std::fs::read_to_string(&log).unwrap());
+    let clients = |lines: &[Value]| -> Vec<String> {
+        lines
+            .iter()
+            .filter(|l| l["event"] == "connection")
+            .map(|l| l["client"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(clients(&old), [first], "before the rotation");
+    assert_eq!(clients(&new), [second], "after SIGHUP");
+}

@@ -542,7 +542,7 @@ said once on stderr and counted in the report's \fBlog_error\fR; at the end the 
 one second to write what waits. The first line is written at start, so a log that cannot
 be written (\fB/dev/full\fR, a full disk) is an error before anything is served; a write
 that fails later stops the log, said once on stderr and as \fBlog_error\fR in the
-report. The field names are stable:
+report. SIGHUP reopens the file (see SIGNALS). The field names are stable:
 .TP
 \fB{"event":"start"}\fR
 \fBtime\fR, \fBevent\fR, \fBa\fR and \fBb\fR (the URIs), \fBpid\fR.
@@ -775,7 +775,14 @@ the bytes each sink got, its text line ending in \fB; interrupted\fR (JSON:
 \fBended\fR is \fBsignal\fR); exit status 130. The progress bar is cleared first.
 \fBrelay\fR stops accepting at once and lets the connections in flight go on for
 \fB\-\-grace\fR (default 2 s); then it resets those still open, reported as ended by
-\fBsignal\fR. A second signal cuts them at once.
+\fBsignal\fR. A second signal cuts them at once. Connections accepted whose PROXY header
+or TLS handshake is not complete are closed at the signal (or at \fB\-\-once\fR's first
+connection) and counted as failed, their client named.
+.TP
+SIGHUP
+\fBrelay \-\-log\fR \fIFILE\fR reopens the log (logrotate's \fBpostrotate\fR habit): the
+next line goes to the file now at \fIFILE\fR, and the relay goes on. Otherwise, the
+default: the process ends (inherited stdio gets its flags back first).
 .TP
 SIGUSR1
 print one progress line on stderr (dd's habit), bar or no bar:

@@ -275,6 +275,32 @@ impl Listener {
         }
     }
 
+    /// The listener stopped accepting (a signal, `--once`): the connections still greeting
+    /// (their PROXY header or TLS handshake not complete) are closed, and returned for the
+    /// caller to report, so none disappears from the count.
+    pub fn abandon_greetings(&self) -> Vec<Rejected> {
+        let Some(mux) = &self.mux else {
+            return Vec::new();
+        };
+        let mut state = mux.state.lock().unwrap_or_else(|e| e.into_inner());
+        let slots: Vec<usize> = (0..state.greetings.len())
+            .filter(|&i| state.greetings[i].is_some())
+            .collect();
+        slots
+            .into_iter()
+            .filter_map(|slot| mux.forget(&mut state, slot))
+            .map(|g| Rejected {
+                peer: g.peer,
+                reason: if g.header {
+                    "closed before its PROXY header was complete: the relay stopped accepting"
+                } else {
+                    "closed during its TLS handshake: the relay stopped accepting"
+                }
+                .to_string(),
+            })
+            .collect()
+    }
+
     /// The fd to poll for connections: the socket, or the listener's own epoll.
     pub fn as_fd(&self) -> BorrowedFd<'_> {
         match &self.mux {

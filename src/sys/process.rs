@@ -12,6 +12,7 @@ static STOP_SIGNALS: AtomicU32 = AtomicU32::new(0);
 /// SIGALRM ticks since the first of them (see [`must_stop`]).
 static TICKS: AtomicU32 = AtomicU32::new(0);
 static PROGRESS_REQUESTED: AtomicBool = AtomicBool::new(false);
+static HANGUP: AtomicBool = AtomicBool::new(false);
 
 /// After a stop signal, bytes already taken from the source are still delivered for at
 /// most this long (in ticks of [`TICK`]); a second signal cuts it short.
@@ -77,6 +78,30 @@ pub fn install_signal_handlers() {
         let _ = sigaction(Signal::SIGXFSZ, &ignore);
         let _ = sigaction(Signal::SIGUSR1, &usr1);
     }
+}
+
+extern "C" fn on_hangup(_: nix::libc::c_int) {
+    HANGUP.store(true, Ordering::SeqCst);
+}
+
+/// SIGHUP asks for the log to be reopened (logrotate's postrotate habit) instead of ending
+/// the process; with SA_RESTART it interrupts nothing. For a long-running relay with
+/// `--log FILE`.
+pub fn reopen_on_hangup() {
+    let hangup = SigAction::new(
+        SigHandler::Handler(on_hangup),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        let _ = sigaction(Signal::SIGHUP, &hangup);
+    }
+}
+
+/// True once per SIGHUP (after [`reopen_on_hangup`]): reopen the log.
+pub fn take_hangup() -> bool {
+    HANGUP.swap(false, Ordering::Relaxed)
 }
 
 /// True once per SIGUSR1: the caller prints one progress line.

@@ -83,36 +83,41 @@ pub struct ConnLog {
     state: Arc<State>,
 }
 
+/// The log's file, opened for appending (created 0644 if missing); `-` is stderr. As pipe
+/// opens a sink: a FIFO waits for its reader, and SIGINT/SIGTERM end that wait (std's open
+/// would retry the EINTR for ever).
+fn open_out(path: &str) -> anyhow::Result<Out> {
+    if path == "-" {
+        return Ok(Out::Stderr);
+    }
+    let flags = OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_CREAT | OFlag::O_CLOEXEC;
+    let opened = crate::sys::open_interruptible(
+        None,
+        std::path::Path::new(path),
+        flags,
+        Mode::from_bits_truncate(0o644),
+    );
+    match opened {
+        Ok(fd) => Ok(Out::File(std::fs::File::from(fd))),
+        Err(Errno::EINTR) => Err(crate::exit::Interrupted(format!(
+            "--log {path}: interrupted while waiting for the log's reader"
+        ))
+        .into()),
+        Err(e) => {
+            Err(std::io::Error::from(e)).with_context(|| format!("--log {path}: cannot open"))
+        }
+    }
+}
+
 impl ConnLog {
     /// Opens `path` for appending (created 0644 if missing; a FIFO waits for its reader),
-    /// writes the start line, and starts the writer.
+    /// writes the start line, and starts the writer. A file log is reopened at SIGHUP
+    /// (logrotate's postrotate): the next line goes to the file now at `path`.
     pub fn open(path: &str, a: &str, b: &str) -> anyhow::Result<ConnLog> {
-        let mut out = if path == "-" {
-            Out::Stderr
-        } else {
-            // As pipe opens a sink: a FIFO waits for its reader, and SIGINT/SIGTERM end
-            // that wait (std's open would retry the EINTR for ever).
-            let flags = OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_CREAT | OFlag::O_CLOEXEC;
-            let opened = crate::sys::open_interruptible(
-                None,
-                std::path::Path::new(path),
-                flags,
-                Mode::from_bits_truncate(0o644),
-            );
-            match opened {
-                Ok(fd) => Out::File(std::fs::File::from(fd)),
-                Err(Errno::EINTR) => {
-                    return Err(crate::exit::Interrupted(format!(
-                        "--log {path}: interrupted while waiting for the log's reader"
-                    ))
-                    .into())
-                }
-                Err(e) => {
-                    return Err(std::io::Error::from(e))
-                        .with_context(|| format!("--log {path}: cannot open"))
-                }
-            }
-        };
+        let mut out = open_out(path)?;
+        if path != "-" {
+            crate::sys::process::reopen_on_hangup();
+        }
         let mut o = JsonObject::new();
         o.str("time", &now_rfc3339())
             .str("event", "start")
@@ -128,6 +133,17 @@ impl ConnLog {
             .name("zerocat-log".into())
             .spawn(move || {
                 for line in lines {
+                    if crate::sys::process::take_hangup() {
+                        match open_out(&name) {
+                            Ok(reopened) => out = reopened,
+                            Err(e) => eprintln!(
+                                "zerocat: {}",
+                                crate::report::errno_names(&format!(
+                                    "{e:#}; SIGHUP: the log stays where it was"
+                                ))
+                            ),
+                        }
+                    }
                     let written = out.write_line(&line);
                     shared.queued.fetch_sub(1, Ordering::Relaxed);
                     if let Err(e) = written {

@@ -38,6 +38,14 @@ impl Server<'_> {
         self.poll_listener(false);
         self.accepting = false;
         self.close_listener();
+        // Connections accepted but still greeting are closed now, and counted.
+        let abandoned = match self.listener() {
+            Some((_, listener)) => listener.abandon_greetings(),
+            None => Vec::new(),
+        };
+        for rejected in &abandoned {
+            self.rejected(rejected);
+        }
     }
 
     pub(super) fn at_capacity(&self) -> bool {
