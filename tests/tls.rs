@@ -591,3 +591,59 @@ fn bad_certificates_and_keys_are_clear_errors() {
     let body = key.lines().nth(1).unwrap();
     assert!(!err.contains(body), "{err}");
 }
+
+/// A relayed stream cut by the backend (a reset mid-way) must not end in a close_notify
+/// that tells the TLS client the stream was complete: the client gets a reset and fails.
+/// (Before, the bridge sent close_notify whenever the relay closed its end: the client
+/// exited 0 with a truncated file.)
+#[test]
+fn a_cut_behind_the_relay_is_no_clean_tls_end_for_the_client() {
+    let Some(pki) = Pki::make() else { return };
+    let backend = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let backend_addr = backend.local_addr().unwrap().to_string();
+    let server = thread::spawn(move || {
+        let (mut s, _) = backend.accept().unwrap();
+        s.write_all(&data(100_000)).unwrap();
+        thread::sleep(Duration::from_millis(100));
+        // A reset: SO_LINGER 0, then close.
+        nix::sys::socket::setsockopt(
+            &s,
+            nix::sys::socket::sockopt::Linger,
+            &nix::libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            },
+        )
+        .unwrap();
+    });
+    let mut relay = zerocat();
+    relay
+        .args(["-q", "relay", "--once"])
+        .arg(format!("tls-listen:0{}", pki.server_opts()))
+        .arg(format!("tcp:{backend_addr}"));
+    let (relay, addr, _rest) = spawn_listening(relay);
+    let dir = tempdir();
+    let dst = dir.path().join("out");
+    let mut client = zerocat();
+    client
+        .arg("pipe")
+        .arg(format!(
+            "tls:localhost:{},cafile={}",
+            port_of(&addr),
+            pki.path("ca.pem")
+        ))
+        .arg(&dst);
+    let out = run(client);
+    server.join().unwrap();
+    let _ = wait_with_deadline(relay, DEADLINE);
+    let err = stderr_text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a cut stream ended cleanly: {err}"
+    );
+    assert!(
+        err.contains("reset") || err.contains("without close_notify"),
+        "{err}"
+    );
+}

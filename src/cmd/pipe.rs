@@ -83,6 +83,10 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     // Our pipe ends close first (a sink child sees EOF, a source child SIGPIPE), then the
     // children are reaped.
     let interrupted = matches!(failure, Some(Failure::Interrupted));
+    if failure.is_some() {
+        // A cut stream: the TLS peer gets a reset, not a close_notify that says "complete".
+        tls.iter().flatten().for_each(|session| session.cut());
+    }
     let stop = interrupted.then_some(cfg.grace);
     let [src_child, dst_child] = [
         reap_child(&cfg.src, src, stop)?,

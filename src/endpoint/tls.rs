@@ -221,6 +221,16 @@ impl Write for FdIo<'_> {
         sys::write(self.0, buf).map_err(io::Error::from)
     }
 
+    /// rustls hands its queued records at once: one writev, not a write per record.
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        loop {
+            match nix::sys::uio::writev(self.0, bufs) {
+                Err(Errno::EINTR) => {}
+                other => return other.map_err(io::Error::from),
+            }
+        }
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
@@ -473,6 +483,14 @@ impl Session {
     /// Bytes of the stream each way that rustls carried: (received, sent) plaintext.
     pub fn carried(&self) -> (u64, u64) {
         self.bridge.as_ref().map(|b| b.carried()).unwrap_or((0, 0))
+    }
+
+    /// The stream was cut (an error, a signal): the peer gets a reset when the engine's end
+    /// closes, not a close_notify. Call before closing it.
+    pub fn cut(&self) {
+        if let Some(bridge) = &self.bridge {
+            bridge.cut();
+        }
     }
 
     /// After the engine closed its end: waits for the record layer to send what it holds

@@ -14,7 +14,7 @@
 
 use std::io::{self, BufRead, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -35,6 +35,8 @@ const STACK: usize = 256 * 1024;
 #[derive(Default)]
 struct Shared {
     error: Mutex<Option<String>>,
+    /// The engine cut the stream (an error, a signal's cut): no close_notify, a reset.
+    cut: AtomicBool,
     received: AtomicU64,
     sent: AtomicU64,
 }
@@ -52,6 +54,12 @@ impl Bridge {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// The engine is about to close its end because the stream was cut, not ended: the
+    /// peer gets a reset, never a close_notify that would make the cut look complete.
+    pub fn cut(&self) {
+        self.shared.cut.store(true, Ordering::SeqCst);
     }
 
     pub fn carried(&self) -> (u64, u64) {
@@ -97,6 +105,9 @@ pub fn start(conn: Connection, net: OwnedFd, nonblocking: bool) -> io::Result<(O
         net,
         local,
         shared: shared.clone(),
+        ahead: vec![0u8; CHUNK].into_boxed_slice(),
+        ahead_at: 0,
+        ahead_end: 0,
         peer_closed: false,
         peer_done: false,
         local_eof: false,
@@ -121,6 +132,11 @@ struct Pump {
     net: OwnedFd,
     local: OwnedFd,
     shared: Arc<Shared>,
+    /// Records read from the socket ahead of rustls, `ahead_at..ahead_end` not yet taken:
+    /// one read of up to 64 KiB instead of rustls' reads of 4-16 KiB.
+    ahead: Box<[u8]>,
+    ahead_at: usize,
+    ahead_end: usize,
     /// The peer's close_notify arrived.
     peer_closed: bool,
     /// ... and every byte before it reached the socketpair, which is shut for writing.
@@ -136,6 +152,18 @@ struct Pump {
 impl Pump {
     fn run(&mut self) {
         if let Err(reason) = self.serve() {
+            if self.shared.cut.load(Ordering::SeqCst) {
+                // Cut by the engine: the peer gets a reset (SO_LINGER 0 at close).
+                let _ = socket::setsockopt(
+                    &self.net,
+                    socket::sockopt::Linger,
+                    &nix::libc::linger {
+                        l_onoff: 1,
+                        l_linger: 0,
+                    },
+                );
+                return;
+            }
             *self.shared.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
             // After the reason is set: the engine's next read is an EOF, its next write
             // EPIPE. The alert (if rustls queued one) goes out as far as it can.
@@ -149,7 +177,15 @@ impl Pump {
         // The handshake's last read may have brought the stream's first records.
         self.decrypt()?;
         loop {
-            self.deliver()?;
+            // Records read ahead go into rustls as its plaintext reaches the engine.
+            loop {
+                self.deliver()?;
+                let before = self.ahead_at;
+                self.feed()?;
+                if self.ahead_at == before {
+                    break;
+                }
+            }
             self.send()?;
             if self.local_eof && !self.conn.wants_write() && !self.net_shut {
                 let _ = socket::shutdown(self.net.as_raw_fd(), Shutdown::Write);
@@ -160,7 +196,7 @@ impl Pump {
             }
             let pending = self.pending();
             let mut net_events = PollFlags::empty();
-            if !self.peer_closed && pending == 0 {
+            if !self.peer_closed && pending == 0 && self.ahead_at == self.ahead_end {
                 net_events |= PollFlags::POLLIN;
             }
             if self.conn.wants_write() {
@@ -224,10 +260,30 @@ impl Pump {
         }
     }
 
-    /// Records from the peer, as far as the socket has them, into rustls.
+    /// What was read ahead, into rustls while it holds no plaintext for the engine (it
+    /// holds at most 16 KiB of it).
+    fn feed(&mut self) -> Result<(), String> {
+        while self.ahead_at < self.ahead_end && !self.peer_closed && self.pending() == 0 {
+            let mut records = &self.ahead[self.ahead_at..self.ahead_end];
+            match self.conn.read_tls(&mut records) {
+                Ok(0) => break,
+                Ok(n) => self.ahead_at += n,
+                Err(e) => return Err(format!("TLS: {e}")),
+            }
+            self.decrypt()?;
+        }
+        Ok(())
+    }
+
+    /// Records from the peer, as far as the socket has them (one read ahead), into rustls.
     fn receive(&mut self) -> Result<(), String> {
-        match self.conn.read_tls(&mut FdIo(self.net.as_fd())) {
-            Ok(0) => {
+        let read = sys::read(self.net.as_fd(), &mut self.ahead).map_err(io::Error::from);
+        match read {
+            Ok(n) if n > 0 => {
+                (self.ahead_at, self.ahead_end) = (0, n);
+                self.feed()
+            }
+            Ok(_) => {
                 // TCP EOF: clean only after close_notify (decrypt says which).
                 self.decrypt()?;
                 if !self.peer_closed {
@@ -237,7 +293,6 @@ impl Pump {
                 }
                 Ok(())
             }
-            Ok(_) => self.decrypt(),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
             Err(e) => Err(format!("TLS: receiving: {e}")),
         }
@@ -301,6 +356,9 @@ impl Pump {
     /// queues close_notify.
     fn take_plaintext(&mut self, buf: &mut [u8]) -> Result<(), String> {
         match sys::read(self.local.as_fd(), buf) {
+            Ok(0) if self.shared.cut.load(Ordering::SeqCst) => {
+                return Err("TLS: the stream was cut".to_string());
+            }
             Ok(0) => {
                 self.local_eof = true;
                 self.conn.send_close_notify();
@@ -332,7 +390,10 @@ impl Pump {
                 Err(e) => {
                     // A peer that refused us says why in an alert it sent before closing:
                     // that reason beats the reset.
-                    self.receive()?;
+                    self.feed()?;
+                    if self.ahead_at == self.ahead_end {
+                        self.receive()?;
+                    }
                     return Err(format!("TLS: sending: {e}"));
                 }
             }

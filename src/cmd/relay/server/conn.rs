@@ -293,6 +293,11 @@ impl Server<'_> {
             }
             inherit::shared_flags::forget();
             let socket = peer.socket;
+            if abort {
+                if let Some(tls) = &peer.tls {
+                    tls.cut();
+                }
+            }
             if let Some(fd) = peer.fd.take() {
                 if abort && socket {
                     abort_socket(fd);
