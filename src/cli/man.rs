@@ -254,7 +254,9 @@ stream then splices and sendfiles as on any socket. Where it cannot, rustls carr
 records on a thread of the connection's own, between the socket and a socketpair the
 paths work on (\fBuserspace (tls)\fR, with the kernel's errno: \fBENOENT\fR when there is no
 \fBtls\fR module). EOF is TLS's: a peer that closes without close_notify has cut the
-stream, an error (exit 1; \fBtls\-error\fR in \fBrelay\fR). A failed or stalled handshake
+stream, an error (exit 1; \fBtls\-error\fR in \fBrelay\fR); and a stream zerocat cuts (an
+error on the other side, a signal's cut) resets the TLS peer rather than send a
+close_notify that would say the stream was complete. A failed or stalled handshake
 is exit 1 naming the alert or reason; in \fBrelay\fR that connection is closed and
 counted, the others go on. Reports name version, cipher, SNI and the record layer (JSON:
 the end's \fBtls\fR, below).
