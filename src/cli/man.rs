@@ -514,7 +514,9 @@ connections that did not end with \fBeof\fR.
 array, one object per connection in the order they ended, the last 256 of them (a
 long\-running relay keeps no more; the totals above count every connection): \fBid\fR, \fBpeer\fR (the
 client's address), \fBseconds\fR, \fBended\fR (\fBeof\fR, \fBreset\fR,
-\fBerror\fR, \fBidle\-timeout\fR, \fBconnect\-failed\fR or \fBsignal\fR),
+\fBerror\fR, \fBidle\-timeout\fR, \fBconnect\-failed\fR, \fBcommand\-failed\fR,
+\fBtls\-error\fR, \fBsignal\fR, or \fBnot\-served\fR: accepted but still greeting when the
+relay stopped accepting, closed, not counted as failed),
 \fBerror\fR, and \fBa_to_b\fR and \fBb_to_a\fR, one per direction, each with
 \fBbytes\fR, \fBpaths\fR, \fBfallbacks\fR, \fBswitches\fR (how often the adaptive
 choice moved between \fBsplice\fR and \fBuserspace\fR), \fBundelivered\fR (bytes
@@ -556,7 +558,8 @@ one per connection, when it ended: \fBtime\fR (UTC, RFC 3339 to the millisecond,
 peer's address; without a listener, side A), \fBupstream\fR (the address the relay
 connected to, or the URI when it never connected), \fBseconds\fR, \fBended\fR and
 \fBerror\fR (as in the report: \fBeof\fR, \fBreset\fR, \fBerror\fR,
-\fBidle\-timeout\fR, \fBconnect\-failed\fR, \fBcommand\-failed\fR, \fBsignal\fR; the
+\fBidle\-timeout\fR, \fBconnect\-failed\fR, \fBcommand\-failed\fR, \fBtls\-error\fR,
+\fBsignal\fR, \fBnot\-served\fR; the
 error text or null),
 \fBa_to_b\fR and \fBb_to_a\fR with \fBbytes\fR, \fBpaths\fR (each \fBpath\fR and
 \fBbytes\fR), \fBfallbacks\fR (each \fBfrom\fR, \fBto\fR, \fBerrno\fR,
@@ -779,7 +782,8 @@ the bytes each sink got, its text line ending in \fB; interrupted\fR (JSON:
 \fB\-\-grace\fR (default 2 s); then it resets those still open, reported as ended by
 \fBsignal\fR. A second signal cuts them at once. Connections accepted whose PROXY header
 or TLS handshake is not complete are closed at the signal (or at \fB\-\-once\fR's first
-connection) and counted as failed, their client named.
+connection) and listed as \fBnot\-served\fR, their client named (not failures: nothing of
+their streams was taken).
 .TP
 SIGHUP
 \fBrelay \-\-log\fR \fIFILE\fR reopens the log (logrotate's \fBpostrotate\fR habit): the

@@ -88,6 +88,11 @@ pub enum ConnEnd {
         uri: String,
         text: String,
     },
+    /// Accepted, but still greeting (its PROXY header or TLS handshake not complete) when
+    /// the relay stopped accepting (a signal, `--once`): closed, never served. Listed so
+    /// no accepted connection goes unreported; not a failure (nothing of its stream was
+    /// taken), as a client left in the backlog is not.
+    NotServed(String),
     IdleTimeout,
     /// A datagram session heard nothing either way for `--idle-timeout`: how a UDP
     /// session ends (datagrams have no EOF), so a clean end.
@@ -110,6 +115,7 @@ impl ConnEnd {
             | ConnEnd::Unusable(_)
             | ConnEnd::CannotRun { .. } => "error",
             ConnEnd::Tls { .. } => "tls-error",
+            ConnEnd::NotServed(_) => "not-served",
             ConnEnd::CommandFailed { .. } => "command-failed",
             ConnEnd::IdleTimeout => "idle-timeout",
             ConnEnd::Quiet => "quiet",
@@ -153,13 +159,14 @@ impl ConnEnd {
             }
             ConnEnd::ProxyFailed(text) => text.clone(),
             ConnEnd::Tls { side, uri, text } => format!("{} ({uri}): {text}", side.name()),
+            ConnEnd::NotServed(text) => text.clone(),
             ConnEnd::Eof | ConnEnd::IdleTimeout | ConnEnd::Quiet | ConnEnd::Signal => return None,
         })
     }
 
     /// It ended as it should: every byte (or datagram) delivered, nothing cut.
     pub fn is_clean(&self) -> bool {
-        matches!(self, ConnEnd::Eof | ConnEnd::Quiet)
+        matches!(self, ConnEnd::Eof | ConnEnd::Quiet | ConnEnd::NotServed(_))
     }
 
     /// Writing `side` failed because its reader went away (EPIPE): for stdout, the relay

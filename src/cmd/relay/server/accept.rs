@@ -44,7 +44,7 @@ impl Server<'_> {
             None => Vec::new(),
         };
         for rejected in &abandoned {
-            self.rejected(rejected);
+            self.rejected(rejected, ConnEnd::NotServed(rejected.reason.clone()));
         }
     }
 
@@ -81,7 +81,8 @@ impl Server<'_> {
                 }
                 Err(e) if Rejected::of(&e).is_some() => {
                     let rejected = Rejected::of(&e).expect("checked");
-                    self.rejected(rejected);
+                    // The reason names its stage: the PROXY header, or the TLS handshake.
+                    self.rejected(rejected, ConnEnd::Unusable(rejected.reason.clone()));
                 }
                 Err(e) => match e.raw_os_error().map(Errno::from_raw) {
                     Some(Errno::EAGAIN) => return,
@@ -119,15 +120,13 @@ impl Server<'_> {
     /// A connection closed for its PROXY header (missing, malformed, late) or its TLS
     /// handshake (failed, stalled): never relayed,
     /// but said (unless -q) and counted as a connection that did not end cleanly.
-    fn rejected(&mut self, rejected: &Rejected) {
+    fn rejected(&mut self, rejected: &Rejected, end: ConnEnd) {
         if !self.opts.quiet {
             eprintln!(
                 "zerocat: {}",
                 crate::report::printable(&rejected.to_string())
             );
         }
-        // The reason names its stage: the PROXY header, or the TLS handshake.
-        let end = ConnEnd::Unusable(rejected.reason.clone());
         let flow = || FlowReport {
             record: Record::default(),
             bytes: 0,
