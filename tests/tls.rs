@@ -88,6 +88,18 @@ fn assert_userspace_tls(tls: &serde_json::Value) {
     assert_eq!(tls["fallback"], "ENOENT", "{tls}");
 }
 
+/// A child killed when dropped: a failed assertion leaves no relay running.
+struct Reaped(Option<Child>);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 fn spawn_listening(mut cmd: Command) -> (Child, String, thread::JoinHandle<Vec<u8>>) {
     let mut child = cmd
         .stdout(Stdio::null())
@@ -274,6 +286,7 @@ fn a_hundred_concurrent_connections_through_tls_origination_and_termination() {
         pki.path("ca.pem")
     ));
     let (orig, orig_addr, _orig_rest) = spawn_listening(orig);
+    let _reaped = [Reaped(Some(orig)), Reaped(Some(term)), Reaped(Some(echo))];
     let clients: Vec<_> = (0..100)
         .map(|i| {
             let addr = orig_addr.clone();
@@ -318,10 +331,6 @@ fn a_hundred_concurrent_connections_through_tls_origination_and_termination() {
         assert_eq!(line["ended"], "eof", "{line}");
         assert_userspace_tls(&line["tls"]["a"]);
         assert_eq!(line["tls"]["a"]["sni"], "localhost", "{line}");
-    }
-    for mut child in [orig, term, echo] {
-        let _ = child.kill();
-        let _ = child.wait();
     }
 }
 
