@@ -251,9 +251,11 @@ takes \fB,tls,cert=,key=\fR too. Keys are read once and never shown. After the h
 the kernel takes the record layer where it can (kTLS: the \fBtls\fR ULP, see
 \fB/proc/sys/net/ipv4/tcp_available_ulp\fR, and an AES\-GCM or ChaCha20 suite): the
 stream then splices and sendfiles as on any socket. Where it cannot, rustls carries the
-records on a thread of the connection's own, between the socket and a socketpair the
-paths work on (\fBuserspace (tls)\fR, with the kernel's errno: \fBENOENT\fR when there is no
-\fBtls\fR module). EOF is TLS's: a peer that closes without close_notify has cut the
+records (\fBuserspace (tls)\fR, with the kernel's errno: \fBENOENT\fR when there is no
+\fBtls\fR module): in \fBrelay\fR on its event loop, records decrypted into and encrypted
+from a direction's buffer (such a connection moves in userspace both ways); in \fBpipe\fR
+and \fBtee\fR on a thread of the connection's own, between the socket and a socketpair
+the paths work on. EOF is TLS's: a peer that closes without close_notify has cut the
 stream, an error (exit 1; \fBtls\-error\fR in \fBrelay\fR); and a stream zerocat cuts (an
 error on the other side, a signal's cut) resets the TLS peer rather than send a
 close_notify that would say the stream was complete. A failed or stalled handshake

@@ -65,6 +65,9 @@ pub struct Greet {
     pub tls: Option<Arc<ServerConfig>>,
     /// How long both may take together.
     pub deadline: Duration,
+    /// An established TLS connection keeps its record layer for the caller's event loop
+    /// ([`super::tls::Records`]), not a thread of its own (the relay).
+    pub tls_in_loop: bool,
 }
 
 impl Greet {
@@ -299,6 +302,13 @@ impl Listener {
                 .to_string(),
             })
             .collect()
+    }
+
+    /// TLS connections keep their record layer for the caller's event loop (the relay).
+    pub fn keep_tls_in_loop(&mut self) {
+        if let Some(mux) = &mut self.mux {
+            mux.greet.tls_in_loop = true;
+        }
     }
 
     /// The fd to poll for connections: the socket, or the listener's own epoll.
@@ -548,7 +558,7 @@ impl Mux {
             return Some(reject(greeting.peer, reason));
         }
         let (fd, tls) = match greeting.shake {
-            Some(shake) => match shake.establish(greeting.fd) {
+            Some(shake) => match shake.establish(greeting.fd, self.greet.tls_in_loop) {
                 Ok((fd, session)) => (fd, Some(session)),
                 Err(reason) => return Some(reject(greeting.peer, reason)),
             },

@@ -134,7 +134,7 @@ impl Endpoint {
                 let (fd, session) = Handshake::client(&config, name)
                     .and_then(|mut shake| {
                         shake.complete(fd.as_fd(), tls::HANDSHAKE_DEADLINE)?;
-                        shake.establish(fd)
+                        shake.establish(fd, false)
                     })
                     .map_err(|reason| tls_failure(self, reason))?;
                 Ok(Opened {
@@ -346,6 +346,7 @@ impl Endpoint {
             header: proxy,
             tls,
             deadline: header_deadline.unwrap_or(default),
+            tls_in_loop: false,
         };
         Listener::new(sockets, greet).with_context(|| format!("cannot listen on {self}"))
     }

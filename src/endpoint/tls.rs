@@ -338,8 +338,9 @@ impl Handshake {
 
     /// The handshake is complete: the kernel takes the record layer where it can (the fd
     /// is the TCP socket itself), else the bridge's thread does (the fd is its socketpair's
-    /// end). Err only when kTLS took the keys and then failed: the stream is lost.
-    pub fn establish(self, tcp: OwnedFd) -> Result<(OwnedFd, Session), String> {
+    /// end) or, `in_loop` (the relay), [`Records`] in the caller's own loop (the fd is the
+    /// TCP socket). Err only when kTLS took the keys and then failed: the stream is lost.
+    pub fn establish(self, tcp: OwnedFd, in_loop: bool) -> Result<(OwnedFd, Session), String> {
         let mut info = TlsInfo {
             version: version_name(self.conn.protocol_version()),
             cipher: self
@@ -361,7 +362,25 @@ impl Handshake {
         match offload(self.conn, tcp.as_fd(), &info) {
             Offload::Kernel => {
                 info.kernel = Ok(());
-                Ok((tcp, Session { info, bridge: None }))
+                Ok((
+                    tcp,
+                    Session {
+                        info,
+                        bridge: None,
+                        records: None,
+                    },
+                ))
+            }
+            Offload::Refused(errno, conn) if in_loop => {
+                info.kernel = Err(errno);
+                Ok((
+                    tcp,
+                    Session {
+                        info,
+                        bridge: None,
+                        records: Some(Records::new(*conn)),
+                    },
+                ))
             }
             Offload::Refused(errno, conn) => {
                 info.kernel = Err(errno);
@@ -381,6 +400,7 @@ impl Handshake {
                     Session {
                         info,
                         bridge: Some(bridge),
+                        records: None,
                     },
                 ))
             }
@@ -465,11 +485,12 @@ fn offload(mut conn: Connection, fd: BorrowedFd<'_>, info: &TlsInfo) -> Offload 
     Offload::Kernel
 }
 
-/// An established TLS stream: what it negotiated, and its record layer's thread when
-/// rustls carries it.
+/// An established TLS stream: what it negotiated, and its record layer when rustls carries
+/// it (a thread of its own, or [`Records`] for the caller's loop).
 pub struct Session {
     pub info: TlsInfo,
     bridge: Option<bridge::Bridge>,
+    records: Option<Records>,
 }
 
 impl Session {
@@ -477,7 +498,20 @@ impl Session {
     /// without close_notify. Set before the bridge ends its side of the socketpair, so an
     /// EOF the engine reads from it is already explained here.
     pub fn error(&self) -> Option<String> {
-        self.bridge.as_ref().and_then(|b| b.error())
+        match &self.records {
+            Some(records) => records.error().map(str::to_string),
+            None => self.bridge.as_ref().and_then(|b| b.error()),
+        }
+    }
+
+    /// The caller's loop carries the records ([`Records`]).
+    pub fn in_loop(&self) -> bool {
+        self.records.is_some()
+    }
+
+    /// The record layer the caller's loop runs, when it does (the relay's userspace TLS).
+    pub fn records(&mut self) -> Option<&mut Records> {
+        self.records.as_mut()
     }
 
     /// Bytes of the stream each way that rustls carried: (received, sent) plaintext.
@@ -498,4 +532,148 @@ impl Session {
     pub fn finish(self, limit: Duration) -> Option<String> {
         self.bridge.and_then(|b| b.join(limit))
     }
+}
+
+/// The record layer in the relay's own event loop, where the kernel has none: rustls
+/// decrypts from the TCP socket into a direction's buffer ([`Records::read`]) and encrypts
+/// the other direction's buffer into it ([`Records::write`]); no thread, no socketpair. The
+/// relay's flows call these in place of read(2)/write(2) on a TLS side.
+pub struct Records {
+    conn: Connection,
+    /// Why the stream failed (a bad record, an alert, a cut without close_notify): the
+    /// flow saw EPROTO, the report says this.
+    error: Option<String>,
+    /// close_notify is queued.
+    closing: bool,
+}
+
+impl Records {
+    fn new(mut conn: Connection) -> Records {
+        // Records of a whole 256 KiB buffer queued at once: one writev, not four.
+        conn.set_buffer_limit(Some(512 * 1024));
+        Records {
+            conn,
+            error: None,
+            closing: false,
+        }
+    }
+
+    fn fail<T>(&mut self, reason: String) -> Result<T, Errno> {
+        // The alert rustls queued, if any, goes with the next flush.
+        self.error.get_or_insert(format!("TLS: {reason}"));
+        Err(Errno::EPROTO)
+    }
+
+    /// Plaintext into `buf`, as much as rustls and the socket have now: Ok(0) at the
+    /// peer's close_notify; EAGAIN only when the socket said so and rustls holds nothing
+    /// (so an edge-triggered loop is right to wait); EPROTO when the stream failed
+    /// ([`Records::error`] says how: a TCP EOF without close_notify is one).
+    pub fn read(&mut self, fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<usize, Errno> {
+        let mut total = 0;
+        loop {
+            match self.conn.reader().read(&mut buf[total..]) {
+                Ok(0) => return Ok(total), // close_notify (or a full buffer)
+                Ok(n) => {
+                    total += n;
+                    if total == buf.len() {
+                        return Ok(total);
+                    }
+                    continue;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    if total > 0 {
+                        return Ok(total);
+                    }
+                    return self.fail(TRUNCATED.to_string());
+                }
+                Err(e) => return self.fail(e.to_string()),
+            }
+            // Records rustls holds but has not decrypted yet (its plaintext was full).
+            match self.conn.process_new_packets() {
+                Ok(state) if state.plaintext_bytes_to_read() > 0 => continue,
+                Ok(_) => {}
+                Err(e) => return self.fail(e.to_string()),
+            }
+            match self.conn.read_tls(&mut FdIo(fd)) {
+                Ok(n) => {
+                    if let Err(e) = self.conn.process_new_packets() {
+                        return self.fail(e.to_string());
+                    }
+                    if n == 0 {
+                        // TCP EOF: the reader now says close_notify (Ok(0)) or a cut.
+                        return match self.conn.reader().read(&mut buf[total..]) {
+                            Ok(n) => Ok(total + n),
+                            Err(_) if total > 0 => Ok(total),
+                            Err(_) => self.fail(TRUNCATED.to_string()),
+                        };
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return if total > 0 {
+                        Ok(total)
+                    } else {
+                        Err(Errno::EAGAIN)
+                    };
+                }
+                Err(e) if total > 0 => {
+                    let _ = e;
+                    return Ok(total);
+                }
+                Err(e) => return Err(errno_of(&e)),
+            }
+        }
+    }
+
+    /// Plaintext from `buf` into records, sent as far as the socket takes them: Ok(n)
+    /// taken; EAGAIN when records from before still wait for the socket.
+    pub fn write(&mut self, fd: BorrowedFd<'_>, buf: &[u8]) -> Result<usize, Errno> {
+        self.flush(fd)?;
+        let n = self.conn.writer().write(buf).map_err(|e| errno_of(&e))?;
+        match self.flush(fd) {
+            Ok(()) | Err(Errno::EAGAIN) => Ok(n),
+            Err(errno) => Err(errno),
+        }
+    }
+
+    /// Records waiting for the socket (a write's tail, an alert, a key update's answer,
+    /// close_notify).
+    pub fn pending(&self) -> bool {
+        self.conn.wants_write()
+    }
+
+    /// Sends what waits: Ok once all went, EAGAIN when the socket is full.
+    pub fn flush(&mut self, fd: BorrowedFd<'_>) -> Result<(), Errno> {
+        while self.conn.wants_write() {
+            match self.conn.write_tls(&mut FdIo(fd)) {
+                Ok(_) => {}
+                Err(e) => return Err(errno_of(&e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The direction into this side ended: close_notify is queued (once).
+    pub fn close(&mut self) {
+        if !self.closing {
+            self.closing = true;
+            self.conn.send_close_notify();
+        }
+    }
+
+    /// Why the stream failed, if it did.
+    pub fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+}
+
+const TRUNCATED: &str =
+    "the peer closed the connection without close_notify (the stream may be truncated)";
+
+/// The errno behind an I/O error of rustls' reads and writes (EIO when it has none).
+fn errno_of(e: &io::Error) -> Errno {
+    if e.kind() == io::ErrorKind::WouldBlock {
+        return Errno::EAGAIN;
+    }
+    e.raw_os_error().map(Errno::from_raw).unwrap_or(Errno::EIO)
 }

@@ -16,6 +16,7 @@ use nix::errno::Errno;
 
 use super::policy::Choice;
 use super::pool::{BudgetPipe, Pools};
+use crate::endpoint::tls::Records;
 use crate::engine::{DataPath, Fallback, Reason, Record};
 use crate::sys;
 
@@ -42,6 +43,9 @@ pub struct Port<'a> {
     /// The relay's own socket (accepted or dialed), whose options it may set; not an
     /// inherited fd that another process may hold too.
     pub own: bool,
+    /// A TLS side whose records the loop carries: bytes go through rustls, never raw
+    /// read/write (the direction is on userspace for good).
+    pub tls: Option<&'a mut Records>,
 }
 
 /// Which end an error came from.
@@ -177,6 +181,23 @@ impl Flow {
             }
         }
         if self.eof && self.held() == 0 {
+            if let Some(records) = dst.tls.as_deref_mut() {
+                // TLS's EOF: close_notify, sent before the socket's FIN.
+                records.close();
+                match records.flush(dst.fd) {
+                    Ok(()) => {}
+                    Err(Errno::EAGAIN) => {
+                        *dst.ready = false;
+                        return Ok(Turn::Idle);
+                    }
+                    Err(errno) => {
+                        return Err(FlowError {
+                            errno,
+                            blame: Blame::Sink,
+                        })
+                    }
+                }
+            }
             if dst.socket && !dst.closed_next {
                 // Half-close: the peer sees EOF and may still answer (HAZARDS §2).
                 match nix::sys::socket::shutdown(
@@ -245,7 +266,12 @@ impl Flow {
                 return Ok(false);
             }
             let buf = self.buf.as_ref().expect("bytes in a buffer");
-            return match sys::write(dst.fd, &buf[self.start..self.end]) {
+            let pending = &buf[self.start..self.end];
+            let wrote = match dst.tls.as_deref_mut() {
+                Some(records) => records.write(dst.fd, pending),
+                None => sys::write(dst.fd, pending),
+            };
+            return match wrote {
                 Ok(n) => {
                     self.start += n;
                     if self.start == self.end {
@@ -256,6 +282,21 @@ impl Flow {
                     Ok(n > 0)
                 }
                 Err(Errno::EINTR) => Ok(true),
+                Err(Errno::EAGAIN) => {
+                    *dst.ready = false;
+                    Ok(false)
+                }
+                Err(errno) => Err(sink_error(errno)),
+            };
+        }
+        // Records still queued for a TLS sink (a write's tail, an alert or key update the
+        // reading side queued): out as the socket takes them.
+        if let Some(records) = dst.tls.as_deref_mut() {
+            if !records.pending() || !*dst.ready {
+                return Ok(false);
+            }
+            return match records.flush(dst.fd) {
+                Ok(()) => Ok(true),
                 Err(Errno::EAGAIN) => {
                     *dst.ready = false;
                     Ok(false)
@@ -312,7 +353,11 @@ impl Flow {
             return self.pipe_to_buffer(pools);
         }
         let buf = self.buf.get_or_insert_with(|| pools.take_buffer(false));
-        match sys::read(src.fd, buf) {
+        let got = match src.tls.as_deref_mut() {
+            Some(records) => records.read(src.fd, buf),
+            None => sys::read(src.fd, buf),
+        };
+        match got {
             Ok(0) => {
                 self.eof = true;
                 Ok(true)
@@ -457,7 +502,13 @@ impl Flow {
 
     /// At the end (abort, signal, timeout): try once more to deliver what is held, without
     /// waiting. Returns the bytes that could not be delivered.
-    pub fn flush_now(&mut self, dst: BorrowedFd<'_>, pools: &mut Pools) -> usize {
+    /// A TLS sink's bytes go through its `tls` records (never raw onto the socket).
+    pub fn flush_now(
+        &mut self,
+        dst: BorrowedFd<'_>,
+        tls: Option<&mut Records>,
+        pools: &mut Pools,
+    ) -> usize {
         if self.unsent_capped && self.held() > 0 {
             // The cap is for a stream that goes on; at its end the socket takes all it
             // can, so what the peer may still read gets the drain, not the pipe's close.
@@ -471,6 +522,7 @@ impl Flow {
             short_read_drains: false,
             closed_next: false,
             own: false,
+            tls,
         };
         for _ in 0..OPS_PER_TURN {
             if self.held() == 0 {

@@ -455,7 +455,11 @@ fn spec(
     listens: bool,
 ) -> anyhow::Result<Spec> {
     Ok(match endpoint {
-        e if e.listens() => Spec::Listen(e.listen_within(header_deadline)?),
+        e if e.listens() => {
+            let mut listener = e.listen_within(header_deadline)?;
+            listener.keep_tls_in_loop();
+            Spec::Listen(listener)
+        }
         Endpoint::Tcp { .. } | Endpoint::Unix { .. } => {
             let (addrs, opts) = endpoint
                 .connect_addrs()

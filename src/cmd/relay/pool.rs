@@ -289,6 +289,7 @@ mod tests {
                 short_read_drains: false,
                 closed_next: false,
                 own: true,
+                tls: None,
             },
             Port {
                 fd: dst.as_fd(),
@@ -297,6 +298,7 @@ mod tests {
                 short_read_drains: false,
                 closed_next: false,
                 own: true,
+                tls: None,
             },
             pools,
             &mut 0,
@@ -320,7 +322,7 @@ mod tests {
         pump(&mut flow, &src, &dst, &mut pools).unwrap();
         assert_eq!(flow.held(), 8, "the bytes sit in the pipe");
         assert_eq!(pools.pipe_bytes.get(), PIPE_DEFAULT);
-        assert_eq!(flow.flush_now(dst.as_fd(), &mut pools), 8);
+        assert_eq!(flow.flush_now(dst.as_fd(), None, &mut pools), 8);
         flow.close(&mut pools);
         assert!(pools.pipes.is_empty(), "a pipe with bytes was pooled");
         assert_eq!(

@@ -154,7 +154,9 @@ impl Peer {
     /// A read shorter than asked drained the read fd: it is in epoll (edge-triggered)
     /// and has not hung up. See [`super::flow::Port::short_read_drains`].
     fn short_read_drains(&self) -> bool {
-        !self.hup
+        // A TLS source's reads are records', not the socket's: a short one drains nothing.
+        self.tls.is_none()
+            && !self.hup
             && self
                 .fd
                 .as_ref()
@@ -572,6 +574,10 @@ impl<'a> Server<'a> {
                     conn.peer = accepted.peer;
                     conn.origin = accepted.origin;
                     conn.sides[side].fd = Some(accepted.fd);
+                    if accepted.tls.as_ref().is_some_and(Session::in_loop) {
+                        conn.flows =
+                            [0, 1].map(|_| Flow::new(self.tuning.choice(Policy::Userspace)));
+                    }
                     conn.sides[side].tls = accepted.tls;
                 }
                 Spec::Inherited(endpoint) => {

@@ -66,9 +66,11 @@ impl Server<'_> {
         for &idx in &live {
             let conn = self.conns[idx].as_mut().expect("live");
             for d in 0..2 {
-                let dst = &conn.sides[1 - d];
+                let dst = &mut conn.sides[1 - d];
                 if dst.open() {
-                    conn.flows[d].flush_now(dst.write_fd(), &mut self.pools);
+                    let fd = dst.wfd.as_ref().or(dst.fd.as_ref()).expect("open").as_fd();
+                    let tls = dst.tls.as_mut().and_then(|t| t.records());
+                    conn.flows[d].flush_now(fd, tls, &mut self.pools);
                 }
             }
         }
@@ -126,6 +128,7 @@ impl Server<'_> {
                     short_read_drains,
                     closed_next: false,
                     own: src_own,
+                    tls: src.tls.as_mut().and_then(|t| t.records()),
                 },
                 Port {
                     fd: dst_fd,
@@ -134,6 +137,7 @@ impl Server<'_> {
                     short_read_drains: false,
                     closed_next,
                     own: dst_own,
+                    tls: dst.tls.as_mut().and_then(|t| t.records()),
                 },
                 &mut self.pools,
                 &mut moved,
@@ -238,7 +242,18 @@ impl Server<'_> {
         let mut end = end;
         for side in 0..2 {
             let failure = conn.sides[side].tls.as_ref().and_then(|t| t.error());
-            if let (Some(text), true) = (failure, end.is_clean()) {
+            // The EPROTO of a flow through in-loop records is that failure too.
+            let protocol = matches!(
+                end,
+                ConnEnd::Read {
+                    errno: nix::errno::Errno::EPROTO,
+                    ..
+                } | ConnEnd::Write {
+                    errno: nix::errno::Errno::EPROTO,
+                    ..
+                }
+            );
+            if let (Some(text), true) = (failure, end.is_clean() || protocol) {
                 let uri = self.side_endpoint(Side::of(side)).to_string();
                 end = ConnEnd::Tls {
                     side: Side::of(side),
@@ -256,9 +271,11 @@ impl Server<'_> {
         let abort = !matches!(end, ConnEnd::Eof);
         let upstream = self.upstream(&conn);
         let undelivered = [0, 1].map(|d| {
-            let dst = &conn.sides[1 - d];
+            let dst = &mut conn.sides[1 - d];
             let mut left = if dst.open() && cut == Cut::Now {
-                conn.flows[d].flush_now(dst.write_fd(), &mut self.pools) as u64
+                let fd = dst.wfd.as_ref().or(dst.fd.as_ref()).expect("open").as_fd();
+                let tls = dst.tls.as_mut().and_then(|t| t.records());
+                conn.flows[d].flush_now(fd, tls, &mut self.pools) as u64
             } else {
                 conn.flows[d].held() as u64
             };

@@ -8,6 +8,8 @@ use nix::sys::socket::{self, sockopt, SockFlag, SockaddrLike};
 
 use super::{out_of_fds, slot_token, Server, Spec, CONNECT_TIMEOUT, FD_WAIT, RETRY};
 use crate::cmd::relay::end::{ConnEnd, Side};
+use crate::cmd::relay::flow::Flow;
+use crate::cmd::relay::policy::Policy;
 use crate::endpoint::tls::{self, Handshake};
 use crate::endpoint::{is_retryable_connect, outbound, proxy};
 use crate::sys::socket::stream_socket;
@@ -187,8 +189,14 @@ impl Server<'_> {
                     self.poller.delete(polled);
                 }
                 let tcp = peer.fd.take().expect("a connected socket");
-                match shake.establish(tcp) {
+                match shake.establish(tcp, true) {
                     Ok((fd, session)) => {
+                        if session.in_loop() {
+                            // Records go through rustls: no splice either way.
+                            let choice = || Flow::new(self.tuning.choice(Policy::Userspace));
+                            conn.flows = [choice(), choice()];
+                        }
+                        let peer = &mut conn.sides[side];
                         peer.fd = Some(fd);
                         peer.tls = Some(session);
                         peer.readable = true;
