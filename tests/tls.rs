@@ -656,3 +656,68 @@ fn a_cut_behind_the_relay_is_no_clean_tls_end_for_the_client() {
         "{err}"
     );
 }
+
+/// TLS 1.3 key updates through the relay's own record layer: a client refreshes its keys
+/// mid-stream (the relay must answer with its own), both ways keep every byte, and
+/// close_notify ends each direction.
+#[test]
+fn key_updates_mid_stream_pass_through_the_relay() {
+    let Some(pki) = Pki::make() else { return };
+    let mut echo = zerocat();
+    echo.args(["-q", "relay", "tcp-listen:0", "exec:cat"]);
+    let (echo, echo_addr, _echo_rest) = spawn_listening(echo);
+    let mut term = zerocat();
+    term.args(["relay", "--once", "--stats", "json"])
+        .arg(format!("tls-listen:0{}", pki.server_opts()))
+        .arg(format!("tcp:{echo_addr}"));
+    let (term, term_addr, rest) = spawn_listening(term);
+    let _reaped = Reaped(Some(echo));
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = std::fs::read(pki.path("ca.pem")).unwrap();
+    use rustls::pki_types::pem::PemObject;
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13])
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let tcp = TcpStream::connect(&term_addr).unwrap();
+    tcp.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let payload = data(3 << 20);
+    let mut got = Vec::new();
+    for (i, piece) in payload.chunks(512 * 1024).enumerate() {
+        tls.write_all(piece).unwrap();
+        tls.flush().unwrap();
+        if i % 2 == 0 {
+            tls.conn.refresh_traffic_keys().unwrap();
+        }
+        // Read back what this piece echoes (the relay answers our key update meanwhile).
+        let want = got.len() + piece.len();
+        let mut buf = vec![0u8; 64 * 1024];
+        while got.len() < want {
+            let n = tls.read(&mut buf).unwrap();
+            assert!(n > 0, "EOF after {} bytes", got.len());
+            got.extend_from_slice(&buf[..n]);
+        }
+    }
+    tls.conn.send_close_notify();
+    tls.flush().unwrap();
+    let mut tail = Vec::new();
+    let _ = tls.read_to_end(&mut tail);
+    assert!(tail.is_empty(), "{} bytes after the echo", tail.len());
+    assert_bytes_eq(&got, &payload, "echo through key updates");
+    let done = wait_with_deadline(term, DEADLINE);
+    let err = String::from_utf8_lossy(&rest.join().unwrap()).into_owned();
+    assert!(done.status.success(), "{err}");
+    let report = json_report(err.as_bytes());
+    let conn = &connections_of(&report)[0];
+    assert_eq!(conn["ended"], "eof", "{conn}");
+    assert_userspace_tls(&conn["tls"]["a"]);
+}
