@@ -721,3 +721,40 @@ fn key_updates_mid_stream_pass_through_the_relay() {
     assert_eq!(conn["ended"], "eof", "{conn}");
     assert_userspace_tls(&conn["tls"]["a"]);
 }
+
+/// An inherited listening socket takes `,tls,cert=,key=` as `systemd:` does: `fd:3,tls`.
+#[test]
+fn an_inherited_listener_serves_tls_with_fd_n_tls() {
+    use std::os::fd::AsRawFd;
+    let Some(pki) = Pki::make() else { return };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = tempdir();
+    let dst = dir.path().join("out");
+    let mut server = zerocat();
+    server
+        .arg("pipe")
+        .arg(format!("fd:3,tls{}", pki.server_opts()))
+        .arg(&dst);
+    crate::rig::share_as_fd3(&mut server, listener.as_raw_fd());
+    let (server, _addr, rest) = spawn_listening(server);
+    let payload = data(400_000);
+    let src = write_file(dir.path(), "in", &payload);
+    let mut client = zerocat();
+    client.arg("pipe").arg(&src).arg(format!(
+        "tls:localhost:{port},cafile={}",
+        pki.path("ca.pem")
+    ));
+    let out = run(client);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    let done = wait_with_deadline(server, DEADLINE);
+    let err = String::from_utf8_lossy(&rest.join().unwrap()).into_owned();
+    assert!(done.status.success(), "{err}");
+    assert_bytes_eq(&std::fs::read(&dst).unwrap(), &payload, "fd:3,tls");
+    // Without the flag, cert= on fd: is refused, naming it.
+    let mut bad = zerocat();
+    bad.args(["pipe", "fd:3,cert=x.pem,key=y.pem", "/dev/null"]);
+    let out = run(bad);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_text(&out));
+    assert!(stderr_text(&out).contains("go with its 'tls'"));
+}

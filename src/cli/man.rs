@@ -246,8 +246,9 @@ warning line; \fBcert=\fIPEM\fB,key=\fIPEM\fR is a client certificate;
 \fBalpn=\fIP1\fB,\fIP2\fR offers protocols. \fBtls\-listen:\fR (\fBtls\-l:\fR) is
 \fBtcp\-listen:\fR (its options, 127.0.0.1 by default) with a server handshake on every
 connection, after its PROXY header with \fBproxy\fR, both within \fB\-\-connect\-timeout\fR
-(10 s without it); \fBcafile=\fR requires client certificates from that CA. \fBsystemd:\fR
-takes \fB,tls,cert=,key=\fR too. Keys are read once and never shown. After the handshake
+(10 s without it); \fBcafile=\fR requires client certificates from that CA. Inherited
+listeners take \fB,tls,cert=,key=\fR too: \fBsystemd:\fR[\fINAME\fR] and \fBfd:\fIN\fR of a
+listening socket. Keys are read once and never shown. After the handshake
 the kernel takes the record layer where it can (kTLS: the \fBtls\fR ULP, see
 \fB/proc/sys/net/ipv4/tcp_available_ulp\fR, and an AES\-GCM or ChaCha20 suite): the
 stream then splices and sendfiles as on any socket. Where it cannot, rustls carries the

@@ -708,6 +708,7 @@ fn stream_kind(e: &Endpoint, source: bool) -> &'static str {
         Endpoint::Stdio if source => "stdin",
         Endpoint::Stdio => "stdout",
         Endpoint::Fd(_) => "an inherited fd",
+        Endpoint::FdTls { .. } => "an inherited TLS listener",
         Endpoint::File { .. } => "a file with options (written as a stream)",
         Endpoint::Tcp { .. } | Endpoint::TcpListen { .. } => "a TCP socket",
         Endpoint::Unix { .. } | Endpoint::UnixListen { .. } => "a unix socket",

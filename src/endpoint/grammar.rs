@@ -133,7 +133,10 @@ impl Scheme {
             }
             Scheme::Unix => "retry=N, interval=DURATION",
             Scheme::Udp => "size=N (the largest datagram, 1-65507)",
-            Scheme::Fd | Scheme::UdpListen => "",
+            Scheme::Fd => {
+                "tls, cert=PEM, key=PEM, cafile=PEM, alpn=PROTOCOLS (an inherited listening socket)"
+            }
+            Scheme::UdpListen => "",
             Scheme::Exec | Scheme::Sh => "stderr",
         }
     }
@@ -152,6 +155,7 @@ impl Scheme {
                     Scheme::Systemd,
                     "proxy" | "tls" | "cert" | "key" | "cafile" | "alpn"
                 )
+                | (Scheme::Fd, "tls" | "cert" | "key" | "cafile" | "alpn")
                 | (
                     Scheme::Tls,
                     "sni"
@@ -358,7 +362,20 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
     let opts = parse_options(scheme, pieces)?;
 
     match scheme {
-        Scheme::Fd => parse_fd(address).map(Endpoint::Fd),
+        Scheme::Fd => {
+            let fd = parse_fd(address)?;
+            let tls_given = opts.tls != TlsOpts::default();
+            match (opts.tls_flag, tls_given) {
+                (true, _) => Ok(Endpoint::FdTls {
+                    fd,
+                    tls: server_tls(opts.tls, "expected fd:N,tls,cert=PEM,key=PEM")?,
+                }),
+                (false, true) => Err("cert=, key=, cafile= and alpn= of fd: go with its 'tls' \
+                                      flag: fd:N,tls,cert=PEM,key=PEM (a listening socket)"
+                    .into()),
+                (false, false) => Ok(Endpoint::Fd(fd)),
+            }
+        }
         Scheme::File => {
             if address.is_empty() {
                 return Err("empty path; expected file:PATH".into());
@@ -1065,6 +1082,10 @@ impl fmt::Display for Endpoint {
         match self {
             Endpoint::Stdio => f.write_str("-"),
             Endpoint::Fd(n) => write!(f, "fd:{n}"),
+            Endpoint::FdTls { fd, tls } => {
+                write!(f, "fd:{fd},tls")?;
+                write_tls_opts(f, tls)
+            }
             Endpoint::File { path, opts } => {
                 let path_text = path.to_string_lossy();
                 // `file:a,b` would read `b` as an option; the bare form keeps the comma.

@@ -115,6 +115,12 @@ pub enum Endpoint {
     Stdio,
     /// `fd:N`: an inherited descriptor.
     Fd(i32),
+    /// `fd:N,tls,cert=PEM,key=PEM`: an inherited listening socket whose connections are a
+    /// TLS server's.
+    FdTls {
+        fd: i32,
+        tls: TlsOpts,
+    },
     File {
         path: PathBuf,
         opts: FileOpts,
@@ -205,6 +211,7 @@ impl Endpoint {
             Endpoint::Tcp { connect, .. } => connect.tls.as_ref(),
             Endpoint::TcpListen { listen, .. } => listen.tls.as_ref(),
             Endpoint::Systemd { tls, .. } => tls.as_ref(),
+            Endpoint::FdTls { tls, .. } => Some(tls),
             _ => None,
         }
     }
@@ -244,7 +251,10 @@ impl Endpoint {
     pub fn is_listener(&self) -> bool {
         matches!(
             self,
-            Endpoint::TcpListen { .. } | Endpoint::UnixListen { .. } | Endpoint::Systemd { .. }
+            Endpoint::TcpListen { .. }
+                | Endpoint::UnixListen { .. }
+                | Endpoint::Systemd { .. }
+                | Endpoint::FdTls { .. }
         )
     }
 
@@ -261,7 +271,7 @@ impl Endpoint {
     pub fn scheme(&self) -> &'static str {
         match self {
             Endpoint::Stdio => "stdio",
-            Endpoint::Fd(_) => "fd",
+            Endpoint::Fd(_) | Endpoint::FdTls { .. } => "fd",
             Endpoint::File { .. } => "file",
             Endpoint::Tcp { connect, .. } if connect.tls.is_some() => "tls",
             Endpoint::Tcp { .. } => "tcp",

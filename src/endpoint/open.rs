@@ -158,7 +158,10 @@ impl Endpoint {
                     .with_context(|| format!("cannot receive on {self}"))?;
                 Ok(plain(fd))
             }
-            Endpoint::TcpListen { .. } | Endpoint::UnixListen { .. } | Endpoint::Systemd { .. } => {
+            Endpoint::TcpListen { .. }
+            | Endpoint::UnixListen { .. }
+            | Endpoint::Systemd { .. }
+            | Endpoint::FdTls { .. } => {
                 unreachable!("listeners accept in open_carrying")
             }
         }
@@ -321,7 +324,7 @@ impl Endpoint {
                     .map_err(|e| UsageError(format!("{self}: {e}")))?;
                 (fds.into_iter().map(Socket::named).collect(), *proxy)
             }
-            Endpoint::Fd(n) => match is_listening(*n) {
+            Endpoint::Fd(n) | Endpoint::FdTls { fd: n, .. } => match is_listening(*n) {
                 Ok(true) => {
                     let fd = dup_cloexec(*n).with_context(|| format!("cannot use fd:{n}"))?;
                     (vec![Socket::named(fd)], false)
@@ -670,7 +673,7 @@ pub fn predict(endpoint: &Endpoint, role: Role) -> std::io::Result<FdInfo> {
             // SAFETY: fds 0 and 1 are open for the whole run (reserved at start-up).
             Ok(FdInfo::of(unsafe { BorrowedFd::borrow_raw(fd) })?)
         }
-        Endpoint::Fd(fd) => {
+        Endpoint::Fd(fd) | Endpoint::FdTls { fd, .. } => {
             nix::fcntl::fcntl(*fd, nix::fcntl::FcntlArg::F_GETFD)?;
             // SAFETY: just checked that the fd is open; it is only fstat'ed.
             Ok(FdInfo::of(unsafe { BorrowedFd::borrow_raw(*fd) })?)

@@ -276,7 +276,7 @@ fn options_must_fit_the_scheme() {
         "unix:s,mode=0600",
         &["'mode'", "unix:", "retry=N, interval=DURATION"],
     );
-    err("fd:1,append", &["'append'", "fd:", "takes no options"]);
+    err("fd:1,append", &["'append'", "fd:", "tls, cert=PEM"]);
     err("tcp-listen:1,mode=0600", &["'mode'", "backlog=N"]);
     err("file:x,mode=9", &["not octal", "mode=OCTAL"]);
     err("file:x,mode=", &["needs a value"]);
