@@ -496,8 +496,9 @@ fn a_stream_cut_without_close_notify_is_an_error_not_an_eof() {
     );
 }
 
-/// Plaintext spoken to a TLS listener and a client that never says a word: each closed and
-/// counted (the silent one at --connect-timeout), while a real TLS client is served.
+/// Plaintext spoken to a TLS listener, a record larger than TLS allows and a client that
+/// never says a word: each closed and counted (the silent one at --connect-timeout), while
+/// a real TLS client is served.
 #[test]
 fn plaintext_and_a_stalled_handshake_do_not_stall_the_relay() {
     let Some(pki) = Pki::make() else { return };
@@ -512,6 +513,11 @@ fn plaintext_and_a_stalled_handshake_do_not_stall_the_relay() {
     let silent = TcpStream::connect(&term_addr).unwrap();
     let mut plain = TcpStream::connect(&term_addr).unwrap();
     plain.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    // A record header announcing more than TLS allows (2^14 + 2048 at most).
+    let mut oversized = TcpStream::connect(&term_addr).unwrap();
+    oversized
+        .write_all(&[[0x16, 0x03, 0x01, 0xff, 0xff].as_slice(), &[0u8; 600]].concat())
+        .unwrap();
     // A real client meanwhile: zerocat pipe over TLS to a sink behind the relay.
     let payload = data(150_000);
     let dir = tempdir();
@@ -527,6 +533,8 @@ fn plaintext_and_a_stalled_handshake_do_not_stall_the_relay() {
     let mut buf = Vec::new();
     plain.set_read_timeout(Some(DEADLINE)).unwrap();
     let _ = plain.read_to_end(&mut buf); // closed (after an alert)
+    oversized.set_read_timeout(Some(DEADLINE)).unwrap();
+    let _ = oversized.read_to_end(&mut buf);
     thread::sleep(Duration::from_millis(1500)); // past the silent one's deadline
     drop(silent);
     nix::sys::signal::kill(
@@ -544,9 +552,10 @@ fn plaintext_and_a_stalled_handshake_do_not_stall_the_relay() {
         err.contains("TLS handshake not complete within 1.000 s"),
         "{err}"
     );
+    assert!(err.contains("MessageTooLarge"), "{err}");
     let report = json_report(err.as_bytes());
     let conns = connections_of(&report);
-    assert_eq!(conns.len(), 3, "{report}");
+    assert_eq!(conns.len(), 4, "{report}");
     assert_eq!(
         conns.iter().filter(|c| c["ended"] == "eof").count(),
         1,
