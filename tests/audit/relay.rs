@@ -290,7 +290,7 @@ fn push_until_stalled(clients: &mut [TcpStream], each: usize) {
 
 /// 200 clients through `--via userspace` to a backend that does not read: every direction
 /// held a full 256 KiB buffer, outside any budget (about 56 MB here). Buffers are under a
-/// budget; a direction without one waits (backpressure), and gets one when another ends.
+/// budget, and a direction that finds it spent goes on with a 16 KiB allowance of its own.
 #[test]
 fn relay_userspace_buffers_stay_under_a_budget_with_two_hundred_stalled_clients() {
     const STALLED: usize = 200;
@@ -322,7 +322,8 @@ fn relay_userspace_buffers_stay_under_a_budget_with_two_hundred_stalled_clients(
     let end = relay.stop();
     let (code, report) = (end.code(), end.report());
     eprintln!("relay, {STALLED} stalled userspace clients: VmHWM {hwm} KiB");
-    assert!(hwm < 28 * 1024, "peak RSS {hwm} KiB");
+    // 64 shared buffers of 256 KiB, then a 16 KiB allowance a direction (issue 26 item 2).
+    assert!(hwm < 32 * 1024, "peak RSS {hwm} KiB");
     assert_bytes_eq(&got, &payload, "echo after the stalled clients");
     assert_eq!(code, Some(130));
     assert_eq!(connection_count(report), STALLED as u64 + 1);

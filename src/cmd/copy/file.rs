@@ -5,7 +5,7 @@
 use std::fs::{self, OpenOptions};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use nix::errno::Errno;
@@ -69,7 +69,7 @@ impl Copier<'_> {
         // directory's filesystem: no fstat (one of a small file's eight syscalls).
         // Only a regular file can keep holes, be truncated or be resumed (cp's rule): a
         // block device (FdKind::File too) keeps its old bytes where a hole is skipped.
-        let (dst_info, dst_is_file) = match created.then(|| self.device_of_parent(dst)) {
+        let (dst_info, dst_is_file) = match created.then(|| self.dst_dir(dst).map(|d| d.dev)) {
             Some(Some(dev)) => (FdInfo::created_file(dev), true),
             _ => {
                 let st = fstat(sink.as_fd())
@@ -156,8 +156,26 @@ impl Copier<'_> {
         } else if walk {
             self.copy_extents(&ends, chain, start, e)
         } else {
-            let (record, failure) =
-                engine::transfer(&ends, chain.paths(), self.middle.as_ref(), &self.meter);
+            // A small regular file is copied up to the size it was opened with (as cpz and
+            // xcp do): no last call to hear the EOF (one of its seven syscalls), and an
+            // empty one takes no call at all. One that grows meanwhile is copied as it was
+            // when opened; one that shrinks ends early (the paths' rule for a 0 short of
+            // the size). A bigger file is copied to its EOF as cp does: there the call is
+            // nothing beside the bytes. Not a pseudo file (its size says nothing) nor a
+            // block device (st_size 0).
+            let regular = sst.st_mode & nix::libc::S_IFMT == nix::libc::S_IFREG;
+            let limit = if regular && !pseudo && src_size < SIZE_TRUSTED_BELOW {
+                src_size.saturating_sub(start)
+            } else {
+                u64::MAX
+            };
+            let (record, failure) = engine::transfer_upto(
+                &ends,
+                chain.paths(),
+                self.middle.as_ref(),
+                &self.meter,
+                limit,
+            );
             e.record = record;
             failure
         };
@@ -191,11 +209,15 @@ impl Copier<'_> {
     /// yet. O_EXCL creates it in one call (and refuses any symlink at that name); only when
     /// something is there do the checks run.
     /// The fd, and whether it was created (it did not exist).
-    fn open_destination(&self, dst: &Path, sst: &FileStat) -> Result<(OwnedFd, bool), Status> {
+    fn open_destination(&mut self, dst: &Path, sst: &FileStat) -> Result<(OwnedFd, bool), Status> {
         let src_mode = sst.st_mode;
         let resume = self.cfg.resume;
         let read_back = resume || self.cfg.verify;
-        let err = match create_new(dst, src_mode, read_back) {
+        let created = match (self.dst_dir(dst), dst.file_name()) {
+            (Some(dir), Some(name)) => create_new_at(dir.fd.as_raw_fd(), name, src_mode, read_back),
+            _ => create_new(dst, src_mode, read_back),
+        };
+        let err = match created {
             Ok(fd) => return Ok((fd, true)),
             Err(err) => err,
         };
@@ -223,22 +245,29 @@ impl Copier<'_> {
         Ok((sink, false))
     }
 
-    /// The st_dev of the directory `dst` is in (asked once per directory).
-    fn device_of_parent(&mut self, dst: &Path) -> Option<u64> {
+    /// The directory `dst` is in, opened once per directory (O_PATH): files are created
+    /// relative to it, so no path is walked per file and a directory swapped for a
+    /// symlink between two files is not followed. None: it cannot be opened (the caller
+    /// goes by path and meets the error there).
+    fn dst_dir(&mut self, dst: &Path) -> Option<&DstDir> {
         let parent = dst.parent()?;
-        if let Some((dir, dev)) = &self.parent_device {
-            if dir == parent {
-                return Some(*dev);
-            }
+        let cached = self.dst_dir.as_ref().is_some_and(|d| d.path == parent);
+        if !cached {
+            let dir = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+            let fd = crate::sys::open_interruptible(None, dir, flags, Mode::empty()).ok()?;
+            let dev = fstat(fd.as_fd()).ok()?.st_dev;
+            self.dst_dir = Some(DstDir {
+                path: parent.to_path_buf(),
+                fd,
+                dev,
+            });
         }
-        let dir = if parent.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            parent
-        };
-        let dev = fs::metadata(dir).ok()?.dev();
-        self.parent_device = Some((parent.to_path_buf(), dev));
-        Some(dev)
+        self.dst_dir.as_ref()
     }
 
     /// The data extents of the source from `start`, each through the engine; holes between
@@ -345,6 +374,33 @@ fn fstat(fd: BorrowedFd<'_>) -> nix::Result<FileStat> {
 
 /// Creates the destination (O_EXCL) with the source's permission bits, as cp does (the
 /// umask applies). `read_back`: `--resume` and `--verify` read the destination, hence O_RDWR.
+/// Below this size a regular file is copied to the size it was opened with, not to EOF.
+const SIZE_TRUSTED_BELOW: u64 = 1 << 20;
+
+/// A destination directory held open: see [`Copier::dst_dir`].
+pub(super) struct DstDir {
+    path: std::path::PathBuf,
+    fd: OwnedFd,
+    dev: u64,
+}
+
+/// [`create_new`] relative to the directory `dir`: `name` is one path component.
+fn create_new_at(
+    dir: std::os::fd::RawFd,
+    name: &std::ffi::OsStr,
+    src_mode: u32,
+    read_back: bool,
+) -> io::Result<OwnedFd> {
+    let access = if read_back {
+        OFlag::O_RDWR
+    } else {
+        OFlag::O_WRONLY
+    };
+    let flags = access | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC;
+    let mode = Mode::from_bits_truncate(src_mode & 0o777);
+    crate::sys::open_interruptible(Some(dir), Path::new(name), flags, mode).map_err(io::Error::from)
+}
+
 fn create_new(dst: &Path, src_mode: u32, read_back: bool) -> io::Result<OwnedFd> {
     OpenOptions::new()
         .write(true)

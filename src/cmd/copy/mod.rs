@@ -234,7 +234,9 @@ struct Copier<'a> {
     /// file (a tenth of a small file's syscalls).
     pseudo: HashMap<u64, bool>,
     /// The last destination directory a file was created in, and its st_dev.
-    parent_device: Option<(PathBuf, u64)>,
+    /// The destination directory the last file was created in: its fd (files are
+    /// created relative to it, no path walked per file) and its st_dev.
+    dst_dir: Option<file::DstDir>,
     /// One for the whole run: `--limit` paces the copy, not each file.
     meter: Arc<Meter>,
     /// `--sync`: the bytes on disk, which the bar shows instead of `meter`'s.
@@ -273,7 +275,7 @@ impl<'a> Copier<'a> {
             refused: HashSet::new(),
             middle: None,
             pseudo: HashMap::new(),
-            parent_device: None,
+            dst_dir: None,
             meter: progress::meter(opts),
             on_disk: sync::on_disk_meter(cfg.sync),
             files_done: Arc::new(AtomicU64::new(0)),
