@@ -41,6 +41,10 @@ def install_peers():
         r = quiet(["apt-get", "install", "-y", "-qq", *missing], env=env)
         if r.returncode:
             log("apt-get install failed; rows needing", missing, "will be skipped")
+    if not shutil.which("cpz") and shutil.which("cargo"):
+        log("installing cpz (cargo install cpz)")
+        if quiet(["cargo", "install", "--quiet", "cpz"]).returncode:
+            log("cargo install cpz failed; cpz rows will be skipped")
     if not shutil.which("xcp") and shutil.which("cargo"):
         log("installing xcp (cargo install xcp)")
         if quiet(["cargo", "install", "--quiet", "xcp"]).returncode:
@@ -115,5 +119,5 @@ def versions():
             first_line(["pv", "--version"]), first_line(["dd", "--version"]),
             next((ln for ln in quiet(["socat", "-V"]).stdout.splitlines() if "socat version" in ln), "socat ?"),
             first_line(["tee", "--version"]), first_line(["mbuffer", "-V"]), first_line(["cp", "--version"]),
-            first_line(["xcp", "--version"]), first_line(["haproxy", "-v"]),
+            first_line(["xcp", "--version"]), first_line(["cpz", "--version"]), first_line(["haproxy", "-v"]),
             first_line(["redis-server", "--version"]), first_line(["redis-benchmark", "--version"])]

@@ -55,6 +55,35 @@ def make_tree(root, files, size, per_dir=100):
         f.write(shape)
 
 
+def make_mixed_tree(root, files):
+    """Issue 27's tree: `files` files of 0-16 KiB, 20 to a directory, in three levels (for
+    100,000: 20 x 25 x 10 directories), each a different slice of one random pool; reused
+    when its stamp says the same shape."""
+    stamp = root + ".stamp"
+    shape = f"mixed:{files}"
+    if os.path.isdir(root) and os.path.exists(stamp):
+        with open(stamp) as f:
+            if f.read() == shape:
+                return
+    shutil.rmtree(root, ignore_errors=True)
+    log(f"making a tree of {files:,} files of 0-16 KiB in three levels in {root}")
+    rng = random.Random(27)
+    pool = rng.randbytes(1 * MiB)
+    for i in range(files):
+        leaf, n = divmod(i, 20)
+        a, rest = divmod(leaf, 250)
+        b, c = divmod(rest, 10)
+        d = os.path.join(root, f"a{a:02}", f"b{b:02}", f"c{c}")
+        if n == 0:
+            os.makedirs(d, exist_ok=True)
+        size = rng.randrange(0, 16 * KiB + 1)
+        at = rng.randrange(0, len(pool) - size + 1)
+        with open(os.path.join(d, f"f{n:02}"), "wb") as f:
+            f.write(pool[at:at + size])
+    with open(stamp, "w") as f:
+        f.write(shape)
+
+
 # The floor's processes: as many as zerocat's default -j here.
 FLOOR_JOBS = min(os.cpu_count() or 1, 8)
 # Trees up to this size are copied into a fresh directory each run (see the module's docs).
@@ -83,11 +112,14 @@ def scenarios(ctx):
     small = (f"{ctx['tree_files']:,} x 4 KiB", ctx["tree_files"], 4 * KiB)
     big = (f"{ctx['big_files']:,} x {ctx['big_size'] // MiB or ctx['big_size'] // KiB}"
            f" {'MiB' if ctx['big_size'] >= MiB else 'KiB'}", ctx["big_files"], ctx["big_size"])
-    for label, files, size in (small, big):
+    mixed = (f"{ctx['mixed_files']:,} x 0-16 KiB, three levels", ctx["mixed_files"], None)
+    for label, files, size in (small, big, mixed):
         for fs, base in (("ext4", WORK), ("tmpfs", ctx["tmpfs"])):
-            src = os.path.join(base, f"tree-{files}x{size}.src")
-            dst = os.path.join(base, f"tree-{files}x{size}.out")
-            nbytes = files * size
+            shape = f"{files}x{size}" if size else f"{files}mixed"
+            src = os.path.join(base, f"tree-{shape}.src")
+            dst = os.path.join(base, f"tree-{shape}.out")
+            # The mixed tree's bytes: 8 KiB a file on average (the rate column is rough).
+            nbytes = files * (size or 8 * KiB)
 
             # Fresh directories on ext4 only: tmpfs frees an inode at once, and there the
             # copies piling up (30 of 10,000 files a tree) slowed every tool by 1.4-1.8x.
@@ -95,7 +127,11 @@ def scenarios(ctx):
 
             def runner(argv, src=src, dst=dst, files=files, size=size, nbytes=nbytes, fresh=fresh):
                 def run():
-                    make_tree(src, files, size)  # once, outside the clock
+                    # once, outside the clock
+                    if size:
+                        make_tree(src, files, size)
+                    else:
+                        make_mixed_tree(src, files)
                     wait_out_deletions()
                     out = f"{dst}.{next(RUNS)}" if fresh else dst
                     argv_out = [out if a == dst else a for a in argv]
@@ -105,6 +141,7 @@ def scenarios(ctx):
             cs = [contender(REF, "zerocat", runner([*zc, src, dst]), ("copy",)),
                   contender("zerocat -q -j 1", "zerocat", runner([*zc, "-j", "1", src, dst]), ("copy",)),
                   contender("xcp -r", "peer", runner(["xcp", "-r", src, dst]), ("xcp",)),
+                  contender("cpz", "peer", runner(["cpz", src, dst]), ("cpz",)),
                   contender("cp -r", "peer", runner(["cp", "-r", src, dst])),
                   contender(f"floor: C, {FLOOR_JOBS} processes", "ceiling",
                             runner([common.FLOOR, str(FLOOR_JOBS), src, dst]))]

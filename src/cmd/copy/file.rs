@@ -114,7 +114,9 @@ impl Copier<'_> {
         )
         .map_err(|err| format!("--via: {err}"))?;
         let devices = (sst.st_dev, dst_info.identity.0);
-        chain.leave_out(|path| self.refused.contains(&(devices, path)));
+        if !self.refused.is_empty() {
+            chain.leave_out(|path| self.refused.contains(&(devices, path)));
+        }
         if chain.paths().contains(&DataPath::Splice) && self.middle.is_none() {
             self.middle = OwnPipe::new().ok();
         }
@@ -251,7 +253,11 @@ impl Copier<'_> {
     /// goes by path and meets the error there).
     fn dst_dir(&mut self, dst: &Path) -> Option<&DstDir> {
         let parent = dst.parent()?;
-        let cached = self.dst_dir.as_ref().is_some_and(|d| d.path == parent);
+        // Bytes, not components: a tree's next file is most often in the same directory.
+        let cached = self
+            .dst_dir
+            .as_ref()
+            .is_some_and(|d| d.path.as_os_str() == parent.as_os_str());
         if !cached {
             let dir = if parent.as_os_str().is_empty() {
                 Path::new(".")
