@@ -303,15 +303,18 @@ fn work(
         let Some(job) = job else {
             return;
         };
-        worker.in_flight = Some((job.seq, job.src.clone(), job.dst.clone()));
+        // The job's paths move into the worker's hold (reported if it panics): no copies.
+        copier.walk.clear();
+        copier.walk.extend(job.at);
+        let seq = job.seq;
+        let (_, src, dst) = &*worker.in_flight.insert((seq, job.src, job.dst));
         let entry = if crate::sys::process::interrupted() {
             None
         } else {
-            copier.walk = job.at.into_iter().collect();
-            copier.copy_file(&job.src, &job.dst);
+            copier.copy_file(src, dst);
             copier.held.as_mut().and_then(Vec::pop)
         };
-        done = Some((job.seq, entry));
+        done = Some((seq, entry));
     }
 }
 
@@ -323,7 +326,9 @@ impl Copier<'_> {
         }
         self.take_held();
         let at = self.walk.last().and_then(|(dir, fd)| {
-            (src.parent() == Some(dir.as_path())).then(|| (dir.clone(), Arc::clone(fd)))
+            // Bytes, not components: src was made by joining a name to this very path.
+            let parent = src.parent()?;
+            (parent.as_os_str() == dir.as_os_str()).then(|| (dir.clone(), Arc::clone(fd)))
         });
         let pool = self.pool.as_mut().expect("checked above");
         let seq = pool.next_seq;

@@ -339,7 +339,10 @@ impl Copier<'_> {
             flags |= OFlag::O_NOFOLLOW;
         }
         let at = match (self.walk.last(), src.parent(), src.file_name()) {
-            (Some((dir, fd)), Some(parent), Some(name)) if parent == dir => {
+            // Bytes, not components: src was made by joining a name to this very path.
+            (Some((dir, fd)), Some(parent), Some(name))
+                if parent.as_os_str() == dir.as_os_str() =>
+            {
                 Some((fd.as_raw_fd(), name))
             }
             _ => None,
