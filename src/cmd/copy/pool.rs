@@ -40,11 +40,17 @@ use crate::options::Options;
 /// filesystems long before that.
 pub(super) const MAX_DEFAULT_JOBS: usize = 8;
 
-/// Jobs queued per worker before the walk waits; it goes on once half of them are taken.
-/// Waking a thread costs about what copying a 4 KiB file does (a futex each way): the
-/// walk and the workers wake each other once per this many files, not once per file. The
-/// directory fds the queued jobs hold stay a few hundred at most.
-const QUEUED_PER_WORKER: usize = 32;
+/// Files of one directory handed to a worker together, at most: a worker owns a
+/// directory's run of files, so two workers do not create files in one directory at once
+/// (they met on its lock: issue 27's profile), and the queue is taken once a batch, not
+/// once a file.
+const BATCH: usize = 32;
+
+/// Batches queued per worker before the walk waits; it goes on once half of them are
+/// taken. Waking a thread costs about what copying a 4 KiB file does (a futex each way):
+/// the walk and the workers wake each other once per this many batches, not once per file.
+/// At most this many batches' files (and directory fds) wait in the queue a worker.
+const QUEUED_PER_WORKER: usize = 4;
 
 /// `-j`'s default: the CPUs this process may run on (std asks sched_getaffinity, and the
 /// cgroup's CPU quota), at most [`MAX_DEFAULT_JOBS`].
@@ -89,7 +95,8 @@ enum Slot {
 /// What the walk and the workers share, behind one lock.
 #[derive(Default)]
 struct Queue {
-    jobs: VecDeque<Job>,
+    /// Batches: consecutive files of one directory ([`BATCH`] at most).
+    jobs: VecDeque<Vec<Job>>,
     /// No more jobs will come.
     closed: bool,
     results: Vec<Done>,
@@ -136,6 +143,8 @@ pub(super) struct Pool {
     /// Results that came back before their slot reached the head.
     arrived: HashMap<u64, Option<Entry>>,
     next_seq: u64,
+    /// Files of the directory being listed, not handed out yet.
+    batch: Vec<Job>,
 }
 
 impl Pool {
@@ -175,17 +184,49 @@ impl Pool {
             slots: VecDeque::new(),
             arrived: HashMap::new(),
             next_seq: 0,
+            batch: Vec::with_capacity(BATCH),
         })
     }
 
-    /// Queues a job; waits while the queue is full, until half of it was taken. False:
+    /// Adds a file to the batch; a batch goes out when full, when a file of another
+    /// directory (or an operand) comes, and at [`Pool::flush`].
+    fn add(&mut self, job: Job) {
+        let same_dir = |a: &Job, b: &Job| match (&a.at, &b.at) {
+            (Some((_, x)), Some((_, y))) => Arc::ptr_eq(x, y),
+            _ => false,
+        };
+        if self.batch.last().is_some_and(|last| !same_dir(last, &job)) {
+            self.flush();
+        }
+        self.batch.push(job);
+        if self.batch.len() >= BATCH {
+            self.flush();
+        }
+    }
+
+    /// Hands the batch out. If every worker is gone, its files are reported failed.
+    fn flush(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
+        if let Err(batch) = self.hand_out(batch) {
+            // Every worker is gone (a panic): the files are reported failed, not lost.
+            for job in batch {
+                self.arrived
+                    .insert(job.seq, Some(worker_gone(&job.src, &job.dst)));
+            }
+        }
+    }
+
+    /// Queues a batch; waits while the queue is full, until half of it was taken. Err:
     /// every worker is gone.
-    fn hand_out(&mut self, job: Job) -> bool {
+    fn hand_out(&mut self, batch: Vec<Job>) -> Result<(), Vec<Job>> {
         let mut q = self.shared.lock();
         if q.live == 0 {
-            return false;
+            return Err(batch);
         }
-        q.jobs.push_back(job);
+        q.jobs.push_back(batch);
         if q.idle > 0 {
             self.shared.work.notify_one();
         }
@@ -196,7 +237,7 @@ impl Pool {
             }
             q.walk_waits = None;
         }
-        true
+        Ok(())
     }
 
     /// Takes the results the workers sent so far; `wait`: at least one, unless every
@@ -217,6 +258,7 @@ impl Pool {
             let left: Vec<Done> = q
                 .jobs
                 .drain(..)
+                .flatten()
                 .map(|job| (job.seq, Some(worker_gone(&job.src, &job.dst))))
                 .collect();
             q.results.extend(left);
@@ -236,17 +278,22 @@ impl Pool {
 }
 
 /// A worker's hold on the queue: ends the worker's part on the way out, also when it
-/// panics (its file in flight is then reported failed, not waited for forever).
+/// panics (its batch's files not done yet are then reported failed, not waited for).
 struct Worker<'a> {
     shared: &'a Shared,
-    in_flight: Option<(u64, PathBuf, PathBuf)>,
+    /// The batch in hand: the files not done yet, the one being copied first.
+    in_flight: VecDeque<Job>,
+    /// Results of the batch so far, put back with the next turn of the lock.
+    done: Vec<Done>,
 }
 
 impl Drop for Worker<'_> {
     fn drop(&mut self) {
         let mut q = self.shared.lock();
-        if let Some((seq, src, dst)) = self.in_flight.take() {
-            q.results.push((seq, Some(worker_gone(&src, &dst))));
+        q.results.append(&mut self.done);
+        for job in self.in_flight.drain(..) {
+            q.results
+                .push((job.seq, Some(worker_gone(&job.src, &job.dst))));
         }
         q.live -= 1;
         if q.walk_waits.is_some() {
@@ -272,25 +319,24 @@ fn work(
     copier.held = Some(Vec::new());
     let mut worker = Worker {
         shared,
-        in_flight: None,
+        in_flight: VecDeque::new(),
+        done: Vec::new(),
     };
-    let mut done: Option<Done> = None;
     loop {
-        let job = {
+        let batch = {
             let mut q = shared.lock();
-            if let Some(result) = done.take() {
-                q.results.push(result);
-                worker.in_flight = None;
+            if !worker.done.is_empty() {
+                q.results.append(&mut worker.done);
                 if q.walk_waits == Some(WalkWaits::Result) {
                     shared.walk.notify_one();
                 }
             }
             loop {
-                if let Some(job) = q.jobs.pop_front() {
+                if let Some(batch) = q.jobs.pop_front() {
                     if q.walk_waits == Some(WalkWaits::Room) && q.jobs.len() <= q.low {
                         shared.walk.notify_one();
                     }
-                    break Some(job);
+                    break Some(batch);
                 }
                 if q.closed {
                     break None;
@@ -300,21 +346,30 @@ fn work(
                 q.idle -= 1;
             }
         };
-        let Some(job) = job else {
+        let Some(batch) = batch else {
             return;
         };
-        // The job's paths move into the worker's hold (reported if it panics): no copies.
-        copier.walk.clear();
-        copier.walk.extend(job.at);
-        let seq = job.seq;
-        let (_, src, dst) = &*worker.in_flight.insert((seq, job.src, job.dst));
-        let entry = if crate::sys::process::interrupted() {
-            None
-        } else {
-            copier.copy_file(src, dst);
-            copier.held.as_mut().and_then(Vec::pop)
-        };
-        done = Some((seq, entry));
+        worker.in_flight.extend(batch);
+        while let Some(job) = worker.in_flight.front() {
+            let entry = if crate::sys::process::interrupted() {
+                None
+            } else {
+                // The directory's fd, set once for the run of its files.
+                let same = match (copier.walk.last(), &job.at) {
+                    (Some((_, held)), Some((_, fd))) => Arc::ptr_eq(held, fd),
+                    _ => false,
+                };
+                if !same {
+                    copier.walk.clear();
+                    copier.walk.extend(job.at.iter().cloned());
+                }
+                copier.copy_file(&job.src, &job.dst);
+                copier.held.as_mut().and_then(Vec::pop)
+            };
+            let seq = job.seq;
+            worker.in_flight.pop_front();
+            worker.done.push((seq, entry));
+        }
     }
 }
 
@@ -340,10 +395,7 @@ impl Copier<'_> {
             dst: dst.to_path_buf(),
             at,
         };
-        if !pool.hand_out(job) {
-            // Every worker is gone (a panic): the file is reported failed, not lost.
-            pool.arrived.insert(seq, Some(worker_gone(src, dst)));
-        }
+        pool.add(job);
         self.report_ready(false);
     }
 
@@ -355,6 +407,8 @@ impl Copier<'_> {
         }
         self.take_held();
         if let Some(pool) = self.pool.as_mut() {
+            // The directory's last files go out now, not with the next directory's.
+            pool.flush();
             pool.slots.push_back(Slot::Dir(dir));
         }
         self.report_ready(false);
@@ -364,6 +418,7 @@ impl Copier<'_> {
     /// everything still queued, in order.
     pub(super) fn close_pool(&mut self) {
         if let Some(pool) = self.pool.as_mut() {
+            pool.flush();
             pool.close();
         }
         self.report_ready(true);
