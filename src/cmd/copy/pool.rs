@@ -189,19 +189,23 @@ impl Pool {
     }
 
     /// Adds a file to the batch; a batch goes out when full, when a file of another
-    /// directory (or an operand) comes, and at [`Pool::flush`].
-    fn add(&mut self, job: Job) {
+    /// directory (or an operand) comes, and at [`Pool::flush`]. True when one went out.
+    fn add(&mut self, job: Job) -> bool {
         let same_dir = |a: &Job, b: &Job| match (&a.at, &b.at) {
             (Some((_, x)), Some((_, y))) => Arc::ptr_eq(x, y),
             _ => false,
         };
+        let mut flushed = false;
         if self.batch.last().is_some_and(|last| !same_dir(last, &job)) {
             self.flush();
+            flushed = true;
         }
         self.batch.push(job);
         if self.batch.len() >= BATCH {
             self.flush();
+            flushed = true;
         }
+        flushed
     }
 
     /// Hands the batch out. If every worker is gone, its files are reported failed.
@@ -395,8 +399,11 @@ impl Copier<'_> {
             dst: dst.to_path_buf(),
             at,
         };
-        pool.add(job);
-        self.report_ready(false);
+        // What came back is looked at once a batch, not once a file (each look takes the
+        // queue's lock, which the workers want too).
+        if pool.add(job) {
+            self.report_ready(false);
+        }
     }
 
     /// A directory after its entries: its metadata now without `-j`; with it, once every
