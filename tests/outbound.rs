@@ -192,6 +192,11 @@ fn stub_proxy(reply: &'static [u8]) -> (u16, thread::JoinHandle<Vec<u8>>) {
         let mut got = vec![0u8; 3];
         s.read_exact(&mut got).unwrap();
         s.write_all(reply).unwrap();
+        // Closed with what zerocat sent next unread, the socket would reset (RST) and
+        // zerocat might say "reset" instead of "closed" (seen under load): a FIN first,
+        // then what comes is read until zerocat closes.
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let _ = std::io::copy(&mut s, &mut std::io::sink());
         got
     });
     (port, handle)
