@@ -215,7 +215,8 @@ impl Copier<'_> {
         let src_mode = sst.st_mode;
         let resume = self.cfg.resume;
         let read_back = resume || self.cfg.verify;
-        let created = match (self.dst_dir(dst), dst.file_name()) {
+        let name = super::walk::split_name(dst).map(|(_, name)| name);
+        let created = match (self.dst_dir(dst), name) {
             (Some(dir), Some(name)) => create_new_at(dir.fd.as_raw_fd(), name, src_mode, read_back),
             _ => create_new(dst, src_mode, read_back),
         };
@@ -252,7 +253,10 @@ impl Copier<'_> {
     /// symlink between two files is not followed. None: it cannot be opened (the caller
     /// goes by path and meets the error there).
     fn dst_dir(&mut self, dst: &Path) -> Option<&DstDir> {
-        let parent = dst.parent()?;
+        let parent = match super::walk::split_name(dst) {
+            Some((parent, _)) => parent,
+            None => dst.parent()?,
+        };
         // Bytes, not components: a tree's next file is most often in the same directory.
         let cached = self
             .dst_dir

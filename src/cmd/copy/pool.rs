@@ -386,7 +386,7 @@ impl Copier<'_> {
         self.take_held();
         let at = self.walk.last().and_then(|(dir, fd)| {
             // Bytes, not components: src was made by joining a name to this very path.
-            let parent = src.parent()?;
+            let (parent, _) = super::walk::split_name(src)?;
             (parent.as_os_str() == dir.as_os_str()).then(|| (dir.clone(), Arc::clone(fd)))
         });
         let pool = self.pool.as_mut().expect("checked above");

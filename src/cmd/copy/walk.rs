@@ -313,7 +313,7 @@ impl Copier<'_> {
             if name == "." || name == ".." {
                 continue;
             }
-            let (from, to) = (src.join(name), dst.join(name));
+            let (from, to) = (joined(src, name), joined(dst, name));
             // d_type where the filesystem gives it, lstat where it says DT_UNKNOWN.
             let kind = match item.file_type() {
                 Some(t) => Kind::of_dirent(t),
@@ -338,11 +338,9 @@ impl Copier<'_> {
         if self.cfg.recursive {
             flags |= OFlag::O_NOFOLLOW;
         }
-        let at = match (self.walk.last(), src.parent(), src.file_name()) {
+        let at = match (self.walk.last(), split_name(src)) {
             // Bytes, not components: src was made by joining a name to this very path.
-            (Some((dir, fd)), Some(parent), Some(name))
-                if parent.as_os_str() == dir.as_os_str() =>
-            {
+            (Some((dir, fd)), Some((parent, name))) if parent.as_os_str() == dir.as_os_str() => {
                 Some((fd.as_raw_fd(), name))
             }
             _ => None,
@@ -355,6 +353,32 @@ impl Copier<'_> {
             .map(fs::File::from)
             .map_err(io::Error::from)
     }
+}
+
+/// `dir/name` in one allocation of the right size (`Path::join` grows it again).
+pub(super) fn joined(dir: &Path, name: &std::ffi::OsStr) -> PathBuf {
+    let mut path = PathBuf::with_capacity(dir.as_os_str().len() + 1 + name.len());
+    path.push(dir);
+    path.push(name);
+    path
+}
+
+/// A path the walk made (`dir/name`) split at its last `/`, by bytes: the directory and
+/// the name, without parsing every component from the back as `parent()` and
+/// `file_name()` each do (a fifth of a small file's user time). None for anything the walk
+/// does not make (no `/`, a trailing `/`, a last `.` or `..`): the caller goes by path.
+pub(super) fn split_name(path: &Path) -> Option<(&Path, &std::ffi::OsStr)> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    let at = bytes.iter().rposition(|&b| b == b'/')?;
+    let (dir, name) = (&bytes[..at], &bytes[at + 1..]);
+    if name.is_empty() || name == b"." || name == b".." || dir.is_empty() {
+        return None;
+    }
+    Some((
+        Path::new(std::ffi::OsStr::from_bytes(dir)),
+        std::ffi::OsStr::from_bytes(name),
+    ))
 }
 
 /// A source whose last component, as written, is `.` or `..` (`site/.`, `.`, `a/..`):
@@ -431,5 +455,30 @@ impl Kind {
             Type::Socket => Kind::Socket,
             Type::CharacterDevice | Type::BlockDevice => Kind::Device,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{joined, split_name};
+    use std::ffi::OsStr;
+    use std::path::Path;
+
+    #[test]
+    fn a_walk_path_splits_at_its_last_slash_and_anything_else_is_left_to_std() {
+        let p = joined(Path::new("dst/a/b"), OsStr::new("f.txt"));
+        assert_eq!(p, Path::new("dst/a/b/f.txt"));
+        assert_eq!(
+            split_name(&p),
+            Some((Path::new("dst/a/b"), OsStr::new("f.txt")))
+        );
+        for odd in ["f", "/f", "dir/", "dir/.", "dir/..", "./", ""] {
+            assert_eq!(split_name(Path::new(odd)), None, "{odd}");
+        }
+        // Bytes that are not UTF-8 are names like any other.
+        use std::os::unix::ffi::OsStrExt;
+        let name = OsStr::from_bytes(b"\xff\xfe");
+        let p = joined(Path::new("d"), name);
+        assert_eq!(split_name(&p), Some((Path::new("d"), name)));
     }
 }
