@@ -88,10 +88,14 @@ impl Copier<'_> {
             )));
         }
         let src_size = sst.st_size as u64;
-        let pseudo = *self
-            .pseudo
-            .entry(sst.st_dev)
-            .or_insert_with(|| is_pseudo_file(source.as_fd()));
+        let pseudo = match self.pseudo.iter().find(|(dev, _)| *dev == sst.st_dev) {
+            Some(&(_, pseudo)) => pseudo,
+            None => {
+                let pseudo = is_pseudo_file(source.as_fd());
+                self.pseudo.push((sst.st_dev, pseudo));
+                pseudo
+            }
+        };
 
         let start = if dst_is_file {
             let resume =
@@ -364,8 +368,9 @@ impl Copier<'_> {
     /// the rest of the run between them.
     fn remember_refusals(&mut self, devices: (u64, u64), record: &Record) {
         for f in &record.fallbacks {
-            if engine::refuses_the_filesystems(f.reason) {
-                self.refused.insert((devices, f.from));
+            let refusal = (devices, f.from);
+            if engine::refuses_the_filesystems(f.reason) && !self.refused.contains(&refusal) {
+                self.refused.push(refusal);
             }
         }
     }

@@ -39,7 +39,7 @@ mod walk;
 
 pub use update::Update;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -228,11 +228,14 @@ struct Copier<'a> {
     entry_count: u64,
     /// ((source st_dev, destination st_dev), path) the kernel refused for a reason about the
     /// filesystems, not the file: not tried again this run (std probes once too).
-    refused: HashSet<((u64, u64), DataPath)>,
+    /// A few entries at most (a path or two per pair of filesystems), looked up for every
+    /// file: a list, not a hashed set (SipHash was a fifth of a small file's user time).
+    refused: Vec<((u64, u64), DataPath)>,
     middle: Option<OwnPipe>,
     /// Source st_dev -> whether it is procfs or sysfs: one fstatfs per filesystem, not per
     /// file (a tenth of a small file's syscalls).
-    pseudo: HashMap<u64, bool>,
+    /// Per filesystem (st_dev): a few entries, a list.
+    pseudo: Vec<(u64, bool)>,
     /// The last destination directory a file was created in, and its st_dev.
     /// The destination directory the last file was created in: its fd (files are
     /// created relative to it, no path walked per file) and its st_dev.
@@ -272,9 +275,9 @@ impl<'a> Copier<'a> {
             totals: Totals::default(),
             entries: Vec::new(),
             entry_count: 0,
-            refused: HashSet::new(),
+            refused: Vec::new(),
             middle: None,
-            pseudo: HashMap::new(),
+            pseudo: Vec::new(),
             dst_dir: None,
             meter: progress::meter(opts),
             on_disk: sync::on_disk_meter(cfg.sync),
