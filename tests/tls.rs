@@ -214,8 +214,11 @@ fn curl_fetches_through_a_relay_that_terminates_tls() {
     let mut cmd = zerocat();
     cmd.args(["relay", "--once", "--stats", "json"])
         .arg(format!("tls-listen:0{}", pki.server_opts()))
+        // The request is read (a background cat drains it until curl is done): a child
+        // that exits with it unread makes the relay's write into its stdin EPIPE.
         .arg(format!(
-            "sh:printf 'HTTP/1.0 200 OK\\r\\nContent-Length: {}\\r\\n\\r\\n'; cat {}",
+            "sh:cat >/dev/null & printf 'HTTP/1.0 200 OK\\r\\nContent-Length: {}\\r\\n\\r\\n'; \
+             cat {}; wait",
             payload.len(),
             body.display()
         ));

@@ -308,7 +308,7 @@ fn copy_peak_rss(files: usize) -> i64 {
             started.elapsed() < crate::util::DEADLINE,
             "copy did not finish"
         );
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(std::time::Duration::from_millis(5));
     };
     assert!(status.success());
     assert_eq!(
@@ -321,16 +321,29 @@ fn copy_peak_rss(files: usize) -> i64 {
 }
 
 /// Issue 26 item 9: copy kept every entry's report for the whole run (68 MiB at 200,000
-/// files). With text stats, only totals are kept: 40,000 files peak within 2 MiB of 2,000
-/// (it grew by 15.5 MiB before: seen).
+/// files). With text stats, only totals are kept: 40,000 files peak within 2 MiB of 5,000
+/// (it grew by 15.5 MiB from 2,000 before: seen).
 #[test]
 fn copy_memory_does_not_grow_with_the_file_count_under_text_stats() {
-    let small = copy_peak_rss(2_000);
-    let large = copy_peak_rss(40_000);
-    eprintln!("copy -r peak RSS: {small} KiB for 2,000 files, {large} KiB for 40,000");
+    // A run too short for the poll to see may read as nothing: once more, then it counts.
+    let measured = |files: usize| {
+        let kib = copy_peak_rss(files);
+        if kib > 2048 {
+            kib
+        } else {
+            copy_peak_rss(files)
+        }
+    };
+    let small = measured(5_000);
+    let large = measured(40_000);
+    eprintln!("copy -r peak RSS: {small} KiB for 5,000 files, {large} KiB for 40,000");
+    assert!(
+        small > 2048,
+        "no reading of the small run's VmHWM: {small} KiB"
+    );
     assert!(
         large - small < 2048,
-        "peak RSS grew by {} KiB from 2,000 to 40,000 files",
+        "peak RSS grew by {} KiB from 5,000 to 40,000 files",
         large - small
     );
 }
