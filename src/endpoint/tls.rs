@@ -514,11 +514,6 @@ impl Session {
         self.records.as_mut()
     }
 
-    /// Bytes of the stream each way that rustls carried: (received, sent) plaintext.
-    pub fn carried(&self) -> (u64, u64) {
-        self.bridge.as_ref().map(|b| b.carried()).unwrap_or((0, 0))
-    }
-
     /// The stream was cut (an error, a signal): the peer gets a reset when the engine's end
     /// closes, not a close_notify. Call before closing it.
     pub fn cut(&self) {

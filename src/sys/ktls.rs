@@ -193,15 +193,6 @@ pub struct TlsInfo {
 }
 
 impl TlsInfo {
-    /// "ktls" or "userspace (tls)": the path the report names for the record layer.
-    pub fn path(&self) -> &'static str {
-        if self.kernel.is_ok() {
-            "ktls"
-        } else {
-            "userspace (tls)"
-        }
-    }
-
     /// "TLSv1.3 TLS13_AES_256_GCM_SHA384, sni localhost, userspace (tls) (kTLS: ENOENT)".
     pub fn describe(&self) -> String {
         let mut s = format!("{} {}", self.version, self.cipher);

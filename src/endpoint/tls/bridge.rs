@@ -14,7 +14,7 @@
 
 use std::io::{self, BufRead, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -37,8 +37,6 @@ struct Shared {
     error: Mutex<Option<String>>,
     /// The engine cut the stream (an error, a signal's cut): no close_notify, a reset.
     cut: AtomicBool,
-    received: AtomicU64,
-    sent: AtomicU64,
 }
 
 /// The record layer's thread, and what it reports.
@@ -60,13 +58,6 @@ impl Bridge {
     /// peer gets a reset, never a close_notify that would make the cut look complete.
     pub fn cut(&self) {
         self.shared.cut.store(true, Ordering::SeqCst);
-    }
-
-    pub fn carried(&self) -> (u64, u64) {
-        (
-            self.shared.received.load(Ordering::Relaxed),
-            self.shared.sent.load(Ordering::Relaxed),
-        )
     }
 
     /// Waits (at most `limit`) for the thread to end: it ends once the engine's end is
@@ -337,7 +328,6 @@ impl Pump {
             match sys::write(self.local.as_fd(), bytes) {
                 Ok(n) => {
                     reader.consume(n);
-                    self.shared.received.fetch_add(n as u64, Ordering::Relaxed);
                 }
                 Err(Errno::EAGAIN) => return Ok(()),
                 // The engine closed its end: what the peer sends has no reader now.
@@ -368,7 +358,6 @@ impl Pump {
                     .writer()
                     .write_all(&buf[..n])
                     .map_err(|e| format!("TLS: {e}"))?;
-                self.shared.sent.fetch_add(n as u64, Ordering::Relaxed);
             }
             Err(Errno::EAGAIN) => {}
             Err(Errno::ECONNRESET) => {
