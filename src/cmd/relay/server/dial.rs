@@ -1,12 +1,12 @@
 //! Connecting a side: every address in turn, `retry=N` attempts, the connect timeout.
 
 use std::os::fd::{AsFd, AsRawFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::socket::{self, sockopt, SockFlag, SockaddrLike};
 
-use super::{out_of_fds, slot_token, Server, Spec, CONNECT_TIMEOUT, FD_WAIT, RETRY};
+use super::{out_of_fds, slot_token, Dial, Server, Spec, CONNECT_TIMEOUT, FD_WAIT, RETRY};
 use crate::cmd::relay::end::{ConnEnd, Side};
 use crate::cmd::relay::flow::Flow;
 use crate::cmd::relay::policy::Policy;
@@ -89,16 +89,7 @@ impl Server<'_> {
             .cfg
             .connect_timeout
             .unwrap_or(outbound::HANDSHAKE_DEADLINE);
-        let when = Instant::now() + limit;
-        let gen = self.gens[idx];
-        let dial = self.conn_mut(idx).sides[side]
-            .dial
-            .as_mut()
-            .expect("dialing");
-        dial.handshake = Some(shake);
-        dial.deadline = Some(when);
-        self.poller
-            .timer(when, slot_token(gen, idx, CONNECT_TIMEOUT + side as u64));
+        self.handshake_deadline(idx, side, limit).handshake = Some(shake);
         self.shake(idx, side);
     }
 
@@ -130,7 +121,7 @@ impl Server<'_> {
     /// handshake, bounded by `--connect-timeout` (or 10 s); otherwise the stream starts,
     /// the PROXY header of `proxy=v1|v2` first.
     fn tunnel_ready(&mut self, idx: usize, side: usize) {
-        let Spec::Dial { tls, uri, .. } = &self.specs[side] else {
+        let Spec::Dial { tls, .. } = &self.specs[side] else {
             return;
         };
         let Some((config, name)) = tls else {
@@ -142,27 +133,42 @@ impl Server<'_> {
         };
         let shake = match Handshake::client(config, name) {
             Ok(shake) => shake,
-            Err(text) => {
-                let end = ConnEnd::Tls {
-                    side: Side::of(side),
-                    uri: uri.clone(),
-                    text,
-                };
-                return self.finish(idx, end);
-            }
+            Err(text) => return self.tls_failed(idx, side, text),
         };
-        let limit = self.cfg.connect_timeout.unwrap_or(tls::HANDSHAKE_DEADLINE);
+        let limit = self.tls_limit();
+        self.handshake_deadline(idx, side, limit).tls = Some(shake);
+        self.shake_tls(idx, side);
+    }
+
+    /// A handshake on a connected side starts, due `limit` from now (the connect
+    /// timeout's timer says when it is late); the side's dial, to hold it.
+    fn handshake_deadline(&mut self, idx: usize, side: usize, limit: Duration) -> &mut Dial {
         let when = Instant::now() + limit;
         let gen = self.gens[idx];
+        self.poller
+            .timer(when, slot_token(gen, idx, CONNECT_TIMEOUT + side as u64));
         let dial = self.conn_mut(idx).sides[side]
             .dial
             .as_mut()
             .expect("dialing");
-        dial.tls = Some(shake);
         dial.deadline = Some(when);
-        self.poller
-            .timer(when, slot_token(gen, idx, CONNECT_TIMEOUT + side as u64));
-        self.shake_tls(idx, side);
+        dial
+    }
+
+    /// How long a `tls:` handshake may take.
+    fn tls_limit(&self) -> Duration {
+        self.cfg.connect_timeout.unwrap_or(tls::HANDSHAKE_DEADLINE)
+    }
+
+    /// The TLS of `side` failed before its stream started: the connection ends so.
+    fn tls_failed(&mut self, idx: usize, side: usize, text: String) {
+        let side = Side::of(side);
+        let end = ConnEnd::Tls {
+            side,
+            uri: self.side_uri(side),
+            text,
+        };
+        self.finish(idx, end);
     }
 
     /// The TLS handshake moves on; once done, the side's fd becomes what the record layer
@@ -209,15 +215,7 @@ impl Server<'_> {
             }
             Err(text) => text,
         };
-        let Spec::Dial { uri, .. } = &self.specs[side] else {
-            return;
-        };
-        let end = ConnEnd::Tls {
-            side: Side::of(side),
-            uri: uri.clone(),
-            text: failed,
-        };
-        self.finish(idx, end);
+        self.tls_failed(idx, side, failed);
     }
 
     pub(super) fn dial_failed(&mut self, idx: usize, side: usize, errno: Errno) {
@@ -235,18 +233,12 @@ impl Server<'_> {
             .as_ref()
             .is_some_and(|d| d.tls.is_some())
         {
-            let limit = self.cfg.connect_timeout.unwrap_or(tls::HANDSHAKE_DEADLINE);
             let text = if errno == Errno::ETIMEDOUT {
-                tls::stalled(limit)
+                tls::stalled(self.tls_limit())
             } else {
                 format!("TLS handshake: {}", std::io::Error::from(errno))
             };
-            let end = ConnEnd::Tls {
-                side: Side::of(side),
-                uri: uri.clone(),
-                text,
-            };
-            return self.finish(idx, end);
+            return self.tls_failed(idx, side, text);
         }
         // A proxy that took the connection but stalled its handshake: no other try.
         if let Some(shake) = conn.sides[side]
