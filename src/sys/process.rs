@@ -104,6 +104,20 @@ pub fn take_hangup() -> bool {
     HANGUP.swap(false, Ordering::Relaxed)
 }
 
+/// Waits until `until` at most for `thread` to end, and reaps it if it did. One that is
+/// still blocked (on a stalled reader, a peer that reads nothing) is left to end with the
+/// process. True when it ended.
+pub fn join_until<T>(thread: std::thread::JoinHandle<T>, until: std::time::Instant) -> bool {
+    while !thread.is_finished() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let ended = thread.is_finished();
+    if ended {
+        let _ = thread.join();
+    }
+    ended
+}
+
 /// True once per SIGUSR1: the caller prints one progress line.
 pub fn take_progress_request() -> bool {
     PROGRESS_REQUESTED.swap(false, Ordering::Relaxed)

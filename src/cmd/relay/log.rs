@@ -197,12 +197,8 @@ impl ConnLog {
         drop(self.queue.take());
         let deadline = Instant::now() + FLUSH_WAIT;
         if let Some(writer) = self.writer.take() {
-            while !writer.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            if writer.is_finished() {
-                let _ = writer.join();
-            } // else: blocked on a stalled reader; it ends with the process.
+            // One blocked on a stalled reader ends with the process.
+            crate::sys::process::join_until(writer, deadline);
         }
         let error = self
             .state

@@ -63,14 +63,8 @@ impl Bridge {
     /// Waits (at most `limit`) for the thread to end: it ends once the engine's end is
     /// closed and close_notify is sent. Then the error, if any.
     pub fn join(mut self, limit: Duration) -> Option<String> {
-        let until = Instant::now() + limit;
         if let Some(thread) = self.thread.take() {
-            while !thread.is_finished() && Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            if thread.is_finished() {
-                let _ = thread.join();
-            }
+            sys::process::join_until(thread, Instant::now() + limit);
         }
         self.error()
     }
