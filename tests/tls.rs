@@ -53,6 +53,32 @@ openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out c
         self.dir.path().join(name).display().to_string()
     }
 
+    /// A TLS 1.3 client of our own (rustls) connected to `addr`, trusting this CA, for
+    /// what no command-line client does on cue (a key update, a cut without close_notify).
+    fn rustls_client(
+        &self,
+        addr: &str,
+    ) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        let ca = std::fs::read(self.path("ca.pem")).unwrap();
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+        let tcp = TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(DEADLINE)).unwrap();
+        rustls::StreamOwned::new(conn, tcp)
+    }
+
     /// `,cert=…,key=…` of the server.
     fn server_opts(&self) -> String {
         format!(
@@ -214,10 +240,11 @@ fn curl_fetches_through_a_relay_that_terminates_tls() {
     let mut cmd = zerocat();
     cmd.args(["relay", "--once", "--stats", "json"])
         .arg(format!("tls-listen:0{}", pki.server_opts()))
-        // The request is read (a background cat drains it until curl is done): a child
-        // that exits with it unread makes the relay's write into its stdin EPIPE.
+        // The request is read (a background cat drains it until curl is done; through fd
+        // 3, as sh gives a background job /dev/null for stdin): a child that exits with it
+        // unread makes the relay's write into its stdin EPIPE.
         .arg(format!(
-            "sh:cat >/dev/null & printf 'HTTP/1.0 200 OK\\r\\nContent-Length: {}\\r\\n\\r\\n'; \
+            "sh:exec 3<&0; cat <&3 >/dev/null & printf 'HTTP/1.0 200 OK\\r\\nContent-Length: {}\\r\\n\\r\\n'; \
              cat {}; wait",
             payload.len(),
             body.display()
@@ -469,22 +496,7 @@ fn a_stream_cut_without_close_notify_is_an_error_not_an_eof() {
         .arg(&dst);
     let (server, addr, rest) = spawn_listening(server);
     // A rustls client that writes, then drops the TCP socket without close_notify.
-    let mut roots = rustls::RootCertStore::empty();
-    let ca = std::fs::read(pki.path("ca.pem")).unwrap();
-    use rustls::pki_types::pem::PemObject;
-    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, TcpStream::connect(&addr).unwrap());
+    let mut tls = pki.rustls_client(&addr);
     tls.write_all(&payload).unwrap();
     tls.flush().unwrap();
     drop(tls);
@@ -684,24 +696,7 @@ fn key_updates_mid_stream_pass_through_the_relay() {
         .arg(format!("tcp:{echo_addr}"));
     let (term, term_addr, rest) = spawn_listening(term);
     let _reaped = Reaped(Some(echo));
-    let mut roots = rustls::RootCertStore::empty();
-    let ca = std::fs::read(pki.path("ca.pem")).unwrap();
-    use rustls::pki_types::pem::PemObject;
-    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_protocol_versions(&[&rustls::version::TLS13])
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    let tcp = TcpStream::connect(&term_addr).unwrap();
-    tcp.set_read_timeout(Some(DEADLINE)).unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let mut tls = pki.rustls_client(&term_addr);
     let payload = data(3 << 20);
     let mut got = Vec::new();
     for (i, piece) in payload.chunks(512 * 1024).enumerate() {
