@@ -3,6 +3,7 @@ count for /dev/null."""
 import hashlib
 import json
 import os
+import subprocess
 
 from . import common
 from .common import Failed
@@ -110,3 +111,15 @@ def zerocat_paths(err):
             walk(obj)
             return names, obj
     return names, None
+
+
+def listening_sink(ps, ctx, sample, listen="tcp-listen:127.0.0.1:0"):
+    """bench/zcb's sink, checking `sample`, listening on `listen`: the process (for
+    sink_check) and the port (or path) it printed once listening."""
+    sink = ps.spawn("sink", [common.ZCB, "sink", sample.arg(), os.path.join(ctx["tmp"], "sample0"), listen],
+                    stdout=subprocess.PIPE)
+    sink.sample_path, sink.label = sink.argv[3], "sink"
+    ready = sink.stdout.readline().decode().strip()
+    if not ready:
+        raise Failed("sink did not listen: " + os.pread(sink.errfile.fileno(), 4096, 0).decode(errors="replace"))
+    return sink, ready

@@ -4,12 +4,10 @@
 the sink (no proxy) as the ceiling. The proxy is the same program for every tool, so a row
 says what each tool adds on top of it (the CPU column most of all)."""
 import os
-import subprocess
 import time
 
 from . import common
-from .checks import Sample, sink_check
-from .common import Failed
+from .checks import Sample, listening_sink, sink_check
 from .measure import contender, scenario
 from .procs import Procs, free_port, result, timeout_for, wait_listening
 
@@ -43,12 +41,7 @@ def run_proxied(ctx, kind, tool):
     ps = Procs(timeout_for(size))
     stdin = None
     try:
-        sink = ps.spawn("sink", [common.ZCB, "sink", sample.arg(), os.path.join(ctx["tmp"], "sample0"),
-                                 "tcp-listen:127.0.0.1:0"], stdout=subprocess.PIPE)
-        sink.sample_path, sink.label = sink.argv[3], "sink"
-        ready = sink.stdout.readline().decode().strip()
-        if not ready:
-            raise Failed("sink did not listen")
+        sink, ready = listening_sink(ps, ctx, sample)
         if tool is None:
             start = time.perf_counter()
             ps.spawn("src", [common.ZCB, "src", data, "0", f"tcp:127.0.0.1:{ready}"])

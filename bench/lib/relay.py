@@ -16,7 +16,7 @@ import threading
 import time
 
 from . import common
-from .checks import Sample, sink_check
+from .checks import Sample, listening_sink, sink_check
 from .common import Failed
 from .measure import contender, scenario
 from .procs import Procs, free_port, listening_addr, proc_cpu, read_line, result, timeout_for, wait_listening
@@ -60,12 +60,7 @@ def run_relay(ctx, tool, pair, chunk=0, nbytes=None, pin=None):
     ps = Procs(timeout_for(size), pin)
     try:
         listen = "tcp-listen:127.0.0.1:0" if b_kind == "tcp" else f"unix-listen:{b_path}"
-        sink = ps.spawn("sink", [common.ZCB, "sink", sample.arg(), os.path.join(ctx["tmp"], "sample0"), listen],
-                        stdout=subprocess.PIPE)
-        sink.sample_path, sink.label = sink.argv[3], "sink"
-        ready = sink.stdout.readline().decode().strip()
-        if not ready:
-            raise Failed("sink did not listen: " + os.pread(sink.errfile.fileno(), 4096, 0).decode(errors="replace"))
+        sink, ready = listening_sink(ps, ctx, sample, listen)
         b = f"tcp:127.0.0.1:{ready}" if b_kind == "tcp" else f"unix:{b_path}"
         if tool is None:
             a = b

@@ -12,7 +12,7 @@ import subprocess
 import time
 
 from . import common
-from .checks import Sample, sink_check
+from .checks import Sample, listening_sink, sink_check
 from .common import Failed
 from .measure import contender, scenario
 from .procs import Procs, free_port, listening_addr, result, timeout_for, wait_listening
@@ -82,12 +82,7 @@ def run_bulk(ctx, tool):
     sample = Sample(data, size, ctx["rng"])
     ps = Procs(timeout_for(size))
     try:
-        sink = ps.spawn("sink", [common.ZCB, "sink", sample.arg(), os.path.join(ctx["tmp"], "sample0"),
-                                 "tcp-listen:127.0.0.1:0"], stdout=subprocess.PIPE)
-        sink.sample_path, sink.label = sink.argv[3], "sink"
-        ready = sink.stdout.readline().decode().strip()
-        if not ready:
-            raise Failed("sink did not listen")
+        sink, ready = listening_sink(ps, ctx, sample)
         ca = pki(ctx["tmp"])[0]
         if tool is None:
             target = [f"tcp:127.0.0.1:{ready}"]

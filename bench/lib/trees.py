@@ -32,54 +32,35 @@ REF = "zerocat -q"
 
 
 def make_tree(root, files, size, per_dir=100):
-    """`files` files of `size` bytes, `per_dir` to a directory, each a different slice of
-    one random pool (a mix-up between files cannot compare equal); reused when the stamp
-    next to it says the same shape."""
+    """`files` files of `size` bytes, `per_dir` to a directory; size None: issue 27's tree,
+    files of 0-16 KiB, 20 to a directory, in three levels (for 100,000: 20 x 25 x 10
+    directories). Each file a different slice of one random pool (a mix-up between files
+    cannot compare equal); reused when the stamp next to it says the same shape."""
     stamp = root + ".stamp"
-    shape = f"{files}:{size}:{per_dir}"
+    shape = f"{files}:{size}:{per_dir}" if size else f"mixed:{files}"
     if os.path.isdir(root) and os.path.exists(stamp):
         with open(stamp) as f:
             if f.read() == shape:
                 return
     shutil.rmtree(root, ignore_errors=True)
-    log(f"making a tree of {files:,} x {size:,} B in {root}")
-    rng = random.Random(13)
-    pool = rng.randbytes(max(2 * size, 1 * MiB))
+    what = f"{size:,} B" if size else "0-16 KiB, in three levels,"
+    log(f"making a tree of {files:,} files of {what} in {root}")
+    rng = random.Random(13 if size else 27)
+    pool = rng.randbytes(max(2 * (size or 0), 1 * MiB))
     for i in range(files):
-        d = os.path.join(root, f"d{i // per_dir:03}")
+        if size:
+            d, name, n = os.path.join(root, f"d{i // per_dir:03}"), f"f{i:05}", size
+            at = (i * 65_537) % (len(pool) - n + 1)
+        else:
+            leaf, k = divmod(i, 20)
+            a, rest = divmod(leaf, 250)
+            b, c = divmod(rest, 10)
+            d, name = os.path.join(root, f"a{a:02}", f"b{b:02}", f"c{c}"), f"f{k:02}"
+            n = rng.randrange(0, 16 * KiB + 1)
+            at = rng.randrange(0, len(pool) - n + 1)
         os.makedirs(d, exist_ok=True)
-        at = (i * 65_537) % (len(pool) - size + 1)
-        with open(os.path.join(d, f"f{i:05}"), "wb") as f:
-            f.write(pool[at:at + size])
-    with open(stamp, "w") as f:
-        f.write(shape)
-
-
-def make_mixed_tree(root, files):
-    """Issue 27's tree: `files` files of 0-16 KiB, 20 to a directory, in three levels (for
-    100,000: 20 x 25 x 10 directories), each a different slice of one random pool; reused
-    when its stamp says the same shape."""
-    stamp = root + ".stamp"
-    shape = f"mixed:{files}"
-    if os.path.isdir(root) and os.path.exists(stamp):
-        with open(stamp) as f:
-            if f.read() == shape:
-                return
-    shutil.rmtree(root, ignore_errors=True)
-    log(f"making a tree of {files:,} files of 0-16 KiB in three levels in {root}")
-    rng = random.Random(27)
-    pool = rng.randbytes(1 * MiB)
-    for i in range(files):
-        leaf, n = divmod(i, 20)
-        a, rest = divmod(leaf, 250)
-        b, c = divmod(rest, 10)
-        d = os.path.join(root, f"a{a:02}", f"b{b:02}", f"c{c}")
-        if n == 0:
-            os.makedirs(d, exist_ok=True)
-        size = rng.randrange(0, 16 * KiB + 1)
-        at = rng.randrange(0, len(pool) - size + 1)
-        with open(os.path.join(d, f"f{n:02}"), "wb") as f:
-            f.write(pool[at:at + size])
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(pool[at:at + n])
     with open(stamp, "w") as f:
         f.write(shape)
 
@@ -127,11 +108,7 @@ def scenarios(ctx):
 
             def runner(argv, src=src, dst=dst, files=files, size=size, nbytes=nbytes, fresh=fresh):
                 def run():
-                    # once, outside the clock
-                    if size:
-                        make_tree(src, files, size)
-                    else:
-                        make_mixed_tree(src, files)
+                    make_tree(src, files, size)  # once, outside the clock
                     wait_out_deletions()
                     out = f"{dst}.{next(RUNS)}" if fresh else dst
                     argv_out = [out if a == dst else a for a in argv]
