@@ -364,6 +364,45 @@ fn a_hundred_concurrent_connections_through_tls_origination_and_termination() {
     }
 }
 
+/// One file sent by `zerocat pipe SRC CLIENT` to `zerocat pipe LISTENER DST`: the listener
+/// is `tls-listen:0` with the server's certificate and `listen_extra`, the client URI is
+/// made from the listener's port.
+struct Sent {
+    client: std::process::Output,
+    server: std::process::Output,
+    server_err: String,
+    /// What reached DST.
+    got: Vec<u8>,
+}
+
+fn send_file(
+    pki: &Pki,
+    src: &std::path::Path,
+    listen_extra: &str,
+    client: impl Fn(&str) -> String,
+) -> Sent {
+    let dst = src.with_extension("out");
+    let _ = std::fs::remove_file(&dst);
+    let mut server = zerocat();
+    server
+        .arg("pipe")
+        .arg(format!("tls-listen:0{}{listen_extra}", pki.server_opts()))
+        .arg(&dst);
+    let (server, addr, rest) = spawn_listening(server);
+    let mut cmd = zerocat();
+    cmd.arg("pipe").arg(src).arg(client(port_of(&addr)));
+    let client = run(cmd);
+    let server = wait_with_deadline(server, DEADLINE);
+    let server_err = String::from_utf8_lossy(&rest.join().unwrap()).into_owned();
+    let got = std::fs::read(&dst).unwrap_or_default();
+    Sent {
+        client,
+        server,
+        server_err,
+        got,
+    }
+}
+
 /// `cafile=` on a listener requires a client certificate from that CA: refused without
 /// one (both ends say why, exit 1), the bytes delivered with one.
 #[test]
@@ -373,42 +412,31 @@ fn a_listener_with_cafile_requires_and_verifies_client_certificates() {
     let dir = tempdir();
     let src = write_file(dir.path(), "in", &payload);
     for with_cert in [false, true] {
-        let dst = dir.path().join(format!("out-{with_cert}"));
-        let mut server = zerocat();
-        server
-            .args(["pipe"])
-            .arg(format!(
-                "tls-listen:0{},cafile={}",
-                pki.server_opts(),
-                pki.path("ca.pem")
-            ))
-            .arg(&dst);
-        let (server, addr, rest) = spawn_listening(server);
-        let mut uri = format!(
-            "tls:localhost:{},cafile={}",
-            port_of(&addr),
-            pki.path("ca.pem")
+        let Sent {
+            client,
+            server,
+            server_err,
+            got,
+        } = send_file(
+            &pki,
+            &src,
+            &format!(",cafile={}", pki.path("ca.pem")),
+            |port| {
+                let mut uri = format!("tls:localhost:{port},cafile={}", pki.path("ca.pem"));
+                if with_cert {
+                    uri.push_str(&format!(
+                        ",cert={},key={}",
+                        pki.path("client.pem"),
+                        pki.path("client.key")
+                    ));
+                }
+                uri
+            },
         );
-        if with_cert {
-            uri.push_str(&format!(
-                ",cert={},key={}",
-                pki.path("client.pem"),
-                pki.path("client.key")
-            ));
-        }
-        let mut client = zerocat();
-        client.arg("pipe").arg(&src).arg(&uri);
-        let client = run(client);
-        let server = wait_with_deadline(server, DEADLINE);
-        let server_err = String::from_utf8_lossy(&rest.join().unwrap()).into_owned();
         if with_cert {
             assert!(client.status.success(), "{}", stderr_text(&client));
             assert!(server.status.success(), "{server_err}");
-            assert_bytes_eq(
-                &std::fs::read(&dst).unwrap(),
-                &payload,
-                "with a client cert",
-            );
+            assert_bytes_eq(&got, &payload, "with a client cert");
         } else {
             assert_eq!(server.status.code(), Some(1), "{server_err}");
             assert!(
@@ -435,31 +463,22 @@ fn a_wrong_host_is_refused_and_verify_0_warns() {
     let dir = tempdir();
     let src = write_file(dir.path(), "in", &payload);
     for insecure in [false, true] {
-        let dst = dir.path().join(format!("out-{insecure}"));
-        let mut server = zerocat();
-        server
-            .arg("pipe")
-            .arg(format!("tls-listen:0{}", pki.server_opts()))
-            .arg(&dst);
-        let (server, addr, rest) = spawn_listening(server);
-        let uri = if insecure {
-            format!(
-                "tls:127.0.0.1:{},sni=wrong.example,verify=0",
-                port_of(&addr)
-            )
-        } else {
-            format!(
-                "tls:127.0.0.1:{},sni=wrong.example,cafile={}",
-                port_of(&addr),
-                pki.path("ca.pem")
-            )
-        };
-        let mut client = zerocat();
-        client.arg("pipe").arg(&src).arg(&uri);
-        let client = run(client);
+        let Sent {
+            client,
+            server,
+            server_err,
+            got,
+        } = send_file(&pki, &src, "", |port| {
+            if insecure {
+                format!("tls:127.0.0.1:{port},sni=wrong.example,verify=0")
+            } else {
+                format!(
+                    "tls:127.0.0.1:{port},sni=wrong.example,cafile={}",
+                    pki.path("ca.pem")
+                )
+            }
+        });
         let err = stderr_text(&client);
-        let server = wait_with_deadline(server, DEADLINE);
-        let server_err = String::from_utf8_lossy(&rest.join().unwrap()).into_owned();
         if insecure {
             assert!(client.status.success(), "{err}");
             assert!(
@@ -467,7 +486,7 @@ fn a_wrong_host_is_refused_and_verify_0_warns() {
                 "{err}"
             );
             assert!(server.status.success(), "{server_err}");
-            assert_bytes_eq(&std::fs::read(&dst).unwrap(), &payload, "verify=0");
+            assert_bytes_eq(&got, &payload, "verify=0");
         } else {
             assert_eq!(client.status.code(), Some(1), "{err}");
             assert!(
@@ -476,7 +495,7 @@ fn a_wrong_host_is_refused_and_verify_0_warns() {
             );
             assert!(err.contains("tls:127.0.0.1:"), "names the endpoint: {err}");
             assert_eq!(server.status.code(), Some(1), "{server_err}");
-            assert_eq!(std::fs::read(&dst).unwrap_or_default().len(), 0);
+            assert_eq!(got.len(), 0);
         }
     }
 }
