@@ -784,3 +784,37 @@ fn an_inherited_listener_serves_tls_with_fd_n_tls() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr_text(&out));
     assert!(stderr_text(&out).contains("go with its 'tls'"));
 }
+
+/// `tee` to a TLS sink: its record layer sends the last records and close_notify before
+/// tee exits (before, tee did not wait for the bridge: the receiver got a cut stream).
+#[test]
+fn tee_delivers_every_byte_to_a_tls_sink() {
+    let Some(pki) = Pki::make() else { return };
+    let payload = data(4 << 20);
+    let dir = tempdir();
+    let src = write_file(dir.path(), "in", &payload);
+    let dst = dir.path().join("out");
+    let copy = dir.path().join("copy");
+    let mut server = zerocat();
+    server
+        .arg("pipe")
+        .arg(format!("tls-listen:0{}", pki.server_opts()))
+        .arg(&dst);
+    let (server, addr, rest) = spawn_listening(server);
+    let mut tee = zerocat();
+    tee.arg("tee")
+        .arg(&src)
+        .arg(format!(
+            "tls:localhost:{},cafile={}",
+            port_of(&addr),
+            pki.path("ca.pem")
+        ))
+        .arg(&copy);
+    let out = run(tee);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    let server = wait_with_deadline(server, DEADLINE);
+    let err = String::from_utf8_lossy(&rest.join().unwrap()).into_owned();
+    assert!(server.status.success(), "{err}");
+    assert_bytes_eq(&std::fs::read(&dst).unwrap(), &payload, "the TLS sink");
+    assert_bytes_eq(&std::fs::read(&copy).unwrap(), &payload, "the file sink");
+}

@@ -148,15 +148,20 @@ pub fn failure_message(
     }
 }
 
-/// Close the end, then wait for the child behind it (`exec:`/`sh:`); `stop`: the run was
-/// interrupted, the child gets SIGTERM and that grace before SIGKILL.
+/// Close the end, then wait for what is behind it: a TLS end's record layer sends its last
+/// records and close_notify (its failure is an error naming the endpoint; `pipe` takes
+/// the session out first to report it), and the child (`exec:`/`sh:`) exits; `stop`: the
+/// run was interrupted, the child gets SIGTERM and that grace before SIGKILL.
 pub fn reap_child(
     endpoint: &Endpoint,
     opened: Opened,
     stop: Option<Duration>,
 ) -> anyhow::Result<Option<ChildExit>> {
-    let Opened { fd, child, .. } = opened;
+    let Opened { fd, child, tls, .. } = opened;
     drop(fd);
+    if let (_, Some(failure)) = finish_tls(endpoint, tls) {
+        anyhow::bail!(failure);
+    }
     let Some(mut child) = child else {
         return Ok(None);
     };
