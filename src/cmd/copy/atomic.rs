@@ -21,7 +21,7 @@ use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{FileStat, Mode};
 
-use super::report::Status;
+use super::entry::Status;
 use super::Copier;
 use crate::exit::UsageError;
 

@@ -8,33 +8,8 @@
 
 use std::io::Write;
 
-use super::report::Entry;
+use super::entry::{Entry, SparseDetection};
 use crate::engine::{DataPath, Record};
-
-/// How the holes of a file were found, in cp's words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(super) enum SparseDetection {
-    /// Copied whole, holes as zeros (or the source had none).
-    #[default]
-    No,
-    /// Walked extent by extent with SEEK_DATA/SEEK_HOLE.
-    SeekHole,
-    /// `--sparse=always` on a source that is not sparse: runs of zeros found by reading.
-    Zeros,
-    /// `--sparse=always` on a sparse source: extents walked, and runs of zeros found in them.
-    SeekHoleZeros,
-}
-
-impl SparseDetection {
-    fn word(self) -> &'static str {
-        match self {
-            SparseDetection::No => "no",
-            SparseDetection::SeekHole => "SEEK_HOLE",
-            SparseDetection::Zeros => "zeros",
-            SparseDetection::SeekHoleZeros => "SEEK_HOLE + zeros",
-        }
-    }
-}
 
 /// Did `path` run and serve (yes), refuse before moving a byte (unsupported), or not run?
 fn ran(record: &Record, path: DataPath) -> Option<bool> {

@@ -14,12 +14,10 @@ use nix::sys::stat::{FileStat, Mode};
 use nix::unistd::Whence;
 
 use super::atomic::Sink;
-use super::debug::SparseDetection;
+use super::entry::{Entry, Kind, SparseDetection, Status};
 use super::meta::preserve_fd;
-use super::report::{Entry, Status};
 use super::resume::start_offset;
 use super::verify::verify;
-use super::walk::Kind;
 use super::{Copier, SparseMode};
 use crate::engine::{self, DataPath, Ends, Failure, FileChain, Record, ReflinkMode, Side};
 use crate::sys::fdkind::FdInfo;

@@ -12,9 +12,8 @@ use anyhow::Context;
 use nix::errno::Errno;
 use nix::sys::stat::{FileStat, Mode, SFlag};
 
-use super::report::{Entry, Status};
+use super::entry::{Entry, Kind, Status};
 use super::update::mtime_of;
-use super::walk::Kind;
 use super::Copier;
 
 impl Copier<'_> {

@@ -27,6 +27,7 @@
 
 mod atomic;
 mod debug;
+mod entry;
 mod file;
 mod meta;
 mod pool;
@@ -57,8 +58,9 @@ use crate::report::StatsFormat;
 use crate::sys::fdkind::{FdInfo, FdKind};
 use crate::sys::pipe::OwnPipe;
 
+use entry::Entry;
 use pool::Pool;
-use report::{total_line, Entry, Totals};
+use report::{total_line, Totals};
 use walk::{survey_in_background, Survey};
 
 /// `--sparse`: where the copy has holes.

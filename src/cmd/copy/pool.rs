@@ -30,8 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::Scope;
 
-use super::report::{Entry, Status};
-use super::walk::Kind;
+use super::entry::{Entry, Kind, Status};
 use super::{Copier, CopyConfig};
 use crate::engine::meter::Meter;
 use crate::options::Options;

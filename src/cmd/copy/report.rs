@@ -5,84 +5,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use super::debug::SparseDetection;
-use super::walk::Kind;
+use super::entry::{Entry, Kind, Status};
 use super::Copier;
 use crate::engine::Record;
 use crate::report::{self, json_array, json_string, JsonObject};
 use crate::units::{human_bytes, human_duration};
-
-/// What happened to one entry of the copy.
-#[derive(Debug)]
-pub(super) struct Entry {
-    pub(super) src: PathBuf,
-    pub(super) dst: PathBuf,
-    /// None: the entry could not be looked at (not stat'ed, or refused before).
-    pub(super) kind: Option<Kind>,
-    pub(super) status: Status,
-    pub(super) record: Record,
-    pub(super) holes: u64,
-    pub(super) resumed: u64,
-    /// `--resume`: how long comparing the destination with the source took, when it ran.
-    pub(super) resume_check_seconds: Option<f64>,
-    /// `--verify`: the bytes read back and found equal, and how long it took, when it ran.
-    pub(super) verified_bytes: u64,
-    pub(super) verify_seconds: Option<f64>,
-    /// How holes were found, for `--debug`.
-    pub(super) sparse_detection: SparseDetection,
-    /// A hard link made to this earlier copy instead of a copy (a tree under --preserve:
-    /// files linked to each other in the source stay linked).
-    pub(super) linked_to: Option<PathBuf>,
-}
-
-impl Entry {
-    pub(super) fn new(src: &Path, dst: &Path, kind: Option<Kind>) -> Entry {
-        Entry {
-            src: src.to_path_buf(),
-            dst: dst.to_path_buf(),
-            kind,
-            status: Status::Copied,
-            record: Record::default(),
-            holes: 0,
-            resumed: 0,
-            resume_check_seconds: None,
-            verified_bytes: 0,
-            verify_seconds: None,
-            sparse_detection: SparseDetection::No,
-            linked_to: None,
-        }
-    }
-}
-
-/// How one entry ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Status {
-    Copied,
-    /// The destination existed and was kept (`-n`, `--update`): the words say why.
-    Skipped(&'static str),
-    /// Not copied, or copied without all of its metadata: the message says why.
-    Failed(String),
-    /// SIGINT or SIGTERM stopped its copy.
-    Interrupted,
-}
-
-impl Status {
-    /// The entry's `error` in the JSON report.
-    fn error(&self) -> Option<&str> {
-        match self {
-            Status::Copied | Status::Skipped(_) => None,
-            Status::Failed(message) => Some(message),
-            Status::Interrupted => Some("interrupted"),
-        }
-    }
-}
-
-/// A message is a failure.
-impl From<String> for Status {
-    fn from(message: String) -> Status {
-        Status::Failed(message)
-    }
-}
 
 #[derive(Debug, Default)]
 pub(super) struct Totals {

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use nix::unistd::Whence;
 
-use super::report::Entry;
+use super::entry::Entry;
 
 /// The block `--resume` reads of the source and the destination at a time, comparing the
 /// whole kept prefix.

@@ -19,7 +19,7 @@ use std::time::Instant;
 use nix::errno::Errno;
 use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
 
-use super::report::{Entry, Status};
+use super::entry::{Entry, Status};
 use crate::exit::UsageError;
 
 /// How much of each file is read and compared at a time.

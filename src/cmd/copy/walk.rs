@@ -7,7 +7,7 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -15,8 +15,8 @@ use std::sync::{Arc, OnceLock};
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
+use super::entry::{Entry, Kind, Status};
 use super::pool::DirDone;
-use super::report::{Entry, Status};
 use super::{Copier, CopyConfig, SparseMode};
 
 /// What a copy will move, for the progress bar's totals.
@@ -403,59 +403,6 @@ fn inside_itself(src: &Path, dst: &Path) -> Option<String> {
     let dst = fs::canonicalize(parent).ok()?.join(dst.file_name()?);
     dst.starts_with(&src)
         .then(|| "cannot copy a directory into itself".to_string())
-}
-
-/// What the walk found at a name: from lstat, or from the directory entry's d_type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
-    Dir,
-    Symlink,
-    File,
-    Fifo,
-    Socket,
-    Device,
-}
-
-impl Kind {
-    fn of(ft: fs::FileType) -> Kind {
-        if ft.is_dir() {
-            Kind::Dir
-        } else if ft.is_symlink() {
-            Kind::Symlink
-        } else if ft.is_file() {
-            Kind::File
-        } else if ft.is_fifo() {
-            Kind::Fifo
-        } else if ft.is_socket() {
-            Kind::Socket
-        } else {
-            Kind::Device
-        }
-    }
-
-    /// The word of the report and of messages.
-    pub(super) fn word(self) -> &'static str {
-        match self {
-            Kind::Dir => "dir",
-            Kind::Symlink => "symlink",
-            Kind::File => "file",
-            Kind::Fifo => "fifo",
-            Kind::Socket => "socket",
-            Kind::Device => "device",
-        }
-    }
-
-    fn of_dirent(t: nix::dir::Type) -> Kind {
-        use nix::dir::Type;
-        match t {
-            Type::Directory => Kind::Dir,
-            Type::Symlink => Kind::Symlink,
-            Type::File => Kind::File,
-            Type::Fifo => Kind::Fifo,
-            Type::Socket => Kind::Socket,
-            Type::CharacterDevice | Type::BlockDevice => Kind::Device,
-        }
-    }
 }
 
 #[cfg(test)]
