@@ -45,7 +45,7 @@ use std::fs;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Instant;
 
 use crate::endpoint::Endpoint;
@@ -59,7 +59,7 @@ use crate::sys::fdkind::{FdInfo, FdKind};
 use crate::sys::pipe::OwnPipe;
 
 use entry::Entry;
-use pool::Pool;
+use pool::{DirDone, Node, Tree};
 use report::{total_line, Totals};
 use walk::{survey_in_background, Survey};
 
@@ -199,23 +199,63 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
     meta::read_umask_before_threads();
     let started = Instant::now();
     copier.start_progress(&sources);
-    let copier = if jobs > 1 {
-        // The copier moves into the scope: were the walk to panic, dropping it closes the
-        // job queue, so the workers end and the scope can join them.
-        std::thread::scope(|scope| {
-            let mut copier = copier;
-            copier.pool = Pool::start(scope, jobs, opts, cfg, &copier.meter, &copier.on_disk);
-            copier.held = copier.pool.as_ref().map(|_| Vec::new());
-            copier.copy_operands(&sources, &dest, dest_is_dir);
-            copier.close_pool();
-            copier
-        })
+    if jobs > 1 {
+        copier.copy_in_parallel(jobs, &sources, &dest, dest_is_dir);
     } else {
         copier.copy_operands(&sources, &dest, dest_is_dir);
-        copier
-    };
+    }
     let seconds = started.elapsed().as_secs_f64();
     copier.finish(&sources, &dest, seconds)
+}
+
+/// `--preserve` in a tree (cp -a): (st_dev, st_ino) of each source file with more than one
+/// link -> the first copy made of it, which the others become hard links to. Shared by the
+/// threads of `-j`: the thread that claims a file copies it while the others wait for it.
+#[derive(Default)]
+struct Links {
+    /// None: being copied by the thread that claimed it.
+    first: Mutex<HashMap<(u64, u64), Option<PathBuf>>>,
+    copied: Condvar,
+}
+
+/// What [`Links::claim`] found.
+enum Claim {
+    /// The first of its links met: copy it, then [`Links::settle`].
+    First,
+    /// Link to this copy.
+    LinkTo(PathBuf),
+}
+
+impl Links {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, u64), Option<PathBuf>>> {
+        self.first.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn claim(&self, key: (u64, u64)) -> Claim {
+        let mut first = self.lock();
+        loop {
+            match first.get(&key) {
+                None => {
+                    first.insert(key, None);
+                    return Claim::First;
+                }
+                Some(Some(copy)) => return Claim::LinkTo(copy.clone()),
+                Some(None) => {
+                    first = self.copied.wait(first).unwrap_or_else(|e| e.into_inner());
+                }
+            }
+        }
+    }
+
+    /// The claimed copy is made (Some) or failed (None: the next link met is copied).
+    fn settle(&self, key: (u64, u64), copy: Option<PathBuf>) {
+        let mut first = self.lock();
+        match copy {
+            Some(copy) => first.insert(key, Some(copy)),
+            None => first.remove(&key),
+        };
+        self.copied.notify_all();
+    }
 }
 
 /// One run of the copy: what it was asked, what it has done so far, and what it keeps from
@@ -252,18 +292,20 @@ struct Copier<'a> {
     /// Set to stop the walk for the totals when the copy ends first.
     survey: Option<Arc<AtomicBool>>,
     interrupted: bool,
-    /// The directories `-r` is listing, innermost last, each with its open fd: an entry is
-    /// opened relative to its directory (openat), so a path component swapped for a
-    /// symlink meanwhile cannot redirect the copy. A job of `-j` carries its directory's.
-    walk: Vec<(PathBuf, Arc<OwnedFd>)>,
-    /// `-j`: the workers, and the walk's order the entries are reported in.
-    pool: Option<Pool>,
-    /// `-j`: entries done but not yet in the order (the walk's), or not yet sent back (a
-    /// worker's). None: each entry is accounted as it is done.
-    held: Option<Vec<Entry>>,
-    /// `--preserve` in a tree: (st_dev, st_ino) of each source file with more than one
-    /// link -> the first copy made of it, which the others become hard links to.
-    links: HashMap<(u64, u64), PathBuf>,
+    /// The directories this thread is listing, innermost last, each with its open fd: an
+    /// entry is opened relative to its directory (openat), so a path component swapped for
+    /// a symlink meanwhile cannot redirect the copy.
+    walk: Vec<(PathBuf, OwnedFd)>,
+    /// `-j`: the directories every thread takes from (pool.rs).
+    tree: Option<Arc<Tree>>,
+    /// `-j`: the node of the directory this thread is listing, where the entries to show go
+    /// in the walk's order. None: each entry is accounted as it is done.
+    node: Option<Arc<Node>>,
+    /// `-j`, the reporting thread: the nodes from the top to where the report has come,
+    /// each with its directory's metadata, due when it is passed.
+    cursor: Vec<(Arc<Node>, Option<DirDone>)>,
+    /// `--preserve` in a tree: the first copy of each source file with several links.
+    links: Arc<Links>,
     /// `--debug`'s lines could not be written to stdout (a full disk, /dev/full): the run
     /// fails, as cp's does. A reader that went away is not this (cp: quiet).
     debug_error: Option<std::io::Error>,
@@ -288,10 +330,11 @@ impl<'a> Copier<'a> {
             survey: None,
             interrupted: false,
             debug_error: None,
-            links: HashMap::new(),
+            links: Arc::default(),
             walk: Vec::new(),
-            pool: None,
-            held: None,
+            tree: None,
+            node: None,
+            cursor: Vec::new(),
         }
     }
 

@@ -1,55 +1,47 @@
-//! `copy -j N`: regular files copied by N worker threads while the walk goes on.
+//! `copy -j N`: a tree copied by N threads, each owning whole directories.
 //!
-//! The walk (the calling thread) does what it does without `-j`: it lists each directory
-//! from its own fd, creates it before its entries, makes symlinks and special files, and
-//! hands every regular file to the workers as a job, with the fd of the directory it was
-//! listed in, so the worker opens it there (openat, O_NOFOLLOW) as the walk would. Each
-//! worker is a [`Copier`] of its own (its own middle pipe and refusals) that shares the
-//! run's meter; the entry it makes comes back to the walk.
+//! A directory is a job. The thread that lists a directory copies its files, makes its
+//! symlinks and special files, and creates its subdirectories; each subdirectory, opened
+//! at its parent (O_NOFOLLOW), becomes a job on a shared stack that any thread may take
+//! (cpz's way: no per-file hand-off, and no two threads creating files in one directory,
+//! where they met on its lock — issue 27's profile). When the stack holds
+//! [`MAX_QUEUED`] jobs, a subdirectory is listed at once by the thread that met it, as
+//! without `-j`, so the open directories stay few however wide the tree.
 //!
-//! The walk reports entries in its own order, the order they have without `-j`: a queue of
-//! slots resolved from its head, each an entry the walk made, a file in a worker's hands, or
-//! a directory whose metadata waits for every slot before it (its whole subtree) to be
-//! resolved. So the report, the `-v` lines and the error lines come in the walk's order,
-//! and a directory's mode and times are set after its last entry was written.
+//! The calling thread is one of the N: it hands out the operands, takes jobs like the
+//! others, and is the only one that reports. Entries come out in the order they have
+//! without `-j`: each directory has a [`Node`] where its lister puts, in listing order,
+//! the entries that print something or that JSON keeps, and a place-holder for each
+//! subdirectory; the reporter walks that tree of nodes from the top, waiting at a node
+//! its lister has not finished. It passes the end of a directory only once everything
+//! under it was reported — so done — and sets the directory's metadata then. An entry
+//! nobody asked to see (a file copied, in a quiet run) is only counted, by the thread
+//! that made it, and nothing of it is kept.
 //!
-//! The walk and the workers share one queue behind a mutex, and wake each other only when
-//! the other sleeps: the walk when the queue fills up (it goes on once half is taken),
-//! a worker when the queue is empty. A wake-up per file (a channel's send and receive)
-//! cost as much as copying a 4 KiB file: -j 2 ran 10,000 of them slower than -j 1
-//! (`bench/RESULTS.md#copy-workers-for-a-tree`).
-//!
-//! SIGINT/SIGTERM: the walk stops handing out jobs; a worker drops the jobs it takes after
-//! the signal and its file in flight stops as any transfer does (the engine's rule); the
-//! walk waits for the workers, reports, and the run exits 130.
+//! SIGINT/SIGTERM: every thread stops taking entries and jobs; the reporter waits for the
+//! threads, reports what was done, and the run exits 130.
 
-use std::collections::{hash_map, HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fs;
 use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::Scope;
+use std::time::Duration;
 
 use super::entry::{Entry, Kind, Status};
 use super::{Copier, CopyConfig};
-use crate::engine::meter::Meter;
 use crate::options::Options;
 
 /// The most jobs `-j` starts by default, however many CPUs: a tree's copy is bound by the
 /// filesystems long before that.
 pub(super) const MAX_DEFAULT_JOBS: usize = 8;
 
-/// Files of one directory handed to a worker together, at most: a worker owns a
-/// directory's run of files, so two workers do not create files in one directory at once
-/// (they met on its lock: issue 27's profile), and the queue is taken once a batch, not
-/// once a file.
-const BATCH: usize = 32;
+/// Directories waiting on the stack at most (each holds two fds); past it, the thread
+/// that meets a subdirectory lists it itself.
+const MAX_QUEUED: usize = 64;
 
-/// Batches queued per worker before the walk waits; it goes on once half of them are
-/// taken. Waking a thread costs about what copying a 4 KiB file does (a futex each way):
-/// the walk and the workers wake each other once per this many batches, not once per file.
-/// At most this many batches' files (and directory fds) wait in the queue a worker.
-const QUEUED_PER_WORKER: usize = 4;
+/// Entries a reporting thread copies between two looks at what it can report.
+pub(super) const REPORT_EVERY: usize = 64;
 
 /// `-j`'s default: the CPUs this process may run on (std asks sched_getaffinity, and the
 /// cgroup's CPU quota), at most [`MAX_DEFAULT_JOBS`].
@@ -69,439 +61,392 @@ pub(super) struct DirDone {
     pub(super) existing: Option<u32>,
 }
 
-/// One regular file for a worker.
-struct Job {
-    seq: u64,
-    src: PathBuf,
-    dst: PathBuf,
-    /// The directory it was listed in and that directory's fd (None: an operand).
-    at: Option<(PathBuf, Arc<OwnedFd>)>,
+/// A directory to list: created in the destination already, opened at its parent.
+pub(super) struct DirJob {
+    pub(super) src: PathBuf,
+    pub(super) dst: PathBuf,
+    /// The directory; its entries are opened at it.
+    pub(super) fd: OwnedFd,
+    /// Its listing, read from a duplicate of `fd`.
+    pub(super) listing: nix::dir::Dir,
+    /// Where its entries go.
+    pub(super) node: Arc<Node>,
 }
 
-/// A file's entry, back from a worker (None: dropped after SIGINT/SIGTERM, not started).
-type Done = (u64, Option<Entry>);
-
-/// A place in the walk's order.
-enum Slot {
-    /// An entry the walk made itself.
-    Made(Entry),
-    /// A file in the workers' hands, by its job's number.
-    File(u64),
-    /// A directory's metadata and entry, due once every slot before it is resolved.
-    Dir(DirDone),
-}
-
-/// What the walk and the workers share, behind one lock.
+/// What a directory's lister leaves for the reporter, in listing order.
 #[derive(Default)]
-struct Queue {
-    /// Batches: consecutive files of one directory ([`BATCH`] at most).
-    jobs: VecDeque<Vec<Job>>,
-    /// No more jobs will come.
-    closed: bool,
-    results: Vec<Done>,
-    /// Workers waiting for a job.
+pub(super) struct Node {
+    state: Mutex<NodeState>,
+}
+
+#[derive(Default)]
+struct NodeState {
+    items: VecDeque<Item>,
+    /// Its lister is done: nothing more comes.
+    listed: bool,
+}
+
+enum Item {
+    Entry(Entry),
+    /// A subdirectory: its node, and its metadata and entry, due after everything in it.
+    Dir(Arc<Node>, DirDone),
+}
+
+impl Node {
+    fn lock(&self) -> MutexGuard<'_, NodeState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push(&self, item: Item) {
+        self.lock().items.push_back(item);
+    }
+
+    fn mark_listed(&self) {
+        self.lock().listed = true;
+    }
+}
+
+/// The jobs every thread takes from.
+#[derive(Default)]
+struct Jobs {
+    stack: Vec<DirJob>,
+    /// Jobs taken and not finished.
+    busy: usize,
+    /// Workers (not the reporter) waiting for a job.
     idle: usize,
-    /// Workers not ended yet.
-    live: usize,
-    /// What the walk waits for, if it does.
-    walk_waits: Option<WalkWaits>,
-    /// Queued jobs at which the walk waits, and at which it goes on again.
-    high: usize,
-    low: usize,
+    /// The reporter sleeps until a job is pushed or finished.
+    reporter_waits: bool,
+    /// Every operand was handed out: once the stack is empty and no job is in hand, no
+    /// job will come.
+    sealed: bool,
 }
 
-/// Why the walk sleeps: a worker wakes it only for that.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum WalkWaits {
-    /// The queue to go down to `low`.
-    Room,
-    /// A result.
-    Result,
+impl Jobs {
+    fn over(&self) -> bool {
+        self.sealed && self.busy == 0 && self.stack.is_empty()
+    }
 }
 
-struct Shared {
-    queue: Mutex<Queue>,
+/// What the threads of one `-j` run share.
+pub(super) struct Tree {
+    jobs: Mutex<Jobs>,
     /// Workers wait here for a job.
     work: Condvar,
-    /// The walk waits here.
-    walk: Condvar,
+    /// The reporter waits here.
+    reporter: Condvar,
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Queue> {
-        // A worker that panicked holding the lock left the queue whole (pushes and pops).
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// The walk's side of the workers: the shared queue, and the order the entries are
-/// reported in.
-pub(super) struct Pool {
-    shared: Arc<Shared>,
-    slots: VecDeque<Slot>,
-    /// Results that came back before their slot reached the head.
-    arrived: HashMap<u64, Option<Entry>>,
-    next_seq: u64,
-    /// Files of the directory being listed, not handed out yet.
-    batch: Vec<Job>,
-}
-
-impl Pool {
-    /// Starts `n` workers in `scope`; None when not even one thread could be started (the
-    /// copy then runs on the walk's thread, as with `-j 1`).
-    pub(super) fn start<'scope, 'env>(
-        scope: &'scope Scope<'scope, 'env>,
-        n: usize,
-        opts: &'env Options,
-        cfg: &'env CopyConfig,
-        meter: &Arc<Meter>,
-        on_disk: &Option<Arc<Meter>>,
-    ) -> Option<Pool> {
-        let shared = Arc::new(Shared {
-            queue: Mutex::new(Queue {
-                high: n * QUEUED_PER_WORKER,
-                low: n * QUEUED_PER_WORKER / 2,
-                ..Queue::default()
-            }),
-            work: Condvar::new(),
-            walk: Condvar::new(),
-        });
-        for i in 0..n {
-            let (worker, meter, on_disk) =
-                (Arc::clone(&shared), Arc::clone(meter), on_disk.clone());
-            shared.lock().live += 1;
-            let spawned = std::thread::Builder::new()
-                .name(format!("zerocat-copy-{i}"))
-                .spawn_scoped(scope, move || work(opts, cfg, meter, on_disk, &worker));
-            if spawned.is_err() {
-                shared.lock().live -= 1;
-            }
-        }
-        let started = shared.lock().live;
-        (started > 0).then(|| Pool {
-            shared,
-            slots: VecDeque::new(),
-            arrived: HashMap::new(),
-            next_seq: 0,
-            batch: Vec::with_capacity(BATCH),
-        })
+impl Tree {
+    fn lock(&self) -> MutexGuard<'_, Jobs> {
+        // A thread that panicked holding the lock left the stack whole (pushes and pops).
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Adds a file to the batch; a batch goes out when full, when a file of another
-    /// directory (or an operand) comes, and at [`Pool::flush`]. True when one went out.
-    fn add(&mut self, job: Job) -> bool {
-        let same_dir = |a: &Job, b: &Job| match (&a.at, &b.at) {
-            (Some((_, x)), Some((_, y))) => Arc::ptr_eq(x, y),
-            _ => false,
-        };
-        let mut flushed = false;
-        if self.batch.last().is_some_and(|last| !same_dir(last, &job)) {
-            self.flush();
-            flushed = true;
+    /// Puts a job on the stack; gives it back when the stack is full (or the run is
+    /// stopping): the caller lists it itself.
+    pub(super) fn offer(&self, job: DirJob) -> Result<(), DirJob> {
+        let mut jobs = self.lock();
+        if jobs.stack.len() >= MAX_QUEUED || crate::sys::process::interrupted() {
+            return Err(job);
         }
-        self.batch.push(job);
-        if self.batch.len() >= BATCH {
-            self.flush();
-            flushed = true;
-        }
-        flushed
-    }
-
-    /// Hands the batch out. If every worker is gone, its files are reported failed.
-    fn flush(&mut self) {
-        if self.batch.is_empty() {
-            return;
-        }
-        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
-        if let Err(batch) = self.hand_out(batch) {
-            // Every worker is gone (a panic): the files are reported failed, not lost.
-            for job in batch {
-                self.arrived
-                    .insert(job.seq, Some(worker_gone(&job.src, &job.dst)));
-            }
-        }
-    }
-
-    /// Queues a batch; waits while the queue is full, until half of it was taken. Err:
-    /// every worker is gone.
-    fn hand_out(&mut self, batch: Vec<Job>) -> Result<(), Vec<Job>> {
-        let mut q = self.shared.lock();
-        if q.live == 0 {
-            return Err(batch);
-        }
-        q.jobs.push_back(batch);
-        if q.idle > 0 {
-            self.shared.work.notify_one();
-        }
-        if q.jobs.len() >= q.high {
-            q.walk_waits = Some(WalkWaits::Room);
-            while q.jobs.len() > q.low && q.live > 0 {
-                q = self.shared.walk.wait(q).unwrap_or_else(|e| e.into_inner());
-            }
-            q.walk_waits = None;
+        jobs.stack.push(job);
+        if jobs.idle > 0 {
+            self.work.notify_one();
+        } else if jobs.reporter_waits {
+            self.reporter.notify_one();
         }
         Ok(())
     }
 
-    /// Takes the results the workers sent so far; `wait`: at least one, unless every
-    /// worker is gone. Returns whether every worker was gone when the results were taken
-    /// (under the same lock: a worker puts its last result back before it ends, so then
-    /// nothing more will come).
-    fn take_results(&mut self, wait: bool) -> bool {
-        let mut q = self.shared.lock();
-        if wait {
-            q.walk_waits = Some(WalkWaits::Result);
-            while q.results.is_empty() && q.live > 0 {
-                q = self.shared.walk.wait(q).unwrap_or_else(|e| e.into_inner());
+    /// A worker's next job; None when the run is over (or stopping).
+    fn take(&self) -> Option<DirJob> {
+        let mut jobs = self.lock();
+        loop {
+            if crate::sys::process::interrupted() {
+                jobs.stack.clear();
             }
-            q.walk_waits = None;
+            if let Some(job) = jobs.stack.pop() {
+                jobs.busy += 1;
+                return Some(job);
+            }
+            if jobs.over() || crate::sys::process::interrupted() {
+                return None;
+            }
+            jobs.idle += 1;
+            // Timed: a signal does not wake a condition variable.
+            jobs = self
+                .work
+                .wait_timeout(jobs, Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            jobs.idle -= 1;
         }
-        if q.live == 0 {
-            // Every worker is gone (a panic): what none of them took is reported failed.
-            let left: Vec<Done> = q
-                .jobs
-                .drain(..)
-                .flatten()
-                .map(|job| (job.seq, Some(worker_gone(&job.src, &job.dst))))
-                .collect();
-            q.results.extend(left);
-        }
-        let results = std::mem::take(&mut q.results);
-        let gone = q.live == 0;
-        drop(q);
-        self.arrived.extend(results);
-        gone
     }
 
-    /// No more jobs: idle workers end, the others after the queue is empty.
-    fn close(&mut self) {
-        self.shared.lock().closed = true;
-        self.shared.work.notify_all();
+    /// The reporter's next job, or None when it should report (something finished, or
+    /// nothing is left to take); `over`: the run is over.
+    fn take_or_wait(&self) -> (Option<DirJob>, bool) {
+        let mut jobs = self.lock();
+        if crate::sys::process::interrupted() {
+            jobs.stack.clear();
+        }
+        if let Some(job) = jobs.stack.pop() {
+            jobs.busy += 1;
+            return (Some(job), false);
+        }
+        if jobs.over() {
+            return (None, true);
+        }
+        jobs.reporter_waits = true;
+        jobs = self
+            .reporter
+            .wait_timeout(jobs, Duration::from_millis(100))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+        jobs.reporter_waits = false;
+        (None, jobs.over())
+    }
+
+    /// A job is done (its node is marked listed first).
+    fn finish(&self) {
+        let mut jobs = self.lock();
+        jobs.busy -= 1;
+        if jobs.over() {
+            self.work.notify_all();
+        }
+        if jobs.reporter_waits {
+            self.reporter.notify_one();
+        }
+    }
+
+    /// No operand is left to hand out.
+    fn seal(&self) {
+        let mut jobs = self.lock();
+        jobs.sealed = true;
+        if jobs.over() {
+            self.work.notify_all();
+        }
     }
 }
 
-/// A worker's hold on the queue: ends the worker's part on the way out, also when it
-/// panics (its batch's files not done yet are then reported failed, not waited for).
-struct Worker<'a> {
-    shared: &'a Shared,
-    /// The batch in hand: the files not done yet, the one being copied first.
-    in_flight: VecDeque<Job>,
-    /// Results of the batch so far, put back with the next turn of the lock.
-    done: Vec<Done>,
+/// A job in a thread's hands: finished however the listing ends, a panic included (the
+/// directory then says so, and the run does not wait for it).
+struct InHand<'a> {
+    tree: &'a Tree,
+    node: Arc<Node>,
+    src: PathBuf,
+    dst: PathBuf,
+    ended: bool,
 }
 
-impl Drop for Worker<'_> {
+impl<'a> InHand<'a> {
+    fn new(tree: &'a Tree, job: &DirJob) -> InHand<'a> {
+        InHand {
+            tree,
+            node: Arc::clone(&job.node),
+            src: job.src.clone(),
+            dst: job.dst.clone(),
+            ended: false,
+        }
+    }
+}
+
+impl Drop for InHand<'_> {
     fn drop(&mut self) {
-        let mut q = self.shared.lock();
-        q.results.append(&mut self.done);
-        for job in self.in_flight.drain(..) {
-            q.results
-                .push((job.seq, Some(worker_gone(&job.src, &job.dst))));
+        if !self.ended {
+            let mut e = Entry::new(&self.src, &self.dst, Some(Kind::Dir));
+            e.status = Status::Failed("not all copied: a thread of the copy ended".into());
+            self.node.push(Item::Entry(e));
         }
-        q.live -= 1;
-        if q.walk_waits.is_some() {
-            self.shared.walk.notify_one();
-        }
+        self.node.mark_listed();
+        self.tree.finish();
     }
 }
 
-/// A worker: takes jobs until the queue is closed and empty, copies each file with a copier
-/// of its own, and puts the entry back in the same turn of the lock as it takes the next
-/// job.
-/// `meter` and `on_disk` are the walk's: the bar counts every worker's bytes.
-fn work(
-    opts: &Options,
-    cfg: &CopyConfig,
-    meter: Arc<Meter>,
-    on_disk: Option<Arc<Meter>>,
-    shared: &Shared,
-) {
-    let mut copier = Copier::new(opts, cfg);
-    copier.meter = meter;
-    copier.on_disk = on_disk;
-    copier.held = Some(Vec::new());
-    let mut worker = Worker {
-        shared,
-        in_flight: VecDeque::new(),
-        done: Vec::new(),
-    };
-    loop {
-        let batch = {
-            let mut q = shared.lock();
-            if !worker.done.is_empty() {
-                q.results.append(&mut worker.done);
-                if q.walk_waits == Some(WalkWaits::Result) {
-                    shared.walk.notify_one();
-                }
-            }
-            loop {
-                if let Some(batch) = q.jobs.pop_front() {
-                    if q.walk_waits == Some(WalkWaits::Room) && q.jobs.len() <= q.low {
-                        shared.walk.notify_one();
-                    }
-                    break Some(batch);
-                }
-                if q.closed {
-                    break None;
-                }
-                q.idle += 1;
-                q = shared.work.wait(q).unwrap_or_else(|e| e.into_inner());
-                q.idle -= 1;
-            }
-        };
-        let Some(batch) = batch else {
-            return;
-        };
-        worker.in_flight.extend(batch);
-        while let Some(job) = worker.in_flight.front() {
-            let entry = if crate::sys::process::interrupted() {
-                None
-            } else {
-                // The directory's fd, set once for the run of its files.
-                let same = match (copier.walk.last(), &job.at) {
-                    (Some((_, held)), Some((_, fd))) => Arc::ptr_eq(held, fd),
-                    _ => false,
-                };
-                if !same {
-                    copier.walk.clear();
-                    copier.walk.extend(job.at.iter().cloned());
-                }
-                copier.copy_file(&job.src, &job.dst);
-                copier.held.as_mut().and_then(Vec::pop)
-            };
-            let seq = job.seq;
-            worker.in_flight.pop_front();
-            worker.done.push((seq, entry));
-        }
-    }
-}
+/// What a worker thread counted, for the run's totals.
+pub(super) type Counted = (super::report::Totals, u64, bool);
 
 impl Copier<'_> {
-    /// A regular file: to the workers under `-j`, else copied here and now.
-    pub(super) fn copy_or_hand_out(&mut self, src: &Path, dst: &Path) {
-        if self.pool.is_none() {
-            return self.copy_file(src, dst);
-        }
-        self.take_held();
-        let at = self.walk.last().and_then(|(dir, fd)| {
-            // Bytes, not components: src was made by joining a name to this very path.
-            let (parent, _) = super::walk::split_name(src)?;
-            (parent.as_os_str() == dir.as_os_str()).then(|| (dir.clone(), Arc::clone(fd)))
+    /// Copies `sources` with `n` threads in all, this one included: hands out the
+    /// operands, lists directories with the others, and reports in the walk's order.
+    pub(super) fn copy_in_parallel(
+        &mut self,
+        n: usize,
+        sources: &[PathBuf],
+        dest: &std::path::Path,
+        dest_is_dir: bool,
+    ) {
+        let tree = Arc::new(Tree {
+            jobs: Mutex::new(Jobs::default()),
+            work: Condvar::new(),
+            reporter: Condvar::new(),
         });
-        let pool = self.pool.as_mut().expect("checked above");
-        let seq = pool.next_seq;
-        pool.next_seq += 1;
-        pool.slots.push_back(Slot::File(seq));
-        let job = Job {
-            seq,
-            src: src.to_path_buf(),
-            dst: dst.to_path_buf(),
-            at,
-        };
-        // What came back is looked at once a batch, not once a file (each look takes the
-        // queue's lock, which the workers want too).
-        if pool.add(job) {
-            self.report_ready(false);
-        }
-    }
-
-    /// A directory after its entries: its metadata now without `-j`; with it, once every
-    /// entry before it in the walk's order is in.
-    pub(super) fn close_dir(&mut self, dir: DirDone) {
-        if self.pool.is_none() {
-            return self.finish_dir(dir);
-        }
-        self.take_held();
-        if let Some(pool) = self.pool.as_mut() {
-            // The directory's last files go out now, not with the next directory's.
-            pool.flush();
-            pool.slots.push_back(Slot::Dir(dir));
-        }
-        self.report_ready(false);
-    }
-
-    /// The end of the walk: no more jobs; waits for the workers' last entries and reports
-    /// everything still queued, in order.
-    pub(super) fn close_pool(&mut self) {
-        if let Some(pool) = self.pool.as_mut() {
-            pool.flush();
-            pool.close();
-        }
+        let root = Arc::new(Node::default());
+        let (opts, cfg) = (self.opts, self.cfg);
+        let counted: Vec<Counted> = std::thread::scope(|scope| {
+            let mut workers = Vec::new();
+            for i in 1..n {
+                let worker = self.worker(&tree);
+                let spawned = std::thread::Builder::new()
+                    .name(format!("zerocat-copy-{i}"))
+                    .spawn_scoped(scope, move || work(worker, opts, cfg));
+                match spawned {
+                    Ok(handle) => workers.push(handle),
+                    Err(_) => break,
+                }
+            }
+            self.tree = Some(Arc::clone(&tree));
+            self.node = Some(Arc::clone(&root));
+            self.cursor = vec![(Arc::clone(&root), None)];
+            self.copy_operands(sources, dest, dest_is_dir);
+            root.mark_listed();
+            tree.seal();
+            loop {
+                self.report_ready(false);
+                match tree.take_or_wait() {
+                    (Some(job), _) => {
+                        let mut in_hand = InHand::new(&tree, &job);
+                        self.list_job(job);
+                        in_hand.ended = true;
+                    }
+                    (None, true) => break,
+                    (None, false) => {}
+                }
+            }
+            // A worker that panicked said so in its directory; its count is lost with it.
+            workers
+                .into_iter()
+                .filter_map(|handle| handle.join().ok())
+                .collect()
+        });
+        // Every thread has ended: what is left is final.
         self.report_ready(true);
-        self.pool = None;
-        self.held = None;
+        for (totals, entries, interrupted) in counted {
+            self.totals.add(&totals);
+            self.entry_count += entries;
+            self.interrupted |= interrupted;
+        }
+        self.tree = None;
+        self.node = None;
     }
 
-    /// Entries the walk made since the last slot go into the order as they are.
-    fn take_held(&mut self) {
-        let held = self.held.as_mut().map(std::mem::take).unwrap_or_default();
-        if let Some(pool) = self.pool.as_mut() {
-            pool.slots.extend(held.into_iter().map(Slot::Made));
+    /// What a worker thread starts from: a copier of its own that shares the run's meter,
+    /// file count, hard links and tree.
+    fn worker(&self, tree: &Arc<Tree>) -> Worker {
+        Worker {
+            meter: Arc::clone(&self.meter),
+            on_disk: self.on_disk.clone(),
+            files_done: Arc::clone(&self.files_done),
+            links: Arc::clone(&self.links),
+            tree: Arc::clone(tree),
         }
     }
 
-    /// Reports the slots at the head of the order that are resolved. `wait`: until every
-    /// slot is (the end of the walk), waiting for the workers.
-    fn report_ready(&mut self, wait: bool) {
-        self.take_held();
-        loop {
-            let Some(pool) = self.pool.as_mut() else {
-                return;
+    /// An entry is done: accounted now without `-j`; under it, put in its directory's node
+    /// when the reporter must show or keep it, else only counted here.
+    pub(super) fn done(&mut self, e: Entry) {
+        match &self.node {
+            Some(node) if self.shows(&e) => node.push(Item::Entry(e)),
+            Some(_) => self.tally(&e),
+            None => self.account(e),
+        }
+    }
+
+    /// A subdirectory, created and opened: listed by whichever thread takes it, its
+    /// metadata set once everything in it was reported. Without `-j`: listed now, its
+    /// metadata set after.
+    pub(super) fn copy_subtree(&mut self, job: DirJob, dir: DirDone) {
+        let Some(node) = &self.node else {
+            self.list_job(job);
+            if !self.interrupted {
+                self.finish_dir(dir);
+            }
+            return;
+        };
+        node.push(Item::Dir(Arc::clone(&job.node), dir));
+        let job = match &self.tree {
+            Some(tree) => match tree.offer(job) {
+                Ok(()) => return,
+                Err(job) => job,
+            },
+            None => job,
+        };
+        let node = Arc::clone(&job.node);
+        self.list_job(job);
+        node.mark_listed();
+    }
+
+    /// Lists a directory's job into its node, this copier's entries going there meanwhile.
+    pub(super) fn list_job(&mut self, job: DirJob) {
+        let DirJob {
+            src,
+            dst,
+            fd,
+            mut listing,
+            node,
+        } = job;
+        let outer = self.node.as_mut().map(|n| std::mem::replace(n, node));
+        self.walk.push((src.clone(), fd));
+        self.copy_listing(&mut listing, &src, &dst);
+        self.walk.pop();
+        if let Some(outer) = outer {
+            self.node = Some(outer);
+        }
+    }
+
+    /// Reports the entries at the head of the walk's order that are in, and sets the
+    /// metadata of each directory passed. `last`: every thread has ended, so a node not
+    /// finished never will be (a stop): it is passed as it is.
+    pub(super) fn report_ready(&mut self, last: bool) {
+        while let Some((node, _)) = self.cursor.last() {
+            let (item, listed) = {
+                let mut state = node.lock();
+                (state.items.pop_front(), state.listed)
             };
-            let head = match pool.slots.front() {
-                None => return,
-                Some(Slot::File(seq)) if !pool.arrived.contains_key(seq) => {
-                    let seq = *seq;
-                    let gone = pool.take_results(wait);
-                    if let hash_map::Entry::Vacant(missing) = pool.arrived.entry(seq) {
-                        if !wait {
-                            return;
-                        }
-                        if gone {
-                            // Every worker ended: each job handed out has its result by
-                            // now (copied, or failed by a worker's panic), so this does not
-                            // happen; were it to, the walk must not wait forever.
-                            missing.insert(None);
-                        }
-                    }
-                    continue;
-                }
-                Some(_) => pool.slots.pop_front().expect("a head"),
-            };
-            match head {
-                Slot::Made(entry) => self.account(entry),
-                Slot::File(seq) => {
-                    let entry = self
-                        .pool
-                        .as_mut()
-                        .and_then(|pool| pool.arrived.remove(&seq))
-                        .flatten();
-                    if let Some(entry) = entry {
-                        // The worker counted it in its own totals.
-                        if entry.status == Status::Copied {
-                            self.totals.files += 1;
-                        }
-                        self.account(entry);
-                    }
-                }
-                Slot::Dir(dir) => {
-                    // Interrupted: like the walk without -j, no metadata after the stop.
-                    if !(self.interrupted || crate::sys::process::interrupted()) {
+            match item {
+                Some(Item::Entry(e)) => self.account(e),
+                Some(Item::Dir(child, dir)) => self.cursor.push((child, Some(dir))),
+                None if listed || last => {
+                    let (_, dir) = self.cursor.pop().expect("a node");
+                    // Stopped: like the walk without -j, no metadata after the stop.
+                    let stopped = self.interrupted || crate::sys::process::interrupted();
+                    if let (Some(dir), false) = (dir, stopped) {
                         self.finish_dir(dir);
-                        let made = self.held.as_mut().map(std::mem::take).unwrap_or_default();
-                        for entry in made {
-                            self.account(entry);
-                        }
                     }
                 }
+                None => return,
             }
         }
     }
 }
 
-/// The entry of a file no worker was left to copy.
-fn worker_gone(src: &Path, dst: &Path) -> Entry {
-    let mut e = Entry::new(src, dst, Some(Kind::File));
-    e.status = Status::Failed("not copied: the copy's worker threads ended".into());
-    e
+/// What a worker thread is given to make its copier.
+struct Worker {
+    meter: Arc<crate::engine::meter::Meter>,
+    on_disk: Option<Arc<crate::engine::meter::Meter>>,
+    files_done: Arc<std::sync::atomic::AtomicU64>,
+    links: Arc<super::Links>,
+    tree: Arc<Tree>,
+}
+
+/// A worker thread: takes directories until the run is over, counts what it did.
+fn work(given: Worker, opts: &Options, cfg: &CopyConfig) -> Counted {
+    let mut copier = Copier::new(opts, cfg);
+    copier.meter = given.meter;
+    copier.on_disk = given.on_disk;
+    copier.files_done = given.files_done;
+    copier.links = given.links;
+    copier.tree = Some(Arc::clone(&given.tree));
+    copier.node = Some(Arc::new(Node::default()));
+    let tree = &given.tree;
+    while let Some(job) = tree.take() {
+        let mut in_hand = InHand::new(tree, &job);
+        copier.list_job(job);
+        in_hand.ended = true;
+    }
+    (
+        std::mem::take(&mut copier.totals),
+        copier.entry_count,
+        copier.interrupted,
+    )
 }

@@ -32,6 +32,26 @@ pub(super) struct Totals {
     pub(super) discarded: u64,
 }
 
+impl Totals {
+    /// Adds what another thread of `-j` counted.
+    pub(super) fn add(&mut self, o: &Totals) {
+        self.record.merge(&o.record);
+        self.holes += o.holes;
+        self.resumed += o.resumed;
+        self.resume_check_seconds += o.resume_check_seconds;
+        self.verified_bytes += o.verified_bytes;
+        self.verify_seconds += o.verify_seconds;
+        self.verified_files += o.verified_files;
+        self.files += o.files;
+        self.dirs += o.dirs;
+        self.symlinks += o.symlinks;
+        self.specials += o.specials;
+        self.skipped += o.skipped;
+        self.failed += o.failed;
+        self.discarded += o.discarded;
+    }
+}
+
 impl Copier<'_> {
     pub(super) fn skip(&mut self, src: &Path, dst: &Path, kind: Kind, why: &'static str) {
         let mut e = Entry::new(src, dst, Some(kind));
@@ -56,17 +76,23 @@ impl Copier<'_> {
         self.done(e);
     }
 
-    /// One entry is done. Under `-j` it waits for its turn in the walk's order (pool.rs);
-    /// otherwise it is accounted now.
-    pub(super) fn done(&mut self, e: Entry) {
-        match &mut self.held {
-            Some(held) => held.push(e),
-            None => self.account(e),
-        }
+    /// Adds one entry to the totals and shows it; errors are printed at once (also under
+    /// -q, as cp does).
+    pub(super) fn account(&mut self, e: Entry) {
+        self.tally(&e);
+        self.show(e);
     }
 
-    /// Adds one entry to the totals; errors are printed at once (also under -q, as cp does).
-    pub(super) fn account(&mut self, e: Entry) {
+    /// Will [`Copier::show`] print or keep anything of this entry?
+    pub(super) fn shows(&self, e: &Entry) -> bool {
+        matches!(e.status, Status::Failed(_))
+            || (self.opts.verbose && !self.opts.quiet)
+            || (self.cfg.debug && e.kind == Some(Kind::File))
+            || self.opts.stats == crate::report::StatsFormat::Json
+    }
+
+    /// Adds one entry to the totals.
+    pub(super) fn tally(&mut self, e: &Entry) {
         if self.cfg.atomic && matches!(e.status, Status::Failed(_)) {
             self.totals.discarded += e.record.bytes();
         } else {
@@ -83,14 +109,24 @@ impl Copier<'_> {
         if e.kind == Some(Kind::File) {
             self.files_done.fetch_add(1, Ordering::Relaxed);
         }
-        let ok = match &e.status {
-            Status::Copied => true,
-            Status::Skipped(_) => {
-                self.totals.skipped += 1;
-                true
-            }
-            Status::Failed(error) => {
+        match &e.status {
+            Status::Copied => {}
+            Status::Skipped(_) => self.totals.skipped += 1,
+            Status::Failed(_) => self.totals.failed += 1,
+            Status::Interrupted => {
                 self.totals.failed += 1;
+                self.interrupted = true;
+            }
+        }
+        self.entry_count += 1;
+    }
+
+    /// Prints what an entry says (its error, `-v`'s line, `--debug`'s lines) and keeps it
+    /// for the JSON report.
+    fn show(&mut self, e: Entry) {
+        let ok = match &e.status {
+            Status::Copied | Status::Skipped(_) => true,
+            Status::Failed(error) => {
                 self.say(format!(
                     "zerocat: cannot copy '{}' to '{}': {error}",
                     e.src.display(),
@@ -99,11 +135,7 @@ impl Copier<'_> {
                 false
             }
             // Not printed: the report says it once for the run.
-            Status::Interrupted => {
-                self.totals.failed += 1;
-                self.interrupted = true;
-                false
-            }
+            Status::Interrupted => false,
         };
         if self.cfg.debug && e.kind == Some(Kind::File) && self.debug_error.is_none() {
             let printed = match e.status {
@@ -121,7 +153,6 @@ impl Copier<'_> {
         if ok && self.opts.verbose && !self.opts.quiet {
             self.say(format!("zerocat: {}", entry_line(&e)));
         }
-        self.entry_count += 1;
         // Kept only for the JSON report, which lists every entry: a text run of a million
         // files holds its totals, not a million entries (issue 26 item 9).
         if self.opts.stats == crate::report::StatsFormat::Json {

@@ -16,8 +16,8 @@ use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
 use super::entry::{Entry, Kind, Status};
-use super::pool::DirDone;
-use super::{Copier, CopyConfig, SparseMode};
+use super::pool::{DirDone, DirJob, Node};
+use super::{Claim, Copier, CopyConfig, SparseMode};
 
 /// What a copy will move, for the progress bar's totals.
 #[derive(Debug, Default, Clone, Copy)]
@@ -185,7 +185,7 @@ impl Copier<'_> {
             Kind::Dir => self.copy_dir(src, dst),
             Kind::Symlink => self.copy_symlink(src, dst),
             Kind::File if self.cfg.preserve && self.cfg.recursive => self.copy_or_link(src, dst),
-            Kind::File => self.copy_or_hand_out(src, dst),
+            Kind::File => self.copy_file(src, dst),
             // cp's rule: without -r, a FIFO or a device operand (`copy /dev/stdin f`,
             // `copy <(cmd) f`) is read to its end into a regular file, through the engine
             // (splice or userspace); in a tree, --special recreates the node instead.
@@ -195,22 +195,24 @@ impl Copier<'_> {
     }
 
     /// `--preserve` in a tree (cp -a): a file with several links becomes a hard link to the
-    /// copy of the first of them met; that first one is copied here, not by a worker, so
-    /// it exists when the next is linked.
+    /// copy of the first of them met; under `-j`, a thread meeting another link while that
+    /// first one is being copied waits for it.
     fn copy_or_link(&mut self, src: &Path, dst: &Path) {
         let Ok(meta) = fs::symlink_metadata(src) else {
-            return self.copy_or_hand_out(src, dst);
+            return self.copy_file(src, dst);
         };
         if meta.nlink() < 2 {
-            return self.copy_or_hand_out(src, dst);
+            return self.copy_file(src, dst);
         }
         let key = (meta.dev(), meta.ino());
-        let Some(first) = self.links.get(&key).cloned() else {
-            self.copy_file(src, dst);
-            if fs::symlink_metadata(dst).is_ok() {
-                self.links.insert(key, dst.to_path_buf());
+        let first = match self.links.claim(key) {
+            Claim::LinkTo(first) => first,
+            Claim::First => {
+                self.copy_file(src, dst);
+                let made = fs::symlink_metadata(dst).is_ok();
+                self.links.settle(key, made.then(|| dst.to_path_buf()));
+                return;
             }
-            return;
         };
         if let Ok(existing) = fs::symlink_metadata(dst) {
             let src_mtime = super::update::mtime_of(&meta);
@@ -265,25 +267,26 @@ impl Copier<'_> {
                 None
             }
         };
-        // The listing reads its own duplicate; `walk` keeps the fd the entries are opened at.
+        // The listing reads its own duplicate; the job keeps the fd the entries are opened at.
         let listing = nix::unistd::dup(dir.as_raw_fd()).and_then(nix::dir::Dir::from_fd);
-        let mut listing = match listing {
+        let listing = match listing {
             Ok(l) => l,
             Err(e) => return self.fail(src, dst, Kind::Dir, format!("cannot read directory: {e}")),
         };
-        self.walk
-            .push((src.to_path_buf(), Arc::new(OwnedFd::from(dir))));
-        self.copy_listing(&mut listing, src, dst);
-        self.walk.pop();
-        if self.interrupted {
-            return;
-        }
-        self.close_dir(DirDone {
+        let job = DirJob {
+            src: src.to_path_buf(),
+            dst: dst.to_path_buf(),
+            fd: OwnedFd::from(dir),
+            listing,
+            node: Arc::new(Node::default()),
+        };
+        let done = DirDone {
             src: src.to_path_buf(),
             dst: dst.to_path_buf(),
             meta,
             existing,
-        });
+        };
+        self.copy_subtree(job, done);
     }
 
     /// A directory's mode (and `--preserve`'s owner and times) once its entries are in, and
@@ -294,13 +297,19 @@ impl Copier<'_> {
             entry.status = Status::Failed(format!("{e:#}"));
         }
         self.totals.dirs += 1;
-        self.done(entry);
+        self.account(entry);
     }
 
-    fn copy_listing(&mut self, listing: &mut nix::dir::Dir, src: &Path, dst: &Path) {
-        for item in listing.iter() {
+    pub(super) fn copy_listing(&mut self, listing: &mut nix::dir::Dir, src: &Path, dst: &Path) {
+        for (n, item) in listing.iter().enumerate() {
             if self.interrupted {
                 return;
+            }
+            // -j's reporting thread reports what the others did while it lists a big one.
+            if n % super::pool::REPORT_EVERY == super::pool::REPORT_EVERY - 1
+                && !self.cursor.is_empty()
+            {
+                self.report_ready(false);
             }
             let item = match item {
                 Ok(i) => i,
