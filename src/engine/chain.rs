@@ -340,9 +340,12 @@ mod tests {
 /// The chain of one regular file of `zerocat copy`, from its first data extent to its last:
 /// [`chain_for_copy`] without the paths that cannot serve this file, narrowed as the
 /// extents show what the kernel refuses.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Held inline (each path at most once): a tree's copy makes one a file, and copies the
+/// last one made when nothing it depends on changed (no allocation a file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileChain {
-    paths: Vec<DataPath>,
+    paths: [DataPath; DataPath::ALL.len()],
+    len: usize,
     /// `--via` or `--reflink=always` named the one path: it runs whatever, and its refusal
     /// is an error, never a reason to leave it out.
     forced: bool,
@@ -365,10 +368,18 @@ impl FileChain {
         sizeless: bool,
         fills_holes: bool,
     ) -> Result<FileChain, String> {
+        let listed = chain_for_copy(src, dst, via, reflink)?;
         let mut chain = FileChain {
-            paths: chain_for_copy(src, dst, via, reflink)?,
+            paths: [DataPath::Userspace; DataPath::ALL.len()],
+            len: 0,
             forced: matches!(via, Via::Forced(_)) || reflink == ReflinkMode::Always,
         };
+        for path in listed {
+            if !chain.paths().contains(&path) {
+                chain.paths[chain.len] = path;
+                chain.len += 1;
+            }
+        }
         chain.leave_out(|path| match path {
             DataPath::Reflink => !from_start || sizeless || fills_holes,
             DataPath::CopyFileRange => sizeless || fills_holes,
@@ -381,12 +392,20 @@ impl FileChain {
     /// an earlier file between the same filesystems), unless the path is forced.
     pub fn leave_out(&mut self, unfit: impl Fn(DataPath) -> bool) {
         if !self.forced {
-            self.paths.retain(|&path| !unfit(path));
+            let mut kept = 0;
+            for i in 0..self.len {
+                let path = self.paths[i];
+                if !unfit(path) {
+                    self.paths[kept] = path;
+                    kept += 1;
+                }
+            }
+            self.len = kept;
         }
     }
 
     pub fn paths(&self) -> &[DataPath] {
-        &self.paths
+        &self.paths[..self.len]
     }
 
     /// Whether `--sparse=always` may read this file in userspace to find runs of zeros

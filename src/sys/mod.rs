@@ -3,6 +3,7 @@
 //! signal state. Imports nothing of the crate.
 
 pub mod datagram;
+pub mod dirent;
 pub mod fdkind;
 pub mod ktls;
 pub mod pipe;

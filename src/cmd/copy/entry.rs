@@ -48,16 +48,18 @@ impl Kind {
         }
     }
 
-    pub(super) fn of_dirent(t: nix::dir::Type) -> Kind {
-        use nix::dir::Type;
-        match t {
-            Type::Directory => Kind::Dir,
-            Type::Symlink => Kind::Symlink,
-            Type::File => Kind::File,
-            Type::Fifo => Kind::Fifo,
-            Type::Socket => Kind::Socket,
-            Type::CharacterDevice | Type::BlockDevice => Kind::Device,
-        }
+    /// From a directory entry's d_type; None: the filesystem did not say (DT_UNKNOWN).
+    pub(super) fn of_d_type(d_type: u8) -> Option<Kind> {
+        use crate::sys::dirent::*;
+        Some(match d_type {
+            DT_DIR => Kind::Dir,
+            DT_LNK => Kind::Symlink,
+            DT_REG => Kind::File,
+            DT_FIFO => Kind::Fifo,
+            DT_SOCK => Kind::Socket,
+            DT_CHR | DT_BLK => Kind::Device,
+            _ => return None,
+        })
     }
 }
 

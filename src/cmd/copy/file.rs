@@ -25,7 +25,9 @@ use crate::sys::pipe::OwnPipe;
 
 impl Copier<'_> {
     pub(super) fn copy_file(&mut self, src: &Path, dst: &Path) {
-        let mut e = Entry::new(src, dst, Some(Kind::File));
+        // Named at the end, and only if it is shown or kept: a small file's copy is
+        // short enough for two path copies to show in its profile.
+        let mut e = Entry::new(Path::new(""), Path::new(""), Some(Kind::File));
         e.status = match self.copy_file_data(src, dst, &mut e) {
             Ok(()) => {
                 self.totals.files += 1;
@@ -33,6 +35,11 @@ impl Copier<'_> {
             }
             Err(status) => status,
         };
+        if !self.shows(&e) {
+            return self.tally(&e);
+        }
+        e.src = src.to_path_buf();
+        e.dst = dst.to_path_buf();
         self.done(e);
     }
 
@@ -111,16 +118,7 @@ impl Copier<'_> {
             return self.close_file(source.as_fd(), sink, &sst, None, dst_is_file, e);
         }
         let sizeless = src_size == 0 || pseudo;
-        let mut chain = FileChain::new(
-            &src_info,
-            &dst_info,
-            self.opts.via,
-            self.cfg.reflink,
-            start == 0,
-            sizeless,
-            self.cfg.sparse == SparseMode::Never,
-        )
-        .map_err(|err| format!("--via: {err}"))?;
+        let mut chain = self.file_chain(&src_info, &dst_info, start == 0, sizeless)?;
         let devices = (sst.st_dev, dst_info.identity.0);
         if !self.refused.is_empty() {
             chain.leave_out(|path| self.refused.contains(&(devices, path)));
@@ -201,6 +199,36 @@ impl Copier<'_> {
                 .map_err(|err| format!("cannot set the size: {err}"))?;
         }
         self.close_file(source.as_fd(), sink, &sst, syncer, dst_is_file, e)
+    }
+
+    /// [`FileChain::new`] for this file; the last one made again when what it depends on
+    /// is the same (the kinds of both ends, where the copy starts, whether the size says
+    /// anything: in a tree, nearly always).
+    fn file_chain(
+        &mut self,
+        src: &FdInfo,
+        dst: &FdInfo,
+        from_start: bool,
+        sizeless: bool,
+    ) -> Result<FileChain, Status> {
+        let key = (src.kind, dst.kind, from_start, sizeless);
+        if let Some((made_for, chain)) = self.last_chain {
+            if made_for == key {
+                return Ok(chain);
+            }
+        }
+        let chain = FileChain::new(
+            src,
+            dst,
+            self.opts.via,
+            self.cfg.reflink,
+            from_start,
+            sizeless,
+            self.cfg.sparse == SparseMode::Never,
+        )
+        .map_err(|err| format!("--via: {err}"))?;
+        self.last_chain = Some((key, chain));
+        Ok(chain)
     }
 
     /// The bytes are in: synced, verified, metadata as asked, then closed (close(2) may
@@ -298,6 +326,52 @@ impl Copier<'_> {
             });
         }
         self.dst_dir.as_ref()
+    }
+
+    /// Makes the directory `dst` (mkdirat at its parent's fd where that is open).
+    pub(super) fn make_dir(&mut self, dst: &Path, mode: u32) -> io::Result<()> {
+        let mode = Mode::from_bits_truncate(mode);
+        let at = super::walk::split_name(dst).map(|(_, name)| name);
+        match (self.dst_dir(dst), at) {
+            (Some(parent), Some(name)) => {
+                nix::sys::stat::mkdirat(Some(parent.fd.as_raw_fd()), name, mode)
+            }
+            _ => nix::unistd::mkdir(dst, mode),
+        }
+        .map_err(io::Error::from)
+    }
+
+    /// Opens a destination directory the walk just made (`created`) or found, at its
+    /// parent's fd, not following a symlink: its files are created at it. One it made is
+    /// on its parent's filesystem (no stat).
+    pub(super) fn open_made_dir(&mut self, dst: &Path, created: bool) -> io::Result<DstDir> {
+        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let at = super::walk::split_name(dst).map(|(_, name)| name);
+        let (fd, parent_dev) = match (self.dst_dir(dst), at) {
+            (Some(parent), Some(name)) => (
+                crate::sys::open_interruptible(
+                    Some(parent.fd.as_raw_fd()),
+                    Path::new(name),
+                    flags,
+                    Mode::empty(),
+                ),
+                Some(parent.dev),
+            ),
+            _ => (
+                crate::sys::open_interruptible(None, dst, flags, Mode::empty()),
+                None,
+            ),
+        };
+        let fd = fd.map_err(io::Error::from)?;
+        let dev = match parent_dev.filter(|_| created) {
+            Some(dev) => dev,
+            None => fstat(fd.as_fd()).map_err(io::Error::from)?.st_dev,
+        };
+        Ok(DstDir {
+            path: dst.to_path_buf(),
+            fd,
+            dev,
+        })
     }
 
     /// The data extents of the source from `start`, each through the engine; holes between
@@ -410,7 +484,7 @@ const SIZE_TRUSTED_BELOW: u64 = 1 << 20;
 
 /// A destination directory held open: see [`Copier::dst_dir`].
 pub(super) struct DstDir {
-    path: std::path::PathBuf,
+    pub(super) path: std::path::PathBuf,
     fd: OwnedFd,
     dev: u64,
 }

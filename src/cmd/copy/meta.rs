@@ -28,9 +28,13 @@ impl Copier<'_> {
         existing: Option<u32>,
     ) -> anyhow::Result<()> {
         if !self.cfg.preserve {
+            let mode = meta.mode() & 0o777;
             return match existing {
                 Some(_) => Ok(()),
-                None => chmod_path(dst, meta.mode() & 0o777 & !umask()),
+                // Made with the owner's rwx added while it fills: already right when the
+                // source has them (cp does not chmod then either).
+                None if mode & 0o700 == 0o700 => Ok(()),
+                None => chmod_path(dst, mode & !umask()),
             };
         }
         let owner_kept = chown_path(dst, meta)?;

@@ -306,6 +306,11 @@ struct Copier<'a> {
     cursor: Vec<(Arc<Node>, Option<DirDone>)>,
     /// `--preserve` in a tree: the first copy of each source file with several links.
     links: Arc<Links>,
+    /// getdents64's buffers, kept from one directory to the next (one a level listed at
+    /// once).
+    listing_buffers: Vec<Vec<u8>>,
+    /// The last file's chain, for the next file of the same kinds (file.rs).
+    last_chain: Option<((FdKind, FdKind, bool, bool), engine::FileChain)>,
     /// `--debug`'s lines could not be written to stdout (a full disk, /dev/full): the run
     /// fails, as cp's does. A reader that went away is not this (cp: quiet).
     debug_error: Option<std::io::Error>,
@@ -331,6 +336,8 @@ impl<'a> Copier<'a> {
             interrupted: false,
             debug_error: None,
             links: Arc::default(),
+            listing_buffers: Vec::new(),
+            last_chain: None,
             walk: Vec::new(),
             tree: None,
             node: None,

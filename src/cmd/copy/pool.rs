@@ -23,12 +23,13 @@
 
 use std::collections::VecDeque;
 use std::fs;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::entry::{Entry, Kind, Status};
+use super::file::DstDir;
 use super::{Copier, CopyConfig};
 use crate::options::Options;
 
@@ -61,14 +62,13 @@ pub(super) struct DirDone {
     pub(super) existing: Option<u32>,
 }
 
-/// A directory to list: created in the destination already, opened at its parent.
+/// A directory to list: created in the destination already, both opened at their parents.
 pub(super) struct DirJob {
     pub(super) src: PathBuf,
-    pub(super) dst: PathBuf,
-    /// The directory; its entries are opened at it.
+    /// The directory, listed from this fd; its entries are opened at it.
     pub(super) fd: OwnedFd,
-    /// Its listing, read from a duplicate of `fd`.
-    pub(super) listing: nix::dir::Dir,
+    /// Its copy, where its files are created.
+    pub(super) dst_dir: DstDir,
     /// Where its entries go.
     pub(super) node: Arc<Node>,
 }
@@ -245,7 +245,7 @@ impl<'a> InHand<'a> {
             tree,
             node: Arc::clone(&job.node),
             src: job.src.clone(),
-            dst: job.dst.clone(),
+            dst: job.dst_dir.path.clone(),
             ended: false,
         }
     }
@@ -380,15 +380,18 @@ impl Copier<'_> {
     pub(super) fn list_job(&mut self, job: DirJob) {
         let DirJob {
             src,
-            dst,
             fd,
-            mut listing,
+            dst_dir,
             node,
         } = job;
         let outer = self.node.as_mut().map(|n| std::mem::replace(n, node));
+        let dst = dst_dir.path.clone();
+        let outer_dst = self.dst_dir.replace(dst_dir);
+        let dir = fd.as_raw_fd();
         self.walk.push((src.clone(), fd));
-        self.copy_listing(&mut listing, &src, &dst);
+        self.copy_listing(dir, &src, &dst);
         self.walk.pop();
+        self.dst_dir = outer_dst;
         if let Some(outer) = outer {
             self.node = Some(outer);
         }

@@ -5,9 +5,9 @@
 use std::collections::HashSet;
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -18,6 +18,7 @@ use nix::sys::stat::Mode;
 use super::entry::{Entry, Kind, Status};
 use super::pool::{DirDone, DirJob, Node};
 use super::{Claim, Copier, CopyConfig, SparseMode};
+use crate::sys::dirent;
 
 /// What a copy will move, for the progress bar's totals.
 #[derive(Debug, Default, Clone, Copy)]
@@ -238,7 +239,8 @@ impl Copier<'_> {
 
     /// Directories are created before their entries (owner rwx while filling) and get their
     /// mode after them. The source is opened with O_NOFOLLOW (see [`Copier::open_source`]),
-    /// listed from that fd, and its entries are opened at it.
+    /// listed from that fd, and its entries are opened at it; the destination is made and
+    /// opened at its parent's fd, and its files are created at its own.
     fn copy_dir(&mut self, src: &Path, dst: &Path) {
         let opened = self
             .open_source(src, OFlag::O_DIRECTORY)
@@ -247,37 +249,32 @@ impl Copier<'_> {
             Ok(m) => m,
             Err(e) => return self.fail(src, dst, Kind::Dir, format!("cannot open directory: {e}")),
         };
-        let existing = match fs::symlink_metadata(dst) {
-            Ok(m) if m.is_dir() => Some(m.mode() & 0o7777),
-            Ok(_) => {
-                return self.fail(
-                    src,
-                    dst,
-                    Kind::Dir,
-                    "cannot overwrite a non-directory with a directory".into(),
-                )
-            }
-            Err(_) => {
-                if let Err(e) = fs::DirBuilder::new()
-                    .mode(meta.mode() & 0o777 | 0o700)
-                    .create(dst)
-                {
-                    return self.fail(src, dst, Kind::Dir, format!("cannot create directory: {e}"));
+        // The common case first: it is not there yet (no stat to learn that).
+        let (created, existing) = match self.make_dir(dst, meta.mode() & 0o777 | 0o700) {
+            Ok(()) => (true, None),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => match fs::symlink_metadata(dst) {
+                Ok(m) if m.is_dir() => (false, Some(m.mode() & 0o7777)),
+                _ => {
+                    return self.fail(
+                        src,
+                        dst,
+                        Kind::Dir,
+                        "cannot overwrite a non-directory with a directory".into(),
+                    )
                 }
-                None
+            },
+            Err(e) => {
+                return self.fail(src, dst, Kind::Dir, format!("cannot create directory: {e}"))
             }
         };
-        // The listing reads its own duplicate; the job keeps the fd the entries are opened at.
-        let listing = nix::unistd::dup(dir.as_raw_fd()).and_then(nix::dir::Dir::from_fd);
-        let listing = match listing {
-            Ok(l) => l,
-            Err(e) => return self.fail(src, dst, Kind::Dir, format!("cannot read directory: {e}")),
+        let dst_dir = match self.open_made_dir(dst, created) {
+            Ok(d) => d,
+            Err(e) => return self.fail(src, dst, Kind::Dir, format!("cannot open directory: {e}")),
         };
         let job = DirJob {
             src: src.to_path_buf(),
-            dst: dst.to_path_buf(),
             fd: OwnedFd::from(dir),
-            listing,
+            dst_dir,
             node: Arc::new(Node::default()),
         };
         let done = DirDone {
@@ -300,42 +297,49 @@ impl Copier<'_> {
         self.account(entry);
     }
 
-    pub(super) fn copy_listing(&mut self, listing: &mut nix::dir::Dir, src: &Path, dst: &Path) {
-        for (n, item) in listing.iter().enumerate() {
-            if self.interrupted {
-                return;
-            }
-            // -j's reporting thread reports what the others did while it lists a big one.
-            if n % super::pool::REPORT_EVERY == super::pool::REPORT_EVERY - 1
-                && !self.cursor.is_empty()
-            {
-                self.report_ready(false);
-            }
-            let item = match item {
-                Ok(i) => i,
+    /// Copies each entry of the directory `dir` (the fd the walk keeps for `src`) to
+    /// `dst`, in the order getdents gives them.
+    pub(super) fn copy_listing(&mut self, dir: RawFd, src: &Path, dst: &Path) {
+        let mut buf = self
+            .listing_buffers
+            .pop()
+            .unwrap_or_else(|| vec![0; dirent::LISTING_BUFFER]);
+        let (mut from, mut to) = (Joiner::new(src), Joiner::new(dst));
+        let mut n = 0usize;
+        'listing: loop {
+            let filled = match dirent::getdents(dir, &mut buf) {
+                Ok(0) => break,
+                Ok(filled) => filled,
                 Err(e) => {
                     self.fail(src, dst, Kind::Dir, format!("cannot read directory: {e}"));
                     break;
                 }
             };
-            let name = std::ffi::OsStr::from_bytes(item.file_name().to_bytes());
-            if name == "." || name == ".." {
-                continue;
+            for (name, d_type) in dirent::entries(&buf[..filled]) {
+                if self.interrupted {
+                    break 'listing;
+                }
+                n += 1;
+                // -j's reporting thread reports what the others did while it lists a big one.
+                if n % super::pool::REPORT_EVERY == 0 && !self.cursor.is_empty() {
+                    self.report_ready(false);
+                }
+                let (from, to) = (from.with(name), to.with(name));
+                // d_type where the filesystem gives it, lstat where it says DT_UNKNOWN.
+                let kind = match Kind::of_d_type(d_type) {
+                    Some(kind) => kind,
+                    None => match fs::symlink_metadata(from) {
+                        Ok(m) => Kind::of(m.file_type()),
+                        Err(e) => {
+                            self.fail_entry(from, to, None, format!("cannot stat: {e}"));
+                            continue;
+                        }
+                    },
+                };
+                self.copy_entry(from, to, kind);
             }
-            let (from, to) = (joined(src, name), joined(dst, name));
-            // d_type where the filesystem gives it, lstat where it says DT_UNKNOWN.
-            let kind = match item.file_type() {
-                Some(t) => Kind::of_dirent(t),
-                None => match fs::symlink_metadata(&from) {
-                    Ok(m) => Kind::of(m.file_type()),
-                    Err(e) => {
-                        self.fail_entry(&from, &to, None, format!("cannot stat: {e}"));
-                        continue;
-                    }
-                },
-            };
-            self.copy_entry(&from, &to, kind);
         }
+        self.listing_buffers.push(buf);
     }
 
     /// Opens a source to read. Without `-r` an operand is followed (cp's rule). Under `-r`
@@ -364,12 +368,29 @@ impl Copier<'_> {
     }
 }
 
-/// `dir/name` in one allocation of the right size (`Path::join` grows it again).
-pub(super) fn joined(dir: &Path, name: &std::ffi::OsStr) -> PathBuf {
-    let mut path = PathBuf::with_capacity(dir.as_os_str().len() + 1 + name.len());
-    path.push(dir);
-    path.push(name);
-    path
+/// `dir/name` for each name of a listing, in one buffer: no allocation per entry.
+struct Joiner {
+    buf: Vec<u8>,
+    /// Where the names start.
+    base: usize,
+}
+
+impl Joiner {
+    fn new(dir: &Path) -> Joiner {
+        let mut buf = Vec::with_capacity(dir.as_os_str().len() + 64);
+        buf.extend_from_slice(dir.as_os_str().as_bytes());
+        if !buf.ends_with(b"/") {
+            buf.push(b'/');
+        }
+        let base = buf.len();
+        Joiner { buf, base }
+    }
+
+    fn with(&mut self, name: &std::ffi::OsStr) -> &Path {
+        self.buf.truncate(self.base);
+        self.buf.extend_from_slice(name.as_bytes());
+        Path::new(std::ffi::OsStr::from_bytes(&self.buf))
+    }
 }
 
 /// A path the walk made (`dir/name`) split at its last `/`, by bytes: the directory and
@@ -416,14 +437,20 @@ fn inside_itself(src: &Path, dst: &Path) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{joined, split_name};
+    use super::{split_name, Joiner};
     use std::ffi::OsStr;
     use std::path::Path;
 
     #[test]
     fn a_walk_path_splits_at_its_last_slash_and_anything_else_is_left_to_std() {
-        let p = joined(Path::new("dst/a/b"), OsStr::new("f.txt"));
+        let mut dir = Joiner::new(Path::new("dst/a/b"));
+        let p = dir.with(OsStr::new("f.txt")).to_path_buf();
         assert_eq!(p, Path::new("dst/a/b/f.txt"));
+        assert_eq!(dir.with(OsStr::new("g")), Path::new("dst/a/b/g"));
+        assert_eq!(
+            Joiner::new(Path::new("op/")).with(OsStr::new("x")),
+            Path::new("op/x")
+        );
         assert_eq!(
             split_name(&p),
             Some((Path::new("dst/a/b"), OsStr::new("f.txt")))
@@ -434,7 +461,7 @@ mod tests {
         // Bytes that are not UTF-8 are names like any other.
         use std::os::unix::ffi::OsStrExt;
         let name = OsStr::from_bytes(b"\xff\xfe");
-        let p = joined(Path::new("d"), name);
+        let p = Joiner::new(Path::new("d")).with(name).to_path_buf();
         assert_eq!(split_name(&p), Some((Path::new("d"), name)));
     }
 }
