@@ -13,9 +13,15 @@ from .procs import Procs, result, settle, timeout_for
 GROUP = "copy"
 
 
-def run_copy(ctx, argv, src, dst, redirect=False, tree=False, nbytes=None):
+def run_copy(ctx, argv, src, dst, redirect=False, tree=False, nbytes=None, rss=False):
     """TOOL SRC DST (or TOOL SRC > DST); dst removed first, outside the clock. nbytes: what
-    a tree holds (a file: the run's size)."""
+    a tree holds (a file: the run's size). rss: the tool's peak RSS too (`rss_kib`), from
+    /usr/bin/time -f %M when it is there: a child Python forks reports Python's own RSS
+    in wait4's ru_maxrss, not the tool's."""
+    rss_file = None
+    if rss and os.path.exists("/usr/bin/time"):
+        rss_file = os.path.join(ctx["tmp"], "rss")
+        argv = ["/usr/bin/time", "-f", "%M", "-o", rss_file, *argv]
     if os.path.isdir(dst):
         shutil.rmtree(dst)
     elif os.path.exists(dst):
@@ -39,7 +45,11 @@ def run_copy(ctx, argv, src, dst, redirect=False, tree=False, nbytes=None):
         err = check_tree(src, dst, ctx["rng"]) if tree else sample.check_file(dst)
         if err:
             raise Failed(err)
-        return result(ps, start, end, size)
+        r = result(ps, start, end, size)
+        if rss_file:
+            with open(rss_file) as f:
+                r["rss_kib"] = int(f.read().split()[-1])
+        return r
     finally:
         if out is not None:
             os.close(out)

@@ -62,6 +62,9 @@ def summarize(r, ref):
     if cpus:
         r["cpu"] = statistics.median(cpus) / (r["bytes"] / GiB)
     r["path"] = runs[-1]["path"]
+    rss = [x["rss_kib"] for x in runs if x.get("rss_kib")]
+    if rss:
+        r["rss_kib"] = max(rss)
     noted = [x for x in runs if x.get("note")]
     if noted:  # the note of the run nearest the median (udp: its delivered rate and loss)
         r["note"] = min(noted, key=lambda x: abs(x["seconds"] - r["median"]))["note"]

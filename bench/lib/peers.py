@@ -32,7 +32,9 @@ def setup(args):
 def install_peers():
     want = {"socat": "socat", "pv": "pv", "mbuffer": "mbuffer", "nc": "netcat-openbsd", "haproxy": "haproxy",
             "redis-server": "redis-server", "redis-benchmark": "redis-tools", "microsocks": "microsocks",
-            "ncat": "ncat", "danted": "dante-server"}
+            "ncat": "ncat", "danted": "dante-server",
+            # /usr/bin/time: a tree copy's peak RSS (trees.py; Python's wait4 counts its own).
+            "/usr/bin/time": "time"}
     missing = [pkg for cmd, pkg in want.items() if not shutil.which(cmd)]
     if missing and shutil.which("apt-get"):
         log("installing", *missing)
