@@ -69,7 +69,7 @@ never\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l sparse -d 'Holes: auto (a sparse source\'s holes stay holes), always (also zero blocks become holes), never (write every byte: no clone and no copy_file_range, which may keep holes)' -r -f -a "auto\t''
 always\t''
 never\t''"
-complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s j -l jobs -d 'Copy the regular files of a tree (or of several operands) with N threads while the walk goes on. Directories are still created before their entries and get their mode and times after them; the report and -v list entries in the walk\'s order. Default: the CPUs available (sched_getaffinity), at most 8; -j 1 copies on one thread; -j takes at most 256' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s j -l jobs -d 'Copy a tree with N threads, each taking whole directories. Directories are still created before their entries and get their mode and times after them; the report and -v list entries in the walk\'s order. Default: twice the CPUs available (sched_getaffinity), at most 8; -j 1 copies on one thread; -j takes at most 256' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"

@@ -643,20 +643,27 @@ status is 1 (the report lists it with \fB(nothing written)\fR). If not one opens
 source is not read. Refusing to write the source into itself, an interrupt and a usage
 error still stop the run before any byte moves.
 .SH COPY: PARALLEL TREES
-\fB\-j\fR \fIN\fR copies the regular files of a tree (or of several operands) with \fIN\fR
-threads while the walk goes on; the default is the CPUs the process may run on
-(\fBsched_getaffinity\fR), at most 8, and \fB\-j 1\fR copies on one thread. One file
-given alone is copied on one thread whatever \fB\-j\fR says.
-The walk stays on one thread: it creates each directory before its entries, and a
-directory gets its mode (and with \fB\-\-preserve\fR its owner and times) after the last
-of its entries was written. The report's \fBentries\fR, the \fB\-v\fR lines and the error
-lines come in the walk's order, the order of \fB\-j 1\fR, whatever order the files finish
-in. A worker opens a file at the fd of the directory it was listed in, with
-\fBO_NOFOLLOW\fR, as the walk does. Each worker learns on its own what the filesystems
-refuse (a reflink on ext4), so with \fB\-j 4\fR up to four files may show
+\fB\-j\fR \fIN\fR copies a tree with \fIN\fR threads; the default is twice the CPUs
+the process may run on (\fBsched_getaffinity\fR), at most 8 (a thread waiting in the
+kernel on a directory's lock or an inode leaves its CPU to another), and \fB\-j 1\fR
+copies on one thread. Operands are taken one after another by the calling thread.
+A directory is one thread's job: it lists the directory with \fBgetdents64\fR, copies
+its files, makes its symlinks and special files and creates its subdirectories, each of
+which becomes a job any thread may take (when 64 wait, the thread that met one lists it
+itself). So no two threads create files in one directory, and nothing is handed from
+thread to thread per file. Every entry is opened at its directory's fd with
+\fBO_NOFOLLOW\fR, and created at its destination directory's fd, which was opened at
+its parent's.
+A directory is created before its entries and gets its mode (and with
+\fB\-\-preserve\fR its owner and times) after everything under it was written. The
+report's \fBentries\fR, the \fB\-v\fR lines and the error lines come in the walk's
+order, the order of \fB\-j 1\fR, whatever order the threads finish in: the calling
+thread reports, and holds back what another thread did until everything before it in
+that order is reported. Each thread learns on its own what the filesystems refuse (a
+reflink on ext4), so with \fB\-j 4\fR up to four files may show
 \fBreflink \-> copy_file_range (EOPNOTSUPP)\fR under \fB\-v\fR.
-\fB\-\-limit\fR holds all the workers together (at the start each may take one slice, an
-eighth of a second's worth), and the progress bar counts them all.
+\fB\-\-limit\fR holds all the threads together (at the start each may take one slice,
+an eighth of a second's worth), and the progress bar counts them all.
 On SIGINT or SIGTERM no new file is started, the files in flight stop as any transfer
 does, and the run reports and exits 130.
 .SH COPY: FILES

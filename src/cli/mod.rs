@@ -239,11 +239,10 @@ pub struct CopyArgs {
     /// -n) gets "skipped 'b'". A stdout that cannot take the lines fails the run (exit 1).
     #[arg(long)]
     pub debug: bool,
-    /// Copy the regular files of a tree (or of several operands) with N threads while the
-    /// walk goes on. Directories are still created before their entries and get their
-    /// mode and times after them; the report and -v list entries in the walk's order.
-    /// Default: the CPUs available (sched_getaffinity), at most 8; -j 1 copies on one
-    /// thread; -j takes at most 256.
+    /// Copy a tree with N threads, each taking whole directories. Directories are still
+    /// created before their entries and get their mode and times after them; the report
+    /// and -v list entries in the walk's order. Default: twice the CPUs available
+    /// (sched_getaffinity), at most 8; -j 1 copies on one thread; -j takes at most 256.
     #[arg(short = 'j', long, value_name = "N", value_parser = parse_jobs)]
     pub jobs: Option<usize>,
     /// DEST is the copy itself, even when it is a directory (cp -T): one source.

@@ -98,8 +98,8 @@ pub struct CopyConfig {
     pub atomic: bool,
     /// After each file, cp's `--debug` lines on stdout.
     pub debug: bool,
-    /// `-j N`: regular files copied by N threads while the walk goes on (pool.rs). None:
-    /// the CPUs available, at most [`pool::MAX_DEFAULT_JOBS`].
+    /// `-j N`: a tree copied by N threads, each owning whole directories (pool.rs). None:
+    /// twice the CPUs available, at most [`pool::MAX_DEFAULT_JOBS`].
     pub jobs: Option<usize>,
     /// `-T`: DEST is the copy itself, never a directory to copy into.
     pub no_target_directory: bool,
