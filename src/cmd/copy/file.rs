@@ -263,7 +263,7 @@ impl Copier<'_> {
         let src_mode = sst.st_mode;
         let resume = self.cfg.resume;
         let read_back = resume || self.cfg.verify;
-        let name = super::walk::split_name(dst).map(|(_, name)| name);
+        let name = super::path::split_name(dst).map(|(_, name)| name);
         let created = match (self.dst_dir(dst), name) {
             (Some(dir), Some(name)) => create_new_at(dir.fd.as_raw_fd(), name, src_mode, read_back),
             _ => create_new(dst, src_mode, read_back),
@@ -301,7 +301,7 @@ impl Copier<'_> {
     /// symlink between two files is not followed. None: it cannot be opened (the caller
     /// goes by path and meets the error there).
     fn dst_dir(&mut self, dst: &Path) -> Option<&DstDir> {
-        let parent = match super::walk::split_name(dst) {
+        let parent = match super::path::split_name(dst) {
             Some((parent, _)) => parent,
             None => dst.parent()?,
         };
@@ -331,7 +331,7 @@ impl Copier<'_> {
     /// Makes the directory `dst` (mkdirat at its parent's fd where that is open).
     pub(super) fn make_dir(&mut self, dst: &Path, mode: u32) -> io::Result<()> {
         let mode = Mode::from_bits_truncate(mode);
-        let at = super::walk::split_name(dst).map(|(_, name)| name);
+        let at = super::path::split_name(dst).map(|(_, name)| name);
         match (self.dst_dir(dst), at) {
             (Some(parent), Some(name)) => {
                 nix::sys::stat::mkdirat(Some(parent.fd.as_raw_fd()), name, mode)
@@ -346,7 +346,7 @@ impl Copier<'_> {
     /// on its parent's filesystem (no stat).
     pub(super) fn open_made_dir(&mut self, dst: &Path, created: bool) -> io::Result<DstDir> {
         let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let at = super::walk::split_name(dst).map(|(_, name)| name);
+        let at = super::path::split_name(dst).map(|(_, name)| name);
         let (fd, parent_dev) = match (self.dst_dir(dst), at) {
             (Some(parent), Some(name)) => (
                 crate::sys::open_interruptible(

@@ -30,6 +30,7 @@ mod debug;
 mod entry;
 mod file;
 mod meta;
+mod path;
 mod pool;
 mod report;
 mod resume;
