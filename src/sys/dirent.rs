@@ -13,14 +13,7 @@ use nix::libc;
 pub const LISTING_BUFFER: usize = 32 * 1024;
 
 /// d_type values (dirent.h): what the filesystem says an entry is, without a stat.
-pub const DT_UNKNOWN: u8 = 0;
-pub const DT_FIFO: u8 = 1;
-pub const DT_CHR: u8 = 2;
-pub const DT_DIR: u8 = 4;
-pub const DT_BLK: u8 = 6;
-pub const DT_REG: u8 = 8;
-pub const DT_LNK: u8 = 10;
-pub const DT_SOCK: u8 = 12;
+pub use libc::{DT_BLK, DT_CHR, DT_DIR, DT_FIFO, DT_LNK, DT_REG, DT_SOCK, DT_UNKNOWN};
 
 /// Reads the next entries of the directory `dir` (opened O_RDONLY|O_DIRECTORY) into `buf`;
 /// the bytes filled, 0 at the end. EINTR is retried.
@@ -35,12 +28,9 @@ pub fn getdents(dir: RawFd, buf: &mut [u8]) -> Result<usize, Errno> {
                 buf.len(),
             )
         };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        match Errno::last() {
-            Errno::EINTR => {}
-            e => return Err(e),
+        match super::cvt(n as isize) {
+            Err(Errno::EINTR) => {}
+            other => return other,
         }
     }
 }
