@@ -2,9 +2,10 @@
 //! same file, truncate it or keep a verified prefix, then the data through the engine —
 //! whole, or extent by extent for a sparse source.
 
+use std::ffi::OsStr;
 use std::fs::{self, OpenOptions};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -263,10 +264,9 @@ impl Copier<'_> {
         let src_mode = sst.st_mode;
         let resume = self.cfg.resume;
         let read_back = resume || self.cfg.verify;
-        let name = super::path::split_name(dst).map(|(_, name)| name);
-        let created = match (self.dst_dir(dst), name) {
-            (Some(dir), Some(name)) => create_new_at(dir.fd.as_raw_fd(), name, src_mode, read_back),
-            _ => create_new(dst, src_mode, read_back),
+        let created = match self.at_parent(dst) {
+            Some((dir, _, name)) => create_new_at(dir, name, src_mode, read_back),
+            None => create_new(dst, src_mode, read_back),
         };
         let err = match created {
             Ok(fd) => return Ok((fd, true)),
@@ -328,15 +328,20 @@ impl Copier<'_> {
         self.dst_dir.as_ref()
     }
 
+    /// Where `dst` is made or opened relative to an fd: its directory held open (see
+    /// [`Copier::dst_dir`]), that directory's st_dev, and `dst`'s name in it. None: by path.
+    fn at_parent<'p>(&mut self, dst: &'p Path) -> Option<(RawFd, u64, &'p OsStr)> {
+        let (_, name) = super::path::split_name(dst)?;
+        let dir = self.dst_dir(dst)?;
+        Some((dir.fd.as_raw_fd(), dir.dev, name))
+    }
+
     /// Makes the directory `dst` (mkdirat at its parent's fd where that is open).
     pub(super) fn make_dir(&mut self, dst: &Path, mode: u32) -> io::Result<()> {
         let mode = Mode::from_bits_truncate(mode);
-        let at = super::path::split_name(dst).map(|(_, name)| name);
-        match (self.dst_dir(dst), at) {
-            (Some(parent), Some(name)) => {
-                nix::sys::stat::mkdirat(Some(parent.fd.as_raw_fd()), name, mode)
-            }
-            _ => nix::unistd::mkdir(dst, mode),
+        match self.at_parent(dst) {
+            Some((parent, _, name)) => nix::sys::stat::mkdirat(Some(parent), name, mode),
+            None => nix::unistd::mkdir(dst, mode),
         }
         .map_err(io::Error::from)
     }
@@ -346,18 +351,12 @@ impl Copier<'_> {
     /// on its parent's filesystem (no stat).
     pub(super) fn open_made_dir(&mut self, dst: &Path, created: bool) -> io::Result<DstDir> {
         let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let at = super::path::split_name(dst).map(|(_, name)| name);
-        let (fd, parent_dev) = match (self.dst_dir(dst), at) {
-            (Some(parent), Some(name)) => (
-                crate::sys::open_interruptible(
-                    Some(parent.fd.as_raw_fd()),
-                    Path::new(name),
-                    flags,
-                    Mode::empty(),
-                ),
-                Some(parent.dev),
+        let (fd, parent_dev) = match self.at_parent(dst) {
+            Some((parent, dev, name)) => (
+                crate::sys::open_interruptible(Some(parent), Path::new(name), flags, Mode::empty()),
+                Some(dev),
             ),
-            _ => (
+            None => (
                 crate::sys::open_interruptible(None, dst, flags, Mode::empty()),
                 None,
             ),
@@ -490,12 +489,7 @@ pub(super) struct DstDir {
 }
 
 /// [`create_new`] relative to the directory `dir`: `name` is one path component.
-fn create_new_at(
-    dir: std::os::fd::RawFd,
-    name: &std::ffi::OsStr,
-    src_mode: u32,
-    read_back: bool,
-) -> io::Result<OwnedFd> {
+fn create_new_at(dir: RawFd, name: &OsStr, src_mode: u32, read_back: bool) -> io::Result<OwnedFd> {
     let access = if read_back {
         OFlag::O_RDWR
     } else {

@@ -30,8 +30,7 @@ use std::time::Duration;
 
 use super::entry::{Entry, Kind, Status};
 use super::file::DstDir;
-use super::{Copier, CopyConfig};
-use crate::options::Options;
+use super::Copier;
 
 /// The most jobs `-j` starts by default, however many CPUs: a tree's copy is bound by the
 /// filesystems long before that.
@@ -129,6 +128,16 @@ impl Jobs {
     fn over(&self) -> bool {
         self.sealed && self.busy == 0 && self.stack.is_empty()
     }
+
+    /// The next job, now in hand; none once a stop was asked (what waits is dropped).
+    fn pop(&mut self) -> Option<DirJob> {
+        if crate::sys::process::interrupted() {
+            self.stack.clear();
+        }
+        let job = self.stack.pop()?;
+        self.busy += 1;
+        Some(job)
+    }
 }
 
 /// What the threads of one `-j` run share.
@@ -166,11 +175,7 @@ impl Tree {
     fn take(&self) -> Option<DirJob> {
         let mut jobs = self.lock();
         loop {
-            if crate::sys::process::interrupted() {
-                jobs.stack.clear();
-            }
-            if let Some(job) = jobs.stack.pop() {
-                jobs.busy += 1;
+            if let Some(job) = jobs.pop() {
                 return Some(job);
             }
             if jobs.over() || crate::sys::process::interrupted() {
@@ -191,11 +196,7 @@ impl Tree {
     /// nothing is left to take); `over`: the run is over.
     fn take_or_wait(&self) -> (Option<DirJob>, bool) {
         let mut jobs = self.lock();
-        if crate::sys::process::interrupted() {
-            jobs.stack.clear();
-        }
-        if let Some(job) = jobs.stack.pop() {
-            jobs.busy += 1;
+        if let Some(job) = jobs.pop() {
             return (Some(job), false);
         }
         if jobs.over() {
@@ -270,7 +271,7 @@ impl Drop for InHand<'_> {
 /// What a worker thread counted, for the run's totals.
 pub(super) type Counted = (super::report::Totals, u64, bool);
 
-impl Copier<'_> {
+impl<'a> Copier<'a> {
     /// Copies `sources` with `n` threads in all, this one included: hands out the
     /// operands, lists directories with the others, and reports in the walk's order.
     pub(super) fn copy_in_parallel(
@@ -286,14 +287,13 @@ impl Copier<'_> {
             reporter: Condvar::new(),
         });
         let root = Arc::new(Node::default());
-        let (opts, cfg) = (self.opts, self.cfg);
         let counted: Vec<Counted> = std::thread::scope(|scope| {
             let mut workers = Vec::new();
             for i in 1..n {
                 let worker = self.worker(&tree);
                 let spawned = std::thread::Builder::new()
                     .name(format!("zerocat-copy-{i}"))
-                    .spawn_scoped(scope, move || work(worker, opts, cfg));
+                    .spawn_scoped(scope, move || work(worker));
                 match spawned {
                     Ok(handle) => workers.push(handle),
                     Err(_) => break,
@@ -308,11 +308,7 @@ impl Copier<'_> {
             loop {
                 self.report_ready(false);
                 match tree.take_or_wait() {
-                    (Some(job), _) => {
-                        let mut in_hand = InHand::new(&tree, &job);
-                        self.list_job(job);
-                        in_hand.ended = true;
-                    }
+                    (Some(job), _) => self.run_job(&tree, job),
                     (None, true) => break,
                     (None, false) => {}
                 }
@@ -334,16 +330,25 @@ impl Copier<'_> {
         self.node = None;
     }
 
-    /// What a worker thread starts from: a copier of its own that shares the run's meter,
-    /// file count, hard links and tree.
-    fn worker(&self, tree: &Arc<Tree>) -> Worker {
-        Worker {
-            meter: Arc::clone(&self.meter),
-            on_disk: self.on_disk.clone(),
-            files_done: Arc::clone(&self.files_done),
-            links: Arc::clone(&self.links),
-            tree: Arc::clone(tree),
-        }
+    /// A worker thread's copier: its own pipe, refusals and totals; the run's meter, file
+    /// count, hard links and tree.
+    fn worker(&self, tree: &Arc<Tree>) -> Copier<'a> {
+        let mut copier = Copier::new(self.opts, self.cfg);
+        copier.meter = Arc::clone(&self.meter);
+        copier.on_disk = self.on_disk.clone();
+        copier.files_done = Arc::clone(&self.files_done);
+        copier.links = Arc::clone(&self.links);
+        copier.tree = Some(Arc::clone(tree));
+        // Entries go to the node of the directory in hand (list_job sets it).
+        copier.node = Some(Arc::new(Node::default()));
+        copier
+    }
+
+    /// Lists a job's directory, then tells the tree it is done (also if the listing panics).
+    fn run_job(&mut self, tree: &Tree, job: DirJob) {
+        let mut in_hand = InHand::new(tree, &job);
+        self.list_job(job);
+        in_hand.ended = true;
     }
 
     /// An entry is done: accounted now without `-j`; under it, put in its directory's node
@@ -427,29 +432,16 @@ impl Copier<'_> {
     }
 }
 
-/// What a worker thread is given to make its copier.
-struct Worker {
-    meter: Arc<crate::engine::meter::Meter>,
-    on_disk: Option<Arc<crate::engine::meter::Meter>>,
-    files_done: Arc<std::sync::atomic::AtomicU64>,
-    links: Arc<super::Links>,
-    tree: Arc<Tree>,
-}
-
 /// A worker thread: takes directories until the run is over, counts what it did.
-fn work(given: Worker, opts: &Options, cfg: &CopyConfig) -> Counted {
-    let mut copier = Copier::new(opts, cfg);
-    copier.meter = given.meter;
-    copier.on_disk = given.on_disk;
-    copier.files_done = given.files_done;
-    copier.links = given.links;
-    copier.tree = Some(Arc::clone(&given.tree));
-    copier.node = Some(Arc::new(Node::default()));
-    let tree = &given.tree;
+fn work(mut copier: Copier<'_>) -> Counted {
+    let tree = Arc::clone(
+        copier
+            .tree
+            .as_ref()
+            .expect("a worker's copier has the tree"),
+    );
     while let Some(job) = tree.take() {
-        let mut in_hand = InHand::new(tree, &job);
-        copier.list_job(job);
-        in_hand.ended = true;
+        copier.run_job(&tree, job);
     }
     (
         std::mem::take(&mut copier.totals),
