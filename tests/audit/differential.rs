@@ -201,17 +201,7 @@ fn make_tree(rng: &mut Rng, root: &Path, shape: Shape) -> Tree {
             let mode = rng.below(0o1000) as u32;
             fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
         }
-        let secs = rng.range(1_000_000_000, 1_700_000_000) as i64;
-        let nanos = rng.below(1_000_000_000) as i64;
-        let t = nix::sys::time::TimeSpec::new(secs, nanos);
-        nix::sys::stat::utimensat(
-            None,
-            &path,
-            &t,
-            &t,
-            nix::sys::stat::UtimensatFlags::NoFollowSymlink,
-        )
-        .unwrap();
+        set_times(rng, &path);
     }
     tree
 }
@@ -839,22 +829,11 @@ fn one_file_fails(seed: u64, shape: Shape, fs_name: &str, via: &str, failing: Fa
             .map(|(p, _)| p)
             .collect();
         let victim = (*rng.pick(&files)).clone();
-        let path = tree.root.join(&victim);
-        let meta = fs::metadata(&path).unwrap();
         let size = match failing {
             Failing::OverSizeLimit => limit + rng.range(1, 3 << 20),
             _ => rng.range(5 << 19, 7 << 19),
         };
-        fs::write(&path, rng.bytes(size as usize)).unwrap();
-        let t = nix::sys::time::TimeSpec::new(meta.mtime(), meta.mtime_nsec());
-        nix::sys::stat::utimensat(
-            None,
-            &path,
-            &t,
-            &t,
-            nix::sys::stat::UtimensatFlags::FollowSymlink,
-        )
-        .unwrap();
+        rewrite_keeping_times(&tree.root.join(&victim), &rng.bytes(size as usize));
         victim
     };
     let places = Places::new();
@@ -1073,19 +1052,26 @@ fn make_wide_tree(rng: &mut Rng, root: &Path, files: usize) -> Tree {
     tree
 }
 
+/// Random access and modification times (a symlink's own).
 fn set_times(rng: &mut Rng, path: &Path) {
     let t = nix::sys::time::TimeSpec::new(
         rng.range(1_000_000_000, 1_700_000_000) as i64,
         rng.below(1_000_000_000) as i64,
     );
-    nix::sys::stat::utimensat(
-        None,
-        path,
-        &t,
-        &t,
-        nix::sys::stat::UtimensatFlags::NoFollowSymlink,
-    )
-    .unwrap();
+    utimes(path, t, nix::sys::stat::UtimensatFlags::NoFollowSymlink);
+}
+
+/// A file's bytes replaced, its times as they were (cp -a and zerocat --preserve then
+/// agree on them).
+fn rewrite_keeping_times(path: &Path, bytes: &[u8]) {
+    let meta = fs::metadata(path).unwrap();
+    fs::write(path, bytes).unwrap();
+    let t = nix::sys::time::TimeSpec::new(meta.mtime(), meta.mtime_nsec());
+    utimes(path, t, nix::sys::stat::UtimensatFlags::FollowSymlink);
+}
+
+fn utimes(path: &Path, t: nix::sys::time::TimeSpec, follow: nix::sys::stat::UtimensatFlags) {
+    nix::sys::stat::utimensat(None, path, &t, &t, follow).unwrap();
 }
 
 /// Issue 27's tree against `cp -a`, into `fs_name` (ext4 or tmpfs), with `-j 1` and the
@@ -1126,18 +1112,7 @@ fn wide(seed: u64, files: usize, fs_name: &str) {
     // One file made larger than a file size limit every other file is far below.
     let limit: u64 = (64 << 10) + 1;
     let victim = rng.pick(&tree.with_data).clone();
-    let path = tree.root.join(&victim);
-    let meta = fs::metadata(&path).unwrap();
-    fs::write(&path, rng.bytes(100 << 10)).unwrap();
-    let t = nix::sys::time::TimeSpec::new(meta.mtime(), meta.mtime_nsec());
-    nix::sys::stat::utimensat(
-        None,
-        &path,
-        &t,
-        &t,
-        nix::sys::stat::UtimensatFlags::FollowSymlink,
-    )
-    .unwrap();
+    rewrite_keeping_times(&tree.root.join(&victim), &rng.bytes(100 << 10));
     {
         let reference = place.join("cp-failing");
         cp(&tree.root, &reference, true);
