@@ -375,6 +375,21 @@ struct Sent {
     got: Vec<u8>,
 }
 
+/// `zerocat pipe tls-listen:0,cert=…,key=…EXTRA DST`, listening: the child, its address and
+/// its stderr's reader.
+fn tls_pipe_server(
+    pki: &Pki,
+    extra: &str,
+    dst: &std::path::Path,
+) -> (Child, String, thread::JoinHandle<Vec<u8>>) {
+    let mut server = zerocat();
+    server
+        .arg("pipe")
+        .arg(format!("tls-listen:0{}{extra}", pki.server_opts()))
+        .arg(dst);
+    spawn_listening(server)
+}
+
 fn send_file(
     pki: &Pki,
     src: &std::path::Path,
@@ -383,12 +398,7 @@ fn send_file(
 ) -> Sent {
     let dst = src.with_extension("out");
     let _ = std::fs::remove_file(&dst);
-    let mut server = zerocat();
-    server
-        .arg("pipe")
-        .arg(format!("tls-listen:0{}{listen_extra}", pki.server_opts()))
-        .arg(&dst);
-    let (server, addr, rest) = spawn_listening(server);
+    let (server, addr, rest) = tls_pipe_server(pki, listen_extra, &dst);
     let mut cmd = zerocat();
     cmd.arg("pipe").arg(src).arg(client(port_of(&addr)));
     let client = run(cmd);
@@ -795,12 +805,7 @@ fn tee_delivers_every_byte_to_a_tls_sink() {
     let src = write_file(dir.path(), "in", &payload);
     let dst = dir.path().join("out");
     let copy = dir.path().join("copy");
-    let mut server = zerocat();
-    server
-        .arg("pipe")
-        .arg(format!("tls-listen:0{}", pki.server_opts()))
-        .arg(&dst);
-    let (server, addr, rest) = spawn_listening(server);
+    let (server, addr, rest) = tls_pipe_server(&pki, "", &dst);
     let mut tee = zerocat();
     tee.arg("tee")
         .arg(&src)
