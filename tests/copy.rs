@@ -1042,3 +1042,175 @@ fn atomic_copies_to_a_name_of_255_bytes() {
         assert!(left.is_empty(), "a temporary was left");
     }
 }
+
+/// Issue 27: after an empty file, the next is stat'ed by name and, when empty too, its copy
+/// is created without the source being opened. A file with bytes among them (a miss) is
+/// copied the usual way, modes and times follow, an existing destination is truncated
+/// as before, and `-n` keeps it.
+fn empty_files_among_others_in(dir: &Path) {
+    let src = dir.join("src");
+    let sub = src.join("d/sub");
+    fs::create_dir_all(&sub).unwrap();
+    let mut empties = Vec::new();
+    let mut full = 0;
+    for i in 0..60 {
+        let (parent, name) = if i < 48 {
+            (src.join("d"), format!("e{i:02}"))
+        } else {
+            (sub.clone(), format!("s{i:02}"))
+        };
+        let bytes = if i % 7 == 3 {
+            data(1000 + i)
+        } else {
+            Vec::new()
+        };
+        let file = write_file(&parent, &name, &bytes);
+        let mode = if i % 5 == 0 { 0o600 } else { 0o644 };
+        fs::set_permissions(&file, fs::Permissions::from_mode(mode)).unwrap();
+        if bytes.is_empty() {
+            empties.push(name);
+        } else {
+            full += 1;
+        }
+    }
+    let files = || -> Vec<(PathBuf, Vec<u8>, u32, i64)> {
+        let mut v = Vec::new();
+        for d in [src.join("d"), sub.clone()] {
+            for e in fs::read_dir(&d).unwrap() {
+                let e = e.unwrap();
+                if e.file_type().unwrap().is_file() {
+                    let m = e.metadata().unwrap();
+                    v.push((e.path(), fs::read(e.path()).unwrap(), m.mode(), m.mtime()));
+                }
+            }
+        }
+        v
+    };
+    let originals = files();
+    assert_eq!(originals.len(), 60);
+
+    let trace = dir.join("trace");
+    let traced = !crate::util::strace_missing();
+    let dst = dir.join("dst");
+    let mut cmd = if traced {
+        let wrap = crate::util::strace_of("openat", &trace);
+        let mut cmd = Command::new(&wrap[0]);
+        cmd.args(&wrap[1..]).arg(crate::util::bin());
+        cmd
+    } else {
+        zerocat()
+    };
+    cmd.args(["--stats", "json", "copy", "-r", "-j", "1"])
+        .args([&src, &dst]);
+    let out = run(cmd);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let report = json_report(&out.stderr);
+    assert_eq!(report["files"].as_u64(), Some(60), "{err}");
+    for (path, bytes, mode, _) in &originals {
+        let copy = dst.join(path.strip_prefix(&src).unwrap());
+        assert_bytes_eq(
+            &fs::read(&copy).unwrap(),
+            bytes,
+            &copy.display().to_string(),
+        );
+        assert_eq!(
+            fs::metadata(&copy).unwrap().mode() & 0o777,
+            mode & 0o777,
+            "{copy:?}"
+        );
+    }
+    if traced {
+        // Sources are opened for reading (O_RDONLY, never O_CREAT): of the empty ones,
+        // only the first after a file with bytes (or the first of all) is.
+        let trace = fs::read_to_string(&trace).unwrap();
+        let opened = trace
+            .lines()
+            .filter(|l| l.contains("O_RDONLY") && !l.contains("O_DIRECTORY"))
+            .filter(|l| empties.iter().any(|n| l.contains(&format!("\"{n}\""))))
+            .count();
+        assert!(
+            opened <= full + 1,
+            "{opened} of {} empty sources opened, at most {} expected:\n{trace}",
+            empties.len(),
+            full + 1
+        );
+    } else {
+        eprintln!("SKIPPED (the opens' count only): strace cannot run here");
+    }
+
+    // -a and -j 4: times and exact modes on the empty ones too.
+    let archived = dir.join("archived");
+    let (code, report, err) = copy_with(&["-r", "-a", "-j", "4"], &[&src, &archived]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(report["files"].as_u64(), Some(60), "{err}");
+    for (path, bytes, mode, mtime) in &originals {
+        let copy = archived.join(path.strip_prefix(&src).unwrap());
+        let m = fs::metadata(&copy).unwrap();
+        assert_bytes_eq(
+            &fs::read(&copy).unwrap(),
+            bytes,
+            &copy.display().to_string(),
+        );
+        assert_eq!((m.mode(), m.mtime()), (*mode, *mtime), "{copy:?}");
+    }
+
+    // Over the first copy, whose empty files now hold bytes: emptied again, as cp does;
+    // under -n, kept.
+    let kept = dst.join("d").join(&empties[1]);
+    let emptied = dst.join("d").join(&empties[2]);
+    for f in [&kept, &emptied] {
+        fs::write(f, b"not empty").unwrap();
+    }
+    let (code, _, err) = copy_with(&["-r", "-n", "-j", "1"], &[&src.join("."), &dst]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fs::read(&kept).unwrap(), b"not empty", "-n keeps it");
+    let (code, _, err) = copy_with(&["-r", "-j", "1"], &[&src.join("."), &dst]);
+    assert_eq!(code, 0, "{err}");
+    for f in [&kept, &emptied] {
+        assert_eq!(fs::read(f).unwrap(), b"", "{f:?} emptied as its source is");
+    }
+}
+
+#[test]
+fn empty_files_are_made_without_opening_them_on_ext4() {
+    empty_files_among_others_in(tempdir().path());
+}
+
+#[test]
+fn empty_files_are_made_without_opening_them_on_tmpfs() {
+    empty_files_among_others_in(shm_tempdir().path());
+}
+
+/// A procfs file says 0 bytes and holds some: after an empty file of a real filesystem
+/// (whose size is believed), a tree of them is still read to its end.
+#[test]
+fn proc_files_after_an_empty_file_are_read_to_their_end() {
+    let dir = tempdir();
+    let real = dir.path().join("real");
+    fs::create_dir(&real).unwrap();
+    write_file(&real, "empty", b"");
+    let dst = dir.path().join("dst");
+    fs::create_dir(&dst).unwrap();
+    let inotify = Path::new("/proc/sys/fs/inotify");
+    let (code, report, err) = copy_with(&["-r", "-j", "1"], &[&real, inotify, &dst]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fs::read(dst.join("real/empty")).unwrap(), b"");
+    let mut bytes = 0;
+    for name in [
+        "max_queued_events",
+        "max_user_instances",
+        "max_user_watches",
+    ] {
+        let want = fs::read(inotify.join(name)).unwrap();
+        assert!(!want.is_empty());
+        bytes += want.len() as u64;
+        assert_eq!(
+            fs::read(dst.join("inotify").join(name)).unwrap(),
+            want,
+            "{name}"
+        );
+    }
+    assert_eq!(report["bytes"].as_u64(), Some(bytes), "{err}");
+    assert_eq!(report["files"].as_u64(), Some(4), "{err}");
+}

@@ -667,6 +667,12 @@ an eighth of a second's worth), and the progress bar counts them all.
 On SIGINT or SIGTERM no new file is started, the files in flight stop as any transfer
 does, and the run reports and exits 130.
 .SH COPY: FILES
+In a tree, a file that follows an empty one is first looked at by name
+(\fBfstatat\fR): when it is empty too, on a filesystem whose sizes are true (not
+/proc or /sys), its copy is created and closed without the source being opened, three
+syscalls instead of five (empty files come together: lock files, markers,
+\fB__init__.py\fR). Not under \fB\-\-atomic\fR, \fB\-\-verify\fR or
+\fB\-\-resume\fR, and not over an existing file, which is checked as any other.
 A file of 1 MiB or more that is written whole from its start (not sparse, not resumed,
 not cloned) has its blocks reserved before the first byte is written: one
 \fBfallocate\fR(2) with \fBFALLOC_FL_KEEP_SIZE\fR, so the file stays as long as what

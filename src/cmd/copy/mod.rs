@@ -310,6 +310,9 @@ struct Copier<'a> {
     /// getdents64's buffers, kept from one directory to the next (one a level listed at
     /// once).
     listing_buffers: Vec<Vec<u8>>,
+    /// The last file copied was empty: the next is stat'ed by name first (file.rs,
+    /// copy_empty_by_name).
+    last_was_empty: bool,
     /// The last file's chain, for the next file of the same kinds (file.rs).
     last_chain: Option<((FdKind, FdKind, bool, bool), engine::FileChain)>,
     /// `--debug`'s lines could not be written to stdout (a full disk, /dev/full): the run
@@ -338,6 +341,7 @@ impl<'a> Copier<'a> {
             debug_error: None,
             links: Arc::default(),
             listing_buffers: Vec::new(),
+            last_was_empty: false,
             last_chain: None,
             walk: Vec::new(),
             tree: None,

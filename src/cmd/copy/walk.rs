@@ -3,6 +3,7 @@
 //! same sources ahead of the copy for the progress bar's totals.
 
 use std::collections::HashSet;
+use std::ffi::OsStr;
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -351,20 +352,25 @@ impl Copier<'_> {
         if self.cfg.recursive {
             flags |= OFlag::O_NOFOLLOW;
         }
-        let at = match (self.walk.last(), split_name(src)) {
-            // Bytes, not components: src was made by joining a name to this very path.
-            (Some((dir, fd)), Some((parent, name))) if parent.as_os_str() == dir.as_os_str() => {
-                Some((fd.as_raw_fd(), name))
-            }
-            _ => None,
-        };
-        let (dir, path) = match at {
+        let (dir, path) = match self.source_at(src) {
             Some((dirfd, name)) => (Some(dirfd), Path::new(name)),
             None => (None, src),
         };
         crate::sys::open_interruptible(dir, path, flags, Mode::empty())
             .map(fs::File::from)
             .map_err(io::Error::from)
+    }
+
+    /// A source in the directory being listed: that directory's fd and the source's name
+    /// in it. None: a top-level operand (opened by its path).
+    pub(super) fn source_at<'p>(&self, src: &'p Path) -> Option<(RawFd, &'p OsStr)> {
+        match (self.walk.last(), split_name(src)) {
+            // Bytes, not components: src was made by joining a name to this very path.
+            (Some((dir, fd)), Some((parent, name))) if parent.as_os_str() == dir.as_os_str() => {
+                Some((fd.as_raw_fd(), name))
+            }
+            _ => None,
+        }
     }
 }
 
