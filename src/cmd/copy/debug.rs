@@ -70,8 +70,12 @@ mod tests {
     use nix::errno::Errno;
 
     fn record(paths: &[(DataPath, u64)], refused: &[DataPath]) -> Record {
+        let mut list = crate::engine::PathBytes::default();
+        for &(path, bytes) in paths {
+            list.add(path, bytes);
+        }
         Record {
-            paths: paths.to_vec(),
+            paths: list,
             fallbacks: refused
                 .iter()
                 .map(|&from| Fallback {
