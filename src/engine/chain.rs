@@ -498,7 +498,7 @@ mod file_chain_tests {
             let mut chain = file_chain(via, reflink, false, true);
             chain.leave_out(|_| true);
             chain.next_extent(&Record {
-                paths: [(path, 0)].into(),
+                paths: vec![(path, 0)],
                 fallbacks: vec![refused(path, Errno::EXDEV)],
             });
             assert_eq!(chain.paths(), [path]);
@@ -510,7 +510,7 @@ mod file_chain_tests {
     fn the_next_extent_asks_neither_reflink_nor_what_refused_this_one() {
         let mut chain = file_chain(Via::Auto, ReflinkMode::Auto, true, false);
         chain.next_extent(&Record {
-            paths: [(CopyFileRange, 0), (Splice, 4096)].into(),
+            paths: vec![(CopyFileRange, 0), (Splice, 4096)],
             fallbacks: vec![refused(CopyFileRange, Errno::EINVAL)],
         });
         assert_eq!(chain.paths(), [Splice, Userspace]);

@@ -174,7 +174,7 @@ pub struct Fallback {
 /// What ran: every path tried with the bytes it delivered, in order, and every fallback.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Record {
-    pub paths: PathBytes,
+    pub paths: Vec<(DataPath, u64)>,
     pub fallbacks: Vec<Fallback>,
 }
 
@@ -184,13 +184,16 @@ impl Record {
     }
 
     pub fn add(&mut self, path: DataPath, bytes: u64) {
-        self.paths.add(path, bytes);
+        match self.paths.iter_mut().find(|(p, _)| *p == path) {
+            Some((_, n)) => *n += bytes,
+            None => self.paths.push((path, bytes)),
+        }
     }
 
     /// Adds what `other` ran: its bytes per path, and each of its fallbacks once (a tree
     /// copy or a relay sums many transfers into one report).
     pub fn merge(&mut self, other: &Record) {
-        for &(path, bytes) in other.paths.iter() {
+        for &(path, bytes) in &other.paths {
             self.add(path, bytes);
         }
         for f in &other.fallbacks {
@@ -198,82 +201,6 @@ impl Record {
                 self.fallbacks.push(f.clone());
             }
         }
-    }
-}
-
-/// The paths of a [`Record`], each once, in the order tried, with the bytes each delivered:
-/// held inline, as there are only [`DataPath::ALL`] of them (in a tree of small files this
-/// list was the last allocation made per file).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct PathBytes {
-    len: usize,
-    items: [(DataPath, u64); DataPath::ALL.len()],
-}
-
-impl PathBytes {
-    /// Adds `bytes` to `path`'s count, appending the path if it is new.
-    pub fn add(&mut self, path: DataPath, bytes: u64) {
-        self.put(self.len, path, bytes);
-    }
-
-    /// `path` put first (it was tried before the others), or its count added to.
-    pub fn insert_first(&mut self, path: DataPath, bytes: u64) {
-        self.put(0, path, bytes);
-    }
-
-    fn put(&mut self, at: usize, path: DataPath, bytes: u64) {
-        if let Some((_, n)) = self.iter_mut().find(|(p, _)| *p == path) {
-            *n += bytes;
-            return;
-        }
-        // Not there, so not full: each path appears once.
-        self.items.copy_within(at..self.len, at + 1);
-        self.items[at] = (path, bytes);
-        self.len += 1;
-    }
-}
-
-impl Default for PathBytes {
-    fn default() -> PathBytes {
-        PathBytes {
-            len: 0,
-            items: [(DataPath::Userspace, 0); DataPath::ALL.len()],
-        }
-    }
-}
-
-impl<const N: usize> From<[(DataPath, u64); N]> for PathBytes {
-    fn from(paths: [(DataPath, u64); N]) -> PathBytes {
-        let mut list = PathBytes::default();
-        for (path, bytes) in paths {
-            list.add(path, bytes);
-        }
-        list
-    }
-}
-
-impl std::ops::Deref for PathBytes {
-    type Target = [(DataPath, u64)];
-    fn deref(&self) -> &[(DataPath, u64)] {
-        &self.items[..self.len]
-    }
-}
-
-impl std::ops::DerefMut for PathBytes {
-    fn deref_mut(&mut self) -> &mut [(DataPath, u64)] {
-        &mut self.items[..self.len]
-    }
-}
-
-impl<const N: usize> PartialEq<[(DataPath, u64); N]> for PathBytes {
-    fn eq(&self, other: &[(DataPath, u64); N]) -> bool {
-        **self == other[..]
-    }
-}
-
-impl std::fmt::Debug for PathBytes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -350,37 +277,5 @@ pub(crate) fn pump(
             }
             Err(e) => return refuse_or_fail(e, moved, side_of(e)),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{DataPath, PathBytes};
-
-    #[test]
-    fn path_bytes_keep_each_path_once_in_the_order_tried() {
-        let mut list = PathBytes::default();
-        assert!(list.is_empty());
-        list.add(DataPath::CopyFileRange, 0);
-        list.add(DataPath::Splice, 10);
-        list.add(DataPath::CopyFileRange, 5);
-        assert_eq!(list, [(DataPath::CopyFileRange, 5), (DataPath::Splice, 10)]);
-        list.insert_first(DataPath::Tee, 0);
-        assert_eq!(
-            list,
-            [
-                (DataPath::Tee, 0),
-                (DataPath::CopyFileRange, 5),
-                (DataPath::Splice, 10)
-            ]
-        );
-        // Every path in: full, and any path added again is counted where it is.
-        for path in DataPath::ALL {
-            list.add(path, 1);
-        }
-        list.insert_first(DataPath::Userspace, 1);
-        assert_eq!(list.len(), DataPath::ALL.len());
-        assert_eq!(list.iter().map(|(_, n)| n).sum::<u64>(), 15 + 6 + 1);
-        assert_eq!(list[0], (DataPath::Tee, 1));
     }
 }

@@ -477,7 +477,7 @@ mod tests {
     #[test]
     fn route_names_each_fallback_after_the_path_it_handed_to() {
         let record = Record {
-            paths: [(DataPath::CopyFileRange, 0), (DataPath::Userspace, 12)].into(),
+            paths: vec![(DataPath::CopyFileRange, 0), (DataPath::Userspace, 12)],
             fallbacks: vec![Fallback {
                 from: DataPath::CopyFileRange,
                 to: Some(DataPath::Userspace),
@@ -490,7 +490,7 @@ mod tests {
     #[test]
     fn a_fan_out_line_shows_the_error_of_a_sink_that_failed_itself_only() {
         let record = |bytes| Record {
-            paths: [(DataPath::Tee, bytes)].into(),
+            paths: vec![(DataPath::Tee, bytes)],
             fallbacks: Vec::new(),
         };
         let sink = |uri: &str, bytes, ending, failed_itself| SinkReport {

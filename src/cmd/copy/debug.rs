@@ -70,12 +70,8 @@ mod tests {
     use nix::errno::Errno;
 
     fn record(paths: &[(DataPath, u64)], refused: &[DataPath]) -> Record {
-        let mut list = crate::engine::PathBytes::default();
-        for &(path, bytes) in paths {
-            list.add(path, bytes);
-        }
         Record {
-            paths: list,
+            paths: paths.to_vec(),
             fallbacks: refused
                 .iter()
                 .map(|&from| Fallback {

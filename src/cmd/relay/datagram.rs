@@ -562,9 +562,9 @@ impl DatagramRelay<'_> {
         let flows = order.map(|d| FlowReport {
             record: Record {
                 paths: if s.bytes[d] > 0 || s.datagrams[d].sent > 0 {
-                    [(DataPath::Userspace, s.bytes[d])].into()
+                    vec![(DataPath::Userspace, s.bytes[d])]
                 } else {
-                    Default::default()
+                    Vec::new()
                 },
                 fallbacks: Vec::new(),
             },

@@ -147,7 +147,7 @@ pub fn fan_out(
         };
         return FanOut {
             record: Record {
-                paths: [(kernel_path, 0)].into(),
+                paths: vec![(kernel_path, 0)],
                 fallbacks: vec![fallback],
             },
             sinks: sinks.iter().map(|_| SinkOutcome::default()).collect(),
@@ -159,7 +159,7 @@ pub fn fan_out(
         .as_ref()
         .map(|(pipe, carried)| (pipe.read.as_fd(), *carried));
     let mut out = userspace::fan_out(src, carry, sinks, on_error, meter);
-    out.record.paths.insert_first(kernel_path, 0);
+    out.record.paths.insert(0, (kernel_path, 0));
     out.record.fallbacks.insert(0, fallback);
     out
 }
