@@ -430,6 +430,7 @@ fn assert_disk_full(run: &Finished, payload: &[u8], name: &str) {
 /// path and userspace. Each run must end as [`assert_disk_full`] says.
 fn fill_up(dst: Dst, sink_dir: Option<&Path>, payload: &Arc<Vec<u8>>) -> Vec<(String, Finished)> {
     let mut runs = Vec::new();
+    let free_at_start = sink_dir.map_or(0, free_blocks);
     for (src, via) in [
         (Src::File, "auto"),
         (Src::File, "userspace"),
@@ -444,10 +445,29 @@ fn fill_up(dst: Dst, sink_dir: Option<&Path>, payload: &Arc<Vec<u8>>) -> Vec<(St
         assert_disk_full(&run, payload, &name);
         if let Some(dir) = sink_dir {
             std::fs::remove_file(dir.join("dst.bin")).unwrap();
+            wait_for_free_blocks(dir, free_at_start);
         }
         runs.push((name, run));
     }
     runs
+}
+
+fn free_blocks(dir: &Path) -> u64 {
+    nix::sys::statvfs::statvfs(dir).unwrap().blocks_free() as u64
+}
+
+/// A removed file's blocks come back when its last fd closes: another test's child,
+/// forked while this test read the file and not yet exec'd, may hold one for a moment
+/// (the next run then met a full filesystem before writing a byte: seen under load).
+fn wait_for_free_blocks(dir: &Path, free: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while free_blocks(dir) < free {
+        assert!(
+            Instant::now() < deadline,
+            "{dir:?}: a removed file's blocks never came back"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
 }
 
 #[test]
