@@ -55,6 +55,7 @@ impl Copier<'_> {
             .open_source(src, OFlag::empty())
             .map_err(|err| format!("cannot open for reading: {err}"))?;
         let sst = fstat(source.as_fd()).map_err(|err| format!("cannot stat: {err}"))?;
+        let verify_against = self.cfg.verify.then_some(source.as_fd());
         // A FIFO or character device operand (cp copies what it reads): read once, so it can
         // be neither verified nor resumed. Said before the destination is touched.
         let stream = !matches!(
@@ -118,11 +119,10 @@ impl Copier<'_> {
         };
 
         let regular = sst.st_mode & nix::libc::S_IFMT == nix::libc::S_IFREG;
-        self.last_was_empty = regular && !pseudo && src_size == 0;
-        if regular && !pseudo && src_size == 0 && start == 0 {
+        self.last_was_empty = truly_empty(&sst, pseudo);
+        if self.last_was_empty && start == 0 {
             // An empty file: no byte to move, so no path to choose or run (a million
             // empty files spent a quarter of their user time there).
-            let verify_against = self.cfg.verify.then_some(source.as_fd());
             return self.close_file(verify_against, sink, &sst, None, dst_is_file, e);
         }
         let sizeless = src_size == 0 || pseudo;
@@ -206,7 +206,6 @@ impl Copier<'_> {
             nix::unistd::ftruncate(sink.as_fd(), size)
                 .map_err(|err| format!("cannot set the size: {err}"))?;
         }
-        let verify_against = self.cfg.verify.then_some(source.as_fd());
         self.close_file(verify_against, sink, &sst, syncer, dst_is_file, e)
     }
 
@@ -231,10 +230,9 @@ impl Copier<'_> {
         let sst =
             nix::sys::stat::fstatat(Some(dir), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
                 .ok()?;
-        let empty = sst.st_mode & nix::libc::S_IFMT == nix::libc::S_IFREG
-            && sst.st_size == 0
-            && self.pseudo.contains(&(sst.st_dev, false));
-        if !empty {
+        // A filesystem not seen yet counts as one whose sizes say nothing.
+        let pseudo = !self.pseudo.contains(&(sst.st_dev, false));
+        if !truly_empty(&sst, pseudo) {
             self.last_was_empty = false;
             return None;
         }
@@ -533,6 +531,12 @@ pub(super) struct DstDir {
 }
 
 /// [`create_new`] relative to the directory `dir`: `name` is one path component.
+/// A regular file whose size says 0 and is believed: not a pseudo file (`pseudo`), whose
+/// size says nothing.
+fn truly_empty(st: &FileStat, pseudo: bool) -> bool {
+    st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFREG && !pseudo && st.st_size == 0
+}
+
 fn create_new_at(dir: RawFd, name: &OsStr, src_mode: u32, read_back: bool) -> io::Result<OwnedFd> {
     let access = if read_back {
         OFlag::O_RDWR
