@@ -1092,21 +1092,14 @@ fn empty_files_among_others_in(dir: &Path) {
     let trace = dir.join("trace");
     let traced = !crate::util::strace_missing();
     let dst = dir.join("dst");
-    let mut cmd = if traced {
-        let wrap = crate::util::strace_of("openat", &trace);
-        let mut cmd = Command::new(&wrap[0]);
-        cmd.args(&wrap[1..]).arg(crate::util::bin());
-        cmd
+    let rig = if traced {
+        Rig::new().under(crate::util::strace_of("openat", &trace))
     } else {
-        zerocat()
+        Rig::new()
     };
-    cmd.args(["--stats", "json", "copy", "-r", "-j", "1"])
-        .args([&src, &dst]);
-    let out = run(cmd);
-    let err = stderr_text(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let report = json_report(&out.stderr);
-    assert_eq!(report["files"].as_u64(), Some(60), "{err}");
+    let run = rig.args(["copy", "-r", "-j", "1"]).args([&src, &dst]).run();
+    assert_eq!(run.code(), Some(0), "{}", run.stderr);
+    assert_eq!(run.report()["files"].as_u64(), Some(60), "{}", run.stderr);
     for (path, bytes, mode, _) in &originals {
         let copy = dst.join(path.strip_prefix(&src).unwrap());
         assert_bytes_eq(
