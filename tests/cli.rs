@@ -87,23 +87,22 @@ fn runtime_errors_name_the_endpoint() {
 
 #[test]
 fn permission_denied_names_the_file() {
-    use std::os::unix::process::CommandExt;
+    // Root reads through mode 000: as root, run zerocat as nobody, as a user would.
+    let nobody = match nix::unistd::geteuid().is_root() {
+        true => match crate::util::AsNobody::new() {
+            Some(nobody) => Some(nobody),
+            None => return,
+        },
+        false => None,
+    };
     let dir = tempdir();
-    let f = write_file(dir.path(), "secret", b"x");
+    let dir = nobody.as_ref().map_or(dir.path(), |nobody| nobody.path());
+    let f = write_file(dir, "secret", b"x");
     std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
-    let mut cmd = zerocat();
+    let mut cmd = nobody
+        .as_ref()
+        .map_or_else(zerocat, |nobody| nobody.zerocat());
     cmd.arg("pipe").arg(&f).arg("-");
-    if nix::unistd::geteuid().is_root() {
-        // root reads through mode 000: run as nobody, as a user would.
-        // SAFETY: setgid/setuid are async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::unistd::setgid(nix::unistd::Gid::from_raw(65534))?;
-                nix::unistd::setuid(nix::unistd::Uid::from_raw(65534))?;
-                Ok(())
-            });
-        }
-    }
     let out = run(cmd);
     let err = stderr_text(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");

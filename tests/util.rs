@@ -270,6 +270,100 @@ pub fn linger_zero(s: &TcpStream) {
     }
 }
 
+/// uid and gid of `nobody`, the user a test runs zerocat as to see permissions as a user would.
+pub const NOBODY: u32 = 65534;
+
+/// A test that runs zerocat as `nobody` (root reads through any mode, a user does not).
+///
+/// Its files and its copy of the binary live in a directory of its own under the system temp
+/// dir, every directory on the way down traversable by others: under the checkout's
+/// `target/`, a private parent (root's 0700 home, any `mktemp -d`) would keep nobody from its
+/// own files and the test would fail for where the checkout lives (issue 44). Removed when
+/// dropped.
+pub struct AsNobody {
+    // Holds `work` and `bin`; removed when dropped.
+    _dir: tempfile::TempDir,
+    work: PathBuf,
+    bin: PathBuf,
+}
+
+impl AsNobody {
+    /// None, after printing `SKIPPED: <why>`, where this machine cannot run zerocat as nobody:
+    /// not root, no setpriv, or a temp dir that other users cannot traverse.
+    pub fn new() -> Option<AsNobody> {
+        use std::os::unix::fs::PermissionsExt;
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIPPED: needs root to run zerocat as nobody");
+            return None;
+        }
+        if Command::new("setpriv").arg("--version").output().is_err() {
+            eprintln!("SKIPPED: setpriv (util-linux) is not installed");
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("zerocat-test-nobody")
+            .tempdir_in(std::env::temp_dir())
+            .unwrap();
+        let traversable = |path: &Path| {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o711)).unwrap();
+        };
+        traversable(dir.path());
+        if let Some(private) = dir.path().ancestors().find(|dir| {
+            std::fs::metadata(dir).map_or(true, |meta| meta.permissions().mode() & 0o001 == 0)
+        }) {
+            eprintln!(
+                "SKIPPED: nobody cannot traverse {} (the temp dir's parents must be o+x)",
+                private.display()
+            );
+            return None;
+        }
+        let work = dir.path().join("work");
+        let bin_dir = dir.path().join("bin");
+        for sub in [&work, &bin_dir] {
+            std::fs::create_dir(sub).unwrap();
+            traversable(sub);
+        }
+        // A link where the filesystem allows one (same device), else a copy.
+        let bin = bin_dir.join("zerocat");
+        if std::fs::hard_link(crate::util::bin(), &bin).is_err() {
+            std::fs::copy(crate::util::bin(), &bin).unwrap();
+        }
+        Some(AsNobody {
+            _dir: dir,
+            work,
+            bin,
+        })
+    }
+
+    /// The test's directory (mode 0711: set what the test needs on what it makes inside).
+    pub fn path(&self) -> &Path {
+        &self.work
+    }
+
+    /// `zerocat` as nobody with no supplementary group, environment cleared, stdin null.
+    pub fn zerocat(&self) -> Command {
+        self.zerocat_in_groups(&[])
+    }
+
+    /// `zerocat` as nobody, member of `groups` besides its own.
+    pub fn zerocat_in_groups(&self, groups: &[u32]) -> Command {
+        let mut cmd = Command::new("setpriv");
+        cmd.arg(format!("--reuid={NOBODY}"))
+            .arg(format!("--regid={NOBODY}"));
+        if groups.is_empty() {
+            cmd.arg("--clear-groups");
+        } else {
+            let list: Vec<String> = groups.iter().map(u32::to_string).collect();
+            cmd.arg(format!("--groups={}", list.join(",")));
+        }
+        cmd.arg(&self.bin)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdin(Stdio::null());
+        cmd
+    }
+}
+
 /// A filesystem mounted for one test on a fresh directory, unmounted when dropped.
 pub struct Mounted {
     mnt: PathBuf,
