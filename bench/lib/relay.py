@@ -292,3 +292,118 @@ def fan_table(fan):
         L.append(f"| {w} | {r['gibs']:.2f} | {r['seconds']:.2f} | {r['cpu_s']:.2f} | {r['rss_kib'] / 1024:.1f} MiB |")
     L.append("")
     return L
+
+
+def stalled_relay(slow, requests):
+    """Ordinary requests beside `slow` clients that ask for a 20 MiB download and never read
+    (4 KiB receive buffers): the latency of `requests` one-line echoes through one relay
+    before and beside them (tests/audit/relay.rs asserts only that every one is answered;
+    how fast is this row's question). SIGINT then ends the relay, which must exit 130."""
+    need = 2 * slow + 256
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            return {"error": f"RLIMIT_NOFILE hard limit {hard} < {need}"}
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))  # the relay inherits it
+    listener = socket.create_server(("127.0.0.1", 0), backlog=slow + 16)
+
+    def serve(c):
+        with c:
+            f = c.makefile("rb")
+            for line in f:
+                if line == b"DOWNLOAD\n":
+                    chunk = b"x" * (1 << 20)
+                    try:
+                        for _ in range(20):
+                            c.sendall(chunk)
+                    except OSError:
+                        pass
+                    return
+                try:
+                    c.sendall(line)
+                except OSError:
+                    return
+
+    def backend():
+        while True:
+            try:
+                c, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+    threading.Thread(target=backend, daemon=True).start()
+    ps = Procs(120)
+    clients = []
+
+    def echo(addr, i):
+        t0 = time.perf_counter()
+        with socket.create_connection(addr, timeout=10) as s:
+            line = f"ordinary request {i}\n".encode()
+            s.sendall(line)
+            got = b""
+            while len(got) < len(line):
+                chunk = s.recv(len(line) - len(got))
+                if not chunk:
+                    raise Failed(f"request {i}: closed before its echo")
+                got += chunk
+            if got != line:
+                raise Failed(f"request {i} echoed {got!r}")
+        return time.perf_counter() - t0
+
+    try:
+        p = ps.spawn("tool", [common.ZC, "-q", "relay", "tcp-listen:127.0.0.1:0,backlog=4096",
+                              f"tcp:127.0.0.1:{listener.getsockname()[1]}"])
+        m = re.search(r"listening on (\S+):(\d+)", read_line(p))
+        if not m:
+            raise Failed("no 'listening on' line from zerocat")
+        addr = (m.group(1), int(m.group(2)))
+        before = [echo(addr, i) for i in range(requests)]
+        for _ in range(slow):
+            c = socket.socket()
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            c.connect(addr)
+            c.sendall(b"DOWNLOAD\n")
+            clients.append(c)
+        time.sleep(1.5)  # the downloads fill every buffer they can
+        beside = [echo(addr, i) for i in range(requests)]
+        for c in clients:
+            c.close()
+        clients = []
+        os.kill(p.pid, signal.SIGINT)
+        ps.wait()
+        if p.returncode != 130:
+            raise Failed(f"relay exited {p.returncode} after SIGINT, not 130")
+        return {"slow": slow, "requests": requests,
+                "before_ms": statistics.median(before) * 1e3,
+                "median_ms": statistics.median(beside) * 1e3, "max_ms": max(beside) * 1e3}
+    except (Failed, OSError) as e:
+        return {"error": str(e)}
+    finally:
+        for c in clients:
+            c.close()
+        listener.close()
+        ps.close()
+
+
+def stalled_summary(st):
+    """The log line of stalled_relay's result."""
+    return "relay beside stalled clients: " + (f"FAILED: {st['error']}" if "error" in st else
+                                               f"{st['requests']} echoes beside {st['slow']} non-reading clients: "
+                                               f"median {st['median_ms']:.1f} ms, max {st['max_ms']:.1f} ms "
+                                               f"(alone: {st['before_ms']:.1f} ms)")
+
+
+def stalled_table(st):
+    """RESULTS.md's lines for stalled_relay's result, under the relay table."""
+    L = [f"### relay: ordinary requests beside {st.get('slow', '')} non-reading clients\n",
+         "Each non-reading client asks the backend for 20 MiB with a 4 KiB receive buffer and "
+         "never reads; then one-line echoes through the same relay, each on a new connection "
+         "(connect + round trip). tests/audit/relay.rs asserts only that every one is answered.\n",
+         "| non-reading clients | echoes | alone (median) | beside them (median) | beside them (max) |",
+         "|---:|---:|---:|---:|---:|"]
+    L.append(f"| FAILED: {st['error']} | | | | |" if "error" in st else
+             f"| {st['slow']} | {st['requests']} | {st['before_ms']:.1f} ms | {st['median_ms']:.1f} ms | "
+             f"{st['max_ms']:.1f} ms |")
+    L.append("")
+    return L

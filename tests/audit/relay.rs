@@ -611,17 +611,15 @@ fn ordinary_requests_are_answered_beside(slow: usize) {
         "{slow} non-reading clients: ordinary requests before {before:?}, beside them {after:?}; \
          relay VmHWM {hwm} KiB"
     );
+    // The service goes on: every ordinary request is answered within echo_latency's 5 s,
+    // which only a real stall misses (before the fix, 0 of 5 were answered). How fast is a
+    // benchmark's question (bench/run relay's `beside-stalled` row), not a test's: a bound of
+    // 500 ms failed a newcomer's first run on a cold machine (issue 42).
     let answered = after.iter().filter(|a| a.is_some()).count();
     assert_eq!(
         answered, 5,
-        "ordinary requests answered beside {slow} stalled clients"
+        "ordinary requests answered beside {slow} stalled clients: {after:?}"
     );
-    for latency in after.into_iter().flatten() {
-        assert!(
-            latency < Duration::from_millis(500),
-            "an answer took {latency:?}"
-        );
-    }
     drop(clients);
     let end = relay.stop();
     assert_eq!(end.code(), Some(130));
