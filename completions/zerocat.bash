@@ -361,7 +361,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__pipe)
-            opts="-q -v -L -h -V --grace --idle-timeout --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
+            opts="-q -v -L -h -V --grace --idle-timeout --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -407,7 +407,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__relay)
-            opts="-j -q -v -L -h -V --once --max-conns --idle-timeout --connect-timeout --grace --log --workers --splice-first --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
+            opts="-j -q -v -L -h -V --once --max-conns --idle-timeout --connect-timeout --grace --log --workers --splice-first --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -473,7 +473,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__tee)
-            opts="-a -p -q -v -L -h -V --append --on-error --output-error --grace --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
+            opts="-a -p -q -v -L -h -V --append --on-error --output-error --grace --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

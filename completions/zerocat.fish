@@ -35,7 +35,7 @@ complete -c zerocat -n "__fish_zerocat_needs_command" -s v -l verbose -d 'Also p
 complete -c zerocat -n "__fish_zerocat_needs_command" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
 complete -c zerocat -n "__fish_zerocat_needs_command" -l no-progress -d 'Never show a progress bar'
 complete -c zerocat -n "__fish_zerocat_needs_command" -l explain -d 'Print the plan and exit without moving data'
-complete -c zerocat -n "__fish_zerocat_needs_command" -s h -l help -d 'Print help'
+complete -c zerocat -n "__fish_zerocat_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c zerocat -n "__fish_zerocat_needs_command" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "pipe" -d 'Move one stream from SRC to DST'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "copy" -d 'Copy files and trees: reflink, then copy_file_range, splice, userspace'

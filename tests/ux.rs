@@ -628,3 +628,109 @@ fn the_bar_fits_the_terminal_shows_percent_and_keeps_off_data_on_it() {
         &screen[..300]
     );
 }
+
+/// Issue 42 item 3: every scheme of the grammar's table, with its aliases and option words,
+/// is in `-h` and `--help`, the unknown-scheme hint, the man page's ENDPOINTS, the bash
+/// completions (pipe, tee and relay offer `NAME:`) and README's endpoint table (written by
+/// hand: this is what keeps it whole).
+#[test]
+fn every_scheme_is_in_help_hint_man_page_completions_and_readme() {
+    let stdout_of = |args: &[&str]| {
+        let out = run({
+            let mut cmd = zerocat();
+            cmd.args(args);
+            cmd
+        });
+        assert!(out.status.success(), "{args:?}: {}", stderr_text(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let short_help = stdout_of(&["-h"]);
+    let long_help = stdout_of(&["--help"]);
+    let out = run({
+        let mut cmd = zerocat();
+        cmd.args(["pipe", "zzzz:x", "-"]);
+        cmd
+    });
+    assert_eq!(out.status.code(), Some(2));
+    let hint = stderr_text(&out);
+    let hint_words: Vec<&str> = hint
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .collect();
+    let page = cli::man_page();
+    let endpoints = &page[page.find(".SH ENDPOINTS").unwrap()..page.find(".SH PATHS").unwrap()];
+    let bash = cli::completions(clap_complete::Shell::Bash);
+    let word_lists: Vec<&str> = ["pipe", "tee", "relay"]
+        .iter()
+        .map(|sub| {
+            let case = bash
+                .find(&format!("zerocat__subcmd__{sub})\n"))
+                .unwrap_or_else(|| panic!("no case for {sub} in the bash completions"));
+            let opts = &bash[case..];
+            opts[..opts.find("\n            if").unwrap()].trim()
+        })
+        .collect();
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let table: String = readme[readme
+        .find("\n## Endpoints\n")
+        .expect("README: ## Endpoints")..]
+        .lines()
+        .skip(2)
+        .take_while(|l| l.is_empty() || l.starts_with('|'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        table.contains("| `-` |"),
+        "README's endpoint table not found"
+    );
+
+    let mut missing = Vec::new();
+    for info in zerocat::endpoint::SCHEME_TABLE {
+        for (i, word) in info.words().enumerate() {
+            let prefix = format!("{word}:");
+            let in_help = if i == 0 {
+                format!("  {prefix}")
+            } else {
+                format!("({prefix})")
+            };
+            let roff = format!("\\fB{}", prefix.replace('-', "\\-"));
+            for (place, found) in [
+                ("-h", short_help.contains(&in_help)),
+                ("--help", long_help.contains(&in_help)),
+                ("the unknown-scheme hint", hint_words.contains(&word)),
+                ("the man page's ENDPOINTS", endpoints.contains(&roff)),
+                (
+                    "README's endpoint table",
+                    table.contains(&format!("`{prefix}")),
+                ),
+            ] {
+                if !found {
+                    missing.push(format!("{prefix} in {place}"));
+                }
+            }
+            if i == 0 {
+                for (sub, words) in ["pipe", "tee", "relay"].iter().zip(&word_lists) {
+                    if !words.split([' ', '"']).any(|w| w == prefix) {
+                        missing.push(format!("{prefix} in the bash completions of {sub}"));
+                    }
+                }
+            }
+        }
+        for option in info.options {
+            let roff = format!("\\fB,{}", option.word().replace('-', "\\-"));
+            for (place, found) in [
+                ("-h", short_help.contains(option.form)),
+                ("--help", long_help.contains(&format!(",{}", option.form))),
+                ("the man page's ENDPOINTS", endpoints.contains(&roff)),
+            ] {
+                if !found {
+                    missing.push(format!("{}'s {} in {place}", info.name, option.form));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "missing (the list comes from SCHEME_TABLE, src/endpoint/grammar.rs; README is by \
+         hand): {missing:#?}"
+    );
+}

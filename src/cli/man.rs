@@ -9,7 +9,8 @@
 use std::fmt::Write as _;
 
 /// The whole page: title, name, synopsis, description and options from clap_mangen;
-/// COMMANDS from each subcommand's arguments and examples; then [`SECTIONS`].
+/// COMMANDS from each subcommand's arguments and examples; ENDPOINTS' list from the
+/// grammar's scheme table; then [`SECTIONS`].
 pub fn page(cmd: clap::Command) -> String {
     let commands = commands_section(&cmd);
     let man = clap_mangen::Man::new(cmd).manual("zerocat manual");
@@ -22,6 +23,7 @@ pub fn page(cmd: clap::Command) -> String {
         .and_then(|_| man.render_options_section(&mut out));
     rendered.expect("writing to a Vec cannot fail");
     out.extend_from_slice(commands.as_bytes());
+    out.extend_from_slice(endpoints_list().as_bytes());
     out.extend_from_slice(SECTIONS.as_bytes());
     man.render_version_section(&mut out)
         .expect("writing to a Vec cannot fail");
@@ -88,11 +90,45 @@ fn roff(text: &str) -> String {
         .join("\n")
 }
 
-/// Roff text: each section starts with `.SH`.
-pub const SECTIONS: &str = r#".SH ENDPOINTS
-Every SRC and DST is an endpoint.
-Scheme keywords are case\-insensitive (\fBTCP\-LISTEN:8080\fR works);
-options follow a comma, socat style.
+/// ENDPOINTS up to the details: every scheme of the grammar's table, what it is at each
+/// end, and each option word with what it does.
+fn endpoints_list() -> String {
+    let mut s = String::from(
+        ".SH ENDPOINTS\n\
+         Every SRC and DST is an endpoint: \\fB\\-\\fR (stdin as a source, stdout as a sink), a \
+         file \\fIPATH\\fR, or \\fISCHEME\\fB:\\fIADDRESS\\fR[\\fB,\\fIOPTION\\fR]...\n\
+         Scheme keywords are case\\-insensitive (\\fBTCP\\-LISTEN:8080\\fR works);\n\
+         options follow a comma, socat style. The schemes, then each in detail:\n",
+    );
+    for info in crate::endpoint::SCHEME_TABLE {
+        let mut head = format!("\\fB{}:\\fI{}\\fR", roff(info.name), roff(info.address));
+        for alias in info.aliases {
+            let _ = write!(head, " (alias \\fB{}:\\fR)", roff(alias));
+        }
+        let _ = writeln!(
+            s,
+            ".TP\n{head}\nAs a source: {}. As a sink: {}.",
+            roff(info.as_source),
+            roff(info.as_sink)
+        );
+        if info.options.is_empty() {
+            continue;
+        }
+        s.push_str(".RS\n");
+        for option in info.options {
+            let form = match option.form.split_once('=') {
+                Some((word, value)) => format!("\\fB,{}=\\fI{}\\fR", roff(word), roff(value)),
+                None => format!("\\fB,{}\\fR", roff(option.form)),
+            };
+            let _ = writeln!(s, ".TP\n{form}\n{}", roff(option.meaning));
+        }
+        s.push_str(".RE\n");
+    }
+    s
+}
+
+/// Roff text: the details of ENDPOINTS, then each section starting with `.SH`.
+pub const SECTIONS: &str = r#".SS "Each endpoint in detail"
 .TP
 \fB\-\fR
 stdin as a source, stdout as a sink.

@@ -18,19 +18,89 @@ use crate::engine::{DataPath, Via};
 use crate::report::StatsFormat;
 use crate::{Invocation, Options};
 
-const AFTER_HELP: &str = "\
-Endpoints: -  fd:N  file:PATH[,append][,excl][,mode=0600]  PATH
-           tcp:HOST:PORT[,retry=N][,interval=DURATION]  unix:PATH[,retry=N][,interval=DURATION]
-           tcp-listen:[HOST:]PORT[,backlog=N]  unix:@NAME  unix-listen:PATH[,mode=0600]
+/// What `-h` and `--help` end with after the endpoint list.
+const AFTER_ENDPOINTS: &str = "\
 A listener with no HOST binds 127.0.0.1. Paths: copy_file_range, sendfile, splice, tee,
 userspace (and reflink for copy). See `zerocat man` for the whole story.";
+
+/// The width the endpoint list is wrapped to.
+const HELP_WIDTH: usize = 100;
+
+/// The endpoint list of `-h` (`long`: `--help`), made from the grammar's scheme table: `-h`
+/// gives each scheme's form and option words, `--help` also what it is at each end and
+/// what each option does.
+pub fn endpoints_help(long: bool) -> String {
+    const COLUMN: usize = 34;
+    let mut out = String::from(
+        "Endpoints: SCHEME:ADDRESS[,OPTION]... (scheme words are case-insensitive), - or PATH\n",
+    );
+    let mut row = |form: &str, text: &str| {
+        let pad = COLUMN.saturating_sub(form.len() + 2).max(1);
+        let first = if form.len() + 3 > COLUMN {
+            format!("  {form}\n{}", " ".repeat(COLUMN))
+        } else {
+            format!("  {form}{}", " ".repeat(pad))
+        };
+        out.push_str(&first);
+        out.push_str(&wrap(text, COLUMN, HELP_WIDTH));
+        out.push('\n');
+    };
+    row("-", "stdin as a source, stdout as a sink");
+    row("PATH", "a file (file:PATH for a file with options)");
+    for info in endpoint::SCHEME_TABLE {
+        let mut form = format!("{}:{}", info.name, info.address);
+        for alias in info.aliases {
+            form.push_str(&format!(" ({alias}:)"));
+        }
+        let words: Vec<&str> = info.options.iter().map(|o| o.form).collect();
+        if !long {
+            let text = if words.is_empty() {
+                "no options".to_string()
+            } else {
+                words.join(" ")
+            };
+            row(&form, &text);
+            continue;
+        }
+        row(
+            &form,
+            &format!("source: {}; sink: {}", info.as_source, info.as_sink),
+        );
+        for option in info.options {
+            row(&format!("    ,{}", option.form), option.meaning);
+        }
+    }
+    out.push_str(AFTER_ENDPOINTS);
+    out
+}
+
+/// `text` in lines of at most `width` columns, the lines after the first indented by
+/// `indent` (the first starts there already).
+fn wrap(text: &str, indent: usize, width: usize) -> String {
+    let mut out = String::new();
+    let mut column = indent;
+    for word in text.split(' ') {
+        if column > indent && column + 1 + word.len() > width {
+            out.push('\n');
+            out.push_str(&" ".repeat(indent));
+            column = indent;
+        } else if column > indent {
+            out.push(' ');
+            column += 1;
+        }
+        out.push_str(word);
+        column += word.len();
+    }
+    out
+}
 
 #[derive(Debug, Parser)]
 #[command(
     name = "zerocat",
     version,
     about = "A zero-copy netcat/tee: moves bytes with splice, tee, sendfile and copy_file_range, and says which path ran",
-    after_help = AFTER_HELP,
+    after_help = endpoints_help(false),
+    after_long_help = endpoints_help(true),
     propagate_version = true,
     args_override_self = true
 )]
@@ -157,10 +227,10 @@ Examples:
 #[derive(Debug, Args)]
 pub struct PipeArgs {
     /// Where the bytes come from (default: stdin).
-    #[arg(default_value = "-", value_parser = os(parse_source))]
+    #[arg(default_value = "-", value_parser = EndpointParser(parse_source), hide_possible_values = true)]
     pub src: Endpoint,
     /// Where the bytes go (default: stdout).
-    #[arg(default_value = "-", value_parser = os(parse_sink))]
+    #[arg(default_value = "-", value_parser = EndpointParser(parse_sink), hide_possible_values = true)]
     pub dst: Endpoint,
     /// After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = endpoint::parse_duration)]
@@ -330,10 +400,10 @@ pub enum SparseArg {
 #[derive(Debug, Args)]
 pub struct TeeArgs {
     /// Where the bytes come from.
-    #[arg(value_parser = os(parse_source))]
+    #[arg(value_parser = EndpointParser(parse_source), hide_possible_values = true)]
     pub src: Endpoint,
     /// Where they all go; listeners each accept one connection before data flows.
-    #[arg(value_parser = os(parse_sink))]
+    #[arg(value_parser = EndpointParser(parse_sink), hide_possible_values = true)]
     pub dst: Vec<Endpoint>,
     /// Append to the file sinks instead of truncating them (GNU tee -a; file:X,append).
     #[arg(short = 'a', long)]
@@ -401,10 +471,10 @@ fn on_error(on_error: Option<OnErrorArg>, output_error: Option<OutputErrorArg>) 
 #[derive(Debug, Args)]
 pub struct RelayArgs {
     /// One side: a listener, a connector, `-` or fd:N.
-    #[arg(value_parser = os(parse_relay_side))]
+    #[arg(value_parser = EndpointParser(parse_relay_side), hide_possible_values = true)]
     pub a: Endpoint,
     /// The other side.
-    #[arg(value_parser = os(parse_relay_side))]
+    #[arg(value_parser = EndpointParser(parse_relay_side), hide_possible_values = true)]
     pub b: Endpoint,
     /// Serve one connection, then exit.
     #[arg(long)]
@@ -450,6 +520,50 @@ fn os<T: Clone + Send + Sync + 'static>(
 ) -> impl clap::builder::TypedValueParser<Value = T> {
     use clap::builder::TypedValueParser;
     clap::builder::OsStringValueParser::new().try_map(parse)
+}
+
+/// The value parser of a stream's endpoint (pipe, tee, relay): `parse` on the argument as
+/// the OS gave it, and the scheme words (`tcp:`, `tcp-listen:`, …) of the grammar's table as
+/// the values completions offer. Help leaves them out (`hide_possible_values`); they do not
+/// restrict what parses: a path is an endpoint too.
+#[derive(Clone)]
+struct EndpointParser(fn(OsString) -> Result<Endpoint, String>);
+
+impl clap::builder::TypedValueParser for EndpointParser {
+    type Value = Endpoint;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Endpoint, clap::Error> {
+        os(self.0).parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            scheme_prefixes()
+                .iter()
+                .zip(endpoint::SCHEME_TABLE)
+                .map(|(prefix, info)| {
+                    clap::builder::PossibleValue::new(prefix.as_str()).help(info.as_source)
+                }),
+        ))
+    }
+}
+
+/// `NAME:` of every scheme, in the table's order.
+fn scheme_prefixes() -> &'static [String] {
+    static PREFIXES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    PREFIXES.get_or_init(|| {
+        let names = endpoint::SCHEME_TABLE
+            .iter()
+            .map(|s| format!("{}:", s.name));
+        names.collect()
+    })
 }
 
 /// An endpoint argument as the OS gave it (a path need not be UTF-8).
@@ -718,10 +832,48 @@ fn stream_kind(e: &Endpoint, source: bool) -> &'static str {
 }
 
 /// The completion script for `shell`, generated from the clap definition.
+/// bash offers the scheme words beside its file names (they go into the word list, and an
+/// empty match falls back to files); zsh's generator would offer the words only, so it keeps
+/// its file completion; fish, elvish and powershell's generators skip positionals.
 pub fn completions(shell: clap_complete::Shell) -> String {
+    let mut cmd = Cli::command();
+    if shell == clap_complete::Shell::Zsh {
+        cmd = without_scheme_words(cmd);
+    }
     let mut out = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "zerocat", &mut out);
+    clap_complete::generate(shell, &mut cmd, "zerocat", &mut out);
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `cmd` with its endpoints' value parsers offering no words: completed as files.
+fn without_scheme_words(cmd: clap::Command) -> clap::Command {
+    let mut cmd = cmd;
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|sub| sub.get_name().to_string())
+        .collect();
+    for name in names {
+        cmd = cmd.mut_subcommand(name, |mut sub| {
+            let ids: Vec<String> = sub
+                .get_positionals()
+                .filter(|a| offers_scheme_words(a))
+                .map(|a| a.get_id().to_string())
+                .collect();
+            for id in ids {
+                sub = sub.mut_arg(id, |a| {
+                    a.value_parser(clap::builder::OsStringValueParser::new())
+                });
+            }
+            sub
+        });
+    }
+    cmd
+}
+
+/// Whether `arg` is an endpoint whose completions offer the scheme words.
+fn offers_scheme_words(arg: &clap::Arg) -> bool {
+    let values = arg.get_value_parser().possible_values();
+    values.is_some_and(|mut v| v.any(|pv| pv.get_name() == scheme_prefixes()[0]))
 }
 
 /// The man page (roff), generated from the clap definition plus hand-written sections.

@@ -33,27 +33,6 @@ const SUN_PATH_MAX: usize = 107;
 /// The most a `mode=` may set: permission bits plus setuid/setgid/sticky.
 const MODE_MAX: u32 = 0o7777;
 
-/// Every scheme word, canonical names first (the order suggestions prefer on a tie).
-const SCHEMES: &[&str] = &[
-    "fd",
-    "file",
-    "tcp",
-    "tcp-listen",
-    "unix",
-    "unix-listen",
-    "systemd",
-    "udp",
-    "udp-listen",
-    "tls",
-    "tls-listen",
-    "exec",
-    "sh",
-    "tcp-l",
-    "unix-l",
-    "udp-l",
-    "tls-l",
-];
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Scheme {
     Fd,
@@ -71,126 +50,329 @@ enum Scheme {
     Sh,
 }
 
+/// One option word a scheme takes: as written after its comma, and what it does.
+#[derive(Debug)]
+pub struct OptionWord {
+    /// The word, then `=VALUE` when it takes a value: `append`, `mode=OCTAL`.
+    pub form: &'static str,
+    /// What it does, in one line.
+    pub meaning: &'static str,
+}
+
+impl OptionWord {
+    /// The word alone, as the parser matches it: `mode` of `mode=OCTAL`.
+    pub fn word(&self) -> &'static str {
+        self.form.split('=').next().unwrap_or(self.form)
+    }
+}
+
+/// One scheme of the grammar: its words, what it is at each end, the options it takes.
+#[derive(Debug)]
+pub struct SchemeInfo {
+    scheme: Scheme,
+    /// The canonical word, as reports and `Display` write it.
+    pub name: &'static str,
+    /// Other words for it (`tcp-l`, socat's `system`).
+    pub aliases: &'static [&'static str],
+    /// What follows `NAME:`.
+    pub address: &'static str,
+    pub as_source: &'static str,
+    pub as_sink: &'static str,
+    pub options: &'static [OptionWord],
+}
+
+const fn opt(form: &'static str, meaning: &'static str) -> OptionWord {
+    OptionWord { form, meaning }
+}
+
+// Option words several schemes share, with one meaning each.
+const RETRY: OptionWord = opt(
+    "retry=N",
+    "N further attempts while the peer is not up (refused, no socket file)",
+);
+const INTERVAL: OptionWord = opt("interval=DURATION", "the pause between attempts (1s)");
+const SOCKS5: OptionWord = opt(
+    "socks5=HOST:PORT",
+    "go out through this SOCKS5 proxy, which resolves the target",
+);
+const CONNECT: OptionWord = opt(
+    "connect=HOST:PORT",
+    "go out through this HTTP proxy's CONNECT",
+);
+const PROXY_AUTH: OptionWord = opt(
+    "proxy-auth=USER:PASS",
+    "credentials for socks5= or connect= (or ZEROCAT_PROXY_AUTH)",
+);
+const MPTCP: OptionWord = opt(
+    "mptcp",
+    "an MPTCP socket (plain TCP where the kernel refuses one)",
+);
+const BACKLOG: OptionWord = opt("backlog=N", "the listen(2) backlog (4096)");
+const REUSEPORT: OptionWord = opt(
+    "reuseport",
+    "SO_REUSEPORT: several processes share the port",
+);
+const IPV6ONLY: OptionWord = opt(
+    "ipv6only=0|1",
+    "on an IPv6 address: dual-stack (0, the default) or IPv6 only",
+);
+const PROXY_READ: OptionWord = opt(
+    "proxy",
+    "every connection starts with a PROXY protocol v1/v2 header, read first",
+);
+const REUSEADDR: OptionWord = opt("reuseaddr", "socat's word, accepted: always on");
+const TLS_FLAG: OptionWord = opt(
+    "tls",
+    "serve TLS on the inherited listener (with cert= and key=)",
+);
+const CERT: OptionWord = opt("cert=PEM", "the certificate chain to present");
+const KEY: OptionWord = opt("key=PEM", "the private key of cert=");
+const CAFILE_SERVER: OptionWord = opt(
+    "cafile=PEM",
+    "require client certificates signed by these CAs",
+);
+const ALPN: OptionWord = opt(
+    "alpn=PROTOCOLS",
+    "ALPN protocols, in order of preference (alpn=h2,http/1.1)",
+);
+const MODE: OptionWord = opt(
+    "mode=OCTAL",
+    "exactly this mode for the file created, whatever the umask",
+);
+const STDERR: OptionWord = opt("stderr", "the child's stderr joins the stream (a source)");
+
+/// Every scheme: the one table of the grammar. Parsing takes its words and checks options
+/// against it; `--help`, the man page's ENDPOINTS, the completions and the unknown-scheme
+/// hint are made from it. Canonical names in this order are what suggestions prefer on a tie.
+pub const SCHEME_TABLE: &[SchemeInfo] = &[
+    SchemeInfo {
+        scheme: Scheme::Fd,
+        name: "fd",
+        aliases: &[],
+        address: "N",
+        as_source: "the inherited fd N; a listening socket accepts, as a listener",
+        as_sink: "the inherited fd N (a listening socket: the same)",
+        options: &[TLS_FLAG, CERT, KEY, CAFILE_SERVER, ALPN],
+    },
+    SchemeInfo {
+        scheme: Scheme::File,
+        name: "file",
+        aliases: &[],
+        address: "PATH",
+        as_source: "opened read-only (a bare PATH too)",
+        as_sink: "created or truncated, like > and cp",
+        options: &[
+            opt("append", "append instead of truncating (a sink)"),
+            opt("excl", "refuse an existing file (a sink)"),
+            MODE,
+        ],
+    },
+    SchemeInfo {
+        scheme: Scheme::Tcp,
+        name: "tcp",
+        aliases: &[],
+        address: "HOST:PORT",
+        as_source: "connect",
+        as_sink: "connect",
+        options: &[
+            RETRY,
+            INTERVAL,
+            opt(
+                "proxy=v1|v2",
+                "send a PROXY protocol header naming the other side's client first",
+            ),
+            SOCKS5,
+            CONNECT,
+            PROXY_AUTH,
+            MPTCP,
+        ],
+    },
+    SchemeInfo {
+        scheme: Scheme::TcpListen,
+        name: "tcp-listen",
+        aliases: &["tcp-l"],
+        address: "[HOST:]PORT",
+        as_source: "accept one connection (relay: every one); no HOST binds 127.0.0.1",
+        as_sink: "the same",
+        options: &[BACKLOG, REUSEPORT, IPV6ONLY, PROXY_READ, MPTCP, REUSEADDR],
+    },
+    SchemeInfo {
+        scheme: Scheme::Unix,
+        name: "unix",
+        aliases: &[],
+        address: "PATH|@NAME",
+        as_source: "connect to a unix socket (@: abstract)",
+        as_sink: "the same",
+        options: &[RETRY, INTERVAL],
+    },
+    SchemeInfo {
+        scheme: Scheme::UnixListen,
+        name: "unix-listen",
+        aliases: &["unix-l"],
+        address: "PATH|@NAME",
+        as_source: "accept on a unix socket (relay: every connection)",
+        as_sink: "the same",
+        options: &[
+            opt(
+                "mode=OCTAL",
+                "the socket file's mode, set at bind (not for @NAME)",
+            ),
+            BACKLOG,
+        ],
+    },
+    SchemeInfo {
+        scheme: Scheme::Systemd,
+        name: "systemd",
+        aliases: &[],
+        address: "[NAME]",
+        as_source: "the listening sockets systemd passed (LISTEN_FDS; NAME: FileDescriptorName=)",
+        as_sink: "the same",
+        options: &[PROXY_READ, TLS_FLAG, CERT, KEY, CAFILE_SERVER, ALPN],
+    },
+    SchemeInfo {
+        scheme: Scheme::Udp,
+        name: "udp",
+        aliases: &[],
+        address: "HOST:PORT",
+        as_source: "each datagram's payload, in order; an empty datagram ends it",
+        as_sink: "each read becomes one datagram",
+        options: &[opt(
+            "size=N",
+            "the largest datagram sent, 1-65507 (not in relay)",
+        )],
+    },
+    SchemeInfo {
+        scheme: Scheme::UdpListen,
+        name: "udp-listen",
+        aliases: &["udp-l"],
+        address: "[HOST:]PORT",
+        as_source: "datagrams of the first peer that sends (relay: a session per client)",
+        as_sink: "none: a usage error (relay: answers go back to each client)",
+        options: &[],
+    },
+    SchemeInfo {
+        scheme: Scheme::Tls,
+        name: "tls",
+        aliases: &[],
+        address: "HOST:PORT",
+        as_source: "connect, TLS client (rustls; kTLS where the kernel takes it)",
+        as_sink: "the same",
+        options: &[
+            opt(
+                "sni=NAME",
+                "the name sent and verified (default: HOST, unless an address)",
+            ),
+            opt(
+                "cafile=PEM",
+                "verify the server against these CAs, not the system's",
+            ),
+            opt(
+                "verify=0|1",
+                "0 takes any certificate (insecure, with a warning)",
+            ),
+            opt("cert=PEM", "a client certificate (with key=)"),
+            KEY,
+            ALPN,
+            RETRY,
+            INTERVAL,
+            SOCKS5,
+            CONNECT,
+            PROXY_AUTH,
+            MPTCP,
+        ],
+    },
+    SchemeInfo {
+        scheme: Scheme::TlsListen,
+        name: "tls-listen",
+        aliases: &["tls-l"],
+        address: "[HOST:]PORT,cert=PEM,key=PEM",
+        as_source: "accept, TLS server (tcp-listen: with a handshake on each connection)",
+        as_sink: "the same",
+        options: &[
+            opt("cert=PEM", "the certificate chain to present (required)"),
+            opt("key=PEM", "the private key of cert= (required)"),
+            CAFILE_SERVER,
+            ALPN,
+            BACKLOG,
+            REUSEPORT,
+            IPV6ONLY,
+            PROXY_READ,
+            MPTCP,
+            REUSEADDR,
+        ],
+    },
+    SchemeInfo {
+        scheme: Scheme::Exec,
+        name: "exec",
+        aliases: &[],
+        address: "PROGRAM ARG...",
+        as_source: "the child's stdout (a pipe; words split as a shell would, no shell)",
+        as_sink: "the child's stdin (relay: both, a child per connection)",
+        options: &[STDERR],
+    },
+    SchemeInfo {
+        scheme: Scheme::Sh,
+        name: "sh",
+        aliases: &["system"],
+        address: "COMMAND",
+        as_source: "the stdout of /bin/sh -c COMMAND",
+        as_sink: "its stdin (relay: both, a child per connection)",
+        options: &[STDERR],
+    },
+];
+
+impl SchemeInfo {
+    /// Every word that names this scheme, the canonical one first.
+    pub fn words(&self) -> impl Iterator<Item = &'static str> {
+        std::iter::once(self.name).chain(self.aliases.iter().copied())
+    }
+
+    /// The option words as error messages list them: `append, excl, mode=OCTAL`.
+    pub fn option_forms(&self) -> String {
+        let forms: Vec<&str> = self.options.iter().map(|o| o.form).collect();
+        forms.join(", ")
+    }
+}
+
+/// Every scheme word, canonical names first (the order suggestions prefer on a tie).
+fn scheme_words() -> impl Iterator<Item = &'static str> {
+    let names = SCHEME_TABLE.iter().map(|s| s.name);
+    names.chain(SCHEME_TABLE.iter().flat_map(|s| s.aliases.iter().copied()))
+}
+
+/// Every scheme word, for a message: `fd, file, tcp, tcp-listen (tcp-l), …`.
+pub fn scheme_names() -> String {
+    let names: Vec<String> = SCHEME_TABLE
+        .iter()
+        .map(|s| match s.aliases {
+            [] => s.name.to_string(),
+            aliases => format!("{} ({})", s.name, aliases.join(", ")),
+        })
+        .collect();
+    names.join(", ")
+}
+
 impl Scheme {
     fn from_word(word: &str) -> Option<Scheme> {
-        Some(match word.to_ascii_lowercase().as_str() {
-            "fd" => Scheme::Fd,
-            "file" => Scheme::File,
-            "tcp" => Scheme::Tcp,
-            "tcp-listen" | "tcp-l" => Scheme::TcpListen,
-            "unix" => Scheme::Unix,
-            "unix-listen" | "unix-l" => Scheme::UnixListen,
-            "systemd" => Scheme::Systemd,
-            "udp" => Scheme::Udp,
-            "udp-listen" | "udp-l" => Scheme::UdpListen,
-            "tls" => Scheme::Tls,
-            "tls-listen" | "tls-l" => Scheme::TlsListen,
-            "exec" => Scheme::Exec,
-            "sh" | "system" => Scheme::Sh,
-            _ => return None,
-        })
+        SCHEME_TABLE
+            .iter()
+            .find(|info| info.words().any(|w| w.eq_ignore_ascii_case(word)))
+            .map(|info| info.scheme)
+    }
+
+    fn info(self) -> &'static SchemeInfo {
+        SCHEME_TABLE
+            .iter()
+            .find(|info| info.scheme == self)
+            .expect("every scheme has its row in SCHEME_TABLE")
     }
 
     fn name(self) -> &'static str {
-        match self {
-            Scheme::Fd => "fd",
-            Scheme::File => "file",
-            Scheme::Tcp => "tcp",
-            Scheme::TcpListen => "tcp-listen",
-            Scheme::Unix => "unix",
-            Scheme::UnixListen => "unix-listen",
-            Scheme::Systemd => "systemd",
-            Scheme::Udp => "udp",
-            Scheme::UdpListen => "udp-listen",
-            Scheme::Tls => "tls",
-            Scheme::TlsListen => "tls-listen",
-            Scheme::Exec => "exec",
-            Scheme::Sh => "sh",
-        }
-    }
-
-    /// Option names this scheme takes, as shown in error messages.
-    fn option_help(self) -> &'static str {
-        match self {
-            Scheme::File => "append, excl, mode=OCTAL",
-            Scheme::TcpListen => {
-                "backlog=N, reuseport, ipv6only=0|1, proxy, mptcp, reuseaddr (always on)"
-            }
-            Scheme::UnixListen => "mode=OCTAL, backlog=N",
-            Scheme::Systemd => "proxy, tls, cert=PEM, key=PEM, cafile=PEM, alpn=PROTOCOLS",
-            Scheme::Tls => {
-                "sni=NAME, cafile=PEM, verify=0|1, cert=PEM, key=PEM, alpn=PROTOCOLS, retry=N, \
-                 interval=DURATION, socks5=HOST:PORT, connect=HOST:PORT, proxy-auth=USER:PASS, \
-                 mptcp"
-            }
-            Scheme::TlsListen => {
-                "cert=PEM, key=PEM (both required), cafile=PEM, alpn=PROTOCOLS, backlog=N, \
-                 reuseport, ipv6only=0|1, proxy, mptcp"
-            }
-            Scheme::Tcp => {
-                "retry=N, interval=DURATION, proxy=v1|v2, socks5=HOST:PORT, connect=HOST:PORT, \
-                 proxy-auth=USER:PASS, mptcp"
-            }
-            Scheme::Unix => "retry=N, interval=DURATION",
-            Scheme::Udp => "size=N (the largest datagram, 1-65507)",
-            Scheme::Fd => {
-                "tls, cert=PEM, key=PEM, cafile=PEM, alpn=PROTOCOLS (an inherited listening socket)"
-            }
-            Scheme::UdpListen => "",
-            Scheme::Exec | Scheme::Sh => "stderr",
-        }
+        self.info().name
     }
 
     fn takes_option(self, name: &str) -> bool {
-        matches!(
-            (self, name),
-            (Scheme::File, "append" | "excl" | "mode")
-                | (
-                    Scheme::TcpListen,
-                    "backlog" | "reuseport" | "ipv6only" | "proxy" | "mptcp"
-                )
-                | (Scheme::TcpListen, "reuseaddr")
-                | (Scheme::UnixListen, "mode" | "backlog")
-                | (
-                    Scheme::Systemd,
-                    "proxy" | "tls" | "cert" | "key" | "cafile" | "alpn"
-                )
-                | (Scheme::Fd, "tls" | "cert" | "key" | "cafile" | "alpn")
-                | (
-                    Scheme::Tls,
-                    "sni"
-                        | "cafile"
-                        | "verify"
-                        | "cert"
-                        | "key"
-                        | "alpn"
-                        | "retry"
-                        | "interval"
-                        | "socks5"
-                        | "connect"
-                        | "proxy-auth"
-                        | "mptcp"
-                )
-                | (
-                    Scheme::TlsListen,
-                    "cert"
-                        | "key"
-                        | "cafile"
-                        | "alpn"
-                        | "backlog"
-                        | "reuseport"
-                        | "ipv6only"
-                        | "proxy"
-                        | "mptcp"
-                        | "reuseaddr"
-                )
-                | (
-                    Scheme::Tcp,
-                    "retry" | "interval" | "proxy" | "socks5" | "connect" | "proxy-auth" | "mptcp"
-                )
-                | (Scheme::Unix, "retry" | "interval")
-                | (Scheme::Udp, "size")
-        )
+        self.info().options.iter().any(|o| o.word() == name)
     }
 }
 
@@ -580,16 +762,13 @@ fn split_scheme(arg: &str) -> Option<(&str, &str)> {
 fn unknown_scheme_message(word: &str, arg: &str) -> String {
     let lower = word.to_ascii_lowercase();
     // Only suggest a scheme that is plausibly a typo of what was written.
-    let nearest = SCHEMES
-        .iter()
-        .map(|s| (edit_distance(&lower, s), *s))
+    let nearest = scheme_words()
+        .map(|s| (edit_distance(&lower, s), s))
         .min_by_key(|(distance, _)| *distance)
         .filter(|(distance, s)| *distance <= 2 && *distance < s.len().max(lower.len()));
     let hint = match nearest {
         Some((_, s)) => format!("did you mean '{s}'?"),
-        None => "known schemes: fd, file, tcp, tcp-listen, unix, unix-listen, systemd, udp, \
-                 udp-listen, tls, tls-listen"
-            .to_string(),
+        None => format!("known schemes: {}", scheme_names()),
     };
     format!(
         "unknown scheme '{word}' ({hint}); to name a file called '{arg}', \
@@ -631,7 +810,7 @@ fn parse_options<'a>(
     let mut seen: Vec<String> = Vec::new();
     let mut proxy_auth: Option<String> = None;
     let takes = || {
-        let help = scheme.option_help();
+        let help = scheme.info().option_forms();
         if help.is_empty() {
             format!("{}: takes no options", scheme.name())
         } else {
@@ -662,30 +841,9 @@ fn parse_options<'a>(
             );
         }
         if !scheme.takes_option(&name) {
-            let known = [
-                "append",
-                "excl",
-                "mode",
-                "backlog",
-                "retry",
-                "interval",
-                "reuseport",
-                "ipv6only",
-                "proxy",
-                "size",
-                "socks5",
-                "connect",
-                "proxy-auth",
-                "mptcp",
-                "tls",
-                "sni",
-                "cafile",
-                "verify",
-                "cert",
-                "key",
-                "alpn",
-            ]
-            .contains(&name.as_str());
+            let known = SCHEME_TABLE
+                .iter()
+                .any(|info| info.options.iter().any(|o| o.word() == name));
             let what = if known {
                 "does not apply to"
             } else {

@@ -24,7 +24,10 @@ pub mod udp;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use grammar::{parse, parse_duration, parse_os, parse_timeout, ParseError};
+pub use grammar::{
+    parse, parse_duration, parse_os, parse_timeout, scheme_names, OptionWord, ParseError,
+    SchemeInfo, SCHEME_TABLE,
+};
 pub use listener::{Accepted, Listener, Rejected, PROXY_DEADLINE};
 pub use open::{is_retryable_connect, predict, Opened, Role};
 

@@ -386,6 +386,100 @@ fn unknown_schemes_are_errors_never_files() {
         &["unknown scheme 'bogus'", "./bogus:x", "file:bogus:x"],
     );
     err("http://example.com/", &["unknown scheme 'http'"]);
+    // With no near word, the hint names every scheme and alias (it once left out exec,
+    // sh and system).
+    let hint = parse("bogus:x").unwrap_err().message;
+    let named: Vec<&str> = hint
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .collect();
+    for info in SCHEME_TABLE {
+        for word in info.words() {
+            assert!(named.contains(&word), "the hint lacks {word}: {hint}");
+        }
+    }
+    err("sytem:true", &["did you mean 'system'?"]);
+}
+
+#[test]
+fn every_word_of_the_scheme_table_names_its_scheme_once() {
+    let mut seen = Vec::new();
+    for info in SCHEME_TABLE {
+        for word in info.words() {
+            assert!(!seen.contains(&word), "{word} twice in SCHEME_TABLE");
+            seen.push(word);
+            assert_eq!(Scheme::from_word(word), Some(info.scheme), "{word}");
+            assert_eq!(
+                Scheme::from_word(&word.to_ascii_uppercase()),
+                Some(info.scheme)
+            );
+        }
+        assert_eq!(info.scheme.name(), info.name);
+    }
+}
+
+/// An address each scheme parses, to try its options on.
+fn sample_address(scheme: &str) -> &'static str {
+    match scheme {
+        "fd" => "3",
+        "file" => "out",
+        "tcp" | "tls" | "udp" => "127.0.0.1:9",
+        // An IPv6 address, which ipv6only= applies to.
+        "tcp-listen" | "udp-listen" => "[::1]:0",
+        "tls-listen" => "[::1]:0,cert=c.pem,key=k.pem",
+        "unix" | "unix-listen" => "/tmp/s",
+        "systemd" => "",
+        "exec" | "sh" => "true",
+        other => panic!("give {other}: a sample address here"),
+    }
+}
+
+/// A value each option form takes, to write `word=value`.
+fn sample_value(form: &'static str) -> Option<&'static str> {
+    let (_, value) = form.split_once('=')?;
+    Some(match value {
+        "N" => "1",
+        "OCTAL" => "0600",
+        "DURATION" => "1s",
+        "HOST:PORT" => "127.0.0.1:1080",
+        "USER:PASS" => "u:p",
+        "PEM" => "x.pem",
+        "NAME" | "PROTOCOLS" => "h2",
+        choice => choice.split('|').next().unwrap_or(choice),
+    })
+}
+
+/// Every option word the table lists is parsed for its scheme: none reaches the parser's
+/// `unreachable!` (a word added to the table and not to `parse_options`), none is refused
+/// as an option the scheme does not take.
+#[test]
+fn every_option_word_of_the_table_is_taken_by_its_scheme() {
+    for info in SCHEME_TABLE {
+        for option in info.options {
+            let word = match sample_value(option.form) {
+                Some(value) => format!("{}={value}", option.word()),
+                None => option.word().to_string(),
+            };
+            // What the option needs beside it to parse (a TLS listener's cert= and key=).
+            let needs: &[&str] = match (info.name, option.word()) {
+                (_, "proxy-auth") => &["socks5=127.0.0.1:1080"],
+                ("fd" | "systemd", "proxy") => &[],
+                ("fd" | "systemd", _) => &["tls", "cert=c.pem", "key=k.pem"],
+                ("tls", "cert" | "key") => &["cert=c.pem", "key=k.pem"],
+                _ => &[],
+            };
+            let mut pieces = vec![format!("{}:{}", info.name, sample_address(info.name))];
+            let needed = needs.iter().filter(|n| !n.starts_with(option.word()));
+            pieces.extend(needed.map(|n| n.to_string()));
+            // tls-listen's sample already holds cert= and key=.
+            if !(info.name == "tls-listen" && matches!(option.word(), "cert" | "key")) {
+                pieces.push(word);
+            }
+            let arg = pieces.join(",");
+            let parsed = std::panic::catch_unwind(|| parse(&arg));
+            let parsed = parsed.unwrap_or_else(|_| panic!("{arg}: the parser panicked"));
+            assert!(parsed.is_ok(), "{arg}: {}", parsed.unwrap_err());
+        }
+    }
 }
 
 #[test]
