@@ -657,7 +657,21 @@ fn every_scheme_is_in_help_hint_man_page_completions_and_readme() {
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
         .collect();
     let page = cli::man_page();
-    let endpoints = &page[page.find(".SH ENDPOINTS").unwrap()..page.find(".SH PATHS").unwrap()];
+    // The list made from the table, before the hand-written details: an entry per scheme
+    // (`.TP` and its form in bold), each option an entry inside it (`.TP` and `\fB,`).
+    let list = &page[page.find(".SH ENDPOINTS").unwrap()..page.find(".SS ").unwrap()];
+    let mut man_entries: Vec<String> = Vec::new();
+    for piece in list.split("\n.TP\n\\fB") {
+        match man_entries.last_mut() {
+            Some(entry) if piece.starts_with(',') => entry.push_str(&format!("\\fB{piece}")),
+            _ => man_entries.push(piece.to_string()),
+        }
+    }
+    let man_entry = |name: &str| {
+        let head = format!("{}:", name.replace('-', "\\-"));
+        let entry = man_entries.iter().find(|e| e.starts_with(&head));
+        entry.cloned().unwrap_or_default()
+    };
     let bash = cli::completions(clap_complete::Shell::Bash);
     let word_lists: Vec<&str> = ["pipe", "tee", "relay"]
         .iter()
@@ -685,6 +699,7 @@ fn every_scheme_is_in_help_hint_man_page_completions_and_readme() {
 
     let mut missing = Vec::new();
     for info in zerocat::endpoint::SCHEME_TABLE {
+        let endpoints = &man_entry(info.name);
         for (i, word) in info.words().enumerate() {
             let prefix = format!("{word}:");
             let in_help = if i == 0 {
@@ -692,7 +707,7 @@ fn every_scheme_is_in_help_hint_man_page_completions_and_readme() {
             } else {
                 format!("({prefix})")
             };
-            let roff = format!("\\fB{}", prefix.replace('-', "\\-"));
+            let roff = prefix.replace('-', "\\-");
             for (place, found) in [
                 ("-h", short_help.contains(&in_help)),
                 ("--help", long_help.contains(&in_help)),
