@@ -5,6 +5,10 @@
 //!
 //! Adding a subcommand: give it 2–4 examples in its `after_help` (cli.rs), add them to
 //! EXAMPLES below, and document any report field it adds under REPORT.
+//!
+//! Adding a scheme or an option word: a row of `endpoint::SCHEME_TABLE` puts it in the
+//! ENDPOINTS list here, `--help` and the completions; its details go in SECTIONS' "Each
+//! endpoint in detail", and README's endpoint table is written by hand.
 
 use std::fmt::Write as _;
 
