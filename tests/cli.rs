@@ -171,6 +171,47 @@ fn socat_and_nc_habits_get_hints_not_files_or_lookups() {
     assert!(dir.path().join("stdout").is_file());
 }
 
+/// Issue 42 item 5: netcat's command lines typed at zerocat (`zerocat -l 9000`, `zerocat
+/// HOST PORT`) got clap's generic "unexpected argument" / "unrecognized subcommand": they
+/// get the zerocat spelling of the same thing, as a usage error that opens nothing.
+#[test]
+fn netcat_command_lines_get_the_zerocat_spelling() {
+    let dir = crate::util::tempdir();
+    for (args, says) in [
+        (&["-l", "9000"][..], "zerocat pipe tcp-listen:9000 -"),
+        (&["-l", "9000"], "zerocat relay tcp-listen:9000 -"),
+        (&["-lp", "9000"], "zerocat pipe tcp-listen:9000 -"),
+        (&["-l", "-p", "9000"], "zerocat pipe tcp-listen:9000 -"),
+        (&["-l", "0.0.0.0", "9000"], "tcp-listen:0.0.0.0:9000"),
+        (&["-u", "-l", "5000"], "zerocat pipe udp-listen:5000 -"),
+        (&["localhost", "9000"], "zerocat relay - tcp:localhost:9000"),
+        (
+            &["-v", "example.com", "80"],
+            "zerocat relay - tcp:example.com:80",
+        ),
+        (
+            &["-u", "127.0.0.1", "5000"],
+            "zerocat pipe - udp:127.0.0.1:5000",
+        ),
+        (&["-l"], "zerocat pipe tcp-listen:PORT -"),
+    ] {
+        let out = zerocat()
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .unwrap();
+        let err = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("listening on"), "{args:?} listened: {err}");
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // What is not a netcat line keeps clap's own error.
+    let out = zerocat().arg("bogus").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr_text(&out).contains("unrecognized subcommand 'bogus'"));
+}
+
 /// Issue 29 item 8: the short flags cp, tee and pv users type: `copy -R`, `-a`, `-u`,
 /// `-t DIR`, `tee -a`, `-L RATE` (each was "unexpected argument", exit 2).
 #[test]

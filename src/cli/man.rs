@@ -178,6 +178,9 @@ with no host are usage errors that show the spelling meant (nothing is looked up
 socat's \fBfork\fR is one too (relay serves every connection), its \fBreuseaddr\fR is
 accepted on \fBtcp\-listen:\fR (always on). The bare words \fBSTDIO\fR, \fBSTDIN\fR and
 \fBSTDOUT\fR are refused with the hint \fB\-\fR (a file of that name is \fB./STDIO\fR).
+netcat's own command lines typed at zerocat (\fBzerocat \-l 9000\fR, \fBzerocat\fR
+\fIHOST PORT\fR, with \fB\-u\fR) are usage errors that show the zerocat spelling
+(\fBzerocat pipe tcp\-listen:9000 \-\fR, \fBzerocat relay \- tcp:\fIHOST\fB:\fIPORT\fR).
 \fBmptcp\fR: an MPTCP socket (\fBIPPROTO_MPTCP\fR, as \fBmptcpize\fR would make it), see
 \fBtcp\-listen:\fR's \fBmptcp\fR.
 .TP

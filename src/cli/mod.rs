@@ -618,7 +618,84 @@ fn parse_via(arg: &str) -> Result<Via, String> {
 /// What the process's arguments ask for. clap itself ends the process on a usage error
 /// (exit 2), `--help` and `--version` (exit 0).
 pub fn parse_args() -> (Options, Invocation) {
-    Cli::parse().into_invocation()
+    let args: Vec<OsString> = std::env::args_os().collect();
+    match Cli::try_parse_from(&args) {
+        Ok(cli) => cli.into_invocation(),
+        // --help and --version are "errors" on stdout: never a netcat line.
+        Err(e) => match netcat_spelling(&args).filter(|_| e.use_stderr()) {
+            Some(message) => Cli::command().error(e.kind(), message).exit(),
+            None => e.exit(),
+        },
+    }
+}
+
+/// netcat's command line typed at zerocat (`zerocat -l 9000`, `zerocat HOST PORT`, with
+/// `-u`, `-p PORT`, a listener's address): the zerocat spelling of the same thing. None for
+/// anything else, and whenever a subcommand is named: clap's error stands.
+fn netcat_spelling(args: &[OsString]) -> Option<String> {
+    let args: Vec<&str> = args.iter().skip(1).filter_map(|a| a.to_str()).collect();
+    let cmd = Cli::command();
+    if args
+        .iter()
+        .any(|a| cmd.get_subcommands().any(|sub| sub.get_name() == *a))
+    {
+        return None;
+    }
+    // A short flag, alone or in a cluster (`-l`, `-lp`, `-ul`); zerocat's own are other letters.
+    let flag = |letter: char| {
+        args.iter()
+            .any(|a| a.starts_with('-') && !a.starts_with("--") && a[1..].contains(letter))
+    };
+    let (listen, udp) = (flag('l'), flag('u'));
+    let words: Vec<&str> = args
+        .iter()
+        .filter(|a| !a.starts_with('-'))
+        .copied()
+        .collect();
+    let is_port = |w: &str| w.bytes().all(|b| b.is_ascii_digit()) && w.parse::<u16>().is_ok();
+    let at = words.iter().rposition(|w| is_port(w));
+    let port = at.map(|i| words[i]);
+    let host = at
+        .and_then(|i| i.checked_sub(1))
+        .map(|i| words[i])
+        .filter(|h| !is_port(h));
+    // As a URI writes it: an IPv6 address in brackets.
+    let uri_host = host.map(|h| match h.contains(':') {
+        true => format!("[{h}]"),
+        false => h.to_string(),
+    });
+    let scheme = if udp { "udp" } else { "tcp" };
+    if listen {
+        let address = match (uri_host, port) {
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            (None, Some(port)) => port.to_string(),
+            _ => "PORT".to_string(),
+        };
+        let mut message = format!(
+            "zerocat has no -l (netcat's listen): a listener is an endpoint.\n  \
+             received into stdout:       zerocat pipe {scheme}-listen:{address} -\n"
+        );
+        if !udp {
+            message.push_str(&format!(
+                "  both ways (interactive):    zerocat relay tcp-listen:{address} -\n"
+            ));
+        }
+        message.push_str("A listener with no HOST binds 127.0.0.1.");
+        return Some(message);
+    }
+    let (Some(host), Some(uri_host), Some(port)) = (host, uri_host, port) else {
+        return None;
+    };
+    Some(match udp {
+        true => format!(
+            "'{host}' is not a command. netcat's nc -u HOST PORT (stdin as datagrams) is:\n  \
+             zerocat pipe - udp:{uri_host}:{port}"
+        ),
+        false => format!(
+            "'{host}' is not a command. netcat's nc HOST PORT (stdin to the peer, the peer to \
+             stdout) is:\n  zerocat relay - tcp:{uri_host}:{port}"
+        ),
+    })
 }
 
 impl Cli {
