@@ -79,6 +79,46 @@ openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out c
         rustls::StreamOwned::new(conn, tcp)
     }
 
+    /// A TLS server of our own (rustls) on 127.0.0.1 with the server certificate, for
+    /// `runs` connections one after another: `serve` gets each established stream and says
+    /// what it received; the stream is then dropped with no close_notify of ours (as
+    /// Python's ssl and many HTTP servers close). The address, and what each run received.
+    fn rustls_server(
+        &self,
+        runs: usize,
+        serve: fn(&mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>) -> Vec<u8>,
+    ) -> (String, thread::JoinHandle<Vec<Vec<u8>>>) {
+        use rustls::pki_types::pem::PemObject;
+        let certs = rustls::pki_types::CertificateDer::pem_file_iter(self.path("server.pem"))
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_file(self.path("server.key")).unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+        let config = Arc::new(config);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let server = thread::spawn(move || {
+            (0..runs)
+                .map(|_| {
+                    let (tcp, _) = listener.accept().unwrap();
+                    tcp.set_read_timeout(Some(DEADLINE)).unwrap();
+                    let conn = rustls::ServerConnection::new(config.clone()).unwrap();
+                    let mut tls = rustls::StreamOwned::new(conn, tcp);
+                    serve(&mut tls)
+                })
+                .collect()
+        });
+        (addr, server)
+    }
+
     /// `,cert=…,key=…` of the server.
     fn server_opts(&self) -> String {
         format!(
@@ -822,4 +862,88 @@ fn tee_delivers_every_byte_to_a_tls_sink() {
     assert!(server.status.success(), "{err}");
     assert_bytes_eq(&std::fs::read(&dst).unwrap(), &payload, "the TLS sink");
     assert_bytes_eq(&std::fs::read(&copy).unwrap(), &payload, "the file sink");
+}
+
+/// `pipe FILE tls:` to a server that reads to zerocat's close_notify and then closes the
+/// connection without its own (Python's ssl, many HTTP servers): the stream zerocat sends
+/// was delivered whole and closed by its close_notify, and nothing flows the other way, so
+/// the server's FIN is the end, not a truncation. Every run exits 0 with every byte there.
+/// (Before, the record layer's thread took that FIN for a cut stream whenever it came
+/// before the engine closed its end: 1 run in 5 or so exited 1, "without close_notify".)
+#[test]
+fn a_tls_sink_whose_server_closes_without_close_notify_is_a_clean_end() {
+    let Some(pki) = Pki::make() else { return };
+    const RUNS: usize = 40;
+    let payload = data(100_000);
+    let dir = tempdir();
+    let src = write_file(dir.path(), "in", &payload);
+    let (addr, server) = pki.rustls_server(RUNS, |tls| {
+        let mut got = Vec::new();
+        // Ok at the client's close_notify; an error at a cut.
+        tls.read_to_end(&mut got).unwrap();
+        got
+    });
+    let mut failed = Vec::new();
+    for run_no in 0..RUNS {
+        let mut cmd = zerocat();
+        cmd.args(["pipe", "--stats", "json"]).arg(&src).arg(format!(
+            "tls:localhost:{},cafile={}",
+            port_of(&addr),
+            pki.path("ca.pem")
+        ));
+        let out = run(cmd);
+        if !out.status.success() {
+            failed.push(format!("run {run_no}: {}", stderr_text(&out)));
+            continue;
+        }
+        let report = json_report(&out.stderr);
+        assert_userspace_tls(&report["dst"]["tls"]);
+        assert_eq!(report["bytes"], payload.len() as u64, "{report}");
+    }
+    let received = server.join().unwrap();
+    for (run_no, got) in received.iter().enumerate() {
+        assert_bytes_eq(
+            got,
+            &payload,
+            &format!("run {run_no}: what the server read"),
+        );
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {RUNS} runs failed:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+}
+
+/// The stream zerocat reads from a `tls:` server that ends it without close_notify may be
+/// cut short: the bytes before are written, and the run fails (exit 1) and says so.
+#[test]
+fn a_tls_source_cut_without_close_notify_still_exits_1() {
+    let Some(pki) = Pki::make() else { return };
+    let (addr, server) = pki.rustls_server(1, |tls| {
+        tls.write_all(&data(200_000)).unwrap();
+        tls.flush().unwrap();
+        Vec::new()
+    });
+    let dir = tempdir();
+    let dst = dir.path().join("out");
+    let mut cmd = zerocat();
+    cmd.arg("pipe")
+        .arg(format!(
+            "tls:localhost:{},cafile={}",
+            port_of(&addr),
+            pki.path("ca.pem")
+        ))
+        .arg(&dst);
+    let out = run(cmd);
+    server.join().unwrap();
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("without close_notify"), "{err}");
+    assert_bytes_eq(
+        &std::fs::read(&dst).unwrap(),
+        &data(200_000),
+        "the bytes before the cut",
+    );
 }

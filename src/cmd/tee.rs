@@ -62,6 +62,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
                     child: None,
                     tls: accepted.tls,
                 }
+                .for_role(Role::Sink)
             }
             None => match sink.open(Role::Sink) {
                 Ok(opened) => opened,

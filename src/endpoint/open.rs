@@ -55,6 +55,17 @@ pub struct Opened {
     pub tls: Option<Session>,
 }
 
+impl Opened {
+    /// A sink's TLS stream is only written: the peer's FIN after zerocat's close_notify
+    /// ends it cleanly ([`Session::writes_only`]).
+    pub fn for_role(self, role: Role) -> Opened {
+        if let (Role::Sink, Some(session)) = (role, &self.tls) {
+            session.writes_only();
+        }
+        self
+    }
+}
+
 impl Endpoint {
     /// Open for the role. Listeners bind, announce, accept one connection and close the
     /// listening socket. Blocking opens (a FIFO without a peer, accept) block.
@@ -72,20 +83,20 @@ impl Endpoint {
         role: Role,
         origin: &Addresses,
     ) -> anyhow::Result<(Opened, Addresses)> {
-        if self.listens() {
+        let (opened, addresses) = if self.listens() {
             let listener = self.listen()?;
-            return accept_one(&listener).map(|accepted| {
-                let opened = Opened {
-                    fd: accepted.fd,
-                    truncate_pending: false,
-                    child: None,
-                    tls: accepted.tls,
-                };
-                (opened, accepted.origin)
-            });
-        }
-        let opened = self.open_stream(role, origin)?;
-        Ok((opened, Addresses::Unknown))
+            let accepted = accept_one(&listener)?;
+            let opened = Opened {
+                fd: accepted.fd,
+                truncate_pending: false,
+                child: None,
+                tls: accepted.tls,
+            };
+            (opened, accepted.origin)
+        } else {
+            (self.open_stream(role, origin)?, Addresses::Unknown)
+        };
+        Ok((opened.for_role(role), addresses))
     }
 
     fn open_stream(&self, role: Role, origin: &Addresses) -> anyhow::Result<Opened> {

@@ -522,6 +522,15 @@ impl Session {
         }
     }
 
+    /// The engine only writes this stream (a sink of `pipe` or `tee`): the peer's FIN
+    /// after zerocat's close_notify is then a clean end ([`bridge::Bridge::writes_only`]).
+    /// The kernel's record layer reads nothing from the peer for a sink, so it needs no word.
+    pub fn writes_only(&self) {
+        if let Some(bridge) = &self.bridge {
+            bridge.writes_only();
+        }
+    }
+
     /// After the engine closed its end: waits for the record layer to send what it holds
     /// and its close_notify (at most `limit`), then says its error, if any.
     pub fn finish(self, limit: Duration) -> Option<String> {

@@ -37,6 +37,8 @@ struct Shared {
     error: Mutex<Option<String>>,
     /// The engine cut the stream (an error, a signal's cut): no close_notify, a reset.
     cut: AtomicBool,
+    /// The engine only writes this stream (a sink of pipe or tee): see [`Bridge::writes_only`].
+    writes_only: AtomicBool,
 }
 
 /// The record layer's thread, and what it reports.
@@ -58,6 +60,17 @@ impl Bridge {
     /// peer gets a reset, never a close_notify that would make the cut look complete.
     pub fn cut(&self) {
         self.shared.cut.store(true, Ordering::SeqCst);
+    }
+
+    /// The engine only writes to this stream and never reads it (a sink of `pipe` or
+    /// `tee`): nothing the peer sends is a stream, so once zerocat's close_notify is out,
+    /// the peer's TCP FIN ends the connection even without a close_notify of its own (RFC
+    /// 5246 §7.2.1: a party may close its side without waiting for the other's
+    /// close_notify). Servers that close that way (Python's ssl, many HTTP servers) then
+    /// read as the clean end they are; a FIN without close_notify on a stream the engine
+    /// reads is still a cut.
+    pub fn writes_only(&self) {
+        self.shared.writes_only.store(true, Ordering::SeqCst);
     }
 
     /// Waits (at most `limit`) for the thread to end: it ends once the engine's end is
@@ -94,6 +107,7 @@ pub fn start(conn: Connection, net: OwnedFd, nonblocking: bool) -> io::Result<(O
         ahead_at: 0,
         ahead_end: 0,
         peer_closed: false,
+        peer_fin: false,
         peer_done: false,
         local_eof: false,
         local_gone: false,
@@ -122,8 +136,11 @@ struct Pump {
     ahead: Box<[u8]>,
     ahead_at: usize,
     ahead_end: usize,
-    /// The peer's close_notify arrived.
+    /// The peer's close_notify arrived (or, see `peer_fin`, its FIN).
     peer_closed: bool,
+    /// The peer's FIN, without close_notify, ended a direction that carries no stream
+    /// ([`Bridge::writes_only`]).
+    peer_fin: bool,
     /// ... and every byte before it reached the socketpair, which is shut for writing.
     peer_done: bool,
     /// The engine's end said EOF: close_notify is queued.
@@ -272,15 +289,25 @@ impl Pump {
                 // TCP EOF: clean only after close_notify (decrypt says which).
                 self.decrypt()?;
                 if !self.peer_closed {
-                    return Err("TLS: the peer closed the connection without close_notify \
-                                (the stream may be truncated)"
-                        .to_string());
+                    return self.fin_without_close_notify();
                 }
                 Ok(())
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
             Err(e) => Err(format!("TLS: receiving: {e}")),
         }
+    }
+
+    /// The peer's TCP FIN came without its close_notify: a cut of the stream the engine
+    /// reads, unless the engine reads none and zerocat's close_notify is queued (it went
+    /// out before any FIN that answers it): then the FIN is the peer's end.
+    fn fin_without_close_notify(&mut self) -> Result<(), String> {
+        if self.local_eof && self.shared.writes_only.load(Ordering::SeqCst) {
+            self.peer_fin = true;
+            self.peer_closed = true;
+            return Ok(());
+        }
+        Err(format!("TLS: {}", super::TRUNCATED))
     }
 
     /// Processes the records rustls holds: an error is the stream's end (its alert goes
@@ -304,10 +331,10 @@ impl Pump {
             let bytes = match reader.fill_buf() {
                 Ok(bytes) => bytes,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // The FIN of a direction that carries no stream: nothing more to deliver.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && self.peer_fin => break,
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                    return Err("TLS: the peer closed the connection without close_notify \
-                                (the stream may be truncated)"
-                        .to_string())
+                    return self.fin_without_close_notify()
                 }
                 Err(e) => return Err(format!("TLS: {e}")),
             };
