@@ -284,8 +284,17 @@ runs the command.
 TLS 1.2 and 1.3 (rustls; no older versions) over TCP. \fBtls:\fR connects (every
 \fBtcp:\fR connector option but \fBproxy=\fR), then a client handshake: the server is
 verified against the system's roots or \fBcafile=\fIPEM\fR, for \fIHOST\fR (an address is
-verified, not sent) or \fBsni=\fINAME\fR; \fBverify=0\fR takes any certificate, with a
-warning line; \fBcert=\fIPEM\fB,key=\fIPEM\fR is a client certificate;
+verified, not sent) or \fBsni=\fINAME\fR. A certificate that is itself in \fBcafile=\fR is
+trusted as that certificate, so a self\-signed one (\fBopenssl req \-x509 \-subj
+/CN=\fINAME\fR, CA:TRUE by OpenSSL 3's default) works as \fBcurl \-\-cacert\fR takes it; its
+name and dates are still checked (the subjectAltName's DNS and IP names, or the subject's
+CN when it has none). \fBpin=sha256:\fIHEX\fR (LibreSSL \fBnc \-H\fR) takes the server's
+certificate only if the SHA\-256 of its DER \(em the whole end\-entity certificate, not its
+public key alone: what \fBopenssl x509 \-in \fICERT\fB.pem \-noout \-fingerprint \-sha256\fR
+prints; 64 hex digits, colons allowed \(em is \fIHEX\fR; alone it is the trust (no CA is
+consulted; name and dates still checked), with \fBcafile=\fR both must hold; a renewed
+certificate needs a new pin. \fBverify=0\fR takes any certificate, with a
+warning line (not with \fBpin=\fR); \fBcert=\fIPEM\fB,key=\fIPEM\fR is a client certificate;
 \fBalpn=\fIP1\fB,\fIP2\fR offers protocols. \fBtls\-listen:\fR (\fBtls\-l:\fR) is
 \fBtcp\-listen:\fR (its options, 127.0.0.1 by default) with a server handshake on every
 connection, after its PROXY header with \fBproxy\fR, both within \fB\-\-connect\-timeout\fR
@@ -300,10 +309,15 @@ records (\fBuserspace (tls)\fR, with the kernel's errno: \fBENOENT\fR when there
 from a direction's buffer (such a connection moves in userspace both ways); in \fBpipe\fR
 and \fBtee\fR on a thread of the connection's own, between the socket and a socketpair
 the paths work on. EOF is TLS's: a peer that closes without close_notify has cut the
-stream, an error (exit 1; \fBtls\-error\fR in \fBrelay\fR); and a stream zerocat cuts (an
+stream zerocat reads from it, an error (exit 1; \fBtls\-error\fR in \fBrelay\fR); a
+sink's peer (\fBpipe\fR, \fBtee\fR), which sends zerocat no stream, may close after
+zerocat's close_notify without its own (RFC 5246 7.2.1; Python's ssl, many HTTP servers
+do); and a stream zerocat cuts (an
 error on the other side, a signal's cut) resets the TLS peer rather than send a
 close_notify that would say the stream was complete. A failed or stalled handshake
-is exit 1 naming the alert or reason; in \fBrelay\fR that connection is closed and
+is exit 1 with a sentence that says why and what to do (an unknown issuer, a wrong
+name, an expired certificate, a refused client certificate, a peer that does not speak
+TLS); in \fBrelay\fR that connection is closed and
 counted, the others go on. Reports name version, cipher, SNI and the record layer (JSON:
 the end's \fBtls\fR, below).
 .TP

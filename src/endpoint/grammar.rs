@@ -264,7 +264,11 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
             ),
             opt(
                 "cafile=PEM",
-                "verify the server against these CAs, not the system's",
+                "verify the server against these CAs (or this very certificate), not the system's",
+            ),
+            opt(
+                "pin=sha256:HEX",
+                "the server's certificate must be the one whose DER has this SHA-256",
             ),
             opt(
                 "verify=0|1",
@@ -590,6 +594,13 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
                 if opts.tls.cert.is_some() != opts.tls.key.is_some() {
                     return Err("a client certificate takes both cert=PEM and key=PEM".into());
                 }
+                if opts.tls.insecure && opts.tls.pin.is_some() {
+                    return Err(
+                        "pin= checks the server's certificate and verify=0 skips the \
+                                check: give one of them"
+                            .into(),
+                    );
+                }
                 connect.tls = Some(opts.tls);
             }
             Ok(Endpoint::Tcp {
@@ -881,6 +892,7 @@ fn parse_options<'a>(
                     _ => opts.tls.key = path,
                 }
             }
+            ("pin", value) => opts.tls.pin = Some(parse_pin(value)?),
             ("verify", value) => {
                 opts.tls.insecure = match value {
                     Some("1") => false,
@@ -1019,6 +1031,39 @@ fn option_value<'a>(name: &str, value: Option<&'a str>, expected: &str) -> Resul
     value
         .filter(|v| !v.is_empty())
         .ok_or_else(|| format!("option '{name}' needs a value; {expected}"))
+}
+
+/// `pin=sha256:HEX`: the SHA-256 of the server certificate's DER, 64 hex digits, with or
+/// without the colons of `openssl x509 -noout -fingerprint -sha256` (either case).
+fn parse_pin(value: Option<&str>) -> Result<[u8; 32], String> {
+    const EXPECTED: &str = "expected pin=sha256:HEX, the SHA-256 of the server certificate's \
+                            DER in 64 hex digits (openssl x509 -in CERT.pem -noout -fingerprint \
+                            -sha256 prints it)";
+    let value = option_value("pin", value, EXPECTED)?;
+    let Some(hex) = value
+        .split_once(':')
+        .filter(|(kind, _)| kind.eq_ignore_ascii_case("sha256"))
+        .map(|(_, hex)| hex)
+    else {
+        return Err(format!("option 'pin' takes a SHA-256 only; {EXPECTED}"));
+    };
+    let digits: Vec<u8> = hex.bytes().filter(|&b| b != b':').collect();
+    let nibble = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut pin = [0u8; 32];
+    if digits.len() != 64 || digits.iter().any(|&b| nibble(b).is_none()) {
+        return Err(format!(
+            "option 'pin': '{hex}' is not 64 hex digits; {EXPECTED}"
+        ));
+    }
+    for (byte, pair) in pin.iter_mut().zip(digits.chunks(2)) {
+        *byte = nibble(pair[0]).unwrap_or(0) << 4 | nibble(pair[1]).unwrap_or(0);
+    }
+    Ok(pin)
+}
+
+/// Bytes as lowercase hex digits, as `pin=sha256:` takes and shows them.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `name=N` with N written in decimal digits only (no sign, no space), and `fits`.
@@ -1391,6 +1436,9 @@ fn write_tls_opts(f: &mut fmt::Formatter<'_>, tls: &TlsOpts) -> fmt::Result {
         if let Some(path) = path {
             write!(f, ",{name}={}", path.display())?;
         }
+    }
+    if let Some(pin) = &tls.pin {
+        write!(f, ",pin=sha256:{}", hex(pin))?;
     }
     if tls.insecure {
         f.write_str(",verify=0")?;

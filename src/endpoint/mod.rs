@@ -85,6 +85,9 @@ pub struct TlsOpts {
     /// `cert=PEM,key=PEM`: the listener's certificate chain and key, or a client's own.
     pub cert: Option<PathBuf>,
     pub key: Option<PathBuf>,
+    /// `pin=sha256:HEX`: the SHA-256 of the DER of the certificate the server must present
+    /// (its first, the end-entity; not of its public key alone).
+    pub pin: Option<[u8; 32]>,
     /// `verify=0`: the server's certificate is not verified (a warning says so).
     pub insecure: bool,
     /// `alpn=h2,http/1.1`: the protocols offered (client) or accepted (listener).

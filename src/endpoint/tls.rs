@@ -8,6 +8,7 @@
 //! Either way the engine meets a plain stream socket, and [`TlsInfo`] says which ran.
 
 mod bridge;
+mod trust;
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -18,19 +19,21 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail};
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{
-    ClientConfig, ClientConnection, Connection, DigitallySignedStruct, ProtocolVersion,
-    RootCertStore, ServerConfig, ServerConnection, SignatureScheme,
+    ClientConfig, ClientConnection, Connection, ProtocolVersion, RootCertStore, ServerConfig,
+    ServerConnection,
 };
 
 use super::TlsOpts;
 pub use crate::sys::ktls::TlsInfo;
 use crate::sys::{self, ktls};
+pub use trust::certificate_sha256;
+use trust::{explain, ServerCheck, We};
 
 /// How long a handshake may take when no `--connect-timeout` says otherwise.
 pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
@@ -40,13 +43,31 @@ pub fn client_config(tls: &TlsOpts) -> anyhow::Result<Arc<ClientConfig>> {
     let builder = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| anyhow!("TLS: {e}"))?;
-    let builder = if tls.insecure {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NoVerification(provider())))
+    let check = if tls.insecure {
+        ServerCheck::anything(provider())
     } else {
-        builder.with_root_certificates(roots(tls.cafile.as_deref())?)
+        // pin= alone is the trust: no roots to consult. cafile= (with or without a pin)
+        // or neither: webpki over cafile='s certificates or the system's roots.
+        let webpki = match (&tls.pin, &tls.cafile) {
+            (Some(_), None) => None,
+            (_, cafile) => Some(
+                WebPkiServerVerifier::builder_with_provider(
+                    Arc::new(roots(cafile.as_deref())?),
+                    provider(),
+                )
+                .build()
+                .map_err(|e| anyhow!("TLS: cannot verify servers with these roots: {e}"))?,
+            ),
+        };
+        let own = match &tls.cafile {
+            Some(path) => read_certs(path, "CA file")?,
+            None => Vec::new(),
+        };
+        ServerCheck::verified(provider(), webpki, own, tls.pin)
     };
+    let builder = builder
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(check));
     let mut config = match (&tls.cert, &tls.key) {
         (Some(cert), Some(key)) => builder
             .with_client_auth_cert(read_certs(cert, "certificate")?, read_key(key)?)
@@ -98,12 +119,22 @@ fn alpn(tls: &TlsOpts) -> Vec<Vec<u8>> {
     tls.alpn.iter().map(|p| p.as_bytes().to_vec()).collect()
 }
 
+/// `cert=` and `key=` refused together: the key is not the certificate's, or rustls cannot
+/// present the certificate at all (an X.509 v1 one, say).
 fn mismatch(cert: &Path, key: &Path, e: &rustls::Error) -> anyhow::Error {
-    anyhow!(
-        "the certificate '{}' and the key '{}' do not go together: {e}",
-        cert.display(),
-        key.display()
-    )
+    match e {
+        rustls::Error::InvalidCertificate(problem) => anyhow!(
+            "the certificate '{}' cannot be presented: {}",
+            cert.display(),
+            trust::own_certificate(problem)
+        ),
+        _ => anyhow!(
+            "the certificate '{}' and the key '{}' do not go together: the key is not the \
+             certificate's (give the key it was made with)",
+            cert.display(),
+            key.display()
+        ),
+    }
 }
 
 fn read_certs(path: &Path, what: &str) -> anyhow::Result<Vec<CertificateDer<'static>>> {
@@ -147,56 +178,6 @@ fn roots(cafile: Option<&Path>) -> anyhow::Result<RootCertStore> {
         }
     }
     Ok(roots)
-}
-
-/// `verify=0`: any certificate is taken; the handshake's signatures are still checked
-/// (the peer holds the key of the certificate it showed, whoever it is).
-#[derive(Debug)]
-struct NoVerification(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for NoVerification {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 /// The warning `verify=0` prints when its endpoint opens (or the relay starts).
@@ -286,12 +267,15 @@ impl Handshake {
                 return Ok(true);
             }
             match self.conn.read_tls(&mut io) {
-                Ok(0) => return Err("TLS handshake: the peer closed the connection".to_string()),
+                Ok(0) => return Err(closed_in_handshake(we(&self.conn))),
                 Ok(_) => {
                     if let Err(e) = self.conn.process_new_packets() {
                         // The alert rustls queued tells the peer why.
                         let _ = self.conn.write_tls(&mut io);
-                        return Err(format!("TLS handshake failed: {e}"));
+                        return Err(format!(
+                            "TLS handshake failed: {}",
+                            explain(&e, we(&self.conn))
+                        ));
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
@@ -406,6 +390,33 @@ impl Handshake {
             }
             Offload::Failed(reason) => Err(reason),
         }
+    }
+}
+
+/// Which end of the handshake zerocat is on this connection.
+fn we(conn: &Connection) -> We {
+    match conn {
+        Connection::Client(_) => We::Client,
+        Connection::Server(_) => We::Server,
+    }
+}
+
+/// A record layer's error, as a sentence ([`trust::explain`]).
+fn failure(conn: &Connection, e: &rustls::Error) -> String {
+    format!("TLS: {}", explain(e, we(conn)))
+}
+
+/// The peer closed the TCP connection before the handshake was done.
+fn closed_in_handshake(we: We) -> String {
+    match we {
+        We::Client => "TLS handshake: the server closed the connection before the handshake \
+                       was done: is that port TLS (a plain one is tcp:), and does it want a \
+                       client certificate (,cert=PEM,key=PEM)?"
+            .to_string(),
+        We::Server => "TLS handshake: the client closed the connection before the handshake \
+                       was done: it may have refused this listener's certificate (give it the \
+                       CA: zerocat ,cafile=, curl --cacert)"
+            .to_string(),
     }
 }
 
@@ -597,12 +608,12 @@ impl Records {
             match self.conn.process_new_packets() {
                 Ok(state) if state.plaintext_bytes_to_read() > 0 => continue,
                 Ok(_) => {}
-                Err(e) => return self.fail(e.to_string()),
+                Err(e) => return self.fail(explain(&e, we(&self.conn))),
             }
             match self.conn.read_tls(&mut FdIo(fd)) {
                 Ok(n) => {
                     if let Err(e) = self.conn.process_new_packets() {
-                        return self.fail(e.to_string());
+                        return self.fail(explain(&e, we(&self.conn)));
                     }
                     if n == 0 {
                         // TCP EOF: the reader now says close_notify (Ok(0)) or a cut.

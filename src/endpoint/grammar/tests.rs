@@ -444,6 +444,7 @@ fn sample_value(form: &'static str) -> Option<&'static str> {
         "USER:PASS" => "u:p",
         "PEM" => "x.pem",
         "NAME" | "PROTOCOLS" => "h2",
+        "sha256:HEX" => "sha256:0000000000000000000000000000000000000000000000000000000000000000",
         choice => choice.split('|').next().unwrap_or(choice),
     })
 }
@@ -728,4 +729,40 @@ fn tls_endpoints_parse_with_their_options_and_display_back() {
         let err = parse(bad).expect_err(bad).to_string();
         assert!(err.contains(says), "{bad}: {err}");
     }
+}
+
+#[test]
+fn pin_takes_a_sha256_in_hex_with_or_without_colons() {
+    let hex: String = (0u8..32).map(|b| format!("{b:02x}")).collect();
+    let colons = (0u8..32)
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join(":");
+    let want: Vec<u8> = (0u8..32).collect();
+    for written in [format!("sha256:{hex}"), format!("SHA256:{colons}")] {
+        let e = ok(&format!("tls:h:1,pin={written},cafile=ca.pem"));
+        let tls = e.tls().expect("tls");
+        assert_eq!(tls.pin.map(|p| p.to_vec()), Some(want.clone()), "{written}");
+        assert!(e.to_string().contains(&format!(",pin=sha256:{hex}")), "{e}");
+        assert_eq!(ok(&e.to_string()), e);
+    }
+    err(
+        &format!("tls:h:1,pin={hex}"),
+        &["takes a SHA-256 only", "pin=sha256:HEX"],
+    );
+    err("tls:h:1,pin=md5:00", &["takes a SHA-256 only"]);
+    err("tls:h:1,pin=sha256:abc", &["'abc' is not 64 hex digits"]);
+    err(
+        &format!("tls:h:1,pin=sha256:{}", "g".repeat(64)),
+        &["is not 64 hex digits"],
+    );
+    err("tls:h:1,pin=", &["option 'pin' needs a value"]);
+    err(
+        &format!("tls:h:1,pin=sha256:{hex},verify=0"),
+        &["verify=0 skips the check: give one of them"],
+    );
+    err(
+        &format!("tls-listen:1,cert=c,key=k,pin=sha256:{hex}"),
+        &["option 'pin' does not apply to tls-listen"],
+    );
 }

@@ -316,7 +316,7 @@ impl Pump {
         let state = self
             .conn
             .process_new_packets()
-            .map_err(|e| format!("TLS: {e}"))?;
+            .map_err(|e| super::failure(&self.conn, &e))?;
         if state.peer_has_closed() {
             self.peer_closed = true;
         }
