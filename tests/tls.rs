@@ -1141,3 +1141,52 @@ fn wrong_pins_names_dates_and_issuers_are_refused_with_sentences() {
         assert_eq!(got.len(), 0, "{client_uri}");
     }
 }
+
+/// A listener's cafile= holding a self-signed client certificate (`openssl req -x509`,
+/// CA:TRUE) takes that client as itself; a client certificate of a CA not in cafile= is
+/// still refused, the listener saying why in a sentence. (Before, the self-signed one was
+/// refused: "invalid peer certificate: Other(OtherError(CaUsedAsEndEntity))".)
+#[test]
+fn a_self_signed_client_certificate_in_a_listeners_cafile_is_trusted() {
+    let Some(pki) = Pki::make() else { return };
+    let payload = data(200_000);
+    let dir = tempdir();
+    let src = write_file(dir.path(), "in", &payload);
+    for client_cert in ["self", "client"] {
+        let Sent {
+            client,
+            server,
+            server_err,
+            got,
+        } = send_file(
+            &pki,
+            &src,
+            &format!(",cafile={}", pki.path("self.pem")),
+            |port| {
+                format!(
+                    "tls:localhost:{port},cafile={}{}",
+                    pki.path("ca.pem"),
+                    pki.cert_opts(client_cert)
+                )
+            },
+        );
+        if client_cert == "self" {
+            assert!(client.status.success(), "{}", stderr_text(&client));
+            assert!(server.status.success(), "{server_err}");
+            assert_bytes_eq(&got, &payload, "a self-signed client certificate");
+        } else {
+            assert_eq!(server.status.code(), Some(1), "{server_err}");
+            assert!(
+                server_err.contains(
+                    "TLS handshake failed: the client's certificate is not signed by a CA in \
+                     this listener's cafile="
+                ),
+                "{server_err}"
+            );
+            assert_sentence(&server_err);
+            assert_ne!(client.status.code(), Some(0), "{}", stderr_text(&client));
+            assert_sentence(&stderr_text(&client));
+            assert_eq!(got.len(), 0);
+        }
+    }
+}

@@ -298,7 +298,9 @@ warning line (not with \fBpin=\fR); \fBcert=\fIPEM\fB,key=\fIPEM\fR is a client 
 \fBalpn=\fIP1\fB,\fIP2\fR offers protocols. \fBtls\-listen:\fR (\fBtls\-l:\fR) is
 \fBtcp\-listen:\fR (its options, 127.0.0.1 by default) with a server handshake on every
 connection, after its PROXY header with \fBproxy\fR, both within \fB\-\-connect\-timeout\fR
-(10 s without it); \fBcafile=\fR requires client certificates from that CA. Inherited
+(10 s without it); \fBcafile=\fR requires client certificates from that CA (a
+certificate that is itself in it, self\-signed say, is taken as that certificate, its dates
+still checked). Inherited
 listeners take \fB,tls,cert=,key=\fR too: \fBsystemd:\fR[\fINAME\fR] and \fBfd:\fIN\fR of a
 listening socket. Keys are read once and never shown. After the handshake
 the kernel takes the record layer where it can (kTLS: the \fBtls\fR ULP, see

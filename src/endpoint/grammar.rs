@@ -129,7 +129,7 @@ const CERT: OptionWord = opt("cert=PEM", "the certificate chain to present");
 const KEY: OptionWord = opt("key=PEM", "the private key of cert=");
 const CAFILE_SERVER: OptionWord = opt(
     "cafile=PEM",
-    "require client certificates signed by these CAs",
+    "require client certificates signed by these CAs (or these very certificates)",
 );
 const ALPN: OptionWord = opt(
     "alpn=PROTOCOLS",

@@ -33,7 +33,7 @@ use super::TlsOpts;
 pub use crate::sys::ktls::TlsInfo;
 use crate::sys::{self, ktls};
 pub use trust::certificate_sha256;
-use trust::{explain, ServerCheck, We};
+use trust::{explain, ClientCheck, ServerCheck, We};
 
 /// How long a handshake may take when no `--connect-timeout` says otherwise.
 pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
@@ -87,13 +87,14 @@ pub fn server_config(tls: &TlsOpts) -> anyhow::Result<Arc<ServerConfig>> {
         .map_err(|e| anyhow!("TLS: {e}"))?;
     let builder = match &tls.cafile {
         Some(path) => {
-            let verifier = WebPkiClientVerifier::builder_with_provider(
+            let webpki = WebPkiClientVerifier::builder_with_provider(
                 Arc::new(roots(Some(path))?),
                 provider(),
             )
             .build()
             .map_err(|e| anyhow!("CA file '{}': {e}", path.display()))?;
-            builder.with_client_cert_verifier(verifier)
+            let own = read_certs(path, "CA file")?;
+            builder.with_client_cert_verifier(Arc::new(ClientCheck::new(webpki, own)))
         }
         None => builder.with_no_client_auth(),
     };

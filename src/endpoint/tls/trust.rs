@@ -12,6 +12,8 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::DistinguishedName;
 use rustls::{
     AlertDescription, CertificateError, DigitallySignedStruct, OtherError, SignatureScheme,
 };
@@ -106,7 +108,8 @@ impl ServerCertVerifier for ServerCheck {
         }
         let Some(webpki) = webpki else {
             // pin= alone: the pin is the trust; the name and dates are still checked.
-            return trusted_as_itself(end_entity, server_name, now);
+            trusted_as_itself(end_entity, Role::Server(server_name), now)?;
+            return Ok(ServerCertVerified::assertion());
         };
         match webpki.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
         {
@@ -115,7 +118,8 @@ impl ServerCertVerifier for ServerCheck {
             // UnknownIssuer for one whose issuer is not there): the very certificate the
             // user gave is trusted as that certificate, and judged on its name and dates.
             Err(_) if own.iter().any(|c| c.as_ref() == end_entity.as_ref()) => {
-                trusted_as_itself(end_entity, server_name, now)
+                trusted_as_itself(end_entity, Role::Server(server_name), now)?;
+                Ok(ServerCertVerified::assertion())
             }
             Err(e) => Err(e),
         }
@@ -156,17 +160,95 @@ impl ServerCertVerifier for ServerCheck {
     }
 }
 
+/// A listener's check of client certificates (`cafile=`): webpki over `cafile=`'s CAs, and,
+/// as for a client's check of servers, a certificate that is itself in `cafile=` trusted
+/// as that certificate (a self-signed client certificate of `openssl req -x509`).
+#[derive(Debug)]
+pub struct ClientCheck {
+    webpki: Arc<dyn ClientCertVerifier>,
+    own: Vec<CertificateDer<'static>>,
+}
+
+impl ClientCheck {
+    pub fn new(webpki: Arc<dyn ClientCertVerifier>, own: Vec<CertificateDer<'static>>) -> Self {
+        ClientCheck { webpki, own }
+    }
+}
+
+impl ClientCertVerifier for ClientCheck {
+    fn offer_client_auth(&self) -> bool {
+        self.webpki.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.webpki.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.webpki.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        match self
+            .webpki
+            .verify_client_cert(end_entity, intermediates, now)
+        {
+            Ok(verified) => Ok(verified),
+            Err(_) if self.own.iter().any(|c| c.as_ref() == end_entity.as_ref()) => {
+                trusted_as_itself(end_entity, Role::Client, now)?;
+                Ok(ClientCertVerified::assertion())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
+}
+
+/// What a certificate trusted as itself is checked for.
+enum Role<'a> {
+    /// A server's, for this name.
+    Server(&'a ServerName<'a>),
+    /// A client's: no name.
+    Client,
+}
+
 /// A certificate trusted as itself (in `cafile=`, or pinned): no chain to build, but it
-/// must be valid now, for this name, and (when it says what it is for) for a TLS server.
+/// must be valid now, for a server's name, and (when it says what it is for) for its role.
 /// The name is checked by webpki against the subjectAltName's DNS and IP entries; a
 /// certificate with none (`openssl req -x509 -subj /CN=NAME` makes one) is checked against
 /// its subject's CN, as curl and OpenSSL do. x509-parser reads the dates, the CN and the
 /// extensions, which webpki checks only while building a chain and does not expose.
 fn trusted_as_itself(
     end_entity: &CertificateDer<'_>,
-    server_name: &ServerName<'_>,
+    role: Role<'_>,
     now: UnixTime,
-) -> Result<ServerCertVerified, rustls::Error> {
+) -> Result<(), rustls::Error> {
     use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
     let bad = || rustls::Error::InvalidCertificate(CertificateError::BadEncoding);
     let (_, cert) = X509Certificate::from_der(end_entity.as_ref()).map_err(|_| bad())?;
@@ -192,10 +274,17 @@ fn trusted_as_itself(
         .into());
     }
     if let Ok(Some(eku)) = cert.extended_key_usage() {
-        if !eku.value.any && !eku.value.server_auth {
+        let fits = match role {
+            Role::Server(_) => eku.value.server_auth,
+            Role::Client => eku.value.client_auth,
+        };
+        if !eku.value.any && !fits {
             return Err(CertificateError::InvalidPurpose.into());
         }
     }
+    let Role::Server(server_name) = role else {
+        return Ok(());
+    };
     let san_names = match cert.subject_alternative_name() {
         Ok(Some(san)) => san
             .value
@@ -208,8 +297,7 @@ fn trusted_as_itself(
     };
     if san_names > 0 {
         let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
-        rustls::client::verify_server_name(&parsed, server_name)?;
-        return Ok(ServerCertVerified::assertion());
+        return rustls::client::verify_server_name(&parsed, server_name);
     }
     let common_names: Vec<String> = cert
         .subject()
@@ -222,9 +310,7 @@ fn trusted_as_itself(
         _ => None,
     };
     match wanted {
-        Some(name) if common_names.iter().any(|cn| cn.eq_ignore_ascii_case(name)) => {
-            Ok(ServerCertVerified::assertion())
-        }
+        Some(name) if common_names.iter().any(|cn| cn.eq_ignore_ascii_case(name)) => Ok(()),
         _ => Err(CertificateError::NotValidForNameContext {
             expected: server_name.to_owned(),
             presented: common_names.iter().map(|cn| format!("CN={cn}")).collect(),
