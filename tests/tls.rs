@@ -1190,3 +1190,109 @@ fn a_self_signed_client_certificate_in_a_listeners_cafile_is_trusted() {
         }
     }
 }
+
+/// Python's ssl module as the server, as the issue's runs had it: it reads to zerocat's
+/// close_notify (`recv` returns b"") and closes the socket without `unwrap()`, so without a
+/// close_notify of its own. `pipe FILE tls:` 40 times and `tee FILE tls: COPY` 10 times: each
+/// exits 0, and the server read every byte each time (its SHA-256 compared).
+#[test]
+fn pipe_and_tee_to_python_ssl_that_closes_without_close_notify_exit_0() {
+    let Some(pki) = Pki::make() else { return };
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: python3 is not installed (apt-get install python3)");
+        return;
+    }
+    const PIPES: usize = 40;
+    const TEES: usize = 10;
+    let payload = data(100_000);
+    let dir = tempdir();
+    let src = write_file(dir.path(), "in", &payload);
+    let script = r#"
+import hashlib, socket, ssl, sys
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(64)
+print(listener.getsockname()[1], flush=True)
+for _ in range(int(sys.argv[3])):
+    conn, _ = listener.accept()
+    conn.settimeout(60)
+    tls = ctx.wrap_socket(conn, server_side=True)
+    digest = hashlib.sha256()
+    while True:
+        chunk = tls.recv(65536)
+        if not chunk:
+            break
+        digest.update(chunk)
+    print(digest.hexdigest(), flush=True)
+    tls.close()
+"#;
+    let server = Command::new("python3")
+        .args(["-c", script])
+        .arg(pki.path("server.pem"))
+        .arg(pki.path("server.key"))
+        .arg((PIPES + TEES).to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Killed if an assertion fails before it has served every run.
+    let mut server = Reaped(Some(server));
+    let stdout = server.0.as_mut().unwrap().stdout.take().unwrap();
+    let mut lines = std::io::BufReader::new(stdout);
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut lines, &mut line).unwrap();
+    let port = line.trim().to_string();
+    let dst = format!("tls:localhost:{port},cafile={}", pki.path("ca.pem"));
+    let mut failed = Vec::new();
+    for run_no in 0..PIPES + TEES {
+        let mut cmd = zerocat();
+        if run_no < PIPES {
+            cmd.args(["pipe", "-q"]).arg(&src).arg(&dst);
+        } else {
+            cmd.args(["tee", "-q"])
+                .arg(&src)
+                .arg(&dst)
+                .arg(dir.path().join("copy"));
+        }
+        let out = run(cmd);
+        if !out.status.success() {
+            failed.push(format!("run {run_no}: {}", stderr_text(&out)));
+        }
+    }
+    let mut digests = String::new();
+    std::io::Read::read_to_string(&mut lines, &mut digests).unwrap();
+    let done = wait_with_deadline(server.0.take().unwrap(), DEADLINE);
+    assert!(
+        done.status.success(),
+        "python: {}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let want = hex_sha256(&payload);
+    let got: Vec<&str> = digests.lines().collect();
+    assert_eq!(got.len(), PIPES + TEES, "{digests}");
+    for (run_no, digest) in got.iter().enumerate() {
+        assert_eq!(*digest, want, "run {run_no}: what the server read");
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {} runs failed:\n{}",
+        failed.len(),
+        PIPES + TEES,
+        failed.join("\n")
+    );
+    assert_bytes_eq(
+        &std::fs::read(dir.path().join("copy")).unwrap(),
+        &payload,
+        "tee's file sink",
+    );
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, bytes)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
