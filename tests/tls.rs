@@ -716,6 +716,19 @@ fn bad_certificates_and_keys_are_clear_errors() {
     let key = std::fs::read_to_string(pki.path("client.key")).unwrap();
     let body = key.lines().nth(1).unwrap();
     assert!(!err.contains(body), "{err}");
+    // A certificate given as the key: said so.
+    let mut cmd = zerocat();
+    cmd.arg("pipe")
+        .arg(format!(
+            "tls-listen:0,cert={},key={}",
+            pki.path("server.pem"),
+            pki.path("server.pem")
+        ))
+        .arg("/dev/null");
+    let out = run(cmd);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("holds no PEM private key"), "{err}");
 }
 
 /// A relayed stream cut by the backend (a reset mid-way) must not end in a close_notify

@@ -153,8 +153,14 @@ fn read_certs(path: &Path, what: &str) -> anyhow::Result<Vec<CertificateDer<'sta
 
 /// The private key: read once, never shown (errors name the file, not its bytes).
 fn read_key(path: &Path) -> anyhow::Result<PrivateKeyDer<'static>> {
-    PrivateKeyDer::from_pem_file(path)
-        .map_err(|e| anyhow!("cannot read the private key '{}': {e}", path.display()))
+    PrivateKeyDer::from_pem_file(path).map_err(|e| match e {
+        rustls::pki_types::pem::Error::NoItemsFound => anyhow!(
+            "the private key '{}' holds no PEM private key (a BEGIN PRIVATE KEY, RSA PRIVATE \
+             KEY or EC PRIVATE KEY section): is it the certificate? key= names the key",
+            path.display()
+        ),
+        e => anyhow!("cannot read the private key '{}': {e}", path.display()),
+    })
 }
 
 /// `cafile=`'s certificates, or the system's roots.
