@@ -7,7 +7,8 @@ import sys
 
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(BENCH)
-WORK = os.path.join(BENCH, "work")
+WORK = os.path.join(BENCH, "work")  # scratch: data, built helpers, --quick and --check outputs
+RESULTS = os.path.join(BENCH, "results")  # kept snapshots, one folder per run, indexed in its README.md
 ZCB = os.path.join(WORK, "zcb")
 UDPB = os.path.join(WORK, "udpb")  # bench/udpb.c: the UDP sender and the sink that checks order
 REFRELAY = os.path.join(WORK, "refrelay")  # bench/refrelay.c: the two reference relays
@@ -48,3 +49,10 @@ def first_line(argv):
         return next((line for line in out if line.strip()), "?")
     except (OSError, subprocess.SubprocessError):
         return "not installed"
+
+
+def checkout():
+    """This checkout's short commit, "+dirty" when tracked files differ from it."""
+    root = ["git", "-C", ROOT]
+    commit = quiet([*root, "rev-parse", "--short", "HEAD"]).stdout.strip() or "?"
+    return commit + ("+dirty" if quiet([*root, "status", "--porcelain", "--untracked-files=no"]).stdout.strip() else "")

@@ -5,7 +5,7 @@ import shutil
 import subprocess
 
 from . import common
-from .common import FAN, FLOOR, GiB, REFRELAY, ROOT, WORK, ZCB, first_line, log, quiet
+from .common import FAN, FLOOR, GiB, REFRELAY, ROOT, WORK, ZCB, checkout, first_line, log, quiet
 
 
 def setup(args):
@@ -115,9 +115,7 @@ def release_free_pages(old):
 
 
 def versions():
-    commit = quiet(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).stdout.strip()
-    dirty = "+dirty" if quiet(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"]).stdout.strip() else ""
-    return [f"{first_line([common.ZC, '--version'])} ({commit}{dirty})", first_line(["cat", "--version"]),
+    return [f"{first_line([common.ZC, '--version'])} ({checkout()})", first_line(["cat", "--version"]),
             first_line(["pv", "--version"]), first_line(["dd", "--version"]),
             next((ln for ln in quiet(["socat", "-V"]).stdout.splitlines() if "socat version" in ln), "socat ?"),
             first_line(["tee", "--version"]), first_line(["mbuffer", "-V"]), first_line(["cp", "--version"]),

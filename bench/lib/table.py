@@ -1,10 +1,10 @@
 """The outputs of a run: results.csv (every row) and RESULTS.md (the meta lines, one
-table per group, then what the families add; the hand-written notes below the KEEP line
-of an existing RESULTS.md stay)."""
+table per group, then what the families add), and for a snapshot under bench/results/ its
+line in that folder's index."""
 import csv
 import os
 
-from .common import GiB, human
+from .common import RESULTS, GiB, human
 
 GROUPS = ("pipe", "tee", "copy", "trees", "relay", "exec", "udp", "proxy", "tls")
 
@@ -70,26 +70,26 @@ def markdown(rows, meta, after_group, tail):
     return L + tail
 
 
-# In RESULTS.md, the line after which the text is hand-written (the measurements behind
-# the code's constants): a new run rewrites what is above it and keeps the rest.
-KEEP = "<!-- bench/run rewrites everything above this line and keeps everything below it -->"
-
-
-def kept_notes(path):
-    """The hand-written part of an existing RESULTS.md, from the KEEP line on, or ""."""
-    try:
-        with open(path) as f:
-            text = f.read()
-    except FileNotFoundError:
-        return ""
-    at = text.find(KEEP)
-    return "" if at < 0 else "\n" + text[at:]
+def index_row(out, meta):
+    """A snapshot under bench/results/ gets a line in bench/results/README.md's index (once;
+    edit its "what was measured" by hand to say why the run was made)."""
+    index = os.path.join(RESULTS, "README.md")
+    if os.path.dirname(os.path.abspath(out)) != RESULTS or not os.path.exists(index):
+        return
+    name = os.path.basename(os.path.abspath(out))
+    link = f"[{name}/]({name}/)"
+    with open(index) as f:
+        if link in f.read():
+            return
+    commit = meta["versions"][0].rsplit("(", 1)[-1].rstrip(")")
+    what = f"`{meta['command']}` ({human(meta['size'])}, {meta['runs']} run(s) per row)"
+    with open(index, "a") as f:
+        f.write(f"| {link} | {meta['date'][:10]} | {what} | {commit} | |\n")
 
 
 def write_outputs(out, rows, meta, after_group, tail):
     os.makedirs(out, exist_ok=True)
     write_csv(os.path.join(out, "results.csv"), rows)
-    path = os.path.join(out, "RESULTS.md")
-    notes = kept_notes(path)
-    with open(path, "w") as f:
-        f.write("\n".join(markdown(rows, meta, after_group, tail)) + "\n" + notes)
+    with open(os.path.join(out, "RESULTS.md"), "w") as f:
+        f.write("\n".join(markdown(rows, meta, after_group, tail)) + "\n")
+    index_row(out, meta)

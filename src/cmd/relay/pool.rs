@@ -190,7 +190,7 @@ impl Pools {
     /// A command's pipe (its stdin or stdout, which the relay splices to or from) grows to
     /// [`PIPE_GROWN`] as the relay's own do when the budget has room for the growth and a
     /// fresh pipe after it: the child then reads and writes in large pieces (an echo through
-    /// `cat` runs about twice as fast as through 64 KiB pipes: bench/exec/RESULTS.md). The
+    /// `cat` runs about twice as fast as through 64 KiB pipes: bench/results/exec/RESULTS.md). The
     /// growth is counted until the returned [`HeldPipe`] drops; the default-sized pipe the
     /// child gets anyway is not.
     pub(super) fn grow_childs_pipe(&mut self, fd: BorrowedFd<'_>) -> Option<HeldPipe> {
