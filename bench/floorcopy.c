@@ -1,5 +1,5 @@
 /* floorcopy: the least a tree copier can do, as a floor to measure copiers against
- * (bench/RESULTS.md, "copy: trees, measured").
+ * (bench/NOTEBOOK.md, "copy: trees, measured").
  *
  *   floorcopy JOBS SRC DST
  *     SRC holds directories of regular files and directories (bench/lib/trees.py's

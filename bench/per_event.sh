@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/per_event.sh: where a relay spends its syscalls (strace) and its CPU (perf), for
-# bench/RESULTS.md#relay-per-event-cost. Run after bench/run has built zerocat and
+# bench/NOTEBOOK.md#relay-per-event-cost. Run after bench/run has built zerocat and
 # bench/work/{zcb,refrelay} (or build them: cargo build --release; cc as in lib/peers.py).
 #
 #   bench/per_event.sh redis RELAY      strace -c -f of RELAY (zerocat|haproxy) during one

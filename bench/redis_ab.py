@@ -3,7 +3,7 @@
 -k 0) for two zerocat binaries (A: this checkout's release build unless given) and HAProxy,
 RUNS interleaved rounds: median requests/s and the relay's CPU per request. For an A/B of a
 relay change built elsewhere (e.g. a copy of the tree with a patch applied, built with its
-own target dir). Ad hoc: bench/RESULTS.md#relay-per-event-cost."""
+own target dir). Ad hoc: bench/NOTEBOOK.md#relay-per-event-cost."""
 import os
 import random
 import statistics

@@ -7,7 +7,7 @@ and `haproxy` (tcp mode, nbthread 1), interleaved. A RELAY is a path to a zeroca
 Per run: requests/s (SET, GET); the relay's voluntary and involuntary context switches and
 its CPU (all, user); redis-server's voluntary switches; the cores left idle on average
 (/proc/stat); TCP segments sent (nstat). The question behind it: why requests/s stays under
-HAProxy's while the relay spends less CPU per request (bench/RESULTS.md#relay-sleeping-less-not-kept).
+HAProxy's while the relay spends less CPU per request (bench/NOTEBOOK.md#relay-sleeping-less-not-kept).
 Ad hoc, like redis_ab.py; needs redis-server, redis-benchmark, haproxy and nstat."""
 import os
 import re

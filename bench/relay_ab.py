@@ -7,7 +7,7 @@ relay's CPU-s/GiB, and the paths auto ran. PAIR: tcp-to-tcp, tcp-to-unix, unix-t
 (default: all three). --tcp-cc sets net.ipv4.tcp_congestion_control for the runs (root)
 and restores it afterwards, also on failure or SIGINT/SIGTERM. Needs bench/run to have
 built zerocat and bench/work/ (bench/run --check --only relay does). Ad hoc: the
-measurements behind bench/RESULTS.md#relay-per-event-cost and #relay-one-path-rule."""
+measurements behind bench/NOTEBOOK.md#relay-per-event-cost and #relay-one-path-rule."""
 import argparse
 import os
 import random

@@ -1,6 +1,6 @@
 /* bench/reserve.c: does reserving a destination's blocks first (fallocate with
  * FALLOC_FL_KEEP_SIZE) make copy_file_range faster? The question behind `copy`'s
- * Ends::reserve (src/engine/walk.rs); the answer is in bench/RESULTS.md#copy-reserved-blocks.
+ * Ends::reserve (src/engine/walk.rs); the answer is in bench/NOTEBOOK.md#copy-reserved-blocks.
  *
  *   cc -O2 -o reserve bench/reserve.c
  *   ./reserve MODE SRCDIR DSTDIR N    # copies SRCDIR/f0..f{N-1} into DSTDIR (which exists)

@@ -299,7 +299,7 @@ fn a_copy_cut_short_keeps_no_block_reserved_past_its_end() {
 /// fstat of the source, one copy_file_range of the size it was opened with (no second
 /// call to hear the EOF: issue 27) and two closes. Not per file: the procfs check (once per
 /// filesystem), an lseek and an fstat to trust a 0, an fstat of a destination just made.
-/// Each of those cost about a tenth of a 4 KiB file's copy (bench/RESULTS.md, "copy:
+/// Each of those cost about a tenth of a 4 KiB file's copy (bench/NOTEBOOK.md, "copy:
 /// seven syscalls a small file").
 #[test]
 fn a_small_file_in_a_tree_costs_six_syscalls() {

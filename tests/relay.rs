@@ -1306,7 +1306,7 @@ fn a_clean_end_shuts_down_once_and_closes() {
 
 /// A bulk stream into TCP caps its sink's unsent bytes at its pipe's size
 /// (TCP_NOTSENT_LOWAT, once a direction, when the pipe has grown): the rest waits in the
-/// pipe (RESULTS `relay: a sink holds a pipe's worth unsent`). Request/response traffic
+/// pipe (bench/NOTEBOOK.md, `relay: a sink holds a pipe's worth unsent`). Request/response traffic
 /// never takes a pipe and makes no such call.
 #[test]
 fn a_bulk_stream_into_tcp_caps_its_unsent_bytes_at_the_pipe_size() {
@@ -1424,7 +1424,7 @@ fn a_cut_lifts_the_unsent_cap_before_the_last_flush() {
 
 /// A direction whose sink is full and whose pipe (or buffer) holds bytes takes nothing more
 /// until the sink takes some: its source stops waking the loop (EPOLLIN off, one
-/// epoll_ctl) and is watched again once the sink drains (RESULTS `relay: a full sink mutes
+/// epoll_ctl) and is watched again once the sink drains (bench/NOTEBOOK.md, `relay: a full sink mutes
 /// its source`). The backend reads nothing for 300 ms: the stream stops at the relay's
 /// sink, then goes on, every byte in order, on the path it was on.
 #[test]

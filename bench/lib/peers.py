@@ -88,7 +88,7 @@ def set_tcp_cc(name):
 
 # A VM's balloon may report free memory to the host, which takes the pages back: the
 # next use of such a page faults in the host (~8 us a 4 KiB page), and a copy whose page
-# cache lands there runs 2-10x slower, at random (bench/RESULTS.md#bench-free-page-reporting).
+# cache lands there runs 2-10x slower, at random (bench/NOTEBOOK.md#bench-free-page-reporting).
 REPORTING_ORDER = "/sys/module/page_reporting/parameters/page_reporting_order"
 # Above the largest buddy order (10): no free block qualifies, nothing is reported.
 NO_REPORTING = "11"

@@ -9,7 +9,7 @@ removed only when the group ends: on ext4 without a journal (this machine's), an
 than ~30 s earlier is skipped by the allocator (`recently_deleted()` in find_inode_bit),
 so after an `rm -rf` of the previous run's 10,000 files every create scanned past them:
 perf put 71% of a copy's samples there and the same command took 2 s or 6 s depending on
-how recent the removal was (bench/RESULTS.md, "copy: trees without the last run's
+how recent the removal was (bench/NOTEBOOK.md, "copy: trees without the last run's
 inodes"). The big trees (200 inodes) are removed before each run, as before. The copies
 are removed when the run ends, and the next run's first tree waits until 40 s have passed
 since (wait_out_deletions).

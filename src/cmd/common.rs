@@ -48,7 +48,7 @@ pub fn refuse_same_file(
 /// truncate it now, like `>` and `cp`.
 ///
 /// Only a file that holds bytes: truncating a fresh ext4 file arms auto_da_alloc, and
-/// close() pays its writeback (bench/RESULTS.md, `pipe: truncate only a file that holds
+/// close() pays its writeback (bench/NOTEBOOK.md, `pipe: truncate only a file that holds
 /// bytes`).
 pub fn truncate_if_pending(opened: &Opened, endpoint: &Endpoint) -> anyhow::Result<()> {
     if !opened.truncate_pending {

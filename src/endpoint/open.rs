@@ -38,7 +38,7 @@ const DEFAULT_LISTEN_HOST: &str = "127.0.0.1";
 /// The listen(2) backlog when the URI gives no `backlog=`: 4096 (glibc's SOMAXCONN), which the
 /// kernel caps at net.core.somaxconn (HAProxy and Go size theirs the same way). With 128, a
 /// burst of 1,000 clients overflowed the accept queue: SYN cookies, then resets of clients
-/// that had already sent data (bench/RESULTS.md, "relay: 1,000 concurrent bulk streams").
+/// that had already sent data (bench/NOTEBOOK.md#relay-listen-backlog-4096).
 const DEFAULT_BACKLOG: i32 = 4096;
 
 #[derive(Debug)]

@@ -105,7 +105,7 @@ fn walk_chain(
 
 /// Reserves the sink's blocks before the first path that writes them (a clone writes
 /// none). A delayed-allocation filesystem (ext4) then finds them in place instead of
-/// reserving them a page at a time (`bench/RESULTS.md#copy-reserved-blocks`). Advice only: a filesystem without
+/// reserving them a page at a time (`bench/NOTEBOOK.md#copy-reserved-blocks`). Advice only: a filesystem without
 /// fallocate, or a full one, leaves the paths to go as they would have (a full disk fails
 /// at the write, as in cp). The size stays as it is: a copy cut short is as long as what
 /// was written, never padded with zeros. True when the blocks were reserved.

@@ -27,7 +27,7 @@ enum RelayExpect {
     /// [`RelayExpect::OneBroken`], or, when the failed call was a direction's first splice
     /// (nothing spliced yet: "not supported"), every connection exact with one fallback
     /// naming the errno. Which of the two call N is depends on when each direction's first
-    /// read of 64 KiB moved it to splice (bench/RESULTS.md, relay: one path rule).
+    /// read of 64 KiB moved it to splice (bench/NOTEBOOK.md, relay: one path rule).
     OneBrokenOrFellBack,
 }
 

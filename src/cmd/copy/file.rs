@@ -509,7 +509,7 @@ fn failure_status(failure: Failure, record: &Record) -> Status {
 }
 
 /// Files from this size get their blocks reserved before they are written (the engine's
-/// walk, `Ends::reserve`). Measured on ext4 (`bench/RESULTS.md#copy-reserved-blocks`,
+/// walk, `Ends::reserve`). Measured on ext4 (`bench/NOTEBOOK.md#copy-reserved-blocks`,
 /// bench/reserve.c): 800 files of 1 MiB in 683 ms instead of 844 (medians of 6); below
 /// that nothing was measured to pay, and a small file keeps its seven syscalls.
 const RESERVE_FROM: u64 = 1 << 20;

@@ -48,7 +48,7 @@ pub(super) const REPORT_EVERY: usize = 64;
 /// (a directory's lock, ext4's inode allocation, reclaim) while another runs: on 2 CPUs,
 /// issue 27's tree of 100,000 small files took 1.10 s with 4 threads against 1.24 with 2
 /// on tmpfs (7 interleaved rounds), 2.1-3.0 s against 2.6-3.3 on ext4 in two rounds of
-/// three, and 1,000,000 empty files 6.0 s against 6.7 (bench/RESULTS.md).
+/// three, and 1,000,000 empty files 6.0 s against 6.7 (bench/NOTEBOOK.md).
 pub(super) fn default_jobs() -> usize {
     std::thread::available_parallelism()
         .map_or(1, |n| n.get() * 2)

@@ -154,7 +154,7 @@ impl Flow {
         // said EAGAIN or ended, or a splice came back short (the source is drained or the
         // pipe out of buffers: splicing on would likely meet EAGAIN), then deliver until
         // the sink is full or nothing is held. Fewer, larger splices than one splice in and
-        // one out in turn (bench/RESULTS.md, `relay: one path rule`).
+        // one out in turn (bench/NOTEBOOK.md, `relay: one path rule`).
         let mut ops = 0;
         loop {
             if self.shut {
@@ -310,7 +310,7 @@ impl Flow {
         let pipe = self.pipe.as_ref().expect("bytes in a pipe");
         if !self.unsent_capped && dst.socket && dst.own && pipe.bulk_sized() {
             // A bulk stream into TCP: the socket holds at most a pipe's worth unsent, the
-            // rest waits in the pipe (RESULTS `relay: a sink holds a pipe's worth unsent`).
+            // rest waits in the pipe (bench/NOTEBOOK.md, `relay: a sink holds a pipe's worth unsent`).
             self.unsent_capped = true;
             let _ = sys::socket::limit_unsent(dst.fd, pipe.size);
         }

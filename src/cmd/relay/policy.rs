@@ -1,7 +1,7 @@
 //! How a direction chooses between splice and userspace (read/write through a buffer).
 //!
 //! `--via splice` and `--via userspace` fix the path. Under `--via auto` one rule
-//! (bench/RESULTS.md, `relay: one path rule`): a direction from a socket starts in
+//! (bench/NOTEBOOK.md, `relay: one path rule`): a direction from a socket starts in
 //! userspace, where a request or an answer costs one read and one write, and moves to
 //! splice at its first read of [`BULK_READ`] bytes or more (a bulk stream), if a pipe is to
 //! be had; from then on, its first [`JUDGE_SPLICES`] splices that stop on a full pipe
@@ -20,7 +20,7 @@ pub const BULK_READ: usize = 64 * 1024;
 /// Splices that stopped on a full pipe with bytes still queued, judged for tiny segments.
 const JUDGE_SPLICES: u32 = 64;
 /// Bytes a pipe buffer: below this on average, the segments are tiny (1 and 2 KiB writes;
-/// bench/RESULTS.md, `relay: tiny segments go to userspace`).
+/// bench/NOTEBOOK.md, `relay: tiny segments go to userspace`).
 const SMALL_SEGMENT: usize = 2304;
 /// A direction stops judging its segments once it has delivered this much on splice.
 const JUDGE_BYTES: u64 = 16 << 20;

@@ -123,7 +123,7 @@ impl Poller {
 
     /// Stops (`muted`) or resumes watching `fd` for reading; writing stays watched. A
     /// direction that cannot take bytes until its sink does is not woken by its source
-    /// (RESULTS `relay: a full sink mutes its source`). Resuming re-arms the edge: if the
+    /// (bench/NOTEBOOK.md, `relay: a full sink mutes its source`). Resuming re-arms the edge: if the
     /// fd is readable (or hung up) by then, the next wait reports it.
     pub fn mute(&self, fd: RawFd, token: u64, muted: bool) -> nix::Result<()> {
         let mut flags = EpollFlags::EPOLLOUT | EpollFlags::EPOLLET;

@@ -27,7 +27,7 @@ pub const ALLOWANCE: usize = 16 * 1024;
 const PIPE_DEFAULT: usize = 64 * 1024;
 /// What a pipe that a splice filled grows to (or `pipe-max-size`, if lower): a bulk
 /// stream moves it in 1/16 the splices of a fresh one, for 40-60% less CPU a byte
-/// (bench/RESULTS.md, `relay: per-event cost`).
+/// (bench/NOTEBOOK.md, `relay: per-event cost`).
 pub const PIPE_GROWN: usize = 1 << 20;
 /// Total capacity of all pipes zerocat holds (in use and pooled): 1,000 busy connections
 /// stay within `pipe-user-pages-soft` (64 MiB per user), leaving half of it to others.
