@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""bench/readme_table.py RESULTS_DIR [README]: rewrites README.md's performance table (between
-`<!-- bench-table -->` and `<!-- /bench-table -->`) from one bench/run's results.csv and the
-head of its RESULTS.md (date, machine, size, runs), so the README quotes one run and says
-which. The seed table stays in bench/RESULTS.md."""
+"""bench/readme_table.py RESULTS_DIR [README]: makes one run the headline. Rewrites the
+performance table (between `<!-- bench-table -->` and `<!-- /bench-table -->`) of README.md
+and of bench/RESULTS.md from that run's results.csv and the head of its RESULTS.md (date,
+machine, size, runs), so both quote one run and say which. RESULTS_DIR is a full run's
+snapshot, e.g. bench/results/full-681d7dc (its cubic/ beside it, if run, is named too)."""
 import csv
 import os
 import re
@@ -65,19 +66,16 @@ def main():
     block += table(rows)
     root = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
     run = os.path.relpath(os.path.join(os.path.abspath(out), "RESULTS.md"), root)
-    if run == os.path.join("bench", "RESULTS.md"):
-        where = ("This run's full tables, with the seed table of the relay by chunk size, are in "
-                 "`bench/RESULTS.md`, above the measurements behind each decision; its relay rows and "
-                 "seed table under TCP cubic are in `bench/cubic/`.")
-    else:
-        where = (f"This run's full tables are in `{run}`; the seed table of the relay by chunk size, "
-                 "the runs under TCP cubic and the measurements behind each decision are in "
-                 "`bench/RESULTS.md`.")
+    where = f"This run's full tables, with the seed table of the relay by chunk size, are in `{run}`"
+    if os.path.exists(os.path.join(out, "cubic", "RESULTS.md")):
+        where += f"; its relay rows and seed table under TCP cubic in `{os.path.dirname(run)}/cubic/`"
+    where += "; the measurements behind each decision in the code are in `bench/NOTEBOOK.md`."
     block += ["", where, CLOSE]
-    text = open(readme).read()
-    a, b = text.index(OPEN), text.index(CLOSE) + len(CLOSE)
-    with open(readme, "w") as f:
-        f.write(text[:a] + "\n".join(block) + text[b:])
+    for path in (readme, os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")):
+        text = open(path).read()
+        a, b = text.index(OPEN), text.index(CLOSE) + len(CLOSE)
+        with open(path, "w") as f:
+            f.write(text[:a] + "\n".join(block) + text[b:])
 
 
 if __name__ == "__main__":
