@@ -457,11 +457,18 @@ fn certificate(cert: &CertificateError, we: We) -> String {
                 );
             }
             match inner.downcast_ref::<webpki::Error>() {
-                Some(webpki::Error::CaUsedAsEndEntity) => format!(
-                    "{whose} is a CA certificate (basicConstraints CA:TRUE, as openssl req \
-                     -x509 makes them) and is not itself in cafile=; give that very \
-                     certificate as ,cafile=CERT.pem, or ,pin=sha256:HEX"
-                ),
+                Some(webpki::Error::CaUsedAsEndEntity) => match we {
+                    We::Client => format!(
+                        "{whose} is a CA certificate (basicConstraints CA:TRUE, as openssl req \
+                         -x509 makes them) and is not itself in cafile=; give that very \
+                         certificate as ,cafile=CERT.pem, or ,pin=sha256:HEX"
+                    ),
+                    We::Server => format!(
+                        "{whose} is a CA certificate (basicConstraints CA:TRUE, as openssl req \
+                         -x509 makes them) and is not itself in this listener's cafile=; add \
+                         that very certificate to cafile="
+                    ),
+                },
                 Some(webpki::Error::EndEntityUsedAsCa) => format!(
                     "{whose} is signed by a certificate that is no CA (basicConstraints \
                      CA:FALSE or none); give the CA that signed it as ,cafile=CA.pem"
