@@ -141,7 +141,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__copy)
-            opts="-t -r -a -n -f -u -p -j -T -i -q -v -L -h -V --target-directory --recursive --archive --no-clobber --force --update --preserve --reflink --sparse --resume --special --sync --verify --atomic --debug --jobs --no-target-directory --parents --interactive --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
+            opts="-t -r -a -n -f -u -p -j -T -i -L -H -P -s -l -q -v -h -V --target-directory --recursive --archive --no-clobber --force --update --preserve --reflink --sparse --resume --special --sync --verify --atomic --debug --jobs --no-target-directory --parents --interactive --dereference --dereference-command-line --no-dereference --remove-destination --limit --symbolic-link --link --via --quiet --verbose --stats --progress --no-progress --explain --stats-fd --size --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -179,20 +179,16 @@ _zerocat() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --via)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --stats)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
-                    return 0
-                    ;;
-                --limit)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -L)
-                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --stats-fd)

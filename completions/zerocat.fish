@@ -70,10 +70,10 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l sparse -d 'Hole
 always\t''
 never\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s j -l jobs -d 'Copy a tree with N threads, each taking whole directories. Directories are still created before their entries and get their mode and times after them; the report and -v list entries in the walk\'s order. Default: twice the CPUs available (sched_getaffinity), at most 8; -j 1 copies on one thread; -j takes at most 256' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l limit -d 'Hold the copy to RATE bytes per second (the global --limit; in copy, -L is cp\'s --dereference, so the rate has the long form only)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
-complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s r -l recursive -d 'Copy directories and what they hold; symlinks are copied as symlinks (-R too)'
@@ -90,6 +90,12 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l debug -d 'After
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s T -l no-target-directory -d 'DEST is the copy itself, even when it is a directory (cp -T): one source'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l parents -d 'Keep each source\'s path under the directory DEST (cp --parents: a/b/f -> DEST/a/b/f)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s i -l interactive -d 'Ask on stderr before replacing an existing destination; a line from stdin that starts with y answers yes (cp -i). Copies one file at a time'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s L -l dereference -d 'Follow every symlink, in trees too: a link is copied as what it points to (cp -L). A link to a directory that holds it is refused ("cyclic symbolic link")'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s H -l dereference-command-line -d 'Follow the symlinks given as operands only; inside a tree they stay symlinks (cp -H)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s P -l no-dereference -d 'Never follow a symlink: an operand that is one is copied as a symlink (cp -P; the default under -r; without -r an operand is followed)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l remove-destination -d 'Remove an existing destination before copying, instead of opening it and writing over it (cp --remove-destination): a symlink there is replaced, not written through'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s s -l symbolic-link -d 'cp -s: refused with a usage error that says so (copy makes copies; ln makes links)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s l -l link -d 'cp -l: refused likewise'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'

@@ -992,3 +992,189 @@ fn progress_line_when(
         .unwrap_or_else(|| panic!("no SIGUSR1 line: {err}"))
         .to_string()
 }
+
+/// The path that carried a one-file copy's bytes: copy_file_range on the test's ext4,
+/// splice or userspace where the filesystem refuses it.
+#[track_caller]
+fn assert_moved_by_a_kernel_or_userspace_path(report: &Value) {
+    let path = crate::util::final_path(report);
+    assert!(
+        ["reflink", "copy_file_range", "splice", "userspace"].contains(&path.as_str()),
+        "{report}"
+    );
+}
+
+/// cp's -L/-H/-P (issue 42 item 5): `copy -L link x` copies what the link points to
+/// instead of reading 'link' as a --limit rate; -P copies the link itself; in a tree -L
+/// follows every link (a link to a directory holding it is refused as cyclic), -H only
+/// the operands. --limit keeps its long form in copy, and -L before the command.
+#[test]
+fn copy_takes_cps_dereference_options_and_limit_keeps_its_long_form() {
+    let dir = tempdir();
+    let d = dir.path();
+    let bytes = data(70_000);
+    write_file(d, "f", &bytes);
+    std::os::unix::fs::symlink("f", d.join("link")).unwrap();
+
+    let (code, report, err) = copy_with(&["-L"], &[&d.join("link"), &d.join("x")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("not a size"), "{err}");
+    assert!(fs::symlink_metadata(d.join("x")).unwrap().is_file());
+    assert_bytes_eq(&fs::read(d.join("x")).unwrap(), &bytes, "-L link x");
+    assert_moved_by_a_kernel_or_userspace_path(&report);
+
+    let (code, _, err) = copy_with(&["-P"], &[&d.join("link"), &d.join("y")]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fs::read_link(d.join("y")).unwrap(), Path::new("f"));
+
+    // A tree with a link to a file, a link to a directory, and a link back up.
+    let tree = d.join("t");
+    fs::create_dir_all(tree.join("sub")).unwrap();
+    write_file(&tree.join("sub"), "file", &bytes);
+    std::os::unix::fs::symlink("sub", tree.join("dirlink")).unwrap();
+    std::os::unix::fs::symlink("sub/file", tree.join("filelink")).unwrap();
+    std::os::unix::fs::symlink("..", tree.join("sub/up")).unwrap();
+    std::os::unix::fs::symlink("t", d.join("treelink")).unwrap();
+
+    let (code, report, err) = copy_with(&["-rL"], &[&d.join("treelink"), &d.join("l")]);
+    assert_eq!(code, 1, "the cyclic link fails: {err}");
+    assert!(err.contains("cannot copy cyclic symbolic link"), "{err}");
+    for copied in ["sub/file", "dirlink/file", "filelink"] {
+        let path = d.join("l").join(copied);
+        assert!(fs::symlink_metadata(&path).unwrap().is_file(), "{copied}");
+        assert_bytes_eq(&fs::read(&path).unwrap(), &bytes, copied);
+    }
+    assert!(!d.join("l/sub/up").exists(), "{err}");
+    assert_moved_by_a_kernel_or_userspace_path(&report);
+
+    let (code, _, err) = copy_with(&["-rH"], &[&d.join("treelink"), &d.join("h")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(fs::symlink_metadata(d.join("h")).unwrap().is_dir());
+    assert_eq!(
+        fs::read_link(d.join("h/dirlink")).unwrap(),
+        Path::new("sub")
+    );
+    assert_eq!(fs::read_link(d.join("h/sub/up")).unwrap(), Path::new(".."));
+    assert_bytes_eq(&fs::read(d.join("h/sub/file")).unwrap(), &bytes, "-rH");
+
+    // -r alone is -P: the operand link is copied as a link.
+    let (code, _, err) = copy_with(&["-r"], &[&d.join("treelink"), &d.join("p")]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fs::read_link(d.join("p")).unwrap(), Path::new("t"));
+
+    for flags in [&["--limit", "100M"][..], &[]] {
+        let mut cmd = zerocat();
+        if flags.is_empty() {
+            cmd.args(["-L", "100M", "--stats", "json", "copy"]);
+        } else {
+            cmd.args(["--stats", "json", "copy"]).args(flags);
+        }
+        cmd.arg("-v").arg(d.join("f")).arg(d.join("limited"));
+        let out = run(cmd);
+        let err = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(err.contains("limited to 100 MiB/s"), "{flags:?}: {err}");
+        assert_bytes_eq(&fs::read(d.join("limited")).unwrap(), &bytes, "--limit");
+    }
+}
+
+/// cp's -s and -l are refused with what to use instead, never clap's tip to pass `-- -s`
+/// (which would copy a file named -s); --remove-destination is cp's, not a near miss of
+/// --version: a symlink at the destination is replaced, its target left alone.
+#[test]
+fn copy_refuses_link_copies_and_removes_the_destination_first() {
+    let dir = tempdir();
+    let d = dir.path();
+    let bytes = data(5000);
+    write_file(d, "f", &bytes);
+    for flag in ["-s", "-l", "--symbolic-link", "--link"] {
+        let (code, _, err) = copy_with(&[flag], &[&d.join("f"), &d.join("made")]);
+        assert_eq!(code, 2, "{flag}: {err}");
+        assert!(
+            err.contains("symbolic/hard link copies are not supported; use ln"),
+            "{flag}: {err}"
+        );
+        assert!(!err.contains("-- -"), "{flag}: {err}");
+        assert!(!d.join("made").exists(), "{flag}");
+    }
+
+    let other = write_file(d, "other", b"keep me");
+    std::os::unix::fs::symlink("other", d.join("dst")).unwrap();
+    let (code, report, err) = copy_with(&["--remove-destination"], &[&d.join("f"), &d.join("dst")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("--version"), "{err}");
+    assert!(fs::symlink_metadata(d.join("dst")).unwrap().is_file());
+    assert_bytes_eq(
+        &fs::read(d.join("dst")).unwrap(),
+        &bytes,
+        "--remove-destination",
+    );
+    assert_eq!(fs::read(&other).unwrap(), b"keep me");
+    assert_moved_by_a_kernel_or_userspace_path(&report);
+
+    // The source named as its own destination is still refused, and kept.
+    let (code, _, err) = copy_with(&["--remove-destination"], &[&d.join("f"), &d.join("f")]);
+    assert_eq!(code, 1, "{err}");
+    assert_bytes_eq(&fs::read(d.join("f")).unwrap(), &bytes, "the source");
+}
+
+/// A destination symlink that cannot be followed says why, by errno (a loop is ELOOP, not
+/// "dangling"); -f replaces a loop as GNU cp does; a dangling one is refused, -f or not,
+/// also as GNU cp does.
+#[test]
+fn a_destination_link_that_cannot_be_followed_names_its_errno_and_f_replaces_a_loop() {
+    let dir = tempdir();
+    let d = dir.path();
+    let bytes = data(3000);
+    write_file(d, "f", &bytes);
+    std::os::unix::fs::symlink("loop", d.join("loop")).unwrap();
+    std::os::unix::fs::symlink("nowhere", d.join("dangling")).unwrap();
+
+    for flags in [&[][..], &["--atomic"]] {
+        let (code, _, err) = copy_with(flags, &[&d.join("f"), &d.join("loop")]);
+        assert_eq!(code, 1, "{flags:?} {err}");
+        assert!(err.contains("ELOOP"), "{flags:?} {err}");
+        assert!(!err.contains("dangling"), "{flags:?} {err}");
+    }
+    for flags in [&[][..], &["-f"]] {
+        let (code, _, err) = copy_with(flags, &[&d.join("f"), &d.join("dangling")]);
+        assert_eq!(code, 1, "{flags:?} {err}");
+        assert!(err.contains("dangling"), "{flags:?} {err}");
+        assert!(!d.join("nowhere").exists());
+    }
+
+    let (code, report, err) = copy_with(&["-f"], &[&d.join("f"), &d.join("loop")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(fs::symlink_metadata(d.join("loop")).unwrap().is_file());
+    assert_bytes_eq(&fs::read(d.join("loop")).unwrap(), &bytes, "-f f loop");
+    assert_moved_by_a_kernel_or_userspace_path(&report);
+}
+
+/// `copy --parents f/g d` where f is a file: nothing to copy, and no stray `d/f` left
+/// behind (cp checks the source first); a good operand beside it still lands.
+#[test]
+fn parents_leaves_no_stray_directory_when_an_operand_fails() {
+    let dir = tempdir();
+    let d = dir.path();
+    let bytes = data(2000);
+    write_file(d, "f", &bytes);
+    fs::create_dir_all(d.join("a/b")).unwrap();
+    write_file(&d.join("a/b"), "c", &bytes);
+    fs::create_dir(d.join("dst")).unwrap();
+    let mut cmd = zerocat();
+    cmd.current_dir(d).args([
+        "--stats",
+        "json",
+        "copy",
+        "--parents",
+        "f/g",
+        "a/b/c",
+        "dst",
+    ]);
+    let out = run(cmd);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!d.join("dst/f").exists(), "stray dst/f: {err}");
+    assert_bytes_eq(&fs::read(d.join("dst/a/b/c")).unwrap(), &bytes, "a/b/c");
+    assert_moved_by_a_kernel_or_userspace_path(&json_report(&out.stderr));
+}

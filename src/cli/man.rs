@@ -837,7 +837,25 @@ a permission the directory did not have), a warning names it and both modes:
 \fB\-\-preserve\fR.
 .PP
 A source operand that is a symlink is followed, except under \fB\-r\fR, which copies it
-as a symlink (\fBcp\fR's rule). Inside a tree, symlinks are copied as symlinks and never
+as a symlink (\fBcp\fR's rule). \fB\-L\fR (\fB\-\-dereference\fR), \fB\-H\fR and
+\fB\-P\fR (\fB\-\-no\-dereference\fR) are \fBcp\fR's: \fB\-L\fR follows every symlink,
+in trees too (a link to a directory that holds it is refused: "cannot copy cyclic symbolic
+link"; one that cannot be followed fails with its errno), \fB\-H\fR the operands only,
+\fB\-P\fR none; the last one given wins. In \fBcopy\fR, \fB\-L\fR is therefore not
+\fB\-\-limit\fR, which keeps its long form there (\fBzerocat \-L 10M copy ...\fR, before
+the command, is still the rate). \fBcp\fR's \fB\-s\fR and \fB\-l\fR are refused (a usage
+error: symbolic/hard link copies are not supported; use \fBln\fR).
+\fB\-\-remove\-destination\fR removes an existing destination before the copy is made,
+instead of opening it: a symlink there is replaced, not written through.
+.PP
+A destination that is a symlink is written through to its target. A dangling one is
+refused ("not writing through a dangling symlink", with \fB\-f\fR too, as \fBcp\fR); one that
+cannot be followed for another reason fails naming the errno (a loop: \fBELOOP\fR; a
+directory on the way that cannot be searched: \fBEACCES\fR), and \fB\-f\fR replaces it, as
+\fBcp \-f\fR does. \fB\-\-parents\fR removes the directories it made for an operand that
+failed, so none is left empty.
+.PP
+Without \fB\-L\fR, inside a tree, symlinks are copied as symlinks and never
 followed: a file or directory the walk found is opened with \fBO_NOFOLLOW\fR, relative to
 the directory it was listed in (\fBopenat\fR). An entry swapped for a symlink during the
 copy is reported failed ("Too many levels of symbolic links", "Not a directory") instead

@@ -7,7 +7,7 @@ use std::ffi::OsString;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::cmd::copy::{CopyConfig, SparseMode, Update};
+use crate::cmd::copy::{CopyConfig, Dereference, SparseMode, Update};
 use crate::cmd::pipe::PipeConfig;
 use crate::cmd::relay::RelayConfig;
 use crate::cmd::tee::TeeConfig;
@@ -325,6 +325,31 @@ pub struct CopyArgs {
     /// starts with y answers yes (cp -i). Copies one file at a time.
     #[arg(short = 'i', long, conflicts_with = "no_clobber")]
     pub interactive: bool,
+    /// Follow every symlink, in trees too: a link is copied as what it points to (cp -L).
+    /// A link to a directory that holds it is refused ("cyclic symbolic link").
+    #[arg(short = 'L', long, overrides_with_all = ["dereference_command_line", "no_dereference"])]
+    pub dereference: bool,
+    /// Follow the symlinks given as operands only; inside a tree they stay symlinks (cp -H).
+    #[arg(short = 'H', long, overrides_with_all = ["dereference", "no_dereference"])]
+    pub dereference_command_line: bool,
+    /// Never follow a symlink: an operand that is one is copied as a symlink (cp -P; the
+    /// default under -r; without -r an operand is followed).
+    #[arg(short = 'P', long, overrides_with_all = ["dereference", "dereference_command_line"])]
+    pub no_dereference: bool,
+    /// Remove an existing destination before copying, instead of opening it and writing
+    /// over it (cp --remove-destination): a symlink there is replaced, not written through.
+    #[arg(long)]
+    pub remove_destination: bool,
+    /// Hold the copy to RATE bytes per second (the global --limit; in copy, -L is cp's
+    /// --dereference, so the rate has the long form only).
+    #[arg(long, value_name = "RATE", value_parser = crate::units::parse_rate)]
+    pub limit: Option<u64>,
+    /// cp -s: refused with a usage error that says so (copy makes copies; ln makes links).
+    #[arg(short = 's', long, hide = true)]
+    pub symbolic_link: bool,
+    /// cp -l: refused likewise.
+    #[arg(short = 'l', long, hide = true)]
+    pub link: bool,
 }
 
 /// `--stats-fd N`: an fd that is open now (3 or above: 0-2 are the streams).
@@ -724,7 +749,11 @@ impl Cli {
                 grace: args.grace,
                 idle_timeout: args.idle_timeout,
             }),
-            Command::Copy(args) => copy_invocation(args),
+            Command::Copy(args) => {
+                // In copy, --limit is the subcommand's own (-L is cp's there).
+                options.limit = options.limit.or(args.limit);
+                copy_invocation(args)
+            }
             Command::Tee(args) if args.dst.is_empty() => Cli::command()
                 .error(
                     clap::error::ErrorKind::MissingRequiredArgument,
@@ -780,6 +809,18 @@ impl Cli {
 /// `copy SRC... DST`: a copy of files, or a pipe when its one source or its destination is
 /// not a plain file path.
 fn copy_invocation(mut args: CopyArgs) -> Invocation {
+    if args.symbolic_link || args.link {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!(
+                    "{}: symbolic/hard link copies are not supported; use ln{}",
+                    if args.symbolic_link { "-s" } else { "-l" },
+                    if args.symbolic_link { " -s" } else { "" }
+                ),
+            )
+            .exit();
+    }
     // cp's rule: a clone keeps the source's extents, holes included, as they are, so it
     // cannot also make holes (--sparse=always) or fill them (--sparse=never).
     if matches!(args.reflink, ReflinkArg::Always) && !matches!(args.sparse, SparseArg::Auto) {
@@ -855,6 +896,16 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
         no_target_directory: args.no_target_directory,
         parents: args.parents,
         interactive: args.interactive,
+        dereference: if args.dereference {
+            Dereference::Always
+        } else if args.dereference_command_line {
+            Dereference::CommandLine
+        } else if args.no_dereference || args.recursive || args.archive {
+            Dereference::Never
+        } else {
+            Dereference::Always
+        },
+        remove_destination: args.remove_destination,
     })
 }
 

@@ -82,8 +82,10 @@ impl Copier<'_> {
                 return Err(Status::Skipped(why));
             }
             let m = if m.file_type().is_symlink() {
-                target = fs::canonicalize(dst)
-                    .map_err(|_| "not writing through a dangling symlink".to_string())?;
+                target = fs::canonicalize(dst).map_err(|err| match err.kind() {
+                    io::ErrorKind::NotFound => "not writing through a dangling symlink".to_string(),
+                    _ => format!("cannot follow the destination symlink: {err}"),
+                })?;
                 fs::metadata(&target)
                     .map_err(|err| format!("cannot stat the destination: {err}"))?
             } else {

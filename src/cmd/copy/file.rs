@@ -6,7 +6,7 @@ use std::ffi::OsStr;
 use std::fs::{self, OpenOptions};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use nix::errno::Errno;
@@ -327,11 +327,39 @@ impl Copier<'_> {
                 "cannot overwrite a directory with a file".into(),
             ));
         }
-        if m.file_type().is_symlink() && fs::metadata(dst).is_err() {
-            // O_CREAT would create the link's target elsewhere (GNU cp refuses too).
-            return Err(Status::Failed(
-                "not writing through a dangling symlink".into(),
-            ));
+        if self.cfg.remove_destination {
+            if (m.dev(), m.ino()) == (sst.st_dev, sst.st_ino) {
+                return Err(Status::Failed(
+                    "it is the source itself: refusing (destination untouched)".into(),
+                ));
+            }
+            fs::remove_file(dst).map_err(|err| format!("cannot remove: {err}"))?;
+            return match self.at_parent(dst) {
+                Some((dir, _, name)) => create_new_at(dir, name, src_mode, read_back),
+                None => create_new(dst, src_mode, read_back),
+            }
+            .map(|fd| (fd, true))
+            .map_err(|err| Status::Failed(format!("cannot open for writing: {err}")));
+        }
+        if m.file_type().is_symlink() {
+            match fs::metadata(dst) {
+                Ok(_) => {}
+                // O_CREAT would create the link's target elsewhere (GNU cp refuses too,
+                // with -f as well).
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                    return Err(Status::Failed(
+                        "not writing through a dangling symlink".into(),
+                    ))
+                }
+                // A loop, an unreadable directory on the way: -f replaces the link, as
+                // GNU cp's unlink after a failed open does.
+                Err(_) if self.cfg.force => {}
+                Err(err) => {
+                    return Err(Status::Failed(format!(
+                        "cannot follow the destination symlink: {err}"
+                    )))
+                }
+            }
         }
         let sink = open_existing(dst, self.cfg.force, src_mode, read_back)
             .map_err(|err| format!("cannot open for writing: {err}"))?;

@@ -108,6 +108,33 @@ pub struct CopyConfig {
     pub parents: bool,
     /// `-i`: ask on stderr before replacing an existing destination (stdin answers).
     pub interactive: bool,
+    /// `-L`, `-H`, `-P`: which symlinks among the sources are followed.
+    pub dereference: Dereference,
+    /// `--remove-destination`: an existing destination is removed before the copy is made.
+    pub remove_destination: bool,
+}
+
+/// Which symlinks a copy follows (cp's `-L`, `-H`, `-P`). cp's default, and ours: `Always`
+/// without `-r` (an operand is all there is), `Never` with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dereference {
+    /// `-L`: every symlink, operands and entries of a tree.
+    Always,
+    /// `-H`: the operands only.
+    CommandLine,
+    /// `-P`: none; a symlink is copied as a symlink.
+    Never,
+}
+
+impl Dereference {
+    /// Whether a symlink met as an operand (`top`) or inside a tree is followed.
+    pub fn follows(self, top: bool) -> bool {
+        match self {
+            Dereference::Always => true,
+            Dereference::CommandLine => top,
+            Dereference::Never => false,
+        }
+    }
 }
 
 pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {

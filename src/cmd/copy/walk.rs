@@ -18,7 +18,7 @@ use nix::sys::stat::Mode;
 use super::entry::{Entry, Kind, Status};
 use super::path::{split_name, Joiner};
 use super::pool::{DirDone, DirJob, Node};
-use super::{Claim, Copier, CopyConfig, SparseMode};
+use super::{Claim, Copier, CopyConfig, Dereference, SparseMode};
 use crate::sys::dirent;
 
 /// What a copy will move, for the progress bar's totals.
@@ -28,8 +28,8 @@ pub(super) struct Survey {
     pub(super) bytes: u64,
 }
 
-/// Walks the sources as the copy will (operands followed unless `-r`, trees only with
-/// `-r`, symlinks not followed inside them), on a thread of its own, and sets `totals`:
+/// Walks the sources as the copy will (operands and tree entries followed as `-L`, `-H`
+/// or `-P` says, trees only with `-r`), on a thread of its own, and sets `totals`:
 /// the regular files and their bytes (the allocated ones for a sparse file whose holes
 /// are kept). What cannot be read counts for nothing; the copy reports it. Returns the
 /// flag that stops the walk, or None when no thread could be started.
@@ -40,6 +40,7 @@ pub(super) fn survey_in_background(
 ) -> Option<Arc<AtomicBool>> {
     struct Walk {
         sparse: SparseMode,
+        deref: Dereference,
         stop: Arc<AtomicBool>,
         found: Survey,
     }
@@ -60,13 +61,20 @@ pub(super) fn survey_in_background(
                 if self.stop.load(Ordering::Relaxed) {
                     return;
                 }
-                match item.file_type() {
-                    Ok(ft) if ft.is_dir() => self.dir(&item.path()),
-                    Ok(ft) if ft.is_file() => {
-                        if let Ok(meta) = item.metadata() {
-                            self.file(&meta);
+                let path = item.path();
+                let meta = match item.file_type() {
+                    Ok(ft) if ft.is_symlink() && self.deref.follows(false) => {
+                        if is_cyclic_link(&path) {
+                            continue;
                         }
+                        fs::metadata(&path)
                     }
+                    Ok(_) => item.metadata(),
+                    Err(e) => Err(e),
+                };
+                match meta {
+                    Ok(m) if m.is_dir() => self.dir(&path),
+                    Ok(m) if m.is_file() => self.file(&m),
                     _ => {}
                 }
             }
@@ -75,6 +83,7 @@ pub(super) fn survey_in_background(
     let stop = Arc::new(AtomicBool::new(false));
     let mut walk = Walk {
         sparse: cfg.sparse,
+        deref: cfg.dereference,
         stop: Arc::clone(&stop),
         found: Survey::default(),
     };
@@ -83,10 +92,10 @@ pub(super) fn survey_in_background(
         .name("zerocat-survey".into())
         .spawn(move || {
             for src in &sources {
-                let meta = if recursive {
-                    fs::symlink_metadata(src)
-                } else {
+                let meta = if walk.deref.follows(true) {
                     fs::metadata(src)
+                } else {
+                    fs::symlink_metadata(src)
                 };
                 match meta {
                     Ok(m) if m.is_file() => walk.file(&m),
@@ -112,6 +121,8 @@ impl Copier<'_> {
             if crate::sys::process::interrupted() {
                 break;
             }
+            // --parents: the directories made for this operand, deepest first.
+            let mut made_dirs = Vec::new();
             let target = if self.cfg.parents {
                 // cp --parents: the source's path, less its root, under DEST; the
                 // directories on the way are made as needed.
@@ -121,8 +132,14 @@ impl Copier<'_> {
                     .collect();
                 let target = dest.join(kept);
                 if let Some(parent) = target.parent() {
+                    made_dirs = parent
+                        .ancestors()
+                        .take_while(|d| *d != dest && fs::symlink_metadata(d).is_err())
+                        .map(Path::to_path_buf)
+                        .collect();
                     if let Err(e) = fs::create_dir_all(parent) {
                         let why = format!("cannot make '{}': {e}", parent.display());
+                        remove_empty(&made_dirs);
                         self.fail_entry(src, &target, None, why);
                         continue;
                     }
@@ -153,15 +170,19 @@ impl Copier<'_> {
                 continue;
             }
             self.copy_top(src, &target);
+            // What --parents made and the copy did not fill is left as it was found (a
+            // failed operand leaves no stray directories, as with cp, which checks first).
+            remove_empty(&made_dirs);
         }
     }
 
-    /// One operand: follows a symlink unless copying recursively (cp's -r implies -P).
+    /// One operand: a symlink is followed under -L and -H, and by default without -r (cp's
+    /// -r implies -P).
     fn copy_top(&mut self, src: &Path, dst: &Path) {
-        let meta = if self.cfg.recursive {
-            fs::symlink_metadata(src)
-        } else {
+        let meta = if self.cfg.dereference.follows(true) {
             fs::metadata(src)
+        } else {
+            fs::symlink_metadata(src)
         };
         let meta = match meta {
             Ok(m) => m,
@@ -337,22 +358,46 @@ impl Copier<'_> {
                         }
                     },
                 };
+                // -L: a symlink in the tree is copied as what it points to.
+                let kind = match kind {
+                    Kind::Symlink if self.cfg.dereference.follows(false) => {
+                        match fs::metadata(from) {
+                            Ok(m) if m.is_dir() && is_cyclic_link(from) => {
+                                self.fail(
+                                    from,
+                                    to,
+                                    Kind::Symlink,
+                                    "cannot copy cyclic symbolic link".into(),
+                                );
+                                continue;
+                            }
+                            Ok(m) => Kind::of(m.file_type()),
+                            Err(e) => {
+                                self.fail(from, to, Kind::Symlink, format!("cannot follow: {e}"));
+                                continue;
+                            }
+                        }
+                    }
+                    kind => kind,
+                };
                 self.copy_entry(from, to, kind);
             }
         }
         self.listing_buffers.push(buf);
     }
 
-    /// Opens a source to read. Without `-r` an operand is followed (cp's rule). Under `-r`
-    /// what was found as a file or directory is opened with O_NOFOLLOW, and an entry of a
-    /// directory being listed relative to that directory's fd: a symlink swapped in since,
-    /// at the entry or at a component of its path, is not followed.
+    /// Opens a source to read. A symlink is followed where `-L`, `-H` or `-P` follows it
+    /// (an operand without -r: cp's rule). Elsewhere what was found as a file or directory
+    /// is opened with O_NOFOLLOW, and an entry of a directory being listed relative to that
+    /// directory's fd: a symlink swapped in since, at the entry or at a component of its
+    /// path, is not followed.
     pub(super) fn open_source(&self, src: &Path, flags: OFlag) -> io::Result<fs::File> {
         let mut flags = flags | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
-        if self.cfg.recursive {
+        let at = self.source_at(src);
+        if !self.cfg.dereference.follows(at.is_none()) {
             flags |= OFlag::O_NOFOLLOW;
         }
-        let (dir, path) = match self.source_at(src) {
+        let (dir, path) = match at {
             Some((dirfd, name)) => (Some(dirfd), Path::new(name)),
             None => (None, src),
         };
@@ -384,6 +429,28 @@ fn names_its_contents(src: &Path) -> bool {
     }
     let last = bytes.rsplit(|&b| b == b'/').next().unwrap_or_default();
     last == b"." || last == b".."
+}
+
+/// Removes each of `dirs` (deepest first) that is empty; one that holds anything stays.
+fn remove_empty(dirs: &[PathBuf]) {
+    for dir in dirs {
+        if fs::remove_dir(dir).is_err() {
+            return;
+        }
+    }
+}
+
+/// Is `link` a symlink to a directory that holds it (or is the one it is in)? Followed
+/// under -L, it would be copied inside its own copy without end.
+fn is_cyclic_link(link: &Path) -> bool {
+    let parent = link
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    match (fs::canonicalize(link), fs::canonicalize(parent)) {
+        (Ok(target), Ok(parent)) => parent.starts_with(target),
+        _ => false,
+    }
 }
 
 /// Is `dst` inside the directory `src` (cp: "cannot copy a directory into itself")?
