@@ -43,12 +43,13 @@ def quiet(argv, **kw):
     return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
 
 
-def first_line(argv):
+def first_line(argv, having=""):
+    """The first non-empty line of argv's output that holds `having`, for a version."""
     try:
         out = quiet(argv, timeout=10).stdout.strip().splitlines()
-        return next((line for line in out if line.strip()), "?")
+        return next((line for line in out if line.strip() and having in line), f"{os.path.basename(argv[0])} ?")
     except (OSError, subprocess.SubprocessError):
-        return "not installed"
+        return f"{os.path.basename(argv[0])} not installed"
 
 
 def checkout():

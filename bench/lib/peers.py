@@ -117,7 +117,7 @@ def release_free_pages(old):
 def versions():
     return [f"{first_line([common.ZC, '--version'])} ({checkout()})", first_line(["cat", "--version"]),
             first_line(["pv", "--version"]), first_line(["dd", "--version"]),
-            next((ln for ln in quiet(["socat", "-V"]).stdout.splitlines() if "socat version" in ln), "socat ?"),
+            first_line(["socat", "-V"], having="socat version"),
             first_line(["tee", "--version"]), first_line(["mbuffer", "-V"]), first_line(["cp", "--version"]),
             first_line(["xcp", "--version"]), first_line(["cpz", "--version"]), first_line(["haproxy", "-v"]),
             first_line(["redis-server", "--version"]), first_line(["redis-benchmark", "--version"])]
