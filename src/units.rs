@@ -13,6 +13,25 @@ pub fn amount(bytes: u64, seconds: f64) -> String {
     s
 }
 
+/// [`amount`], unless the bytes moved for a part of the wall time only (`moving`
+/// seconds, the rest at least a second and a tenth of it spent waiting: for a first byte,
+/// for the peer's end): then the rate is over the moving time, which is given beside it:
+/// "20.0 MiB in 10 min 18 s (33.1 MiB/s while moving, 0.61 s)".
+pub fn amount_moving(bytes: u64, seconds: f64, moving: Option<f64>) -> String {
+    match moving {
+        Some(moving) if moving > 0.0 && seconds - moving >= 1.0 && moving < 0.9 * seconds => {
+            format!(
+                "{} in {} ({}/s while moving, {})",
+                human_bytes(bytes),
+                human_duration(seconds),
+                human_bytes((bytes as f64 / moving) as u64),
+                human_duration(moving)
+            )
+        }
+        _ => amount(bytes, seconds),
+    }
+}
+
 /// 3 significant digits: "0.25 ms", "412 ms", "2.41 s", "41.2 s"; then "2 min 03 s",
 /// "1 h 02 min".
 pub fn human_duration(seconds: f64) -> String {
@@ -170,6 +189,24 @@ mod tests {
         assert!(parse_bytes(".").is_err());
         assert!(parse_bytes("1.2.3").is_err());
         assert!(parse_bytes("99999999999999999999999999999999999999999").is_err());
+    }
+
+    #[test]
+    fn the_rate_is_over_the_moving_time_when_most_of_the_run_waited() {
+        assert_eq!(
+            amount_moving(20 << 20, 618.0, Some(0.61)),
+            "20.0 MiB in 10 min 18 s (32.8 MiB/s while moving, 610 ms)"
+        );
+        // Moving nearly all the time, or waiting under a second: the plain line.
+        assert_eq!(
+            amount_moving(1 << 20, 2.0, Some(1.95)),
+            amount(1 << 20, 2.0)
+        );
+        assert_eq!(
+            amount_moving(1 << 20, 0.5, Some(0.01)),
+            amount(1 << 20, 0.5)
+        );
+        assert_eq!(amount_moving(0, 5.0, None), amount(0, 5.0));
     }
 
     #[test]

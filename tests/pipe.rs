@@ -636,3 +636,53 @@ fn a_file_uri_names_a_path_with_a_comma_through_an_escape() {
     let written = std::fs::read(dir.path().join("a,b")).expect("a file named a,b");
     assert_eq!(written, b"one,two", "appended, not truncated");
 }
+
+/// A pipe whose source sends its bytes, then waits two seconds before closing (the peer's
+/// late close): the rate is over the time bytes were moving, with the wall time beside it
+/// (issue 42 item 5; it was 1 MiB over the whole run, idle time included). JSON's
+/// `seconds` stays the wall time; `moving_seconds` is the moving span. tee says it alike.
+#[test]
+fn the_rate_is_over_the_time_bytes_were_moving_not_the_wait_for_the_end() {
+    let payload = data(1 << 20);
+    for (json, command) in [
+        (false, "pipe"),
+        (true, "pipe"),
+        (false, "tee"),
+        (true, "tee"),
+    ] {
+        let dir = tempdir();
+        let out_path = dir.path().join("out");
+        let mut cmd = zerocat();
+        if json {
+            cmd.args(["--stats", "json"]);
+        }
+        cmd.arg(command).arg("-").arg(&out_path);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(&payload).unwrap();
+        thread::sleep(std::time::Duration::from_secs(2));
+        drop(stdin);
+        let out = wait_with_deadline(child, DEADLINE);
+        let err = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert_bytes_eq(&std::fs::read(&out_path).unwrap(), &payload, command);
+        if json {
+            let report = json_report(&out.stderr);
+            let wall = report["seconds"].as_f64().unwrap();
+            let moving = report["moving_seconds"].as_f64().unwrap();
+            assert!(wall >= 2.0, "{report}");
+            assert!(moving > 0.0 && moving + 1.0 < wall, "{report}");
+            assert_eq!(final_path(&report), "splice", "{report}");
+        } else {
+            let line = err.lines().last().unwrap_or_default();
+            assert!(
+                line.starts_with("zerocat: 1.00 MiB in ") && line.contains("/s while moving, "),
+                "{command}: {err}"
+            );
+            assert!(line.contains("via splice"), "{err}");
+        }
+    }
+}

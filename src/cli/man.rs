@@ -464,6 +464,14 @@ line per entry first (\fB'tree/a/f1' \-> 'backup/a/f1': 1.00 MiB via copy_file_r
 \fBtee\fR names each sink with its route, its byte count when it got fewer bytes than
 the others, and its error in brackets.
 .PP
+The rate of \fBpipe\fR and \fBtee\fR is over the time bytes were moving: from the
+request that delivered the first byte to the last delivery. When the run mostly waited
+(the rest of the wall time at least a second and a tenth of it: a peer that closes
+minutes after its last byte, a source that starts late), the line says so and gives that
+time beside the wall time:
+\fBzerocat: 20.0 MiB in 10 min 18 s (33.1 MiB/s while moving, 605 ms) socket \-> file via
+splice\fR. A pause between bytes is moving time.
+.PP
 \fB\-\-stats json\fR prints one JSON object instead, with exact integers: always, also
 under \fB\-q\fR (which silences the text line only), and always the last thing on stderr
 (after any error message), so a script can parse the last line; a run that failed before
@@ -479,6 +487,11 @@ bytes delivered (written, not read); for \fBtee\fR, the bytes taken from the sou
 .TP
 \fBseconds\fR
 wall time of the transfer, a decimal number.
+.TP
+\fBmoving_seconds\fR
+\fBpipe\fR and \fBtee\fR: of \fBseconds\fR, the time bytes were moving (from the
+request that delivered the first byte to the last delivery; 0 when none moved); the text
+line's rate is over it when the run mostly waited.
 .TP
 \fBsrc\fR, \fBdst\fR
 objects: \fBuri\fR (the endpoint as given) and \fBkind\fR (\fBfile\fR, \fBpipe\fR,

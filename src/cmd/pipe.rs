@@ -115,6 +115,7 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         },
         record,
         seconds,
+        moving_seconds: meter.moving_seconds(),
         ending: Ending::Eof,
     };
     let Some(failure) = failure else {

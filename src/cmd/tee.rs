@@ -137,7 +137,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
             finish_socket_sink(sink.fd);
         }
     }
-    let seconds = started.elapsed().as_secs_f64();
+    let seconds = (started.elapsed().as_secs_f64(), meter.moving_seconds());
     progress.finish();
     // Every end closes (a sink child sees EOF, a source child SIGPIPE), then the children
     // are waited for: an interrupted one gets SIGTERM, then SIGKILL after --grace.
@@ -235,7 +235,7 @@ fn conclude(
     ends: &Ends<'_>,
     out: FanOut,
     unopened: Vec<SinkError>,
-    seconds: f64,
+    seconds: (f64, Option<f64>),
 ) -> anyhow::Result<ExitCode> {
     let policy = cfg.on_error;
     // Every sink that failed, with its text and whether it fails the run (a reader that
@@ -331,7 +331,8 @@ fn conclude(
             })
             .collect(),
         record: out.record,
-        seconds,
+        seconds: seconds.0,
+        moving_seconds: seconds.1,
         ending: ending.clone(),
     };
     // stdout's reader went away and stopped the run: the shell's 141, without a message

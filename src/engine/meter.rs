@@ -4,16 +4,31 @@
 //! back to read/write).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// Bytes delivered to the sink so far, and the `--limit` pacer if any.
+/// Bytes delivered to the sink so far, when they were moving, and the `--limit` pacer if
+/// any.
 #[derive(Debug, Default)]
 pub struct Meter {
     delivered: AtomicU64,
     /// Of those, bytes that moved no data (a reflink): shown, not paced.
     unpaced: AtomicU64,
+    /// Clock readings ([`clock`], 0: none yet): the latest request for a syscall while
+    /// nothing was delivered, then the request before the first delivery, and the last
+    /// delivery. The span between the two is when bytes were moving: the wait for a first
+    /// byte and for the end after the last one are not in it (the report's rate).
+    asked: AtomicU64,
+    first: AtomicU64,
+    last: AtomicU64,
     pacer: Option<Pacer>,
+}
+
+/// Nanoseconds since the first reading in this process, never 0.
+fn clock() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    let start = START.get_or_init(Instant::now);
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX) | 1
 }
 
 impl Meter {
@@ -31,6 +46,29 @@ impl Meter {
 
     pub fn add(&self, n: u64) {
         self.delivered.fetch_add(n, Ordering::Relaxed);
+        if n == 0 {
+            return;
+        }
+        let now = clock();
+        if self.first.load(Ordering::Relaxed) == 0 {
+            let asked = match self.asked.load(Ordering::Relaxed) {
+                0 => now,
+                asked => asked,
+            };
+            let _ = self
+                .first
+                .compare_exchange(0, asked, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        self.last.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// Seconds from the request that delivered the first byte to the last delivery
+    /// (None: nothing delivered). Idle time before and after is not in it; a pause in the
+    /// middle is.
+    pub fn moving_seconds(&self) -> Option<f64> {
+        let first = self.first.load(Ordering::Relaxed);
+        let last = self.last.load(Ordering::Relaxed);
+        (first != 0).then(|| last.saturating_sub(first) as f64 / 1e9)
     }
 
     /// Counts bytes that cost no transfer (a reflink shares extents): they show in the
@@ -49,6 +87,9 @@ impl Meter {
     /// calls this before its syscall (and before its interruption check, since it may
     /// sleep), so pacing keeps the path that was chosen.
     pub fn chunk(&self, len: usize) -> usize {
+        if self.first.load(Ordering::Relaxed) == 0 {
+            self.asked.store(clock(), Ordering::Relaxed);
+        }
         match &self.pacer {
             None => len,
             Some(pacer) => {

@@ -17,7 +17,7 @@ use crate::sys::fdkind::{FdInfo, FdKind};
 use crate::sys::ktls::TlsInfo;
 use crate::sys::process::ChildExit;
 use crate::sys::socket::Mptcp;
-use crate::units::amount;
+use crate::units::amount_moving;
 use nix::errno::Errno;
 
 /// How the report is printed.
@@ -104,6 +104,8 @@ pub struct Report {
     pub dst: Named,
     pub record: Record,
     pub seconds: f64,
+    /// Of `seconds`, the span bytes were moving in (`Meter::moving_seconds`).
+    pub moving_seconds: Option<f64>,
     pub ending: Ending,
 }
 
@@ -113,7 +115,7 @@ impl Report {
     pub fn text(&self) -> String {
         let line = headline(
             &self.record,
-            self.seconds,
+            (self.seconds, self.moving_seconds),
             &self.src.label(),
             &self.dst.label(),
         );
@@ -121,7 +123,12 @@ impl Report {
     }
 
     pub fn json(&self) -> String {
-        let mut o = json_head(self.command, &self.record, self.seconds, &self.src);
+        let mut o = json_head(
+            self.command,
+            &self.record,
+            (self.seconds, self.moving_seconds),
+            &self.src,
+        );
         o.raw("dst", &named_json(&self.dst));
         record_json(&mut o, &self.record);
         ending_json(&mut o, &self.ending);
@@ -155,6 +162,8 @@ pub struct FanOutReport {
     /// The fan-out path(s) and the bytes taken from the source.
     pub record: Record,
     pub seconds: f64,
+    /// Of `seconds`, the span bytes were moving in (`Meter::moving_seconds`).
+    pub moving_seconds: Option<f64>,
     pub ending: Ending,
 }
 
@@ -195,7 +204,7 @@ impl FanOutReport {
             "{}: {}{}",
             headline(
                 &self.record,
-                self.seconds,
+                (self.seconds, self.moving_seconds),
                 &self.src.label(),
                 &sinks_word(self.sinks.len())
             ),
@@ -217,7 +226,12 @@ impl FanOutReport {
                 o.finish()
             })
             .collect();
-        let mut o = json_head("tee", &self.record, self.seconds, &self.src);
+        let mut o = json_head(
+            "tee",
+            &self.record,
+            (self.seconds, self.moving_seconds),
+            &self.src,
+        );
         record_json(&mut o, &self.record);
         ending_json(&mut o, &self.ending);
         o.raw("sinks", &json_array(&sinks));
@@ -293,21 +307,25 @@ pub fn sinks_word(n: usize) -> String {
     }
 }
 
-/// "zerocat: 1.00 GiB in 0.41 s (2.44 GiB/s) file -> TO via ROUTE"
-fn headline(record: &Record, seconds: f64, src: &str, to: &str) -> String {
+/// "zerocat: 1.00 GiB in 0.41 s (2.44 GiB/s) file -> TO via ROUTE"; the rate over the
+/// moving time when the run mostly waited (`units::amount_moving`). `time`: the wall
+/// seconds and the moving ones.
+fn headline(record: &Record, time: (f64, Option<f64>), src: &str, to: &str) -> String {
     format!(
         "zerocat: {} {src} -> {to} via {}",
-        amount(record.bytes(), seconds),
+        amount_moving(record.bytes(), time.0, time.1),
         route(record)
     )
 }
 
-/// The fields a transfer's JSON opens with: `command`, `bytes`, `seconds`, `src`.
-fn json_head(command: &str, record: &Record, seconds: f64, src: &Named) -> JsonObject {
+/// The fields a transfer's JSON opens with: `command`, `bytes`, `seconds` (wall),
+/// `moving_seconds` (0 when nothing moved), `src`.
+fn json_head(command: &str, record: &Record, time: (f64, Option<f64>), src: &Named) -> JsonObject {
     let mut o = JsonObject::new();
     o.str("command", command)
         .num("bytes", record.bytes())
-        .float("seconds", seconds)
+        .float("seconds", time.0)
+        .float("moving_seconds", time.1.unwrap_or(0.0).min(time.0))
         .raw("src", &named_json(src));
     o
 }
@@ -519,6 +537,7 @@ mod tests {
             ],
             record: record(10),
             seconds: 1.0,
+            moving_seconds: None,
             ending: Ending::Error("disk full".into()),
         };
         let text = report.text();
