@@ -141,6 +141,8 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             [CompletionResult]::new('--size', '--size', [CompletionResultType]::ParameterName, 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own')
             [CompletionResult]::new('-a', '-a', [CompletionResultType]::ParameterName, 'Append to the file sinks instead of truncating them (GNU tee -a; file:X,append)')
             [CompletionResult]::new('--append', '--append', [CompletionResultType]::ParameterName, 'Append to the file sinks instead of truncating them (GNU tee -a; file:X,append)')
+            [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'Ignore SIGINT (GNU tee -i): a Ctrl-C meant for the command feeding the pipe does not cut the copy short; SIGTERM still stops it')
+            [CompletionResult]::new('--ignore-interrupts', '--ignore-interrupts', [CompletionResultType]::ParameterName, 'Ignore SIGINT (GNU tee -i): a Ctrl-C meant for the command feeding the pipe does not cut the copy short; SIGTERM still stops it')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No report line, no progress')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No report line, no progress')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')

@@ -469,7 +469,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__tee)
-            opts="-a -p -q -v -L -h -V --append --on-error --output-error --grace --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh:"
+            opts="-a -p -i -q -v -L -h -V --append --on-error --output-error --grace --ignore-interrupts --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

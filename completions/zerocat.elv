@@ -135,6 +135,8 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --size 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own'
             cand -a 'Append to the file sinks instead of truncating them (GNU tee -a; file:X,append)'
             cand --append 'Append to the file sinks instead of truncating them (GNU tee -a; file:X,append)'
+            cand -i 'Ignore SIGINT (GNU tee -i): a Ctrl-C meant for the command feeding the pipe does not cut the copy short; SIGTERM still stops it'
+            cand --ignore-interrupts 'Ignore SIGINT (GNU tee -i): a Ctrl-C meant for the command feeding the pipe does not cut the copy short; SIGTERM still stops it'
             cand -q 'No report line, no progress'
             cand --quiet 'No report line, no progress'
             cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'

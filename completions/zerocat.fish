@@ -118,6 +118,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s L -l limit -d 'H
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s a -l append -d 'Append to the file sinks instead of truncating them (GNU tee -a; file:X,append)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s i -l ignore-interrupts -d 'Ignore SIGINT (GNU tee -i): a Ctrl-C meant for the command feeding the pipe does not cut the copy short; SIGTERM still stops it'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'

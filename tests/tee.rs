@@ -1028,3 +1028,124 @@ fn on_error_gnu_drops_a_failing_file_and_ends_quietly_when_a_reader_leaves() {
         stderr_text(&out)
     );
 }
+
+/// `--on-error=gnu` (GNU tee's default), as GNU's tee.sh check 126 has it: an output that
+/// cannot be opened is said on stderr at once, also when stdout's reader then goes away
+/// and the run ends quietly with 141 (it printed nothing at all); several failed outputs
+/// get a line each, as GNU prints them (they were one line joined with ';').
+#[test]
+fn on_error_gnu_says_each_failed_output_on_a_line_of_its_own_also_before_a_quiet_141() {
+    let dir = tempdir();
+    let missing = dir.path().join("no/such/dir/x");
+    let mut cmd = zerocat();
+    cmd.args(["tee", "--on-error=gnu", "-"])
+        .arg(&missing)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    drop(child.stdout.take());
+    let mut stdin = child.stdin.take().unwrap();
+    let writing = thread::spawn(move || {
+        for _ in 0..64 {
+            if stdin.write_all(&[b'x'; 65536]).is_err() {
+                break;
+            }
+        }
+    });
+    let out = wait_with_deadline(child, Duration::from_secs(10));
+    writing.join().unwrap();
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(141), "{err}");
+    let opened: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains(&missing.display().to_string()))
+        .collect();
+    assert_eq!(opened.len(), 1, "{err}");
+    assert!(opened[0].contains("ENOENT"), "{err}");
+    assert!(!err.contains("Broken pipe"), "{err}");
+
+    // Three outputs fail (two opens, one write): three lines, and the good one gets it all.
+    let want = data(100 << 10);
+    let good = dir.path().join("good");
+    let other = dir.path().join("no/y");
+    let mut cmd = zerocat();
+    cmd.args(["tee", "--on-error=gnu", "-"])
+        .arg(&missing)
+        .arg("/dev/full")
+        .arg(&good)
+        .arg(&other);
+    let out = run_with_stdin(cmd, Some(want.clone()));
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_bytes_eq(&std::fs::read(&good).unwrap(), &want, "good");
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("zerocat: cannot"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    for (name, errno) in [
+        (missing.display().to_string(), "ENOENT"),
+        ("/dev/full".to_string(), "ENOSPC"),
+        (other.display().to_string(), "ENOENT"),
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(&name) && l.contains(errno)),
+            "{name}: {err}"
+        );
+    }
+    assert!(!err.contains("; cannot"), "{err}");
+    let report = err
+        .lines()
+        .find(|l| l.contains(" -> 4 sinks via "))
+        .unwrap();
+    assert!(
+        report.contains("via splice") || report.contains("via tee"),
+        "{err}"
+    );
+}
+
+/// `tee -i` (GNU tee's --ignore-interrupts): a SIGINT meant for the command feeding the
+/// pipe does not cut the copy short; every byte written after it still arrives (it was
+/// missing: -i was an unknown option, exit 2).
+#[test]
+fn tee_i_ignores_sigint_and_delivers_every_byte() {
+    let dir = tempdir();
+    let out_path = dir.path().join("out");
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "tee", "-i", "-"])
+        .arg(&out_path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (first, second) = (data(64 << 10), data(200 << 10));
+    stdin.write_all(&first).unwrap();
+    // Once the first bytes are in the file, zerocat is past its start-up (the handler is set).
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while std::fs::metadata(&out_path).map_or(0, |m| m.len()) < first.len() as u64 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first bytes never arrived"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    thread::sleep(Duration::from_millis(300));
+    stdin.write_all(&second).unwrap();
+    drop(stdin);
+    let out = wait_with_deadline(child, DEADLINE);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let want: Vec<u8> = first.iter().chain(&second).copied().collect();
+    assert_bytes_eq(&std::fs::read(&out_path).unwrap(), &want, "tee -i");
+    let report = json_report(&out.stderr);
+    assert_eq!(report["ended"], "eof", "{report}");
+    assert_eq!(final_path(&report), "splice", "{report}");
+}

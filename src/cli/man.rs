@@ -682,7 +682,11 @@ what is already in zerocat's pipes is delivered, the error names the sink, exit 
 stdout's reader going away is the quiet 141 of GNU \fBtee\fR killed by SIGPIPE. (GNU's
 default keeps feeding the other files after a file fails; its exit status, 1, is the same:
 \fB\-\-on\-error=gnu\fR is that default, a failing file dropped and the others fed, exit
-1 at the end, and any reader that went away ending the run quietly with 141.)
+1 at the end, and any reader that went away ending the run quietly with 141. As GNU's,
+it says each failed output on a line of its own, and one that cannot be opened at once:
+also a run that then ends quietly with 141 has said it.)
+\fB\-i\fR (\fB\-\-ignore\-interrupts\fR, GNU's) ignores SIGINT: a Ctrl\-C meant for the
+command feeding the pipe does not cut the copy short; SIGTERM still stops it.
 \fB\-\-output\-error\fR[\fB=\fIMODE\fR] takes GNU \fBtee\fR's modes, with its exit
 statuses; a "reader that went away" is a sink failing with EPIPE (a pipe or socket whose
 reader closed):

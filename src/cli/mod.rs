@@ -464,6 +464,10 @@ pub struct TeeArgs {
     /// After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = endpoint::parse_duration)]
     pub grace: std::time::Duration,
+    /// Ignore SIGINT (GNU tee -i): a Ctrl-C meant for the command feeding the pipe does not
+    /// cut the copy short; SIGTERM still stops it.
+    #[arg(short = 'i', long)]
+    pub ignore_interrupts: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -777,6 +781,7 @@ impl Cli {
                 },
                 on_error: on_error(args.on_error, args.output_error),
                 grace: args.grace,
+                ignore_interrupts: args.ignore_interrupts,
             }),
             Command::Relay(args) => Invocation::Relay(
                 RelayConfig {

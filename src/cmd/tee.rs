@@ -30,11 +30,16 @@ pub struct TeeConfig {
     /// An `exec:`/`sh:` child of an interrupted run gets this long after SIGTERM, then
     /// SIGKILL.
     pub grace: std::time::Duration,
+    /// `-i`: SIGINT is ignored (GNU tee's --ignore-interrupts).
+    pub ignore_interrupts: bool,
 }
 
 pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     refuse_gnu_form(cfg)?;
     check_via(opts.via)?;
+    if cfg.ignore_interrupts {
+        crate::sys::process::ignore_interrupts();
+    }
     if opts.explain {
         return explain(opts, cfg);
     }
@@ -68,11 +73,19 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
                 Ok(opened) => opened,
                 Err(e) if must_stop(&e) => return Err(e),
                 Err(e) => {
+                    let message = format!("{e:#}");
+                    // GNU tee says it at once, whatever follows (a reader that goes away
+                    // ends the run quietly, check 126 of its tee.sh).
+                    let said = cfg.on_error == OnError::Gnu;
+                    if said {
+                        say(&message);
+                    }
                     unopened.push(SinkError {
                         sink: i,
-                        message: format!("{e:#}"),
+                        message,
                         counts: true,
                         stops: false,
+                        said,
                     });
                     continue;
                 }
@@ -252,6 +265,7 @@ fn conclude(
                     message: failure_message(opts.via, &cfg.src, &cfg.sinks[i], err, *side),
                     counts: policy.counts(errno_of(err)),
                     stops: policy.stops(errno_of(err)),
+                    said: false,
                 }),
                 _ => None,
             }),
@@ -267,6 +281,7 @@ fn conclude(
                 message,
                 counts: true,
                 stops: false,
+                said: false,
             });
         }
     }
@@ -350,14 +365,36 @@ fn conclude(
         && out.sinks.iter().any(
             |s| matches!(&s.failure, Some(Failure::Io(err, _)) if errno_of(err) == Errno::EPIPE),
         );
+    if sigpipe {
+        // Each failed output was said before SIGPIPE ended GNU tee.
+        for e in sink_errors.iter().filter(|e| e.counts && !e.said) {
+            say(&e.message);
+        }
+    }
     if reader_left || sigpipe {
         return Ok(ExitCode::BrokenPipe);
     }
     opts.print_report(&report.render(opts.stats));
     match ending {
+        // GNU tee: one line per output that failed, not one line for all of them.
+        Ending::Error(_)
+            if policy == OnError::Gnu
+                && out.failure.is_none()
+                && sink_errors.iter().any(|e| e.counts) =>
+        {
+            for e in sink_errors.iter().filter(|e| e.counts && !e.said) {
+                say(&e.message);
+            }
+            Ok(code)
+        }
         Ending::Error(message) => Err(anyhow!(message)),
         _ => Ok(code),
     }
+}
+
+/// A failed output's line on stderr, as the run's own error is printed.
+fn say(message: &str) {
+    eprintln!("zerocat: {}", crate::report::errno_names(message));
 }
 
 /// One sink's failure, as the report and the exit code see it.
@@ -368,6 +405,8 @@ struct SinkError {
     counts: bool,
     /// It stopped the whole fan-out.
     stops: bool,
+    /// Its line was printed when it happened.
+    said: bool,
 }
 
 fn errno_of(err: &std::io::Error) -> Errno {

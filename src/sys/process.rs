@@ -80,6 +80,16 @@ pub fn install_signal_handlers() {
     }
 }
 
+/// SIGINT ignored from now on (GNU tee -i): it neither stops the run nor kills the
+/// process; SIGTERM still stops it.
+pub fn ignore_interrupts() {
+    let ignore = SigAction::new(SigHandler::SigIgn, SaFlags::empty(), SigSet::empty());
+    // SAFETY: SIG_IGN runs no code.
+    unsafe {
+        let _ = sigaction(Signal::SIGINT, &ignore);
+    }
+}
+
 extern "C" fn on_hangup(_: nix::libc::c_int) {
     HANGUP.store(true, Ordering::SeqCst);
 }
