@@ -132,10 +132,138 @@ impl Progress for PlainLines {
     fn finish(&mut self) {}
 }
 
+/// Columns the bar leaves free at the end of the line: the terminal echoes a Ctrl-C as
+/// `^C` after it, and a line that wrapped there could no longer be cleared (the bar
+/// stayed above the report).
+const ECHO_ROOM: u16 = 3;
+
+/// The narrowest `{wide_bar}` worth drawing; below it the bar is dropped.
+const MIN_BAR: usize = 10;
+
+/// The widest a field that changes as it runs is drawn: a rate ("1023.99 MiB/s"), an
+/// amount ("1023.99 KiB"), a compact duration ("59s", "12m").
+const RATE_WIDTH: usize = 13;
+const BYTES_WIDTH: usize = 11;
+const TIME_WIDTH: usize = 4;
+
+/// A field of the bar's line: its template text, and its width when drawn at its widest
+/// (with its separating space).
+struct Field {
+    template: &'static str,
+    width: usize,
+}
+
+/// The fields of a bar with a total, in the order drawn, each with its rank: when the
+/// terminal is too narrow for all of them, the lowest ranked go first (pv drops fields
+/// too): the elapsed time, then the total, the bar, the ETA, the rate; the percentage
+/// and the bytes stay.
+fn fields_with_total(total: u64) -> [(Field, u8); 7] {
+    let total = indicatif::HumanBytes(total).to_string().len();
+    [
+        (field("{percent:>3}%", 4), u8::MAX),
+        (field("{bytes}", BYTES_WIDTH), u8::MAX),
+        (field("/ {total_bytes}", 2 + total), 2),
+        (field("[{wide_bar}]", 2 + MIN_BAR), 3),
+        (field("{binary_bytes_per_sec}", RATE_WIDTH), 5),
+        (field("{elapsed}", TIME_WIDTH), 1),
+        (field("ETA {eta}", 4 + TIME_WIDTH), 4),
+    ]
+}
+
+/// The fields of a counter (no total yet): elapsed time dropped first, then the rate.
+fn fields_without_total() -> [(Field, u8); 4] {
+    [
+        (field("{spinner}", 1), u8::MAX),
+        (field("{bytes}", BYTES_WIDTH), u8::MAX),
+        (field("{binary_bytes_per_sec}", RATE_WIDTH), 2),
+        (field("{elapsed}", TIME_WIDTH), 1),
+    ]
+}
+
+fn field(template: &'static str, width: usize) -> Field {
+    Field {
+        template,
+        width: width + 1,
+    }
+}
+
+/// The template that fits `columns`: "zerocat: " and the fields, the ones ranked lowest
+/// dropped until the rest fits; with what is left for the message.
+fn fit(fields: &[(Field, u8)], columns: usize) -> (String, usize) {
+    const PREFIX: &str = "zerocat:";
+    let mut dropped = 0u8;
+    loop {
+        let kept: Vec<&Field> = fields
+            .iter()
+            .filter(|(_, rank)| *rank > dropped)
+            .map(|(f, _)| f)
+            .collect();
+        let width = PREFIX.len() + kept.iter().map(|f| f.width).sum::<usize>();
+        let droppable = fields
+            .iter()
+            .any(|(_, rank)| *rank > dropped && *rank < u8::MAX);
+        if width <= columns || !droppable {
+            let mut template = PREFIX.to_string();
+            for f in &kept {
+                template.push(' ');
+                template.push_str(f.template);
+            }
+            template.push_str(" {msg}");
+            return (template, columns.saturating_sub(width + 1));
+        }
+        dropped += 1;
+    }
+}
+
+/// stderr as indicatif sees it, [`ECHO_ROOM`] columns narrower than the terminal: every
+/// line drawn, `{wide_bar}` included, stops short of the last columns.
+#[derive(Debug)]
+struct Narrowed(console::Term);
+
+impl Narrowed {
+    fn columns(&self) -> u16 {
+        self.0.size().1.saturating_sub(ECHO_ROOM).max(1)
+    }
+}
+
+impl indicatif::TermLike for Narrowed {
+    fn width(&self) -> u16 {
+        self.columns()
+    }
+    fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_up(n)
+    }
+    fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_down(n)
+    }
+    fn move_cursor_right(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_right(n)
+    }
+    fn move_cursor_left(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_left(n)
+    }
+    fn write_line(&self, s: &str) -> std::io::Result<()> {
+        self.0.write_line(s)
+    }
+    fn write_str(&self, s: &str) -> std::io::Result<()> {
+        self.0.write_str(s)
+    }
+    fn clear_line(&self) -> std::io::Result<()> {
+        self.0.clear_line()
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 /// An indicatif bar on stderr: bytes, rate, elapsed, and size and ETA when the total is
-/// known; a counter otherwise (until the total becomes known).
+/// known; a counter otherwise (until the total becomes known). Fields are dropped to fit
+/// the terminal's width, which is looked at on every redraw (a resized window).
 pub struct Bar {
     bar: ProgressBar,
+    /// The template drawn now, and the columns left for the message.
+    template: (String, usize),
+    term: Narrowed,
 }
 
 impl Bar {
@@ -144,44 +272,50 @@ impl Bar {
         // forces it); indicatif's plain stderr target would hide itself there. Each
         // setter below may draw: a rate limit well above TICK's lets the last one (the
         // whole new state) through.
-        let target = ProgressDrawTarget::term_like_with_hz(Box::new(console::Term::stderr()), 20);
-        let bar = Bar {
+        let target =
+            ProgressDrawTarget::term_like_with_hz(Box::new(Narrowed(console::Term::stderr())), 20);
+        let mut bar = Bar {
             bar: ProgressBar::with_draw_target(total, target),
+            template: (String::new(), 0),
+            term: Narrowed(console::Term::stderr()),
         };
-        bar.restyle(total.is_some());
+        bar.restyle(total);
         bar
     }
 
-    /// The template for what is known: with a total, the bar and ETA.
-    fn restyle(&self, with_total: bool) {
-        let template = match with_total {
-            // {wide_bar} takes what the terminal's width leaves: the line never wraps.
-            true => "zerocat: {percent:>3}% {bytes} / {total_bytes} [{wide_bar}] {binary_bytes_per_sec} {elapsed} ETA {eta} {msg}",
-            false => "zerocat: {spinner} {bytes} {binary_bytes_per_sec} {elapsed} {msg}",
+    /// The template for what is known (with a total: the bar and ETA) and what fits.
+    fn restyle(&mut self, total: Option<u64>) {
+        let columns = usize::from(self.term.columns());
+        let fitted = match total {
+            Some(total) => fit(&fields_with_total(total), columns),
+            None => fit(&fields_without_total(), columns),
         };
-        let style = ProgressStyle::with_template(template)
+        if fitted == self.template {
+            return;
+        }
+        let style = ProgressStyle::with_template(&fitted.0)
             .expect("the template is valid")
             .progress_chars("=> ");
         self.bar.set_style(style);
+        self.template = fitted;
     }
 }
 
 impl Progress for Bar {
     fn update(&mut self, now: &Snapshot) {
-        match now.total {
-            Some(total) if self.bar.length() != Some(total) => {
-                // Known late (copy's walk of the tree) or changed.
-                self.restyle(true);
-                self.bar.set_length(total);
-            }
-            _ => {}
+        if let Some(total) = now.total.filter(|&t| self.bar.length() != Some(t)) {
+            // Known late (copy's walk of the tree) or changed.
+            self.bar.set_length(total);
         }
+        self.restyle(now.total);
         self.bar.set_position(now.bytes);
         if now.total.is_none() {
             self.bar.tick();
         }
         if let Some(status) = &now.status {
-            self.bar.set_message(status.clone());
+            let room = self.template.1;
+            self.bar
+                .set_message(status.chars().take(room).collect::<String>());
         }
     }
     fn println(&mut self, line: &str) {
@@ -368,6 +502,40 @@ mod tests {
             snap.line(),
             "zerocat: 512 MiB in 2.00 s (256 MiB/s), 50% of 1.00 GiB, 1 connection open"
         );
+    }
+
+    #[test]
+    fn narrow_terminals_drop_fields_before_the_line_wraps() {
+        let total = 2u64 << 30;
+        let (wide, _) = fit(&fields_with_total(total), 117);
+        assert!(
+            wide.contains("{elapsed}") && wide.contains("{wide_bar}"),
+            "{wide}"
+        );
+        let (sixty, _) = fit(&fields_with_total(total), 57);
+        assert!(!sixty.contains("{elapsed}"), "{sixty}");
+        assert!(
+            sixty.contains("{percent") && sixty.contains("ETA"),
+            "{sixty}"
+        );
+        let (narrow, room) = fit(&fields_with_total(total), 20);
+        assert_eq!(narrow, "zerocat: {percent:>3}% {bytes} {msg}");
+        assert_eq!(room, 0);
+        // Whatever the width, the widest line drawn fits, unless only the fields that
+        // always stay are left.
+        for columns in 20..200 {
+            for fields in [&fields_with_total(total)[..], &fields_without_total()[..]] {
+                let (template, room) = fit(fields, columns);
+                let kept: Vec<&(Field, u8)> = fields
+                    .iter()
+                    .filter(|(f, _)| template.contains(f.template))
+                    .collect();
+                let widest = "zerocat:".len() + kept.iter().map(|(f, _)| f.width).sum::<usize>();
+                let only_the_fixed = kept.iter().all(|(_, rank)| *rank == u8::MAX);
+                assert!(widest <= columns || only_the_fixed, "{columns}: {template}");
+                assert_eq!(room, columns.saturating_sub(widest + 1), "{columns}");
+            }
+        }
     }
 
     #[test]

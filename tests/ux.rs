@@ -749,3 +749,77 @@ fn every_scheme_is_in_help_hint_man_page_completions_and_readme() {
          hand): {missing:#?}"
     );
 }
+
+/// Issue 42 item 5: in a 50-column terminal the bar is one line that fits, with fields
+/// dropped rather than an empty `[]` wrapped onto a second line; and at any width it
+/// leaves room for the `^C` the terminal echoes after it on Ctrl-C: a bar that filled the
+/// line had the echo wrap it onto a new line, and clearing "the bar's line" then cleared
+/// that one, so the bar stayed above the report. After the echo the bar's line is cleared
+/// and the report is what is left.
+#[test]
+fn a_narrow_terminal_keeps_the_bar_on_one_line_and_ctrl_c_leaves_only_the_report() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: `script` (bsdutils) is not installed; .ci/run installs it");
+        return;
+    }
+    for columns in [50, 100] {
+        let (dir, payload, src) = source(4 << 20);
+        let dst = dir.path().join("dst");
+        let inner = format!(
+            "stty rows 24 cols {columns}; '{}' --limit 1M pipe '{}' '{}'",
+            bin().display(),
+            src.display(),
+            dst.display()
+        );
+        let mut cmd = Command::new("script");
+        cmd.args(["-qec", &inner, "/dev/null"])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("SHELL", "/bin/sh")
+            .env("TERM", "xterm")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut keys = child.stdin.take().unwrap();
+        std::thread::sleep(Duration::from_millis(1200));
+        // Ctrl-C typed at the terminal: the line discipline echoes ^C and sends SIGINT.
+        use std::io::Write;
+        keys.write_all(b"\x03").unwrap();
+        let out = wait_with_deadline(child, DEADLINE);
+        drop(keys);
+        let raw = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !raw.contains("zerocat") {
+            eprintln!("SKIPPED: `script` could not run a pseudo-terminal here: {raw:?}");
+            return;
+        }
+        let plain = raw.replace("\x1b[2K", "");
+        let bars: Vec<&str> = plain
+            .split(['\r', '\n'])
+            .filter(|l| l.contains('%'))
+            .collect();
+        assert!(!bars.is_empty(), "{columns}: no bar: {raw:?}");
+        for bar in &bars {
+            let drawn = bar.trim_end_matches("^C");
+            assert!(!drawn.contains("[]"), "{columns}: an empty bar: {raw:?}");
+            assert!(
+                drawn.chars().count() + "^C".len() < columns,
+                "{columns}: no room for the ^C echo: {bar:?}"
+            );
+        }
+        let echoed = raw.rfind("^C").expect("the terminal echoed ^C");
+        let rest = &raw[echoed..];
+        let report = rest.find("interrupted").expect("a report after Ctrl-C");
+        let cleared = rest[..report]
+            .rfind("\r\x1b[2K")
+            .unwrap_or_else(|| panic!("{columns}: the bar's line is not cleared: {rest:?}"));
+        assert!(
+            !rest[cleared..].contains('%'),
+            "{columns}: the bar is cleared right before the report: {rest:?}"
+        );
+        assert!(rest.contains("via copy_file_range"), "{rest:?}");
+        let got = std::fs::read(&dst).unwrap();
+        assert!(got.len() < payload.len(), "the run was interrupted");
+        assert_bytes_eq(&got, &payload[..got.len()], "dst");
+    }
+}

@@ -653,7 +653,12 @@ lines instead, twice a second, the SIGUSR1 line (\fBzerocat: 1.25 MiB in 601 ms 
 MiB/s), 62% of 2.00 MiB\fR), with no carriage return or escape. It shows bytes delivered, the rate (a recent one: an exponentially weighted
 estimate over about 15 s, not the average since the start), elapsed time, and the
 percentage and ETA when the size is known (a file source, or \fB\-\-size\fR); the bar
-itself takes what the terminal's width leaves, so the line never wraps.
+itself takes what the terminal's width leaves, so the line never wraps. In a narrow
+terminal fields are dropped to fit, as \fBpv\fR does: the elapsed time first, then the
+total, the bar, the ETA and the rate; the percentage and the bytes stay. The line stops
+three columns short of the terminal's width, so the \fB^C\fR the terminal echoes on
+Ctrl\-C does not wrap it, and the bar is cleared before the report on every ending (the
+end, an error, SIGINT or SIGTERM).
 Bytes count when the sink took them; for a pipe sink, what still sits in the pipe is not
 counted yet.
 \fBcopy\fR counts bytes and files, \fB12/40 files\fR: the totals come from a walk of
