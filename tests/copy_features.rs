@@ -1178,3 +1178,50 @@ fn parents_leaves_no_stray_directory_when_an_operand_fails() {
     assert_bytes_eq(&fs::read(d.join("dst/a/b/c")).unwrap(), &bytes, "a/b/c");
     assert_moved_by_a_kernel_or_userspace_path(&json_report(&out.stderr));
 }
+
+/// The same for a destination symlink into a directory the user cannot search: EACCES
+/// named (it said "dangling"), and -f replaces the link, never writing into that
+/// directory. Run as nobody (root searches every directory).
+#[test]
+fn a_destination_link_into_an_unsearchable_directory_names_eacces() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(nobody) = crate::util::AsNobody::new() else {
+        return;
+    };
+    let d = nobody.path();
+    let bytes = data(3000);
+    let src = write_file(d, "f", &bytes);
+    fs::set_permissions(&src, fs::Permissions::from_mode(0o644)).unwrap();
+    let private = d.join("private");
+    fs::create_dir(&private).unwrap();
+    fs::set_permissions(&private, fs::Permissions::from_mode(0o700)).unwrap();
+    let writable = d.join("w");
+    fs::create_dir(&writable).unwrap();
+    fs::set_permissions(&writable, fs::Permissions::from_mode(0o777)).unwrap();
+    let link = writable.join("link");
+    std::os::unix::fs::symlink(private.join("x"), &link).unwrap();
+
+    for (flags, code) in [(&[][..], 1), (&["-f"][..], 0)] {
+        let mut cmd = nobody.zerocat();
+        cmd.args(["--stats", "json", "copy"])
+            .args(flags)
+            .arg(&src)
+            .arg(&link);
+        let out = run(cmd);
+        let err = stderr_text(&out);
+        assert_eq!(out.status.code(), Some(code), "{flags:?} {err}");
+        assert!(!err.contains("dangling"), "{flags:?} {err}");
+        if code == 1 {
+            assert!(err.contains("EACCES"), "{err}");
+            assert!(fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink());
+        } else {
+            assert!(fs::symlink_metadata(&link).unwrap().is_file(), "{err}");
+            assert_bytes_eq(&fs::read(&link).unwrap(), &bytes, "-f f link");
+            assert_moved_by_a_kernel_or_userspace_path(&json_report(&out.stderr));
+        }
+        assert!(!private.join("x").exists());
+    }
+}
