@@ -145,7 +145,8 @@ pub struct GlobalArgs {
 
     /// Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G
     /// (binary units, pv's -L). The kernel path stays the same; only the length of each
-    /// call shrinks. relay refuses it (usage error) rather than ignore it.
+    /// call shrinks. relay refuses it (usage error) rather than ignore it. After `copy`,
+    /// -L is cp's --dereference: write --limit there (or -L before the command).
     #[arg(short = 'L', long, global = true, value_name = "RATE", value_parser = crate::units::parse_rate)]
     pub limit: Option<u64>,
 
