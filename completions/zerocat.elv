@@ -150,9 +150,9 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --version 'Print version'
         }
         &'zerocat;relay'= {
-            cand --max-conns 'Connections served at once; more wait in the listen backlog. Default: what the open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after raising the soft limit to the hard one. UDP: sessions open at once (a new client''s datagrams beyond it are dropped and counted)'
+            cand --max-conns 'Connections served at once; more wait in the listen backlog. Default: what the open-file limit holds, (limit - 16) / 7 (two sockets and a pipe each way, and one connection still greeting), after raising the soft limit to the hard one. A TLS or `proxy` listener also has at most this many (and 1,024) connections greeting, half of them from one address: past that the oldest greeting is closed for the newcomer. UDP: sessions open at once (a new client''s datagrams beyond it are dropped and counted)'
             cand --idle-timeout 'Close a connection that moved no byte either way for this long (500ms, 30s, 5m). UDP: a session ends after this long without a datagram (default 60s)'
-            cand --connect-timeout 'Give up a connection attempt after this long (each attempt of retry=N); also how long a `proxy` listener waits for a PROXY header (default 5 s)'
+            cand --connect-timeout 'Give up a connection attempt after this long (each attempt of retry=N); also how long a `proxy` or TLS listener waits for a PROXY header and handshake (default 5 s)'
             cand --grace 'After SIGINT/SIGTERM: stop accepting, let the connections in flight finish for this long, then cut (reset) the rest; a second signal cuts them at once. 0: cut at once. A command side''s child (exec:, sh:) of a cut connection then gets SIGTERM, and SIGKILL after this long again'
             cand --log 'Write one JSON line per connection as it ends, into PATH (appended; a FIFO works) or `-` (stderr); the fields are listed under RELAY LOG'
             cand -j 'Event loops serving a listener, each in a thread of its own; the listener is shared and a new connection goes to a loop that is waiting. Default: the CPUs available to the process. One session (no listener) or --once: one. At most 256'

@@ -1309,3 +1309,194 @@ fn hex_sha256(bytes: &[u8]) -> String {
         .map(|b| format!("{b:02x}"))
         .collect()
 }
+
+/// An echo server on loopback: every connection gets back what it sent, then a FIN.
+fn echo_server() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { continue };
+            thread::spawn(move || {
+                let mut r = s.try_clone().unwrap();
+                let _ = std::io::copy(&mut r, &mut s);
+                let _ = s.shutdown(Shutdown::Write);
+            });
+        }
+    });
+    addr
+}
+
+/// `n` connections to `addr` that send nothing, held open by the caller.
+fn silent_sockets(addr: &str, n: usize) -> Vec<TcpStream> {
+    (0..n).map(|_| TcpStream::connect(addr).unwrap()).collect()
+}
+
+/// A client through a TLS relay: `zerocat relay - tls:localhost:PORT,cafile=...` with
+/// `payload` on stdin; what came back on stdout, within `deadline` (None: it stalled).
+fn tls_echo_client(pki: &Pki, addr: &str, payload: &[u8], deadline: Duration) -> Option<Vec<u8>> {
+    let mut cmd = zerocat();
+    cmd.args(["-q", "relay", "-"]).arg(format!(
+        "tls:localhost:{},cafile={}",
+        port_of(addr),
+        pki.path("ca.pem")
+    ));
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let sent = payload.to_vec();
+    thread::spawn(move || {
+        let _ = stdin.write_all(&sent);
+    });
+    // Its output is drained as it comes (a pipe holds only 64 KiB), the wait bounded.
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(deadline) {
+        Ok(out) => {
+            let out = out.unwrap();
+            assert!(out.status.success(), "client: {}", stderr_text(&out));
+            Some(out.stdout)
+        }
+        Err(_) => {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            None
+        }
+    }
+}
+
+/// The prlimit wrapper for a relay under `ulimit -n 256`, or None (said) without prlimit.
+fn under_256_fds() -> Option<Vec<&'static str>> {
+    if Command::new("prlimit").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: prlimit(1) is not installed: the ulimit -n 256 half");
+        return None;
+    }
+    Some(vec!["prlimit", "--nofile=256"])
+}
+
+/// A relay command on `listen` to `backend`, under `wrap`, with a deadline for greetings
+/// long enough that only shedding can let a client in past a flood.
+fn flood_relay(wrap: &[&str], listen: &str, backend: &str) -> Command {
+    let mut cmd = match wrap.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(bin());
+            c
+        }
+        None => zerocat(),
+    };
+    cmd.args(["relay", "--connect-timeout", "30s", listen])
+        .arg(format!("tcp:{backend}"));
+    cmd
+}
+
+/// 1,100 silent sockets to a `tls-listen:` relay (also under `ulimit -n 256`): a real
+/// client is served all the same, within 10 s though greetings may last 30 s. Before, the
+/// 1,024 slots for handshakes in flight filled and the listener stopped accepting until
+/// they expired (under 256 fds: EMFILE, and the same).
+#[test]
+fn a_flood_of_silent_sockets_does_not_lock_out_a_tls_client() {
+    let Some(pki) = Pki::make() else { return };
+    let backend = echo_server();
+    let mut wraps = vec![Vec::new()];
+    wraps.extend(under_256_fds());
+    for wrap in wraps {
+        let listen = format!("tls-listen:0,backlog=2048{}", pki.server_opts());
+        let (relay, addr, _rest) = spawn_listening(flood_relay(&wrap, &listen, &backend));
+        let relay = Reaped(Some(relay));
+        let silent = silent_sockets(&addr, 1100);
+        let payload = data(100_000);
+        let got = tls_echo_client(&pki, &addr, &payload, Duration::from_secs(10));
+        let got = got.unwrap_or_else(|| panic!("{wrap:?}: the client was not served in 10 s"));
+        assert_bytes_eq(
+            &got,
+            &payload,
+            &format!("{wrap:?}: echo through the TLS relay"),
+        );
+        drop(silent);
+        drop(relay);
+    }
+}
+
+/// The same flood on a `tcp-listen:...,proxy` relay: a client that sends its PROXY header
+/// and payload is served and its bytes echoed.
+#[test]
+fn a_flood_of_silent_sockets_does_not_lock_out_a_proxy_client() {
+    let backend = echo_server();
+    let mut wraps = vec![Vec::new()];
+    wraps.extend(under_256_fds());
+    for wrap in wraps {
+        let listen = "tcp-listen:127.0.0.1:0,proxy,backlog=2048";
+        let (relay, addr, _rest) = spawn_listening(flood_relay(&wrap, listen, &backend));
+        let relay = Reaped(Some(relay));
+        let silent = silent_sockets(&addr, 1100);
+        let payload = data(100_000);
+        let client = TcpStream::connect(&addr).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut w = client.try_clone().unwrap();
+        let sent = payload.clone();
+        let sending = thread::spawn(move || {
+            w.write_all(b"PROXY TCP4 192.0.2.1 192.0.2.2 1234 80\r\n")
+                .unwrap();
+            w.write_all(&sent).unwrap();
+            w.shutdown(Shutdown::Write).unwrap();
+        });
+        let mut got = Vec::new();
+        let read = (&client).read_to_end(&mut got);
+        assert!(read.is_ok(), "{wrap:?}: not served in 10 s: {read:?}");
+        sending.join().unwrap();
+        assert_bytes_eq(
+            &got,
+            &payload,
+            &format!("{wrap:?}: echo through the proxy relay"),
+        );
+        drop(silent);
+        drop(relay);
+    }
+}
+
+/// 500 connections that speak plaintext to a TLS listener: each is closed and counted, but
+/// stderr says so in a few rate-limited lines, not 500.
+#[test]
+fn five_hundred_junk_handshakes_are_a_few_lines() {
+    let Some(pki) = Pki::make() else { return };
+    let backend = echo_server();
+    let mut cmd = zerocat();
+    cmd.args(["relay", "--stats", "json"])
+        .arg(format!("tls-listen:0{}", pki.server_opts()))
+        .arg(format!("tcp:{backend}"));
+    let (relay, addr, rest) = spawn_listening(cmd);
+    for _ in 0..500 {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        let _ = s.write_all(b"GET / HTTP/1.0\r\n\r\n");
+        s.set_read_timeout(Some(DEADLINE)).unwrap();
+        let _ = s.read_to_end(&mut Vec::new());
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(relay.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let _ = wait_with_deadline(relay, DEADLINE);
+    let err = String::from_utf8_lossy(&rest.join().unwrap()).into_owned();
+    let lines = err
+        .lines()
+        .filter(|l| l.contains("TLS handshake failed"))
+        .count();
+    assert!(lines >= 1, "{err}");
+    assert!(lines <= 60, "{lines} lines for 500 junk handshakes");
+    let report = json_report(err.as_bytes());
+    assert_eq!(connections_count(&report), 500, "{report}");
+}
+
+fn connections_count(report: &serde_json::Value) -> u64 {
+    connections_of(report).len() as u64 + report["connections_omitted"].as_u64().unwrap_or(0)
+}

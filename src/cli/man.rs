@@ -298,7 +298,10 @@ warning line (not with \fBpin=\fR); \fBcert=\fIPEM\fB,key=\fIPEM\fR is a client 
 \fBalpn=\fIP1\fB,\fIP2\fR offers protocols. \fBtls\-listen:\fR (\fBtls\-l:\fR) is
 \fBtcp\-listen:\fR (its options, 127.0.0.1 by default) with a server handshake on every
 connection, after its PROXY header with \fBproxy\fR, both within \fB\-\-connect\-timeout\fR
-(10 s without it); \fBcafile=\fR requires client certificates from that CA (a
+(5 s without it, the short end of HAProxy's \fBtimeout client\fR: a handshake is a round
+trip or two); connections still greeting are at most \fB\-\-max\-conns\fR (and 1,024), half
+from one address, and past that the oldest greeting is closed for the newcomer, so silent
+sockets never lock a client out; \fBcafile=\fR requires client certificates from that CA (a
 certificate that is itself in it, self\-signed say, is taken as that certificate, its dates
 still checked). Inherited
 listeners take \fB,tls,cert=,key=\fR too: \fBsystemd:\fR[\fINAME\fR] and \fBfd:\fIN\fR of a
@@ -418,7 +421,10 @@ in a stretch, stderr says so (\fBthe buffer budget (16.0 MiB) is held by directi
 sinks are not reading\fR). \fB\-\-idle\-timeout\fR cuts a client that never reads.
 \fB\-\-max\-conns\fR defaults to what the open\-file limit holds (the soft limit is raised
 to the hard one first), so idle clients wait in the listen backlog rather than run the
-relay out of fds; it bounds the whole process, whatever \fB\-\-workers\fR.
+relay out of fds; it bounds the whole process, whatever \fB\-\-workers\fR, and the
+connections a TLS or \fBproxy\fR listener has still greeting. Out of fds all the same,
+such a listener closes its oldest greeting, or accepts one client and closes it at once
+from a descriptor kept in reserve, rather than leave the backlog unread.
 With a listener, \fB\-\-workers\fR \fIN\fR event loops (threads; default: the CPUs the
 process may run on) share it: a new connection wakes one loop that is waiting
 (\fBEPOLLEXCLUSIVE\fR), so an idle loop takes most of a light load. The budgets above

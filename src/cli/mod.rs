@@ -510,9 +510,12 @@ pub struct RelayArgs {
     #[arg(long)]
     pub once: bool,
     /// Connections served at once; more wait in the listen backlog. Default: what the
-    /// open-file limit holds, (limit - 16) / 6 (two sockets and a pipe each way), after
-    /// raising the soft limit to the hard one. UDP: sessions open at once (a new client's
-    /// datagrams beyond it are dropped and counted).
+    /// open-file limit holds, (limit - 16) / 7 (two sockets and a pipe each way, and one
+    /// connection still greeting), after raising the soft limit to the hard one. A TLS or
+    /// `proxy` listener also has at most this many (and 1,024) connections greeting, half of
+    /// them from one address: past that the oldest greeting is closed for the newcomer.
+    /// UDP: sessions open at once (a new client's datagrams beyond it are dropped and
+    /// counted).
     #[arg(long, value_name = "N")]
     pub max_conns: Option<usize>,
     /// Close a connection that moved no byte either way for this long (500ms, 30s, 5m).
@@ -520,7 +523,7 @@ pub struct RelayArgs {
     #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
     pub idle_timeout: Option<std::time::Duration>,
     /// Give up a connection attempt after this long (each attempt of retry=N); also how long
-    /// a `proxy` listener waits for a PROXY header (default 5 s).
+    /// a `proxy` or TLS listener waits for a PROXY header and handshake (default 5 s).
     #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
     pub connect_timeout: Option<std::time::Duration>,
     /// After SIGINT/SIGTERM: stop accepting, let the connections in flight finish for this

@@ -30,11 +30,16 @@ use super::tls::{Handshake, Session};
 use rustls::ServerConfig;
 use std::sync::Arc;
 
-/// How long a connection on a `proxy` listener may take to send its header when no
-/// `--connect-timeout` says otherwise.
-pub const PROXY_DEADLINE: Duration = Duration::from_secs(5);
-/// Connections whose PROXY header is still awaited, at most; beyond, clients wait in the
-/// backlog (a slow or silent client holds one of these for its deadline, no more).
+/// How long a connection on a `proxy` or TLS listener may take to send its header and
+/// finish its handshake when no `--connect-timeout` says otherwise. HAProxy's `timeout
+/// client` (which `timeout handshake` defaults to) is typically 5 s to 30 s; 5 s is the short
+/// end: a TLS 1.3 handshake is one round trip, so a client even on a 1 s-RTT link fits
+/// many times over, and a silent socket is gone soon. (Shedding, not this deadline, is what
+/// keeps a flood of silent sockets from locking real clients out.)
+pub const GREETING_DEADLINE: Duration = Duration::from_secs(5);
+/// Connections still greeting (PROXY header or TLS handshake in flight), at most; beyond,
+/// the oldest is closed to make room for the newest (never: stop accepting). The relay
+/// lowers it to its `--max-conns` ([`Listener::limit_greetings`]).
 const MAX_GREETINGS: usize = 1024;
 
 /// A connection a listener accepted: the socket, the client as reported (the address a
@@ -185,10 +190,15 @@ struct MuxState {
     greetings: Vec<Option<Greeting>>,
     free: Vec<usize>,
     waiting: usize,
-    /// The sockets are in the epoll (taken out while [`MAX_GREETINGS`] are waiting).
-    sockets_polled: bool,
-    /// Greetings past their deadline, to report one per accept call.
+    /// Greetings in flight at most (all sources), and from one source address.
+    cap: usize,
+    cap_per_source: usize,
+    /// Greetings past their deadline or shed, to report one per accept call.
     expired: VecDeque<Rejected>,
+    /// An fd held open to be closed when accept4 says EMFILE and no greeting can be shed:
+    /// then one client is accepted and closed at once (told, not left hanging in the
+    /// backlog while the level-triggered listener spins; libuv's trick).
+    reserve: Option<OwnedFd>,
 }
 
 /// A connection whose PROXY header has not all arrived, or whose TLS handshake is not done.
@@ -196,6 +206,9 @@ struct Greeting {
     fd: OwnedFd,
     peer: String,
     real: Addresses,
+    /// The address it connected from (not one a PROXY header names): what the bound per
+    /// source counts.
+    source: Option<std::net::IpAddr>,
     due: Instant,
     /// Its PROXY header is still awaited.
     header: bool,
@@ -302,6 +315,17 @@ impl Listener {
                 .to_string(),
             })
             .collect()
+    }
+
+    /// At most `max` connections greeting at once (a TLS handshake or PROXY header in
+    /// flight; at most 1,024 whatever `max`), and at most half of them from one address;
+    /// beyond, the oldest greeting (of that address, if it is the one over) is closed.
+    pub fn limit_greetings(&self, max: usize) {
+        if let Some(mux) = &self.mux {
+            let mut state = mux.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.cap = max.clamp(1, MAX_GREETINGS);
+            state.cap_per_source = (state.cap / 2).max(1);
+        }
     }
 
     /// TLS connections keep their record layer for the caller's event loop (the relay).
@@ -426,7 +450,9 @@ impl Mux {
             timer,
             greet,
             state: Mutex::new(MuxState {
-                sockets_polled: true,
+                cap: MAX_GREETINGS,
+                cap_per_source: MAX_GREETINGS / 2,
+                reserve: reserve_fd(),
                 ..MuxState::default()
             }),
         })
@@ -477,13 +503,47 @@ impl Mux {
                 // with the connection: epoll reports data already there).
                 Ok(accepted) => self.wait_for_header(&mut state, accepted)?,
                 Err(e) if e.raw_os_error() == Some(Errno::EAGAIN as i32) => continue,
+                Err(e) if is_out_of_fds(&e) && self.timer.is_some() => {
+                    // Out of fds: a greeting makes way for the client waiting (the oldest,
+                    // which a flood of silent sockets holds), else one client is told.
+                    if !self.shed_oldest(&mut state, None, "out of file descriptors") {
+                        if let Some(rejected) = accept_and_close(&mut state, socket, &e) {
+                            return Err(io::Error::new(io::ErrorKind::InvalidData, rejected));
+                        }
+                        return Err(e);
+                    }
+                }
                 Err(e) => return Err(e),
             }
         }
     }
 
-    /// Puts an accepted connection among those whose header is awaited.
+    /// Puts an accepted connection among those whose header is awaited; at the bound (of
+    /// its source, or of all), the oldest greeting makes way.
     fn wait_for_header(&self, state: &mut MuxState, accepted: Accepted) -> io::Result<()> {
+        let source = match &accepted.origin {
+            Addresses::Inet { src, .. } => Some(src.ip()),
+            _ => None,
+        };
+        let from_source = |state: &MuxState| {
+            state
+                .greetings
+                .iter()
+                .flatten()
+                .filter(|g| source.is_some() && g.source == source)
+                .count()
+        };
+        if source.is_some() && from_source(state) >= state.cap_per_source {
+            let why = format!(
+                "{} connections from its address were greeting",
+                state.cap_per_source
+            );
+            self.shed_oldest(state, source, &why);
+        }
+        if state.waiting >= state.cap {
+            let why = format!("{} connections were greeting", state.cap);
+            self.shed_oldest(state, None, &why);
+        }
         let slot = state.free.pop().unwrap_or_else(|| {
             state.greetings.push(None);
             state.greetings.len() - 1
@@ -504,20 +564,45 @@ impl Mux {
             fd: accepted.fd,
             peer: accepted.peer,
             real: accepted.origin,
+            source,
             due: Instant::now() + self.greet.deadline,
             header: self.greet.header,
             shake,
         });
         state.waiting += 1;
-        if state.waiting >= MAX_GREETINGS && state.sockets_polled {
-            for &fd in &self.sockets {
-                // SAFETY: the listener owns these sockets for as long as it owns the mux.
-                let _ = self.epoll.delete(unsafe { BorrowedFd::borrow_raw(fd) });
-            }
-            state.sockets_polled = false;
-        }
         self.arm(state);
         Ok(())
+    }
+
+    /// Closes the oldest greeting (from `source`, if given) to make room, and queues its
+    /// report; false when there is none.
+    fn shed_oldest(
+        &self,
+        state: &mut MuxState,
+        source: Option<std::net::IpAddr>,
+        why: &str,
+    ) -> bool {
+        let oldest = state
+            .greetings
+            .iter()
+            .enumerate()
+            .filter_map(|(i, g)| g.as_ref().map(|g| (i, g)))
+            .filter(|(_, g)| source.is_none() || g.source == source)
+            .min_by_key(|(_, g)| g.due)
+            .map(|(i, _)| i);
+        let Some(greeting) = oldest.and_then(|slot| self.forget(state, slot)) else {
+            return false;
+        };
+        let stage = if greeting.header {
+            "its PROXY header"
+        } else {
+            "its TLS handshake"
+        };
+        state.expired.push_back(Rejected {
+            peer: greeting.peer,
+            reason: format!("closed during {stage} to make room for a newer client: {why}"),
+        });
+        true
     }
 
     /// A greeting's socket has news: its header complete, wrong, or still partial, its
@@ -578,16 +663,6 @@ impl Mux {
         let _ = self.epoll.delete(&greeting.fd);
         state.free.push(slot);
         state.waiting -= 1;
-        if !state.sockets_polled && state.waiting < MAX_GREETINGS {
-            state.sockets_polled = true;
-            for (i, &fd) in self.sockets.iter().enumerate() {
-                // SAFETY: as in wait_for_header.
-                let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-                let _ = self
-                    .epoll
-                    .add(fd, EpollEvent::new(EpollFlags::EPOLLIN, i as u64));
-            }
-        }
         self.arm(state);
         Some(greeting)
     }
@@ -642,6 +717,29 @@ impl Mux {
             }
         }
     }
+}
+
+fn is_out_of_fds(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// The fd kept for [`accept_and_close`]: /dev/null, opened CLOEXEC.
+fn reserve_fd() -> Option<OwnedFd> {
+    std::fs::File::open("/dev/null").ok().map(OwnedFd::from)
+}
+
+/// Out of fds with no greeting to shed: the reserve fd is closed, one client accepted and
+/// closed at once (it sees its connection end, rather than hang in a backlog nobody can
+/// read), and the reserve taken again. None when there is no reserve or no client.
+fn accept_and_close(state: &mut MuxState, socket: &Socket, e: &io::Error) -> Option<Rejected> {
+    drop(state.reserve.take()?);
+    let accepted = accept_on(socket, SockFlag::SOCK_CLOEXEC);
+    state.reserve = reserve_fd();
+    let accepted = accepted.ok()?;
+    Some(Rejected {
+        peer: accepted.peer,
+        reason: format!("closed at once: {e}"),
+    })
 }
 
 /// A PROXY header from a connection's socket: None while it is partial (it is peeked until

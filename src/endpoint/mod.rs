@@ -28,7 +28,7 @@ pub use grammar::{
     parse, parse_duration, parse_os, parse_timeout, scheme_names, OptionWord, ParseError,
     SchemeInfo, SCHEME_TABLE,
 };
-pub use listener::{Accepted, Listener, Rejected, PROXY_DEADLINE};
+pub use listener::{Accepted, Listener, Rejected, GREETING_DEADLINE};
 pub use open::{is_retryable_connect, predict, Opened, Role};
 
 /// Options that may follow a comma (`file:x,append`). Each scheme accepts only its own.

@@ -18,7 +18,7 @@ use nix::sys::socket::{
 };
 use nix::sys::stat::{umask, Mode};
 
-use super::listener::{format_sockaddr, is_listening, Greet, Listener, Socket, PROXY_DEADLINE};
+use super::listener::{format_sockaddr, is_listening, Greet, Listener, Socket, GREETING_DEADLINE};
 use super::outbound;
 use super::proxy::{self, Addresses};
 use super::tls::{self, Handshake, Session};
@@ -301,12 +301,12 @@ impl Endpoint {
     /// Listeners only: bind and listen (or take the listening sockets of `fd:N`,
     /// `systemd:`), then announce `zerocat: listening on ADDR` on stderr (always, even
     /// under -q: scripts read the port from it). A `proxy` listener waits
-    /// [`PROXY_DEADLINE`] for a connection's header.
+    /// [`GREETING_DEADLINE`] for a connection's header.
     pub fn listen(&self) -> anyhow::Result<Listener> {
         self.listen_within(None)
     }
 
-    /// [`Endpoint::listen`], with the PROXY header's deadline (None: [`PROXY_DEADLINE`]).
+    /// [`Endpoint::listen`], with the deadline of a PROXY header and TLS handshake (None: [`GREETING_DEADLINE`]).
     pub fn listen_within(&self, header_deadline: Option<Duration>) -> anyhow::Result<Listener> {
         let (sockets, proxy) = match self {
             Endpoint::TcpListen {
@@ -351,15 +351,10 @@ impl Endpoint {
             Some(opts) => Some(tls::server_config(opts).with_context(|| format!("{self}"))?),
             None => None,
         };
-        let default = if tls.is_some() {
-            tls::HANDSHAKE_DEADLINE
-        } else {
-            PROXY_DEADLINE
-        };
         let greet = Greet {
             header: proxy,
             tls,
-            deadline: header_deadline.unwrap_or(default),
+            deadline: header_deadline.unwrap_or(GREETING_DEADLINE),
             tls_in_loop: false,
         };
         Listener::new(sockets, greet).with_context(|| format!("cannot listen on {self}"))

@@ -150,6 +150,13 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         spec(&cfg.a, cfg.connect_timeout, listens)?,
         spec(&cfg.b, cfg.connect_timeout, listens)?,
     ];
+    // Connections still greeting hold places of --max-conns too: a flood of silent
+    // sockets sheds its own oldest, never runs the relay out of fds.
+    for spec in &specs {
+        if let (Spec::Listen(listener), Some(max)) = (spec, max_conns) {
+            listener.limit_greetings(max);
+        }
+    }
     let single_session = !specs.iter().any(|s| matches!(s, Spec::Listen(_)));
     let once = cfg.once || specs.iter().any(|s| matches!(s, Spec::Inherited(_)));
     let cfg_run = RelayConfig {
@@ -319,8 +326,10 @@ fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Fds a connection may hold: two sockets, and a pipe (two fds) each way.
-const FDS_PER_CONN: u64 = 6;
+/// Fds a place of `--max-conns` may hold: two sockets and a pipe (two fds) each way for a
+/// connection, and one for a connection still greeting (a TLS handshake or PROXY header
+/// in flight, bounded by the same number).
+const FDS_PER_CONN: u64 = 7;
 /// Fds kept for everything else: stdio, epoll, the listener, a dial in flight.
 const FDS_RESERVED: u64 = 16;
 

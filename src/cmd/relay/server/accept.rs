@@ -121,11 +121,18 @@ impl Server<'_> {
     /// handshake (failed, stalled): never relayed,
     /// but said (unless -q) and counted as a connection that did not end cleanly.
     fn rejected(&mut self, rejected: &Rejected, end: ConnEnd) {
-        if !self.opts.quiet {
+        // Rate-limited as a failed connection's line: a flood of junk is a few lines.
+        if self.opts.verbose {
             eprintln!(
                 "zerocat: {}",
                 crate::report::printable(&rejected.to_string())
             );
+        } else if !self.opts.quiet {
+            if let Ok(mut lines) = self.shared.failed_lines.lock() {
+                for line in lines.admit(rejected.to_string(), Instant::now()) {
+                    eprintln!("zerocat: {}", crate::report::printable(&line));
+                }
+            }
         }
         let flow = || FlowReport {
             record: Record::default(),
