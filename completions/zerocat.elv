@@ -41,6 +41,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand relay 'Relay bytes both ways between A and B; a listener serves every connection'
             cand completions 'Print a shell completion script'
             cand man 'Print the man page (roff)'
+            cand version 'Print the version; with -v, also the commit, the kernel and what it offers (for a bug report)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'zerocat;pipe'= {
@@ -215,6 +216,25 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'zerocat;version'= {
+            cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
+            cand --stats 'Format of the end-of-run report on stderr'
+            cand -L 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it. After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)'
+            cand --limit 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it. After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)'
+            cand --stats-fd 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)'
+            cand --size 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own'
+            cand -q 'No report line, no progress'
+            cand --quiet 'No report line, no progress'
+            cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --verbose 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --progress 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+            cand --no-progress 'Never show a progress bar'
+            cand --explain 'Print the plan and exit without moving data'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'zerocat;help'= {
             cand pipe 'Move one stream from SRC to DST'
             cand copy 'Copy files and trees: reflink, then copy_file_range, splice, userspace'
@@ -222,6 +242,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand relay 'Relay bytes both ways between A and B; a listener serves every connection'
             cand completions 'Print a shell completion script'
             cand man 'Print the man page (roff)'
+            cand version 'Print the version; with -v, also the commit, the kernel and what it offers (for a bug report)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'zerocat;help;pipe'= {
@@ -235,6 +256,8 @@ set edit:completion:arg-completer[zerocat] = {|@words|
         &'zerocat;help;completions'= {
         }
         &'zerocat;help;man'= {
+        }
+        &'zerocat;help;version'= {
         }
         &'zerocat;help;help'= {
         }

@@ -433,3 +433,83 @@ fn thread_counts_past_the_maximum_are_usage_errors() {
         );
     }
 }
+
+/// Issue 42 item 1: `--version`, `-V` and `version` print the crate's version, one line.
+#[test]
+fn version_is_the_crates_version_on_one_line() {
+    for args in [&["--version"][..], &["-V"], &["version"]] {
+        let out = zerocat().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("zerocat {}\n", env!("CARGO_PKG_VERSION")),
+            "{args:?}"
+        );
+    }
+}
+
+/// Issue 42 item 1: `version --verbose` (or `-V -v`) adds the commit, the kernel and what
+/// the kernel offers, a well-formed `name: value` line each, so a bug report says what ran.
+#[test]
+fn verbose_version_names_the_commit_the_kernel_and_what_it_offers() {
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let offers = [
+        "copy_file_range across filesystems",
+        "kTLS (tls ULP)",
+        "MPTCP",
+        "UDP GSO",
+        "io_uring",
+    ];
+    for args in [
+        &["version", "--verbose"][..],
+        &["version", "-v"],
+        &["-V", "-v"],
+        &["-v", "--version"],
+    ] {
+        let out = zerocat().args(args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {text}");
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some(format!("zerocat {}", env!("CARGO_PKG_VERSION")).as_str())
+        );
+        let fields: Vec<(&str, &str)> = lines
+            .map(|l| {
+                l.split_once(": ")
+                    .unwrap_or_else(|| panic!("{args:?}: {l:?}"))
+            })
+            .collect();
+        let names: Vec<&str> = fields.iter().map(|(n, _)| *n).collect();
+        let mut expected = vec!["commit", "kernel"];
+        expected.extend(offers);
+        assert_eq!(names, expected, "{args:?}: {text}");
+        let commit = fields[0].1;
+        assert!(
+            commit == "unknown"
+                || (commit.len() >= 7 && commit.bytes().all(|b| b.is_ascii_hexdigit())),
+            "{text}"
+        );
+        if let Some(head) = &head {
+            assert_eq!(commit, head, "built from a checkout: its commit");
+        }
+        assert!(fields[1].1.starts_with("Linux "), "{text}");
+        for (name, value) in &fields[2..] {
+            let why = |word: &str| {
+                value
+                    .strip_prefix(word)
+                    .is_some_and(|rest| rest.starts_with(" (") && rest.ends_with(')'))
+            };
+            assert!(
+                *value == "yes" || why("no") || why("unknown"),
+                "{name}: {value:?}"
+            );
+        }
+    }
+}

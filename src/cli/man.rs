@@ -995,6 +995,23 @@ not read yet (why Rust's std refuses file \(-> pipe splice; GNU cat 9.11 and pv 
 Only a checksum proves a copy: filesystems have shipped offload bugs (OpenZFS 2.2.0
 block cloning). \fB\-\-via userspace\fR is the escape hatch when a filesystem's offload
 is not trusted.
+.SH FILES
+The Debian package (\fBcargo deb\fR) installs the man page as
+\fI/usr/share/man/man1/zerocat.1.gz\fR and the completions as
+\fI/usr/share/bash\-completion/completions/zerocat\fR,
+\fI/usr/share/zsh/vendor\-completions/_zerocat\fR and
+\fI/usr/share/fish/vendor_completions.d/zerocat.fish\fR. \fBcargo install \-\-path .\fR
+installs only the binary; the rest comes from it:
+\fBzerocat man > /usr/local/share/man/man1/zerocat.1\fR,
+\fBzerocat completions bash > /usr/share/bash\-completion/completions/zerocat\fR (zsh:
+a directory on \fB$fpath\fR, as \fI_zerocat\fR; fish:
+\fI~/.config/fish/completions/zerocat.fish\fR).
+.SH REPORTING BUGS
+\fBzerocat version \-v\fR (or \fBzerocat \-V \-v\fR) prints the version, the commit it was
+built from, the kernel, and what this kernel offers, each probed now: copy_file_range
+across filesystems, the \fBtls\fR ULP for kTLS, MPTCP sockets, UDP GSO and io_uring (a
+\fBno\fR names the errno). Put its lines in a bug report. Versions follow semver from 0.4.0:
+a changed report field or exit code is a breaking change, and CHANGELOG.md says so.
 .SH SEE ALSO
 \fBsplice\fR(2), \fBtee\fR(2), \fBsendfile\fR(2), \fBcopy_file_range\fR(2),
 \fBsocat\fR(1), \fBnc\fR(1), \fBpv\fR(1), \fBcat\fR(1), \fBcp\fR(1)

@@ -2,6 +2,7 @@
 //! typed into the core's `Options` and a command config.
 
 pub mod man;
+pub mod version;
 
 use std::ffi::OsString;
 
@@ -209,8 +210,8 @@ Examples:
     /// Print a shell completion script.
     #[command(after_help = "\
 Examples:
-  zerocat completions bash > /etc/bash_completion.d/zerocat
-  zerocat completions zsh > ~/.zfunc/_zerocat
+  zerocat completions bash > /usr/share/bash-completion/completions/zerocat
+  zerocat completions zsh > /usr/local/share/zsh/site-functions/_zerocat
   zerocat completions fish > ~/.config/fish/completions/zerocat.fish")]
     Completions {
         /// The shell: bash, zsh, fish, elvish or powershell.
@@ -223,6 +224,12 @@ Examples:
   zerocat man | man -l -                              read it now
   zerocat man > /usr/local/share/man/man1/zerocat.1   install it")]
     Man,
+    /// Print the version; with -v, also the commit, the kernel and what it offers (for a bug report).
+    #[command(after_help = "\
+Examples:
+  zerocat version                  zerocat X.Y.Z (also: zerocat --version, -V)
+  zerocat version -v               the lines a bug report needs (also: zerocat -V -v)")]
+    Version,
 }
 
 #[derive(Debug, Args)]
@@ -654,12 +661,24 @@ pub fn parse_args() -> (Options, Invocation) {
     let args: Vec<OsString> = std::env::args_os().collect();
     match Cli::try_parse_from(&args) {
         Ok(cli) => cli.into_invocation(),
+        // `-V -v`: the verbose version, as `version -v` gives it.
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayVersion && asks_verbose(&args) => {
+            print!("{}", version::text(true));
+            std::process::exit(0)
+        }
         // --help and --version are "errors" on stdout: never a netcat line.
         Err(e) => match netcat_spelling(&args).filter(|_| e.use_stderr()) {
             Some(message) => Cli::command().error(e.kind(), message).exit(),
             None => e.exit(),
         },
     }
+}
+
+/// Whether the command line holds `--verbose` or `-v` (alone or in a cluster: `-Vv`).
+fn asks_verbose(args: &[OsString]) -> bool {
+    args.iter().skip(1).filter_map(|a| a.to_str()).any(|a| {
+        a == "--verbose" || (a.starts_with('-') && !a.starts_with("--") && a.contains('v'))
+    })
 }
 
 /// netcat's command line typed at zerocat (`zerocat -l 9000`, `zerocat HOST PORT`, with
@@ -805,6 +824,7 @@ impl Cli {
             ),
             Command::Completions { shell } => Invocation::Print(completions(shell)),
             Command::Man => Invocation::Print(man_page()),
+            Command::Version => Invocation::Print(version::text(g.verbose)),
         };
         // A relay is a server: its running totals are drawn when asked for (--progress),
         // never by default.

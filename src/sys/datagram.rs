@@ -290,6 +290,12 @@ pub fn enable_gro(fd: BorrowedFd<'_>) -> bool {
     super::socket::set_option(fd, libc::SOL_UDP, UDP_GRO, &1 as &libc::c_int).is_ok()
 }
 
+/// Sets a segment size (UDP_SEGMENT) on a UDP socket, as a GSO send does per call: Err
+/// where the kernel has no UDP GSO (before 4.18).
+pub fn offer_gso(fd: BorrowedFd<'_>) -> Result<(), Errno> {
+    super::socket::set_option(fd, libc::SOL_UDP, UDP_SEGMENT, &1400 as &libc::c_int)
+}
+
 /// Datagrams the kernel dropped on arrival at `fd` because its receive queue was full
 /// (SO_MEMINFO's SK_MEMINFO_DROPS): loss before zerocat could read them, which the report
 /// counts. None where the kernel does not say.

@@ -7,6 +7,7 @@ pub mod dirent;
 pub mod fdkind;
 pub mod ktls;
 pub mod pipe;
+pub mod probe;
 pub mod process;
 pub mod socket;
 
