@@ -1500,3 +1500,97 @@ fn five_hundred_junk_handshakes_are_a_few_lines() {
 fn connections_count(report: &serde_json::Value) -> u64 {
     connections_of(report).len() as u64 + report["connections_omitted"].as_u64().unwrap_or(0)
 }
+
+/// A backend that answers each of `runs` connections in two writes (header, body), then
+/// closes, as a small HTTP server does; it reads the whole request first (a close with it
+/// unread would be a reset). Its address.
+fn two_write_backend(
+    runs: usize,
+    request: &'static [u8],
+    header: Vec<u8>,
+    body: Vec<u8>,
+) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    thread::spawn(move || {
+        for _ in 0..runs {
+            let Ok((mut tcp, _)) = listener.accept() else {
+                return;
+            };
+            tcp.set_read_timeout(Some(DEADLINE)).unwrap();
+            let mut got = vec![0; request.len()];
+            if tcp.read_exact(&mut got).is_err() {
+                continue;
+            }
+            let _ = tcp.write_all(&header);
+            let _ = tcp.write_all(&body);
+        }
+    });
+    addr
+}
+
+/// A client whose first bytes leave with its handshake's last flight (as curl's request
+/// does): rustls holds them from before the handshake, and sends them in the same write
+/// as its Finished, so the relay's handshake reads both at once. The relay then holds the
+/// request in rustls with nothing left on the socket: it must read it without waiting for
+/// an event that never comes. 200 such clients through `tls-listen:` in front of a backend
+/// that answers in two writes then closes: each gets the whole answer, and the relay's log
+/// counts exactly the bytes that went each way, none undelivered.
+#[test]
+fn a_request_sent_with_the_clients_finished_gets_its_answer_every_time() {
+    let Some(pki) = Pki::make() else { return };
+    const RUNS: usize = 200;
+    const REQUEST: &[u8] = b"GET /small.txt HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let body = b"hello small file\n".to_vec();
+    let header = format!("HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
+    let answer = [header.clone(), body.clone()].concat();
+    let backend = two_write_backend(RUNS, REQUEST, header, body);
+    let dir = tempdir();
+    let log = dir.path().join("log");
+    let mut relay = zerocat();
+    relay
+        .args(["-q", "relay", "--log"])
+        .arg(&log)
+        .arg(format!("tls-listen:127.0.0.1:0{}", pki.server_opts()))
+        .arg(format!("tcp:{backend}"));
+    let (relay, addr, _rest) = spawn_listening(relay);
+    let _reaped = Reaped(Some(relay));
+    for i in 0..RUNS {
+        let mut client = pki.rustls_client(&addr);
+        // Generous: only a connection the relay stalls on misses it.
+        client
+            .sock
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        client.conn.writer().write_all(REQUEST).unwrap();
+        let mut got = Vec::new();
+        if let Err(e) = client.read_to_end(&mut got) {
+            panic!("client {i}: {e} after {} bytes of the answer", got.len());
+        }
+        assert_bytes_eq(&got, &answer, &format!("client {i}"));
+        client.conn.send_close_notify();
+        client.flush().unwrap();
+    }
+    let until = Instant::now() + Duration::from_secs(20);
+    let lines = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|l| l["event"] == "connection")
+            .collect();
+        if lines.len() >= RUNS || Instant::now() > until {
+            break lines;
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(lines.len(), RUNS, "log lines");
+    for line in &lines {
+        assert_eq!(line["ended"], "eof", "{line}");
+        assert_eq!(line["a_to_b"]["bytes"], REQUEST.len(), "{line}");
+        assert_eq!(line["b_to_a"]["bytes"], answer.len(), "{line}");
+        assert_eq!(line["a_to_b"]["undelivered"], 0, "{line}");
+        assert_eq!(line["b_to_a"]["undelivered"], 0, "{line}");
+        assert_userspace_tls(&line["tls"]["a"]);
+    }
+}

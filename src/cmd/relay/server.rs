@@ -577,6 +577,10 @@ impl<'a> Server<'a> {
                     if accepted.tls.as_ref().is_some_and(Session::in_loop) {
                         conn.flows =
                             [0, 1].map(|_| Flow::new(self.tuning.choice(Policy::Userspace)));
+                        // The handshake's last read may have taken the client's first
+                        // records with its Finished: rustls holds them, the socket is
+                        // empty, and no edge will ever announce them.
+                        conn.sides[side].readable = true;
                     }
                     conn.sides[side].tls = accepted.tls;
                 }
