@@ -1594,3 +1594,67 @@ fn a_request_sent_with_the_clients_finished_gets_its_answer_every_time() {
         assert_userspace_tls(&line["tls"]["a"]);
     }
 }
+
+/// Bytes the relay handed to rustls are not delivered until the records carrying them are
+/// on the socket: a client that stops reading, then the relay cut by SIGTERM (`--grace
+/// 0`), is told no more than the client could read — the records still queued in rustls
+/// are undelivered, not counted as sent.
+#[test]
+fn bytes_in_records_never_sent_are_counted_undelivered() {
+    let Some(pki) = Pki::make() else { return };
+    const REQUEST: &[u8] = b"GET / HTTP/1.0\r\n\r\n";
+    let stream = data(8 << 20);
+    let backend = two_write_backend(1, REQUEST, Vec::new(), stream.clone());
+    let mut relay = zerocat();
+    relay
+        .args(["relay", "--once", "--grace", "0", "--stats", "json"])
+        .arg(format!("tls-listen:127.0.0.1:0{}", pki.server_opts()))
+        .arg(format!("tcp:{backend}"));
+    let (relay, addr, rest) = spawn_listening(relay);
+    let pid = relay.id();
+    let mut client = pki.rustls_client(&addr);
+    // A small window: the relay's records wait in rustls, not in the client's kernel.
+    nix::sys::socket::setsockopt(&client.sock, nix::sys::socket::sockopt::RcvBuf, &4096).unwrap();
+    client.write_all(REQUEST).unwrap();
+    client.flush().unwrap();
+    // The relay fills the socket and rustls' queue, then stalls on the client.
+    thread::sleep(Duration::from_millis(1500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let done = wait_with_deadline(relay, DEADLINE);
+    let stderr = rest.join().unwrap();
+    let _ = done;
+    // What reached the client: it reads on to the reset (or the end).
+    client
+        .sock
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0; 1 << 16];
+    loop {
+        match client.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    assert_bytes_eq(&got, &stream[..got.len()], "what the client read");
+    let report = json_report(&stderr);
+    let conn = &connections_of(&report)[0];
+    let delivered = conn["b_to_a"]["bytes"].as_u64().unwrap();
+    let undelivered = conn["b_to_a"]["undelivered"].as_u64().unwrap();
+    eprintln!(
+        "reported {delivered} B delivered, {undelivered} B undelivered; the client read {}",
+        got.len()
+    );
+    // One record the client may have had only part of is its slack.
+    assert!(
+        delivered <= got.len() as u64 + 17 * 1024,
+        "reported {delivered} B delivered, the client could read {}: {conn}",
+        got.len()
+    );
+    assert!(undelivered > 0, "{conn}");
+    assert_userspace_tls(&conn["tls"]["a"]);
+}

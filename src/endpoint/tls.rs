@@ -567,6 +567,12 @@ pub struct Records {
     error: Option<String>,
     /// close_notify is queued.
     closing: bool,
+    /// Plaintext taken into records some of which still wait for the socket: not
+    /// delivered yet (the peer cannot read a byte of them before they are sent).
+    unsent: usize,
+    /// Plaintext whose records all went to the socket, not yet collected by
+    /// [`Records::take_sent`].
+    sent: usize,
 }
 
 impl Records {
@@ -577,6 +583,8 @@ impl Records {
             conn,
             error: None,
             closing: false,
+            unsent: 0,
+            sent: 0,
         }
     }
 
@@ -648,10 +656,12 @@ impl Records {
     }
 
     /// Plaintext from `buf` into records, sent as far as the socket takes them: Ok(n)
-    /// taken; EAGAIN when records from before still wait for the socket.
+    /// taken (delivered only once [`Records::take_sent`] says so); EAGAIN when records
+    /// from before still wait for the socket.
     pub fn write(&mut self, fd: BorrowedFd<'_>, buf: &[u8]) -> Result<usize, Errno> {
         self.flush(fd)?;
         let n = self.conn.writer().write(buf).map_err(|e| errno_of(&e))?;
+        self.unsent += n;
         match self.flush(fd) {
             Ok(()) | Err(Errno::EAGAIN) => Ok(n),
             Err(errno) => Err(errno),
@@ -672,7 +682,22 @@ impl Records {
                 Err(e) => return Err(errno_of(&e)),
             }
         }
+        // Every record is on the socket: the plaintext they carry is delivered. (rustls
+        // does not say which plaintext a partly sent queue carries, so none of it counts
+        // until the queue is empty; each write waits for that, so nothing lags behind.)
+        self.sent += std::mem::take(&mut self.unsent);
         Ok(())
+    }
+
+    /// Plaintext delivered since the last call: its records all went to the socket.
+    pub fn take_sent(&mut self) -> usize {
+        std::mem::take(&mut self.sent)
+    }
+
+    /// Plaintext taken into records that have not all gone to the socket: undelivered if
+    /// the connection ends now.
+    pub fn unsent(&self) -> usize {
+        self.unsent
     }
 
     /// The direction into this side ended: close_notify is queued (once).

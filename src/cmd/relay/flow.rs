@@ -185,7 +185,10 @@ impl Flow {
                 // TLS's EOF: close_notify, sent before the socket's FIN.
                 records.close();
                 match records.flush(dst.fd) {
-                    Ok(()) => {}
+                    Ok(()) => {
+                        let sent = records.take_sent();
+                        self.deliver(DataPath::Userspace, sent);
+                    }
                     Err(Errno::EAGAIN) => {
                         *dst.ready = false;
                         return Ok(Turn::Idle);
@@ -267,10 +270,18 @@ impl Flow {
             }
             let buf = self.buf.as_ref().expect("bytes in a buffer");
             let pending = &buf[self.start..self.end];
-            let wrote = match dst.tls.as_deref_mut() {
-                Some(records) => records.write(dst.fd, pending),
-                None => sys::write(dst.fd, pending),
+            // A TLS sink takes the bytes into records; they are delivered once the
+            // records carrying them are on the socket (`take_sent`), not before.
+            let (wrote, sent) = match dst.tls.as_deref_mut() {
+                Some(records) => {
+                    let wrote = records.write(dst.fd, pending);
+                    (wrote, Some(records.take_sent()))
+                }
+                None => (sys::write(dst.fd, pending), None),
             };
+            if let Some(sent) = sent.filter(|&s| s > 0) {
+                self.deliver(DataPath::Userspace, sent);
+            }
             return match wrote {
                 Ok(n) => {
                     self.start += n;
@@ -278,8 +289,10 @@ impl Flow {
                         self.start = 0;
                         self.end = 0;
                     }
-                    self.deliver(DataPath::Userspace, n);
-                    Ok(n > 0)
+                    if sent.is_none() {
+                        self.deliver(DataPath::Userspace, n);
+                    }
+                    Ok(n > 0 || sent.is_some_and(|s| s > 0))
                 }
                 Err(Errno::EINTR) => Ok(true),
                 Err(Errno::EAGAIN) => {
@@ -296,7 +309,11 @@ impl Flow {
                 return Ok(false);
             }
             return match records.flush(dst.fd) {
-                Ok(()) => Ok(true),
+                Ok(()) => {
+                    let sent = records.take_sent();
+                    self.deliver(DataPath::Userspace, sent);
+                    Ok(true)
+                }
                 Err(Errno::EAGAIN) => {
                     *dst.ready = false;
                     Ok(false)
@@ -501,7 +518,8 @@ impl Flow {
     }
 
     /// At the end (abort, signal, timeout): try once more to deliver what is held, without
-    /// waiting. Returns the bytes that could not be delivered.
+    /// waiting. Returns the bytes that could not be delivered (a TLS sink's: also those in
+    /// records not all sent).
     /// A TLS sink's bytes go through its `tls` records (never raw onto the socket).
     pub fn flush_now(
         &mut self,
@@ -525,7 +543,7 @@ impl Flow {
             tls,
         };
         for _ in 0..OPS_PER_TURN {
-            if self.held() == 0 {
+            if self.held() == 0 && !end.tls.as_deref().is_some_and(Records::pending) {
                 break;
             }
             let progressed = matches!(self.output(&mut end), Ok(true));
@@ -535,7 +553,7 @@ impl Flow {
                 break;
             }
         }
-        let left = self.held();
+        let left = self.held() + end.tls.as_deref().map_or(0, Records::unsent);
         self.release(pools);
         left
     }

@@ -88,6 +88,9 @@ impl ConnReport {
             if !f.record.paths.is_empty() {
                 let _ = write!(s, " via {}", route(&f.record));
             }
+            if f.undelivered > 0 {
+                let _ = write!(s, " ({} undelivered)", human_bytes(f.undelivered));
+            }
             if let Some(dg) = self.datagrams.map(|dg| dg[d]) {
                 let _ = write!(s, " ({} datagrams, {} dropped)", dg.sent, dg.dropped);
             }

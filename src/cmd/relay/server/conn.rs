@@ -277,7 +277,8 @@ impl Server<'_> {
                 let tls = dst.tls.as_mut().and_then(|t| t.records());
                 conn.flows[d].flush_now(fd, tls, &mut self.pools) as u64
             } else {
-                conn.flows[d].held() as u64
+                let tls = dst.tls.as_mut().and_then(|t| t.records());
+                (conn.flows[d].held() + tls.map_or(0, |r| r.unsent())) as u64
             };
             // Drained as far as the sink took it; the rest is lost (and said so): the
             // pipe is pooled only if empty, and its capacity returns to the budget.
