@@ -1,5 +1,6 @@
 /// Closed standard fds are reserved before std's start-up replaces them with a read-write
-/// /dev/null (see `process::reserve_standard_fds`).
+/// /dev/null (see `process::reserve_standard_fds`), and the signals zerocat was started
+/// with ignored are noted for its children (`process::reset_signals_for_child`).
 #[used]
 #[link_section = ".init_array"]
 static RESERVE_STANDARD_FDS: zerocat::sys::process::InitArrayFn =

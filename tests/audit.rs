@@ -2,6 +2,7 @@
 //! each failing on 0.1.0 and passing since. Split by family; every test asserts the bytes,
 //! the exit code and the report.
 
+mod children;
 mod cli;
 mod copy_data;
 mod copy_files;

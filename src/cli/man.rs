@@ -166,7 +166,10 @@ name (a file or stdin on the other side) it sends UNKNOWN (v1) or LOCAL (v2).
 \fBsocks5=\fIPROXYHOST\fB:\fIPORT\fR goes out through a SOCKS5 proxy (RFC 1928), which
 resolves \fIHOST\fR itself (as \fBnc \-X 5 \-x\fR); \fBconnect=\fIPROXYHOST\fB:\fIPORT\fR
 through an HTTP proxy's CONNECT; \fBproxy\-auth=\fIUSER\fB:\fIPASS\fR (or
-\fBZEROCAT_PROXY_AUTH\fR) authenticates to either (RFC 1929, Basic). The handshake is a
+\fBZEROCAT_PROXY_AUTH\fR) authenticates to either (RFC 1929, Basic); a comma of the
+password is written \fB\e,\fR. The password is never shown (messages, \fB\-\-explain\fR,
+reports and logs write the endpoint without it), and \fBZEROCAT_PROXY_AUTH\fR is removed
+from the environment of \fBexec:\fR/\fBsh:\fR children. The handshake is a
 few bytes in userspace, then the stream moves as on any socket. A refusing proxy is exit 1
 naming its reply; a proxy that closes, answers garbage or stalls past
 \fB\-\-connect\-timeout\fR (relay; 30 s otherwise) is exit 1 naming it. With
@@ -268,6 +271,11 @@ no globbing; \fBsh:\fR (\fBsystem:\fR) runs \fB/bin/sh \-c\fR \fICOMMAND\fR. Its
 stdio and its stderr are zerocat's; option \fBstderr\fR (a source only) sends its stderr
 into the stream too. The first comma outside quotes starts the options. zerocat waits for
 the child (interrupted: SIGTERM, then SIGKILL after \fB\-\-grace\fR, 2 s by default); a
+child starts as a shell would start it: its stdio, with no other fd of zerocat's (an
+\fBfd:\fIN\fR zerocat took is close\-on\-exec; fds zerocat was given and did not take
+pass on, as under a shell), no signal blocked, every signal at its default action but
+those zerocat was itself started with ignored (SIGPIPE and SIGXFSZ are the default again),
+and without \fBZEROCAT_PROXY_AUTH\fR. A
 child that exits non\-zero or is killed makes the run exit 1 with its status, and the
 report names it (\fBpipe (child exited 0)\fR; in JSON the end's \fBchild\fR:
 \fBpid\fR, \fBexit\fR, \fBsignal\fR). A program that cannot run is exit 1 before
@@ -275,7 +283,8 @@ any byte moves; an empty command or an unbalanced quote is a usage error. \fBpty
 supported. Each end of \fBtee\fR may be one (a sink child that fails is a failed sink).
 As a side of \fBrelay\fR both its stdout and stdin are the stream, inetd style: with a
 listener each connection gets a child of its own, in a process group of its own so
-stopping it ends what it started; EOF from the other side closes its stdin; a child that
+stopping it ends what it started (SIGTERM to the group when the connection is cut at a
+stop, SIGKILL \fB\-\-grace\fR later); EOF from the other side closes its stdin; a child that
 fails counts its connection as failed (\fBcommand\-failed\fR). A listener that runs a
 command binds 127.0.0.1 unless told otherwise, like every listener: whoever can connect
 runs the command.

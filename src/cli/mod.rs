@@ -235,10 +235,10 @@ Examples:
 #[derive(Debug, Args)]
 pub struct PipeArgs {
     /// Where the bytes come from (default: stdin).
-    #[arg(default_value = "-", value_parser = EndpointParser(parse_source), hide_possible_values = true)]
+    #[arg(default_value = "-", value_parser = EndpointParser::stream(parse_source), hide_possible_values = true)]
     pub src: Endpoint,
     /// Where the bytes go (default: stdout).
-    #[arg(default_value = "-", value_parser = EndpointParser(parse_sink), hide_possible_values = true)]
+    #[arg(default_value = "-", value_parser = EndpointParser::stream(parse_sink), hide_possible_values = true)]
     pub dst: Endpoint,
     /// After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = endpoint::parse_duration)]
@@ -253,10 +253,10 @@ pub struct PipeArgs {
 pub struct CopyArgs {
     /// SRC DST, or SRC... DIR (a directory DST gets each source under its own name); with
     /// -t DIR, only the sources.
-    #[arg(required = true, num_args = 1.., value_name = "PATH", value_parser = os(parse_endpoint))]
+    #[arg(required = true, num_args = 1.., value_name = "PATH", value_parser = EndpointParser::path(parse_endpoint))]
     pub paths: Vec<Endpoint>,
     /// Copy every source into DIR (cp -t, for xargs and find -exec ... +).
-    #[arg(short = 't', long, value_name = "DIR", value_parser = os(parse_endpoint))]
+    #[arg(short = 't', long, value_name = "DIR", value_parser = EndpointParser::path(parse_endpoint))]
     pub target_directory: Option<Endpoint>,
     /// Copy directories and what they hold; symlinks are copied as symlinks (-R too).
     #[arg(short, short_alias = 'R', long)]
@@ -433,10 +433,10 @@ pub enum SparseArg {
 #[derive(Debug, Args)]
 pub struct TeeArgs {
     /// Where the bytes come from.
-    #[arg(value_parser = EndpointParser(parse_source), hide_possible_values = true)]
+    #[arg(value_parser = EndpointParser::stream(parse_source), hide_possible_values = true)]
     pub src: Endpoint,
     /// Where they all go; listeners each accept one connection before data flows.
-    #[arg(value_parser = EndpointParser(parse_sink), hide_possible_values = true)]
+    #[arg(value_parser = EndpointParser::stream(parse_sink), hide_possible_values = true)]
     pub dst: Vec<Endpoint>,
     /// Append to the file sinks instead of truncating them (GNU tee -a; file:X,append).
     #[arg(short = 'a', long)]
@@ -508,10 +508,10 @@ fn on_error(on_error: Option<OnErrorArg>, output_error: Option<OutputErrorArg>) 
 #[derive(Debug, Args)]
 pub struct RelayArgs {
     /// One side: a listener, a connector, `-` or fd:N.
-    #[arg(value_parser = EndpointParser(parse_relay_side), hide_possible_values = true)]
+    #[arg(value_parser = EndpointParser::stream(parse_relay_side), hide_possible_values = true)]
     pub a: Endpoint,
     /// The other side.
-    #[arg(value_parser = EndpointParser(parse_relay_side), hide_possible_values = true)]
+    #[arg(value_parser = EndpointParser::stream(parse_relay_side), hide_possible_values = true)]
     pub b: Endpoint,
     /// Serve one connection, then exit.
     #[arg(long)]
@@ -562,12 +562,34 @@ fn os<T: Clone + Send + Sync + 'static>(
     clap::builder::OsStringValueParser::new().try_map(parse)
 }
 
-/// The value parser of a stream's endpoint (pipe, tee, relay): `parse` on the argument as
-/// the OS gave it, and the scheme words (`tcp:`, `tcp-listen:`, …) of the grammar's table as
-/// the values completions offer. Help leaves them out (`hide_possible_values`); they do not
-/// restrict what parses: a path is an endpoint too.
+/// The value parser of an endpoint: `parse` on the argument as the OS gave it; for a
+/// stream's (pipe, tee, relay), the scheme words (`tcp:`, `tcp-listen:`, …) of the grammar's
+/// table as the values completions offer. Help leaves them out (`hide_possible_values`);
+/// they do not restrict what parses: a path is an endpoint too. A usage error shows the
+/// argument without its secret ([`endpoint::redact`]).
 #[derive(Clone)]
-struct EndpointParser(fn(OsString) -> Result<Endpoint, String>);
+struct EndpointParser {
+    parse: fn(OsString) -> Result<Endpoint, String>,
+    offers_schemes: bool,
+}
+
+impl EndpointParser {
+    /// A stream's endpoint: completions offer the scheme words.
+    fn stream(parse: fn(OsString) -> Result<Endpoint, String>) -> EndpointParser {
+        EndpointParser {
+            parse,
+            offers_schemes: true,
+        }
+    }
+
+    /// `copy`'s paths: completions offer files.
+    fn path(parse: fn(OsString) -> Result<Endpoint, String>) -> EndpointParser {
+        EndpointParser {
+            parse,
+            offers_schemes: false,
+        }
+    }
+}
 
 impl clap::builder::TypedValueParser for EndpointParser {
     type Value = Endpoint;
@@ -578,12 +600,27 @@ impl clap::builder::TypedValueParser for EndpointParser {
         arg: Option<&clap::Arg>,
         value: &std::ffi::OsStr,
     ) -> Result<Endpoint, clap::Error> {
-        os(self.0).parse_ref(cmd, arg, value)
+        let shown = value.to_string_lossy();
+        let redacted = endpoint::redact(&shown);
+        if redacted == shown {
+            return os(self.parse).parse_ref(cmd, arg, value);
+        }
+        // clap's own message would show the value whole.
+        (self.parse)(value.to_owned()).map_err(|message| {
+            let name = arg.map_or_else(|| "...".to_string(), ToString::to_string);
+            cmd.clone().error(
+                clap::error::ErrorKind::ValueValidation,
+                format!("invalid value '{redacted}' for '{name}': {message}"),
+            )
+        })
     }
 
     fn possible_values(
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        if !self.offers_schemes {
+            return None;
+        }
         Some(Box::new(
             scheme_prefixes()
                 .iter()
@@ -625,7 +662,7 @@ fn parse_sink(arg: OsString) -> Result<Endpoint, String> {
     match endpoint.source_only() {
         Some(why) => Err(format!(
             "'{}' cannot be a sink: {why}",
-            arg.to_string_lossy()
+            endpoint::redact(&arg.to_string_lossy())
         )),
         None => Ok(endpoint),
     }
@@ -639,7 +676,8 @@ fn parse_relay_side(arg: OsString) -> Result<Endpoint, String> {
 fn check_source(arg: &str, endpoint: &Endpoint) -> Result<(), String> {
     match endpoint.sink_only_option() {
         Some(option) => Err(format!(
-            "'{arg}' is a source: {option} only applies to a file being written"
+            "'{}' is a source: {option} only applies to a file being written",
+            endpoint::redact(arg)
         )),
         None => Ok(()),
     }

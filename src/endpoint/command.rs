@@ -11,7 +11,7 @@ use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use nix::sys::signal::{kill, signal, SigHandler, Signal};
+use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use super::Role;
@@ -205,13 +205,11 @@ impl CommandSpec {
         if own_group {
             command.process_group(0);
         }
-        // SAFETY: between fork and exec only async-signal-safe calls (sigaction).
+        // Secrets of zerocat's own are not the child's (`exec:env` would print them).
+        command.env_remove(super::outbound::AUTH_ENV);
+        // SAFETY: between fork and exec only async-signal-safe calls (sigaction, sigprocmask).
         unsafe {
-            command.pre_exec(|| {
-                // zerocat ignores SIGPIPE; a child writing to a closed pipe should die of it.
-                signal(Signal::SIGPIPE, SigHandler::SigDfl).map_err(std::io::Error::from)?;
-                Ok(())
-            });
+            command.pre_exec(crate::sys::process::reset_signals_for_child);
         }
         let mut pipe_for_stderr = None;
         if self.stderr && reads {

@@ -395,10 +395,22 @@ struct RawOpts {
     tls_flag: bool,
 }
 
+/// The option whose value is a secret: never shown ([`redact`]).
+const SECRET_OPTION: &str = "proxy-auth=";
+
+/// `arg` as a message may show it: from the value of `proxy-auth=` on, `***` (what follows
+/// may be the rest of a password holding a comma). Endpoints display without it already.
+pub fn redact(arg: &str) -> std::borrow::Cow<'_, str> {
+    match arg.to_ascii_lowercase().find(SECRET_OPTION) {
+        Some(at) => format!("{}***", &arg[..at + SECRET_OPTION.len()]).into(),
+        None => arg.into(),
+    }
+}
+
 /// Parse one endpoint argument. Pure: opens nothing.
 pub fn parse(arg: &str) -> Result<Endpoint, ParseError> {
     let fail = |message: String| ParseError {
-        arg: arg.to_string(),
+        arg: redact(arg).into_owned(),
         message,
     };
     if arg.is_empty() {
@@ -462,7 +474,7 @@ pub fn parse_os(arg: &OsStr) -> Result<Endpoint, ParseError> {
     }
     let shown = arg.to_string_lossy();
     let fail = |message: &str| ParseError {
-        arg: shown.to_string(),
+        arg: redact(&shown).into_owned(),
         message: message.to_string(),
     };
     // The scheme word is ASCII, so the lossy text starts with the same bytes.
@@ -828,6 +840,24 @@ fn parse_options<'a>(
             format!("{}: takes {help}", scheme.name())
         }
     };
+    let pieces = join_escaped_commas(pieces);
+    let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    // A piece after proxy-auth= that is no option of the scheme is likely the rest of a
+    // password holding a comma: the message must not show it.
+    for pair in pieces.windows(2) {
+        let name = pair[1].split_once('=').map_or(pair[1], |(name, _)| name);
+        let name = name.to_ascii_lowercase();
+        if pair[0].to_ascii_lowercase().starts_with(SECRET_OPTION)
+            && (name.is_empty() || !scheme.takes_option(&name))
+        {
+            return Err(format!(
+                "option 'proxy-auth': what follows its value is no option of {}: a password \
+                 holding ',' cannot be given here; put USER:PASS in {} instead",
+                scheme.name(),
+                outbound::AUTH_ENV
+            ));
+        }
+    }
     let mut after_alpn = false;
     for piece in pieces {
         // `alpn=h2,http/1.1`: a word after alpn= that is no option is another protocol.
@@ -1007,7 +1037,7 @@ fn parse_options<'a>(
                 if !value.contains(':') {
                     return Err("option 'proxy-auth' takes USER:PASS (no ':' found)".into());
                 }
-                proxy_auth = Some(value.to_string());
+                proxy_auth = Some(value.replace("\\,", ",").replace("\\\\", "\\"));
             }
             _ => unreachable!("takes_option admitted an option with no parser"),
         }
@@ -1024,6 +1054,27 @@ fn parse_options<'a>(
         }
     }
     Ok(opts)
+}
+
+/// The option pieces, with a `proxy-auth=` value's `\,` (a comma of the password, as a
+/// `file:` path writes one) joined back with what follows: the piece ends in an odd number
+/// of backslashes. Its value is unescaped (`\,`, `\\`) where it is read.
+fn join_escaped_commas<'a>(pieces: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut joined: Vec<String> = Vec::new();
+    let mut open = false;
+    for piece in pieces {
+        match joined.last_mut() {
+            Some(last) if open => {
+                last.push(',');
+                last.push_str(piece);
+            }
+            _ => joined.push(piece.to_string()),
+        }
+        let last = joined.last().expect("just pushed");
+        let trailing = last.bytes().rev().take_while(|&b| b == b'\\').count();
+        open = last.to_ascii_lowercase().starts_with(SECRET_OPTION) && trailing % 2 == 1;
+    }
+    joined
 }
 
 /// The value of `name=VALUE`; a missing or empty one is an error that says what fits.

@@ -25,11 +25,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use grammar::{
-    parse, parse_duration, parse_os, parse_timeout, scheme_names, OptionWord, ParseError,
+    parse, parse_duration, parse_os, parse_timeout, redact, scheme_names, OptionWord, ParseError,
     SchemeInfo, SCHEME_TABLE,
 };
 pub use listener::{Accepted, Listener, Rejected, GREETING_DEADLINE};
-pub use open::{is_retryable_connect, predict, Opened, Role};
+pub use open::{is_retryable_connect, predict, take_fd, Opened, Role};
 
 /// Options that may follow a comma (`file:x,append`). Each scheme accepts only its own.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

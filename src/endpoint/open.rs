@@ -116,7 +116,7 @@ impl Endpoint {
                 Ok(plain(fd))
             }
             Endpoint::Fd(n) => {
-                let fd = dup_cloexec(*n).with_context(|| format!("cannot use fd:{n}"))?;
+                let fd = take_fd(*n).with_context(|| format!("cannot use fd:{n}"))?;
                 Ok(plain(fd))
             }
             Endpoint::File { path, opts } => open_file(path, opts, role),
@@ -337,7 +337,7 @@ impl Endpoint {
             }
             Endpoint::Fd(n) | Endpoint::FdTls { fd: n, .. } => match is_listening(*n) {
                 Ok(true) => {
-                    let fd = dup_cloexec(*n).with_context(|| format!("cannot use fd:{n}"))?;
+                    let fd = take_fd(*n).with_context(|| format!("cannot use fd:{n}"))?;
                     (vec![Socket::named(fd)], false)
                 }
                 Ok(false) => bail!("fd:{n} is a connected socket, not a listening one"),
@@ -391,6 +391,19 @@ fn accept_one(listener: &Listener) -> anyhow::Result<super::Accepted> {
             }
         }
     }
+}
+
+/// `fd:N` taken into zerocat: a CLOEXEC duplicate ([`dup_cloexec`]), and N itself made
+/// CLOEXEC too, so that no `exec:`/`sh:` child inherits it (a relay's handler holding the
+/// listening socket would accept other clients' connections). 0-2 stay as they are: they
+/// are every child's standard fds, as under a shell.
+pub fn take_fd(n: RawFd) -> anyhow::Result<OwnedFd> {
+    use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+    let fd = dup_cloexec(n)?;
+    if n > 2 {
+        fcntl(n, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map_err(io::Error::from)?;
+    }
+    Ok(fd)
 }
 
 /// Duplicate `fd` to a new CLOEXEC descriptor numbered 3 or above, so that it never takes

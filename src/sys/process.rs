@@ -1,7 +1,7 @@
 //! Process-wide state: signal dispositions, the stop flags every loop checks
 //! ([`interrupted`], [`must_stop`] and its grace) and the standard fds.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use nix::fcntl::{fcntl, open, FcntlArg, OFlag};
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
@@ -13,6 +13,12 @@ static STOP_SIGNALS: AtomicU32 = AtomicU32::new(0);
 static TICKS: AtomicU32 = AtomicU32::new(0);
 static PROGRESS_REQUESTED: AtomicBool = AtomicBool::new(false);
 static HANGUP: AtomicBool = AtomicBool::new(false);
+/// The signals (bit N-1 for signal N) that were ignored when zerocat started, before std's
+/// start-up ignored SIGPIPE: [`reset_signals_for_child`] leaves these ignored, as a shell
+/// leaves a command the signals it was itself started with ignored (nohup's SIGHUP).
+static IGNORED_AT_START: AtomicU64 = AtomicU64::new(0);
+/// The classic signals, 1 to 31 (the real-time ones above are glibc's or nobody's here).
+const LAST_CLASSIC_SIGNAL: nix::libc::c_int = 31;
 
 /// After a stop signal, bytes already taken from the source are still delivered for at
 /// most this long (in ticks of [`TICK`]); a second signal cuts it short.
@@ -159,7 +165,7 @@ pub fn must_stop() -> bool {
 /// closed fd 0-2 before `main`, after which `zerocat pipe f - >&-` would report success
 /// for bytes written to nowhere (`cat f >&-` says "Bad file descriptor"). The binary runs
 /// this from `.init_array` (see [`RESERVE_BEFORE_STD`]); only libc calls, no allocation.
-pub extern "C" fn reserve_standard_fds() {
+pub fn reserve_standard_fds() {
     for fd in 0..=2 {
         if fcntl(fd, FcntlArg::F_GETFD).is_ok() {
             continue;
@@ -174,13 +180,77 @@ pub extern "C" fn reserve_standard_fds() {
     }
 }
 
+/// Notes which signals zerocat's parent had ignored ([`IGNORED_AT_START`]). Runs from
+/// `.init_array`, with [`reserve_standard_fds`]: only sigaction.
+extern "C" fn record_ignored_signals() {
+    use nix::libc;
+    let mut ignored = 0u64;
+    for signal in 1..=LAST_CLASSIC_SIGNAL {
+        // SAFETY: a query (no new action) into a zeroed struct of ours.
+        let now = unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            (libc::sigaction(signal, std::ptr::null(), &mut old) == 0).then_some(old.sa_sigaction)
+        };
+        if now == Some(libc::SIG_IGN) {
+            ignored |= 1 << (signal - 1);
+        }
+    }
+    IGNORED_AT_START.store(ignored, Ordering::Relaxed);
+}
+
+/// What zerocat does before std's runtime start-up: [`reserve_standard_fds`], and noting the
+/// signals it was started with ignored (for its children, [`reset_signals_for_child`]).
+pub extern "C" fn before_std() {
+    reserve_standard_fds();
+    record_ignored_signals();
+}
+
+/// The signal state an `exec:`/`sh:` child starts with, as a shell would start it: no
+/// signal blocked (a relay's loops block SIGINT, SIGTERM and SIGALRM; a child inheriting
+/// that would sleep through the SIGTERM that stops it, and so would what it starts), and
+/// every signal at its default action (zerocat ignores SIGPIPE and SIGXFSZ, `tee -i`
+/// SIGINT) except those zerocat was itself started with ignored. Runs in the child between
+/// fork and exec: sigaction and sigprocmask only, both async-signal-safe.
+pub fn reset_signals_for_child() -> std::io::Result<()> {
+    use nix::libc;
+    let ignored = IGNORED_AT_START.load(Ordering::Relaxed);
+    for signal in 1..=LAST_CLASSIC_SIGNAL {
+        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            continue;
+        }
+        let keep_ignored = ignored & (1 << (signal - 1)) != 0;
+        // SAFETY: a zeroed action with SIG_DFL or SIG_IGN runs no code of ours.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = if keep_ignored {
+                libc::SIG_IGN
+            } else {
+                libc::SIG_DFL
+            };
+            libc::sigemptyset(&mut action.sa_mask);
+            if libc::sigaction(signal, &action, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+    }
+    // SAFETY: an empty set of ours; sigprocmask in a single-threaded child.
+    unsafe {
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        if libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// The type of an `.init_array` entry: glibc runs these before `main`, and before std's
 /// runtime start-up looks at fds 0-2.
 pub type InitArrayFn = extern "C" fn();
 
 /// Put this in the binary as `#[used] #[link_section = ".init_array"] static` (a static in
 /// a library's object file may not be linked at all).
-pub const RESERVE_BEFORE_STD: InitArrayFn = reserve_standard_fds;
+pub const RESERVE_BEFORE_STD: InitArrayFn = before_std;
 
 /// What became of a child process (`exec:`/`sh:`): its pid and how it ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -766,3 +766,33 @@ fn pin_takes_a_sha256_in_hex_with_or_without_colons() {
         &["option 'pin' does not apply to tls-listen"],
     );
 }
+
+#[test]
+fn a_proxy_password_takes_an_escaped_comma_and_is_never_shown() {
+    let auth = |arg: &str| match parse(arg).unwrap() {
+        Endpoint::Tcp { connect, .. } => connect.via.unwrap().auth.unwrap(),
+        other => panic!("{other}"),
+    };
+    let base = "tcp:h:1,socks5=127.0.0.1:1";
+    assert_eq!(auth(&format!(r"{base},proxy-auth=u:a\,b")), "u:a,b");
+    assert_eq!(
+        auth(&format!(r"{base},proxy-auth=u:a\\\,b,mptcp")),
+        r"u:a\,b"
+    );
+    assert_eq!(auth(&format!(r"{base},proxy-auth=u:a\\,mptcp")), r"u:a\");
+    let ep = parse(&format!(r"{base},proxy-auth=u:pw\,x")).unwrap();
+    assert!(!ep.to_string().contains("pw"), "{ep}");
+    for bad in [
+        format!("{base},proxy-auth=u:pw,x"),
+        format!("{base},proxy-auth=upw"),
+        format!("{base},proxy-auth=u:pw,"),
+    ] {
+        let e = parse(&bad).unwrap_err().to_string();
+        assert!(!e.contains("pw"), "{e}");
+    }
+    assert_eq!(
+        redact("tcp:h:1,PROXY-AUTH=u:pw,x"),
+        "tcp:h:1,PROXY-AUTH=***"
+    );
+    assert_eq!(redact("tcp:h:1"), "tcp:h:1");
+}

@@ -1,8 +1,6 @@
 //! `-` (stdin and stdout) and `fd:N` as a side of the relay.
 
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
-
-use nix::fcntl::{fcntl, FcntlArg};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
 use super::Peer;
 use crate::endpoint::Endpoint;
@@ -17,10 +15,7 @@ pub(super) fn inherit(endpoint: &Endpoint, peer: &mut Peer) -> anyhow::Result<()
         other => anyhow::bail!("relay cannot use {other} as a side"),
     };
     let dup = |fd: RawFd| -> anyhow::Result<OwnedFd> {
-        let new = fcntl(fd, FcntlArg::F_DUPFD_CLOEXEC(3))
-            .map_err(|e| anyhow::anyhow!("cannot use fd {fd}: {e}"))?;
-        // SAFETY: fcntl just returned this descriptor.
-        Ok(unsafe { OwnedFd::from_raw_fd(new) })
+        crate::endpoint::take_fd(fd).map_err(|e| anyhow::anyhow!("cannot use fd {fd}: {e}"))
     };
     let rfd = dup(read)?;
     let flags = set_nonblocking(rfd.as_raw_fd())?;
