@@ -1658,3 +1658,39 @@ fn bytes_in_records_never_sent_are_counted_undelivered() {
     assert!(undelivered > 0, "{conn}");
     assert_userspace_tls(&conn["tls"]["a"]);
 }
+
+/// After a flood of 1,100 silent sockets to a `tls-listen:` relay is closed, the next
+/// clients' few bytes come back from the echo behind it: 20 clients that send 6 B with
+/// their Finished (rustls) and 5 that send them after the handshake (`zerocat relay -
+/// tls:`). Before, the bytes reached the echo only once the client gave up (the audit's
+/// "6 B a->b, the echo never comes back").
+#[test]
+fn after_a_flood_of_silent_sockets_a_short_echo_comes_back() {
+    let Some(pki) = Pki::make() else { return };
+    let backend = echo_server();
+    let listen = format!("tls-listen:127.0.0.1:0,backlog=2048{}", pki.server_opts());
+    let (relay, addr, _rest) = spawn_listening(flood_relay(&[], &listen, &backend));
+    let _relay = Reaped(Some(relay));
+    drop(silent_sockets(&addr, 1100));
+    let payload = b"hello\n";
+    for i in 0..20 {
+        let mut client = pki.rustls_client(&addr);
+        client
+            .sock
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        client.conn.writer().write_all(payload).unwrap();
+        let mut got = [0; 6];
+        if let Err(e) = client.read_exact(&mut got) {
+            panic!("client {i}: no echo in 10 s: {e}");
+        }
+        assert_bytes_eq(&got, payload, &format!("client {i}"));
+        client.conn.send_close_notify();
+        let _ = client.flush();
+    }
+    for i in 0..5 {
+        let got = tls_echo_client(&pki, &addr, payload, Duration::from_secs(10));
+        let got = got.unwrap_or_else(|| panic!("zerocat client {i}: no echo in 10 s"));
+        assert_bytes_eq(&got, payload, &format!("zerocat client {i}"));
+    }
+}
