@@ -612,7 +612,9 @@ relay stopped accepting, closed, not counted as failed),
 choice moved between \fBsplice\fR and \fBuserspace\fR), \fBundelivered\fR (bytes
 taken from the source that could not be written out when the connection was cut: 0 on
 a clean end; when the grace of a stop signal ends, also what a TCP sink had still not
-sent after a last 100 ms to drain, since the reset drops it), \fBended\fR and \fBerror\fR;
+sent after a last 100 ms to drain, since the reset drops it; for a TLS sink whose records
+rustls carries, bytes count as delivered once every record carrying them is on the socket,
+and those in records not all sent are undelivered), \fBended\fR and \fBerror\fR;
 and \fBmptcp\fR when a side asked for it: \fBa\fR, \fBb\fR, each as \fBsrc\fR's.
 .TP
 \fBconnections_omitted\fR
@@ -623,7 +625,8 @@ present only when \fB\-\-log\fR stopped on a write error, or lines were not writ
 because the log did not keep up: its text, with the count of such lines.
 .SH RELAY LOG
 In text mode (without \fB\-v\fR, which prints a line for every connection) \fBrelay\fR
-names each connection that did not end cleanly, one line each as \fB\-v\fR prints it, at
+names each connection that did not end cleanly, one line each as \fB\-v\fR prints it
+(a direction with undelivered bytes says \fB(\fR\fIsize\fR\fB undelivered)\fR), at
 most five a second (the report's count has every one; \fB\-\-log\fR lists each); a cut at
 SIGINT/SIGTERM is the run's end, not a failure line.
 .PP
