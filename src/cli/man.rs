@@ -270,7 +270,8 @@ spliced). \fBexec:\fR splits words as a shell word list (quotes, backslash), no 
 no globbing; \fBsh:\fR (\fBsystem:\fR) runs \fB/bin/sh \-c\fR \fICOMMAND\fR. Its other
 stdio and its stderr are zerocat's; option \fBstderr\fR (a source only) sends its stderr
 into the stream too. The first comma outside quotes starts the options. zerocat waits for
-the child (interrupted: SIGTERM, then SIGKILL after \fB\-\-grace\fR, 2 s by default); a
+the child (interrupted, also while it waits for the child: SIGTERM, then SIGKILL after
+\fB\-\-grace\fR, 2 s by default); a
 child starts as a shell would start it: its stdio, with no other fd of zerocat's (an
 \fBfd:\fIN\fR zerocat took is close\-on\-exec; fds zerocat was given and did not take
 pass on, as under a shell), no signal blocked, every signal at its default action but

@@ -150,12 +150,14 @@ pub fn failure_message(
 
 /// Close the end, then wait for what is behind it: a TLS end's record layer sends its last
 /// records and close_notify (its failure is an error naming the endpoint; `pipe` takes
-/// the session out first to report it), and the child (`exec:`/`sh:`) exits; `stop`: the
-/// run was interrupted, the child gets SIGTERM and that grace before SIGKILL.
+/// the session out first to report it), and the child (`exec:`/`sh:`) exits; `stopping`
+/// (the run was interrupted, or is while it waits): the child gets SIGTERM and `grace`
+/// before SIGKILL.
 pub fn reap_child(
     endpoint: &Endpoint,
     opened: Opened,
-    stop: Option<Duration>,
+    grace: Duration,
+    stopping: bool,
 ) -> anyhow::Result<Option<ChildExit>> {
     let Opened { fd, child, tls, .. } = opened;
     drop(fd);
@@ -165,8 +167,8 @@ pub fn reap_child(
     let Some(mut child) = child else {
         return Ok(None);
     };
-    let status =
-        command::reap(&mut child, stop).with_context(|| format!("cannot wait for {endpoint}"))?;
+    let status = command::reap(&mut child, grace, stopping)
+        .with_context(|| format!("cannot wait for {endpoint}"))?;
     Ok(Some(ChildExit::of(child.id(), status)))
 }
 

@@ -87,10 +87,9 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         // A cut stream: the TLS peer gets a reset, not a close_notify that says "complete".
         tls.iter().flatten().for_each(|session| session.cut());
     }
-    let stop = interrupted.then_some(cfg.grace);
     let [src_child, dst_child] = [
-        reap_child(&cfg.src, src, stop)?,
-        reap_child(&cfg.dst, dst, stop)?,
+        reap_child(&cfg.src, src, cfg.grace, interrupted)?,
+        reap_child(&cfg.dst, dst, cfg.grace, interrupted)?,
     ];
     let [src_tls, dst_tls] = tls;
     let (src_tls, src_tls_failure) = finish_tls(&cfg.src, src_tls);

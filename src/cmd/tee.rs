@@ -155,11 +155,11 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     // Every end closes (a sink child sees EOF, a source child SIGPIPE), then the children
     // are waited for: an interrupted one gets SIGTERM, then SIGKILL after --grace.
     drop(sinks);
-    let stop = matches!(out.failure, Some(Failure::Interrupted)).then_some(cfg.grace);
-    let src_child = reap_child(&cfg.src, src, stop)?;
+    let stopping = matches!(out.failure, Some(Failure::Interrupted));
+    let src_child = reap_child(&cfg.src, src, cfg.grace, stopping)?;
     let mut children = vec![None; cfg.sinks.len()];
     for (i, opened, _) in opened {
-        children[i] = reap_child(&cfg.sinks[i], opened, stop)?;
+        children[i] = reap_child(&cfg.sinks[i], opened, cfg.grace, stopping)?;
     }
     // One outcome per sink given, in order: an unopened sink moved nothing.
     for e in &unopened {

@@ -268,20 +268,31 @@ impl CommandSpec {
     }
 }
 
-/// Wait for `child` (by its pid). `stop`: it is to be stopped, SIGTERM first, then
-/// SIGKILL after that grace (`--grace`). Never leaves a zombie.
-pub fn reap(child: &mut Child, stop: Option<Duration>) -> std::io::Result<ExitStatus> {
-    if let Some(grace) = stop {
-        terminate(child, false);
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if let Some(status) = child.try_wait()? {
-                return Ok(status);
+/// Wait for `child` (by its pid). `stopping`, or a stop signal (SIGINT/SIGTERM) while
+/// waiting: it is to be stopped, SIGTERM first, then SIGKILL after `grace` (`--grace`).
+/// Never leaves a zombie.
+pub fn reap(child: &mut Child, grace: Duration, stopping: bool) -> std::io::Result<ExitStatus> {
+    if !stopping {
+        // std's wait would retry EINTR and sleep through the signal.
+        // The tick a stop signal arms interrupts the wait again if the signal came
+        // between the check and the wait.
+        while !crate::sys::process::interrupted() {
+            match crate::sys::process::await_exit(child.id()) {
+                Ok(()) => return child.wait(),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
             }
-            std::thread::sleep(Duration::from_millis(10));
         }
-        let _ = child.kill();
     }
+    terminate(child, false);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
     child.wait()
 }
 

@@ -252,6 +252,28 @@ pub type InitArrayFn = extern "C" fn();
 /// a library's object file may not be linked at all).
 pub const RESERVE_BEFORE_STD: InitArrayFn = before_std;
 
+/// Blocks until the child `pid` has exited, leaving it to be reaped (waitid with WNOWAIT).
+/// A signal that interrupts the wait (a stop signal's handler has no SA_RESTART) returns
+/// EINTR, so that the caller can stop the child instead of sleeping through the signal.
+pub fn await_exit(pid: u32) -> std::io::Result<()> {
+    use nix::libc;
+    // SAFETY: waitid fills the zeroed siginfo of ours; WNOWAIT leaves the child unreaped.
+    let ret = unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT,
+        )
+    };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// What became of a child process (`exec:`/`sh:`): its pid and how it ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChildExit {

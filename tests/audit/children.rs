@@ -402,3 +402,22 @@ fn no_plan_report_or_failure_shows_a_proxy_auth_password() {
         );
     }
 }
+
+#[test]
+fn a_stop_while_pipe_waits_for_its_child_reaches_the_child() {
+    // The transfer is over (the child's stdin took every byte), zerocat waits for the
+    // child: SIGTERM then must not wait out its 30 s.
+    let dir = tempdir();
+    let input = write_file(dir.path(), "in.bin", &data(1000));
+    let running = Rig::new()
+        .args(["pipe", input.to_str().unwrap(), "exec:sleep 30"])
+        .start();
+    await_children(&running, "sleep", 1);
+    // The bytes are in the child's pipe before the signal: the transfer ended.
+    std::thread::sleep(Duration::from_millis(200));
+    running.signal(Signal::SIGTERM);
+    let finished = running.finish();
+    let report = finished.report();
+    assert_eq!(report["dst"]["child"]["signal"], "SIGTERM", "{report}");
+    assert_eq!(report["bytes"], 1000, "{report}");
+}
