@@ -143,6 +143,8 @@ fn pipe_and_tee_children_get_only_stdio_and_a_clean_signal_state() {
     // A connected socket as fd:3 (the child must not see it), a file, a TCP source.
     let (ours, theirs) = UnixStream::pair().unwrap();
     let (tcp, _server) = crate::util::tcp_source(data(size));
+    let unix = dir.path().join("src.sock");
+    let _unix_server = crate::util::unix_source(&unix, data(size));
     let cases: Vec<(&str, Rig)> = vec![
         (
             "pipe fd:3 exec:",
@@ -157,6 +159,10 @@ fn pipe_and_tee_children_get_only_stdio_and_a_clean_signal_state() {
         (
             "pipe tcp: exec:",
             Rig::new().args(["pipe", &format!("tcp:{tcp}"), "exec:sleep 30"]),
+        ),
+        (
+            "pipe unix: exec:",
+            Rig::new().args(["pipe", &format!("unix:{}", unix.display()), "exec:sleep 30"]),
         ),
         (
             "pipe exec: FILE",
