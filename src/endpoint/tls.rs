@@ -229,6 +229,51 @@ pub struct Handshake {
     conn: Connection,
     /// The name a client sent (SNI) and verified.
     sni: Option<String>,
+    /// Where the handshake's reads are in the peer's records.
+    records: RecordReads,
+}
+
+/// The handshake reads the socket a record at a time: rustls then holds no byte past the
+/// record that ends the handshake. The peer's first application records (a client's
+/// request sent with its Finished) stay in the socket, where the caller's epoll sees them
+/// and the kernel's record layer (kTLS) gets whole records, never the tail of one that
+/// rustls had read in part (a stream lost, EBADMSG).
+#[derive(Default)]
+struct RecordReads {
+    /// Header bytes read of the next record, and how many.
+    header: [u8; 5],
+    header_got: usize,
+    /// Bytes of the current record's body still to read.
+    body_left: usize,
+}
+
+impl RecordReads {
+    fn read(&mut self, fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+        if self.body_left == 0 {
+            let want = (self.header.len() - self.header_got).min(buf.len());
+            let n = sys::read(fd, &mut buf[..want]).map_err(io::Error::from)?;
+            self.header[self.header_got..self.header_got + n].copy_from_slice(&buf[..n]);
+            self.header_got += n;
+            if self.header_got == self.header.len() {
+                self.header_got = 0;
+                self.body_left = usize::from(u16::from_be_bytes([self.header[3], self.header[4]]));
+            }
+            return Ok(n);
+        }
+        let want = self.body_left.min(buf.len());
+        let n = sys::read(fd, &mut buf[..want]).map_err(io::Error::from)?;
+        self.body_left -= n;
+        Ok(n)
+    }
+}
+
+/// [`RecordReads`] on a socket, as rustls' reader.
+struct RecordIo<'a>(BorrowedFd<'a>, &'a mut RecordReads);
+
+impl Read for RecordIo<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.1.read(self.0, buf)
+    }
 }
 
 impl Handshake {
@@ -245,6 +290,7 @@ impl Handshake {
         Ok(Handshake {
             conn: conn.into(),
             sni,
+            records: RecordReads::default(),
         })
     }
 
@@ -253,6 +299,7 @@ impl Handshake {
         Ok(Handshake {
             conn: conn.into(),
             sni: None,
+            records: RecordReads::default(),
         })
     }
 
@@ -273,7 +320,7 @@ impl Handshake {
             if !self.conn.is_handshaking() {
                 return Ok(true);
             }
-            match self.conn.read_tls(&mut io) {
+            match self.conn.read_tls(&mut RecordIo(fd, &mut self.records)) {
                 Ok(0) => return Err(closed_in_handshake(we(&self.conn))),
                 Ok(_) => {
                     if let Err(e) = self.conn.process_new_packets() {
