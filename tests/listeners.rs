@@ -952,10 +952,12 @@ fn peer_bytes_of_a_rejected_proxy_header_are_escaped_on_stderr() {
     assert!(end.stderr.contains(r"\u{1b}[31mEVIL"), "{}", end.stderr);
 }
 
-/// `--workers N` became 1 with `,proxy` while -v still said "N workers": the plan now says
-/// what runs (issue 26 item 10; the test failed before: no such line).
+/// `--workers N` became 1 with `,proxy` while -v said "N workers", then a correcting line
+/// (issue 26 item 10, then issue 37 item 8): N loops now run on a multiplexed listener, as
+/// the plan says, with no correction (the test failed before: the correcting line, and one
+/// loop's thread). `--once` says its one loop in the plan line itself.
 #[test]
-fn workers_with_a_multiplexed_listener_says_one_loop_runs() {
+fn workers_with_a_multiplexed_listener_run_as_the_plan_says() {
     let (backend, _rx) = recording_backend();
     let relay = Rig::new().relay(&[
         "-v",
@@ -964,12 +966,34 @@ fn workers_with_a_multiplexed_listener_says_one_loop_runs() {
         "tcp-listen:0,proxy",
         &format!("tcp:{backend}"),
     ]);
+    // "listening on" comes before the loops start: wait (boundedly) for their threads.
+    let count = || {
+        std::fs::read_dir(format!("/proc/{}/task", relay.pid()))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let started = std::time::Instant::now();
+    while count() <= 4 && started.elapsed() < Duration::from_secs(5) {
+        thread::sleep(Duration::from_millis(20));
+    }
+    let threads = count();
     let end = relay.stop();
     assert!(
-        end.stderr
-            .contains("--workers 4: 1 event loop runs (a multiplexed listener"),
+        end.stderr.contains("; 4 workers (with a listener)"),
         "{}",
         end.stderr
+    );
+    assert!(!end.stderr.contains("1 event loop"), "{}", end.stderr);
+    // The main thread waits; each worker is a thread of its own.
+    assert!(threads > 4, "{threads} threads for 4 workers");
+    let once = Rig::new()
+        .args(["-v", "--explain", "relay", "--once", "--workers", "3"])
+        .args(["tcp-listen:0,proxy".to_string(), format!("tcp:{backend}")])
+        .run();
+    assert!(
+        once.stderr.contains("; --workers 3: 1 event loop (--once)"),
+        "{}",
+        once.stderr
     );
 }
 

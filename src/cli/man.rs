@@ -437,7 +437,9 @@ such a listener closes its oldest greeting, or accepts one client and closes it 
 from a descriptor kept in reserve, rather than leave the backlog unread.
 With a listener, \fB\-\-workers\fR \fIN\fR event loops (threads; default: the CPUs the
 process may run on) share it: a new connection wakes one loop that is waiting
-(\fBEPOLLEXCLUSIVE\fR), so an idle loop takes most of a light load. The budgets above
+(\fBEPOLLEXCLUSIVE\fR), so an idle loop takes most of a light load; on a TLS or
+\fBproxy\fR listener every loop takes PROXY headers and handshakes (the handshake's
+work is done outside the listener's lock). The budgets above
 are split between them, and the report sums them.
 Inherited stdin, stdout and \fBfd:\fIN\fR get their file status flags
 (\fBO_NONBLOCK\fR) back at the end, also on SIGHUP, SIGQUIT and a crash.

@@ -545,7 +545,8 @@ pub struct RelayArgs {
     pub log: Option<std::path::PathBuf>,
     /// Event loops serving a listener, each in a thread of its own; the listener is shared
     /// and a new connection goes to a loop that is waiting. Default: the CPUs available to
-    /// the process. One session (no listener) or --once: one. At most 256.
+    /// the process. A TLS or `proxy` listener too: every loop takes handshakes. One session
+    /// (no listener) or --once: one (the plan line says so). At most 256.
     #[arg(long, short = 'j', value_name = "N", value_parser = parse_workers)]
     pub workers: Option<usize>,
     /// Under auto, start every direction with splice, as if a bulk read had moved it there

@@ -8,13 +8,13 @@
 //! readable while something is to be accepted or decided. Either way `accept` blocks unless
 //! the caller made [`Listener::as_fd`] non-blocking (the relay does), and then says EAGAIN.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -195,6 +195,10 @@ struct MuxState {
     cap_per_source: usize,
     /// Greetings past their deadline or shed, to report one per accept call.
     expired: VecDeque<Rejected>,
+    /// Slots whose greeting a loop took out of the table to advance its handshake, and
+    /// those of them whose socket had news meanwhile.
+    in_hand: HashSet<usize>,
+    missed: HashSet<usize>,
     /// An fd held open to be closed when accept4 says EMFILE and no greeting can be shed:
     /// then one client is accepted and closed at once (told, not left hanging in the
     /// backlog while the level-triggered listener spins; libuv's trick).
@@ -489,7 +493,15 @@ impl Mux {
                 continue;
             }
             if token >= GREETING {
-                match self.greet(&mut state, (token - GREETING) as usize) {
+                let slot = (token - GREETING) as usize;
+                if state.in_hand.contains(&slot) {
+                    // Another loop is advancing its handshake: it looks again after.
+                    state.missed.insert(slot);
+                    continue;
+                }
+                let result;
+                (state, result) = self.greet(state, slot);
+                match result {
                     Some(result) => return result,
                     None => continue,
                 }
@@ -606,13 +618,21 @@ impl Mux {
     }
 
     /// A greeting's socket has news: its header complete, wrong, or still partial, its
-    /// handshake done, failed or waiting (None while it waits).
-    fn greet(&self, state: &mut MuxState, slot: usize) -> Option<io::Result<Accepted>> {
-        let greeting = state.greetings.get_mut(slot)?.as_mut()?;
+    /// handshake done, failed or waiting (None while it waits). The handshake's work (the
+    /// CPU of a TLS handshake) is done with the lock released, so every `--workers` loop
+    /// takes handshakes; its greeting is meanwhile `in_hand`, out of the table.
+    fn greet<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, MuxState>,
+        slot: usize,
+    ) -> (MutexGuard<'a, MuxState>, Option<io::Result<Accepted>>) {
+        let Some(greeting) = state.greetings.get_mut(slot).and_then(|g| g.as_mut()) else {
+            return (state, None);
+        };
         let mut failed = None;
         if greeting.header {
             match read_header(greeting.fd.as_fd()) {
-                None => return None,
+                None => return (state, None),
                 Some(Ok(header)) => {
                     let origin = header.addresses.unwrap_or(greeting.real.clone());
                     greeting.peer = origin.source().unwrap_or(greeting.peer.clone());
@@ -622,16 +642,42 @@ impl Mux {
                 Some(Err(reason)) => failed = Some(reason),
             }
         }
-        if failed.is_none() {
-            if let Some(shake) = greeting.shake.as_mut() {
+        if failed.is_none() && greeting.shake.is_some() {
+            let mut greeting = state.greetings[slot].take().expect("checked");
+            state.in_hand.insert(slot);
+            let shake = greeting.shake.as_mut().expect("checked");
+            let advanced = loop {
+                drop(state);
                 // The ClientHello may have come with the header: no edge will announce it.
-                match shake.advance(greeting.fd.as_fd()) {
-                    Ok(false) => return None,
-                    Ok(true) => {}
-                    Err(reason) => failed = Some(reason),
+                let advanced = shake.advance(greeting.fd.as_fd());
+                state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                // An edge that came while it was in hand: the socket may have more now.
+                if !(advanced == Ok(false) && state.missed.remove(&slot)) {
+                    break advanced;
                 }
+            };
+            state.in_hand.remove(&slot);
+            state.missed.remove(&slot);
+            state.greetings[slot] = Some(greeting);
+            self.arm(&state); // a deadline the timer may have passed over meanwhile
+            match advanced {
+                Ok(false) => return (state, None),
+                Ok(true) => {}
+                Err(reason) => failed = Some(reason),
             }
         }
+        let result = self.finish_greeting(&mut state, slot, failed);
+        (state, result)
+    }
+
+    /// A greeting is over (`failed`, or its header read and handshake done): out of the
+    /// table, and the connection or its rejection for the caller.
+    fn finish_greeting(
+        &self,
+        state: &mut MuxState,
+        slot: usize,
+        failed: Option<String>,
+    ) -> Option<io::Result<Accepted>> {
         let greeting = self.forget(state, slot)?;
         let reject = |peer: String, reason: String| {
             Err(io::Error::new(

@@ -164,28 +164,21 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         max_conns,
         ..cfg.clone()
     };
-    // One session, or --once: one loop. A listener: --workers loops share it — but not
-    // a multiplexed one (several systemd sockets, or `proxy`): its greetings are state of
-    // its own that one loop drives.
-    let multiplexed = specs
-        .iter()
-        .any(|s| matches!(s, Spec::Listen(l) if l.is_multiplexed()));
-    let workers = if single_session || once || multiplexed {
+    // One session, or --once: one loop. A listener: --workers loops share it (a
+    // multiplexed one too: each loop takes its greetings' handshakes).
+    let workers = if single_session || once {
         1
     } else {
         cfg.workers.unwrap_or_else(default_workers)
     };
-    // The plan said what was asked; say what runs where it differs.
-    if let Some(asked) = cfg.workers.filter(|&n| n != workers) {
-        let why = if multiplexed {
-            "a multiplexed listener (,proxy, or several systemd: sockets) is served by one loop"
-        } else if single_session {
-            "one session, no listener"
-        } else {
-            "--once"
-        };
+    // The plan said what was asked; say what runs where it differs (an inherited
+    // connection, which the plan could not know about).
+    if let Some(asked) = cfg
+        .workers
+        .filter(|&n| n != workers && !cfg.once && listens)
+    {
         opts.print_plan(&format!(
-            "plan: --workers {asked}: 1 event loop runs ({why})"
+            "plan: --workers {asked}: 1 event loop runs (an inherited connection is one session)"
         ));
     }
     let started = Instant::now();
@@ -562,8 +555,21 @@ fn plan(cfg: &RelayConfig, policy: Policy) -> String {
     if cfg.grace != GRACE {
         let _ = write!(s, "; grace {:.3} s", cfg.grace.as_secs_f64());
     }
-    if let Some(n) = cfg.workers {
-        let _ = write!(s, "; {n} workers (with a listener)");
+    // What runs: one loop for one session or --once, whatever was asked.
+    match cfg.workers {
+        Some(n) if !(cfg.a.listens() || cfg.b.listens()) => {
+            let _ = write!(
+                s,
+                "; --workers {n}: 1 event loop (one session, no listener)"
+            );
+        }
+        Some(n) if cfg.once => {
+            let _ = write!(s, "; --workers {n}: 1 event loop (--once)");
+        }
+        Some(n) => {
+            let _ = write!(s, "; {n} workers (with a listener)");
+        }
+        None => {}
     }
     if let Some(path) = &cfg.log {
         let _ = write!(s, "; a log line per connection into {}", path.display());

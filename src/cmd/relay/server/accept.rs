@@ -20,12 +20,11 @@ impl Server<'_> {
             return;
         };
         let fd = listener.as_fd().as_raw_fd();
+        // epoll refuses EPOLLEXCLUSIVE on an epoll fd (a multiplexed listener's): every
+        // loop is woken then, and those that find nothing get EAGAIN.
+        let exclusive = self.listener_shared && !listener.is_multiplexed();
         if on && !self.listener_polled {
-            if self
-                .poller
-                .add_listener(fd, LISTENER, self.listener_shared)
-                .is_ok()
-            {
+            if self.poller.add_listener(fd, LISTENER, exclusive).is_ok() {
                 self.listener_polled = true;
             }
         } else if !on && self.listener_polled {
