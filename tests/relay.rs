@@ -1845,6 +1845,8 @@ fn sigusr1_and_progress_print_the_relays_running_totals_and_size_is_refused() {
         end.stderr,
         started.elapsed()
     );
+    // With a rate (issue 37 item 8; failed before: no rate on the line).
+    assert!(end.stderr.contains("/s since start"), "{:?}", end.stderr);
 
     let relay = Rig::bare().relay(&["--progress", "tcp-listen:0", &format!("tcp:{backend}")]);
     thread::sleep(Duration::from_millis(1500));

@@ -931,7 +931,8 @@ print one progress line on stderr (dd's habit), bar or no bar:
 \fBzerocat: 512 MiB in 2.00 s (256 MiB/s), 50% of 1.00 GiB\fR;
 \fBcopy\fR adds the files, \fB, 12 files done\fR (\fB, 12/40 files\fR with the bar's
 totals). \fBrelay\fR prints its running totals: \fBzerocat: relay: 2 open, 14 done, 1.20
-MiB a \-> b, 3.40 MiB b \-> a (of those done), up 12.3 s\fR; \fB\-\-progress\fR prints that
+MiB a \-> b, 3.40 MiB b \-> a (of those done), up 12.3 s, 310 KiB/s since the last
+line\fR (both ways, of connections done; \fBsince start\fR the first time); \fB\-\-progress\fR prints that
 line every second (a relay draws nothing unless asked), and \fB\-\-size\fR is a usage
 error for it. (A UDP relay does not print them yet.)
 .TP

@@ -206,6 +206,8 @@ pub(super) struct Shared {
     /// running totals SIGUSR1 and --progress print.
     pub(super) bytes_done: [AtomicU64; 2],
     pub(super) started: Instant,
+    /// When the last totals line was printed, and the bytes done then: its rate is since.
+    last_totals: Mutex<Option<(Instant, u64)>>,
 }
 
 impl Shared {
@@ -219,6 +221,7 @@ impl Shared {
             failed_lines: Mutex::new(FailedLines::default()),
             bytes_done: [AtomicU64::new(0), AtomicU64::new(0)],
             started: Instant::now(),
+            last_totals: Mutex::new(None),
         }
     }
 }
@@ -643,16 +646,32 @@ impl<'a> Server<'a> {
     }
 
     /// The running totals (SIGUSR1, --progress): "zerocat: relay: 2 open, 14 done, 1.20 MiB
-    /// a -> b, 3.40 MiB b -> a (of those done), up 12.3 s".
+    /// a -> b, 3.40 MiB b -> a (of those done), up 12.3 s, 310 KiB/s since the last line"
+    /// (or "since start": the bytes of connections done, both ways, over that time).
     fn print_totals(&self) {
         let done = self.shared.ended.load(Ordering::Relaxed);
         let open = self.live();
         let [ab, ba] = [0, 1].map(|d| self.shared.bytes_done[d].load(Ordering::Relaxed));
+        let now = Instant::now();
+        let (since, before, when) = match self.shared.last_totals.lock() {
+            Ok(mut last) => {
+                let (since, before, when) = match *last {
+                    Some((at, bytes)) => (at, bytes, "since the last line"),
+                    None => (self.shared.started, 0, "since start"),
+                };
+                *last = Some((now, ab + ba));
+                (since, before, when)
+            }
+            Err(_) => (self.shared.started, 0, "since start"),
+        };
+        let seconds = now.duration_since(since).as_secs_f64().max(1e-3);
+        let rate = ((ab + ba).saturating_sub(before) as f64 / seconds) as u64;
         eprintln!(
-            "zerocat: relay: {open} open, {done} done, {} a -> b, {} b -> a (of those done), up {:.1} s",
+            "zerocat: relay: {open} open, {done} done, {} a -> b, {} b -> a (of those done), up {:.1} s, {}/s {when}",
             crate::units::human_bytes(ab),
             crate::units::human_bytes(ba),
-            self.shared.started.elapsed().as_secs_f64()
+            self.shared.started.elapsed().as_secs_f64(),
+            crate::units::human_bytes(rate),
         );
     }
 
