@@ -563,8 +563,9 @@ fn stalled_client_cut(via: &str, opts: &[&str], signals: &[Signal]) -> (u64, Val
 // =============================================================================================
 
 /// One side resets mid-stream (2 MiB into 8 MiB); the other side only listens (it sends the
-/// 16-byte stamp or nothing, then half-closes), so its reader is the one told: it must see
-/// ECONNRESET, never a clean EOF, and an exact prefix of the stream.
+/// 16-byte stamp, then half-closes), so its reader is the one told: it must see ECONNRESET,
+/// never a clean EOF, and an exact prefix of the stream. The resetting side waits for that
+/// stamp before its RST (see [`Sender::reset_after`]).
 #[test]
 fn relay_a_reset_mid_stream_reaches_the_other_side_as_a_reset() {
     let cut = Sender {
@@ -580,11 +581,7 @@ fn relay_a_reset_mid_stream_reaches_the_other_side_as_a_reset() {
         for backend_resets in [true, false] {
             let who = if backend_resets { "backend" } else { "client" };
             let name = format!("relay via {via}: the {who} resets mid-stream");
-            let backend = Backend::start(if backend_resets {
-                cut
-            } else {
-                Sender::default()
-            });
+            let backend = Backend::start(if backend_resets { cut } else { quiet });
             let relay = start_relay(&[], &["--via", via], &["--once"], &backend.addr);
             let how_a = if backend_resets { quiet } else { cut };
             let (end, runs) = serve(relay, &backend, 1, how_a);

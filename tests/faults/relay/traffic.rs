@@ -127,7 +127,8 @@ pub(super) struct Sender {
     pub(super) len: u64,
     /// Sleep this long after each 64 KiB (a slow peer).
     pub(super) pace: Option<Duration>,
-    /// After this many bytes, close with SO_LINGER {1, 0} (an RST) instead of going on.
+    /// After this many bytes, close with SO_LINGER {1, 0} (an RST) instead of going on;
+    /// first it waits (bounded) for the peer's stamp, so the peer surely holds ours.
     pub(super) reset_after: Option<u64>,
 }
 
@@ -142,13 +143,15 @@ pub(super) struct Sent {
 }
 
 /// Sends stream (`conn`, `dir`) as `how` says; half-closes after the last byte (FIN).
-/// `wrap_up` set: stops at the next chunk and half-closes (the signal tests).
+/// `wrap_up` set: stops at the next chunk and half-closes (the signal tests). `received`:
+/// what this side's reader has got of the peer's stream.
 pub(super) fn send_stream(
     s: &TcpStream,
     conn: u64,
     dir: u64,
     how: Sender,
     wrap_up: &AtomicBool,
+    received: &AtomicU64,
 ) -> Sent {
     let mut sent = Sent::default();
     let mut hash = std::collections::hash_map::DefaultHasher::new();
@@ -179,6 +182,13 @@ pub(super) fn send_stream(
     }
     sent.hash = hash.finish();
     if how.reset_after.is_some_and(|n| n < how.len) {
+        // A backend answers only once it has read the client's stamp: seeing the peer's
+        // stamp proves ours arrived. An RST sent sooner can beat a loaded relay (or
+        // backend) to the stamp, and the test would find no backend to check.
+        let started = Instant::now();
+        while received.load(Ordering::SeqCst) < STAMP as u64 && started.elapsed() < DEADLINE {
+            thread::sleep(Duration::from_millis(2));
+        }
         // The RST goes out when the last fd closes (duplex drops it); shutting the read
         // side ends our own reader without sending anything (a SHUT_WR would send a FIN).
         linger_zero(s);
@@ -223,7 +233,8 @@ pub(super) fn duplex(
 ) -> Side {
     s.set_read_timeout(Some(DEADLINE)).unwrap();
     let w = s.try_clone().unwrap();
-    let sender = thread::spawn(move || send_stream(&w, conn, dir, how, &wrap_up));
+    let received = progress.clone();
+    let sender = thread::spawn(move || send_stream(&w, conn, dir, how, &wrap_up, &received));
     let mut checker = Checker::new(conn, 1 - dir);
     checker.feed(first);
     let seen = checker.drain(&s, &progress);
