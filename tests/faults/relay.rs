@@ -344,7 +344,8 @@ fn relay_persistent_emfile_backs_off() {
 /// stops accepting (a new client is refused) and gives the ones in flight GRACE: connections
 /// 0 and 2 wrap up (each side half-closes) and end cleanly, every byte delivered;
 /// 1 and 3 go on and are cut when GRACE ends. Exit 130, report printed, and each
-/// receiver holds exactly the bytes the report counts for its direction.
+/// receiver holds exactly the bytes the report counts for its direction; what the relay
+/// took but could not deliver in the grace is counted as undelivered, never as delivered.
 #[test]
 fn relay_sigint_and_sigterm_with_connections_in_flight() {
     for signal in [Signal::SIGINT, Signal::SIGTERM] {
@@ -403,9 +404,9 @@ fn relay_signal_case(signal: Signal, via: &str) {
         }
         assert_eq!(run.entry["ended"], "signal", "{name}: {}", run.entry);
         let backend_side = run.backend.unwrap();
-        for (what, seen, key) in [
-            ("A -> B", &backend_side.seen, "a_to_b"),
-            ("B -> A", &client.seen, "b_to_a"),
+        for (what, sent, seen, key) in [
+            ("A -> B", &client.sent, &backend_side.seen, "a_to_b"),
+            ("B -> A", &backend_side.sent, &client.seen, "b_to_a"),
         ] {
             let reported = run.entry[key]["bytes"].as_u64().unwrap();
             assert!(seen.exact, "{name} conn {c} {what}: wrong bytes");
@@ -413,12 +414,15 @@ fn relay_signal_case(signal: Signal, via: &str) {
                 seen.bytes, reported,
                 "{name} conn {c} {what}: received != reported"
             );
-            // Nothing the relay took from a source stayed in its pipe or buffer: the
-            // receivers read promptly, so the last flush had room.
-            assert_eq!(
-                run.entry[key]["undelivered"].as_u64(),
-                Some(0),
-                "{name} conn {c} {what}: {}",
+            // What the relay took from the source but could not flush in the grace (a
+            // receiver slowed by a loaded machine) is `undelivered`: lost and said so. It
+            // came from what the sender wrote; bytes still in the relay's receive queue
+            // were never taken.
+            let undelivered = run.entry[key]["undelivered"].as_u64().unwrap();
+            assert!(
+                reported + undelivered <= sent.bytes,
+                "{name} conn {c} {what}: reported + undelivered > {} B sent: {}",
+                sent.bytes,
                 run.entry
             );
             assert!(!dir_paths(&run.entry[key]).unwrap().is_empty());
