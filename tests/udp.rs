@@ -269,6 +269,11 @@ fn udp_echo() -> (String, Arc<std::sync::atomic::AtomicU64>) {
     socket
         .set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
+    // Several clients in lock-step can each have a 64 KiB datagram waiting here at once;
+    // rmem_default (208 KiB) holds fewer than three of them as the relay sends them, and
+    // a slow echo thread on a loaded machine then lost one (seen in /proc/net/udp drops).
+    // The kernel caps this at rmem_max and doubles it: 416 KiB even at the default cap.
+    nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::RcvBuf, &(1 << 20)).unwrap();
     let addr = socket.local_addr().unwrap();
     let heard = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let count = heard.clone();
@@ -287,12 +292,25 @@ fn udp_echo() -> (String, Arc<std::sync::atomic::AtomicU64>) {
     (format!("udp:{addr}"), heard)
 }
 
+/// Datagrams the kernel dropped on arrival at the local UDP socket of `uri`
+/// (`udp:127.0.0.1:PORT`), as /proc/net/udp counts them.
+fn receive_drops(uri: &str) -> Option<u64> {
+    let port: u16 = uri.rsplit(':').next()?.parse().ok()?;
+    let local = format!("0100007F:{port:04X}");
+    let table = std::fs::read_to_string("/proc/net/udp").ok()?;
+    let line = table
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(&local))?;
+    line.split_whitespace().last()?.parse().ok()
+}
+
 /// A client of the relay at `addr`: each payload sent, its answer awaited (lock-step, so
-/// no datagram is lost to a full buffer on loopback).
+/// no datagram is lost to a full buffer on loopback). The wait is generous: only a lost
+/// datagram misses it, never a loaded machine.
 fn ask(addr: &str, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let socket = udp_peer();
     socket
-        .set_read_timeout(Some(Duration::from_secs(5)))
+        .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     socket.connect(addr).unwrap();
     let mut buf = vec![0u8; 65_536];
@@ -300,7 +318,7 @@ fn ask(addr: &str, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
         .iter()
         .map(|p| {
             socket.send(p).unwrap();
-            let n = socket.recv(&mut buf).expect("an answer within 5 s");
+            let n = socket.recv(&mut buf).expect("an answer within 30 s");
             buf[..n].to_vec()
         })
         .collect()
@@ -308,7 +326,7 @@ fn ask(addr: &str, payloads: &[Vec<u8>]) -> Vec<Vec<u8>> {
 
 #[test]
 fn relay_gives_each_client_a_session_and_passes_datagrams_whole_both_ways() {
-    let (target, _) = udp_echo();
+    let (target, heard) = udp_echo();
     let relay = Rig::new().relay(&["udp-listen:0", &target]);
     let sizes = [0usize, 1, 1400, 9000, 65_507];
     let clients: Vec<_> = (0..3)
@@ -332,10 +350,23 @@ fn relay_gives_each_client_a_session_and_passes_datagrams_whole_both_ways() {
             })
         })
         .collect();
-    let total: u64 = clients.into_iter().map(|c| c.join().unwrap()).sum();
+    let joined: Vec<_> = clients.into_iter().map(|c| c.join()).collect();
     let end = relay.stop();
-    end.assert_code(130, "relay");
     let report = end.report();
+    let total: u64 = joined
+        .into_iter()
+        .map(|j| {
+            j.unwrap_or_else(|_| {
+                let heard = heard.load(std::sync::atomic::Ordering::SeqCst);
+                let drops = receive_drops(&target);
+                panic!(
+                    "a client failed; the target heard {heard} datagrams and its socket \
+                     dropped {drops:?}; relay: {report}"
+                )
+            })
+        })
+        .sum();
+    end.assert_code(130, "relay");
     assert_eq!(end.connections().len(), 3, "a session per client: {report}");
     assert_eq!(report["bytes_a_to_b"].as_u64(), Some(total), "{report}");
     assert_eq!(report["bytes_b_to_a"].as_u64(), Some(total), "{report}");
