@@ -9,6 +9,7 @@ openssl (a CA, a server certificate for localhost)."""
 import os
 import statistics
 import subprocess
+import sys
 import time
 
 from . import common
@@ -20,6 +21,11 @@ from .redis import MODES, round_trip, start_backend
 from .table import status
 
 GROUP = "tls"
+HANDSHAKES = os.path.join(common.BENCH, "handshakes.py")
+# the handshake rows: client processes at once, connections each (full run / --check), and
+# the terminator's threads (zerocat --workers, HAProxy nbthread)
+HS_CLIENTS, HS_CONNS, HS_CONNS_CHECK, HS_THREADS = 3, 1000, 100, 2
+HS_NAME = f"full TLS handshakes, {HS_CLIENTS} clients at once"
 
 
 def pki(tmp):
@@ -41,14 +47,16 @@ cat server.pem server.key > both.pem
     return files
 
 
-def start_terminator(ps, tool, tmp, backend_port):
+def start_terminator(ps, tool, tmp, backend_port, threads=1):
     """The terminator `tool` ("zerocat", "socat", "ncat", "haproxy") listening for TLS on
-    127.0.0.1 in front of backend_port; its port. once: it serves one connection (bulk)."""
+    127.0.0.1 in front of backend_port; its port. once: it serves one connection (bulk).
+    threads: zerocat's --workers, HAProxy's nbthread (the handshake rows)."""
     ca, cert, key, both = pki(tmp)
     backend = f"127.0.0.1:{backend_port}"
     if tool[0] == "zerocat":
         once = ["--once"] if tool[1] else []
-        p = ps.spawn("tool", [common.ZC, "--stats", "json", "relay", *once,
+        workers = ["--workers", str(threads)] if threads > 1 else []
+        p = ps.spawn("tool", [common.ZC, "--stats", "json", "relay", *once, *workers,
                               f"tls-listen:127.0.0.1:0,cert={cert},key={key}", f"tcp:{backend}"],
                      daemon=not tool[1])
         return int(listening_addr(p).rsplit(":", 1)[1])
@@ -64,7 +72,7 @@ def start_terminator(ps, tool, tmp, backend_port):
     else:
         cfg = os.path.join(tmp, "haproxy-tls.cfg")
         with open(cfg, "w") as f:
-            f.write("global\n    nbthread 1\n    maxconn 4000\n\n"
+            f.write(f"global\n    nbthread {threads}\n    maxconn 4000\n\n"
                     "defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 120s\n"
                     f"    timeout server 120s\n\nlisten tls\n    bind 127.0.0.1:{port} ssl crt {both}\n"
                     f"    server backend {backend}\n")
@@ -128,6 +136,33 @@ def run_requests(ctx, tool, args, requests):
         ps.close()
 
 
+def run_handshakes(ctx, tool, conns):
+    """HS_CLIENTS `handshakes.py client` processes at once, `conns` full handshakes each
+    (each with a 16-byte round trip, checked), through the terminator (HS_THREADS threads)
+    to `handshakes.py echo`; the time from the first client's start to the last's exit."""
+    ps = Procs(60 + HS_CLIENTS * conns / 50)
+    try:
+        echo = ps.spawn("backend", [sys.executable, HANDSHAKES, "echo"], stdout=subprocess.PIPE, daemon=True)
+        bport = int(echo.stdout.readline() or 0)
+        if not bport:
+            raise Failed("handshakes.py echo printed no port")
+        port = start_terminator(ps, (tool, False), ctx["tmp"], bport, threads=HS_THREADS)
+        ca = pki(ctx["tmp"])[0]
+        ps.start_clock()
+        start = time.perf_counter()
+        clients = [ps.spawn("client", [sys.executable, HANDSHAKES, "client", str(port), str(conns), ca],
+                            stdout=subprocess.PIPE) for _ in range(HS_CLIENTS)]
+        done = [c.stdout.read().strip() for c in clients]
+        end = ps.wait()
+        ps.check_exits()
+        if done != [str(conns).encode()] * HS_CLIENTS:
+            raise Failed(f"handshake clients reported {done}, expected {conns} each")
+        t = ps.tool()
+        return {"seconds": end - start, "cpu": t.cpu if t is not None else None, "path": ""}
+    finally:
+        ps.close()
+
+
 def scenarios(ctx):
     n = ctx["size"]
     S = []
@@ -153,12 +188,54 @@ def scenarios(ctx):
         scn = scenario(GROUP, f"redis {name} -> tls terminator", requests * tests, cs)
         scn["requests"] = True
         S.append(scn)
+    conns = HS_CONNS_CHECK if ctx.get("check") else HS_CONNS
+
+    def hs(tool):
+        return lambda: run_handshakes(ctx, tool, conns)
+    cs = [contender(f"zerocat --workers {HS_THREADS}", "zerocat", hs("zerocat"), ("openssl",)),
+          contender(f"haproxy ssl crt nbthread {HS_THREADS}", "peer", hs("haproxy"), ("haproxy", "openssl"))]
+    scn = scenario(GROUP, HS_NAME, HS_CLIENTS * conns, cs, ref=cs[0]["label"])
+    scn["requests"] = True
+    S.append(scn)
     return S
 
 
 def table(rows):
-    """RESULTS.md's TLS requests rows: requests/s and the terminator's CPU per request."""
-    rs = [r for r in rows if r["group"] == GROUP and r.get("requests")]
+    """RESULTS.md's TLS sections: the redis requests rows, then the handshake rows."""
+    hs = [r for r in rows if r["group"] == GROUP and r["scenario"] == HS_NAME]
+    rs = [r for r in rows if r["group"] == GROUP and r.get("requests") and r not in hs]
+    return requests_table(rs) + handshakes_table(hs)
+
+
+def handshakes_table(rs):
+    """RESULTS.md's TLS handshake rows: handshakes/s and the terminator's CPU per handshake."""
+    if not rs:
+        return []
+    L = ["## tls: full TLS handshakes per second\n",
+         f"{HS_CLIENTS} `bench/handshakes.py client` processes at once, each making connections one after "
+         "the other: a full TLS 1.3 handshake (new session, P-256 ECDSA certificate checked against the CA), "
+         "16 random bytes out and back through the terminator to a one-thread echo backend, checked. "
+         f"Terminators: `zerocat relay --workers {HS_THREADS} tls-listen:…` and HAProxy `bind … ssl crt`, "
+         f"`nbthread {HS_THREADS}`, mode tcp; clients, terminator and backend share the machine's cores. "
+         "handshakes/s: connections over the time from the first client's start to the last's exit, "
+         "median; CPU: the terminator's user+sys per handshake; **×ref**: per repetition, this tool's "
+         "time over zerocat's, median (above 1: zerocat was faster).\n",
+         "| scenario | tool | handshakes/s | min–max | terminator CPU µs/handshake | ×ref | note |",
+         "|---|---|---:|---:|---:|---:|---|"]
+    for r in rs:
+        if r["median"] is None:
+            L.append(f"| {r['scenario']} | {r['tool']} | | | | | {status(r)} |")
+            continue
+        cpus = [x["cpu"] for x in r["runs"] if x["cpu"] is not None]
+        cpu = f"{statistics.median(cpus) / r['bytes'] * 1e6:.0f}" if cpus else "–"
+        ratio = f"{r['ratio']:.2f}" if r["ratio"] else ""
+        L.append(f"| {r['scenario']} | {r['tool']} | {r['bytes'] / r['median']:,.0f} | {r['bytes'] / r['hi']:,.0f}–"
+                 f"{r['bytes'] / r['lo']:,.0f} | {cpu} | {ratio} | {status(r)} |")
+    L.append("")
+    return L
+
+
+def requests_table(rs):
     if not rs:
         return []
     L = ["## tls: small requests through a TLS terminator\n",
