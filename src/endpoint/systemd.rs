@@ -83,7 +83,7 @@ pub(super) fn sockets(name: Option<&str>) -> Result<Vec<OwnedFd>, String> {
     let passed = all().as_ref().map_err(Clone::clone)?;
     let chosen: Vec<&Passed> = passed
         .iter()
-        .filter(|p| name.map_or(true, |n| p.name == n))
+        .filter(|p| name.is_none_or(|n| p.name == n))
         .collect();
     if chosen.is_empty() {
         let names: Vec<&str> = passed.iter().map(|p| p.name.as_str()).collect();

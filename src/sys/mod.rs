@@ -190,7 +190,7 @@ pub fn wait_within(
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         // Round up: a poll of 0 ms for what is left of a millisecond would spin.
-        let ms = left.as_millis() + u128::from(left.subsec_nanos() % 1_000_000 != 0);
+        let ms = left.as_millis() + u128::from(!left.subsec_nanos().is_multiple_of(1_000_000));
         let mut fds = [PollFd::new(fd, events)];
         match poll(
             &mut fds,

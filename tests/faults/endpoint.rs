@@ -346,7 +346,7 @@ mod uri_properties {
                         // ipv6only only where the host may be IPv6.
                         let v4 = host
                             .as_deref()
-                            .map_or(true, |h| h.parse::<std::net::Ipv4Addr>().is_ok());
+                            .is_none_or(|h| h.parse::<std::net::Ipv4Addr>().is_ok());
                         Endpoint::TcpListen {
                             host,
                             port,

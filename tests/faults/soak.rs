@@ -149,7 +149,7 @@ fn run_soaks(bytes: Option<u64>) {
     let only = std::env::var("ZEROCAT_SOAK").ok();
     for soak in SOAKS
         .iter()
-        .filter(|s| only.as_deref().map_or(true, |o| o == s.sub.name()))
+        .filter(|s| only.as_deref().is_none_or(|o| o == s.sub.name()))
     {
         let bytes = bytes.unwrap_or(soak.bytes);
         let (figures, shape) = match soak.sub {

@@ -343,7 +343,7 @@ impl Copier<'_> {
                 }
                 n += 1;
                 // -j's reporting thread reports what the others did while it lists a big one.
-                if n % super::pool::REPORT_EVERY == 0 && !self.cursor.is_empty() {
+                if n.is_multiple_of(super::pool::REPORT_EVERY) && !self.cursor.is_empty() {
                     self.report_ready(false);
                 }
                 let (from, to) = (from.with(name), to.with(name));

@@ -228,9 +228,9 @@ impl FailedLines {
     /// What to print, now, for one more connection that failed with `line`.
     pub fn admit(&mut self, line: String, now: std::time::Instant) -> Vec<String> {
         let mut out = Vec::new();
-        let fresh = self.window.map_or(true, |w| {
-            now.duration_since(w) >= std::time::Duration::from_secs(1)
-        });
+        let fresh = self
+            .window
+            .is_none_or(|w| now.duration_since(w) >= std::time::Duration::from_secs(1));
         if fresh {
             if self.held > 0 {
                 out.push(format!(
@@ -321,7 +321,7 @@ impl Tally {
         }
         self.record.merge(&other.record);
         if let Some(first) = other.first {
-            if self.first.as_ref().map_or(true, |f| first.seq < f.seq) {
+            if self.first.as_ref().is_none_or(|f| first.seq < f.seq) {
                 self.first = Some(first);
             }
         }

@@ -462,7 +462,7 @@ impl ConnRun<'_> {
         if !["error", "reset", "connect-failed"].contains(&ended) {
             return Err(format!("conn {c}: ended {ended}, want error or reset"));
         }
-        if self.entry["error"].as_str().map_or(true, str::is_empty) {
+        if self.entry["error"].as_str().is_none_or(str::is_empty) {
             return Err(format!("conn {c}: no error text: {}", self.entry));
         }
         let (b_bytes, b_exact, b_ending, b_reset) = self.backend_seen();
