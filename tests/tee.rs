@@ -1002,25 +1002,7 @@ fn on_error_gnu_drops_a_failing_file_and_ends_quietly_when_a_reader_leaves() {
     assert_bytes_eq(&out.stdout, &want, "stdout");
     assert_bytes_eq(&std::fs::read(&out_path).unwrap(), &want, "out");
 
-    let mut cmd = zerocat();
-    cmd.args(["tee", "--on-error=gnu", "-"])
-        .arg(&out_path)
-        .arg("-")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    drop(child.stdout.take());
-    let mut stdin = child.stdin.take().unwrap();
-    let writing = thread::spawn(move || {
-        for _ in 0..64 {
-            if stdin.write_all(&[b'x'; 65536]).is_err() {
-                break;
-            }
-        }
-    });
-    let out = wait_with_deadline(child, Duration::from_secs(10));
-    writing.join().unwrap();
+    let out = gnu_tee_whose_stdout_reader_is_gone(&out_path);
     assert_eq!(out.status.code(), Some(141), "{}", stderr_text(&out));
     assert!(
         !stderr_text(&out).contains("Broken pipe"),
@@ -1037,25 +1019,7 @@ fn on_error_gnu_drops_a_failing_file_and_ends_quietly_when_a_reader_leaves() {
 fn on_error_gnu_says_each_failed_output_on_a_line_of_its_own_also_before_a_quiet_141() {
     let dir = tempdir();
     let missing = dir.path().join("no/such/dir/x");
-    let mut cmd = zerocat();
-    cmd.args(["tee", "--on-error=gnu", "-"])
-        .arg(&missing)
-        .arg("-")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    drop(child.stdout.take());
-    let mut stdin = child.stdin.take().unwrap();
-    let writing = thread::spawn(move || {
-        for _ in 0..64 {
-            if stdin.write_all(&[b'x'; 65536]).is_err() {
-                break;
-            }
-        }
-    });
-    let out = wait_with_deadline(child, Duration::from_secs(10));
-    writing.join().unwrap();
+    let out = gnu_tee_whose_stdout_reader_is_gone(&missing);
     let err = stderr_text(&out);
     assert_eq!(out.status.code(), Some(141), "{err}");
     let opened: Vec<&str> = err
@@ -1148,4 +1112,28 @@ fn tee_i_ignores_sigint_and_delivers_every_byte() {
     let report = json_report(&out.stderr);
     assert_eq!(report["ended"], "eof", "{report}");
     assert_eq!(final_path(&report), "splice", "{report}");
+}
+
+/// `tee --on-error=gnu - OUTPUT -` fed 4 MiB while stdout's reader is gone from the start.
+fn gnu_tee_whose_stdout_reader_is_gone(output: &Path) -> Output {
+    let mut cmd = zerocat();
+    cmd.args(["tee", "--on-error=gnu", "-"])
+        .arg(output)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    drop(child.stdout.take());
+    let mut stdin = child.stdin.take().unwrap();
+    let writing = thread::spawn(move || {
+        for _ in 0..64 {
+            if stdin.write_all(&[b'x'; 65536]).is_err() {
+                break;
+            }
+        }
+    });
+    let out = wait_with_deadline(child, Duration::from_secs(10));
+    writing.join().unwrap();
+    out
 }

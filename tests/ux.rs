@@ -145,13 +145,7 @@ fn a_pseudo_terminal_shows_a_bar_and_ends_with_the_report() {
         src.display(),
         dst.display()
     );
-    let mut cmd = Command::new("script");
-    cmd.args(["-qec", &inner, "/dev/null"])
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("SHELL", "/bin/sh")
-        .env("TERM", "xterm")
-        .stdin(Stdio::null());
+    let cmd = in_a_terminal(&inner);
     let out = run(cmd);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() && text.trim().is_empty() {
@@ -542,17 +536,7 @@ fn under_a_60_column_terminal(inner: &str) -> Option<String> {
         eprintln!("skipped: `script` (bsdutils) is not installed; .ci/run installs it");
         return None;
     }
-    let mut cmd = Command::new("script");
-    cmd.args([
-        "-qec",
-        &format!("stty rows 24 cols 60; {inner}"),
-        "/dev/null",
-    ])
-    .env_clear()
-    .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-    .env("SHELL", "/bin/sh")
-    .env("TERM", "xterm")
-    .stdin(Stdio::null());
+    let cmd = in_a_terminal(&format!("stty rows 24 cols 60; {inner}"));
     let out = run(cmd);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() && text.trim().is_empty() {
@@ -771,13 +755,8 @@ fn a_narrow_terminal_keeps_the_bar_on_one_line_and_ctrl_c_leaves_only_the_report
             src.display(),
             dst.display()
         );
-        let mut cmd = Command::new("script");
-        cmd.args(["-qec", &inner, "/dev/null"])
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("SHELL", "/bin/sh")
-            .env("TERM", "xterm")
-            .stdin(Stdio::piped())
+        let mut cmd = in_a_terminal(&inner);
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap();
@@ -822,4 +801,17 @@ fn a_narrow_terminal_keeps_the_bar_on_one_line_and_ctrl_c_leaves_only_the_report
         assert!(got.len() < payload.len(), "the run was interrupted");
         assert_bytes_eq(&got, &payload[..got.len()], "dst");
     }
+}
+
+/// `sh -c INNER` in a pseudo-terminal of `script`'s (what it printed comes back on stdout),
+/// with a clean environment and no stdin unless the caller gives one.
+fn in_a_terminal(inner: &str) -> Command {
+    let mut cmd = Command::new("script");
+    cmd.args(["-qec", inner, "/dev/null"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("SHELL", "/bin/sh")
+        .env("TERM", "xterm")
+        .stdin(Stdio::null());
+    cmd
 }
