@@ -73,11 +73,26 @@ fn await_children(run: &Running, program: &str, count: usize) -> Vec<i32> {
 /// The child holds fds 0, 1 and 2 only, blocks no signal and ignores none that the test
 /// (zerocat's parent, whose SIGPIPE is Rust's own and is reset for zerocat) did not.
 fn assert_starts_clean(child: i32, what: &str) {
-    let mut fds: Vec<i32> = std::fs::read_dir(format!("/proc/{child}/fd"))
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect();
+    // Right after the exec, the dynamic loader may still hold a library open (seen under
+    // load: `3 -> …/libc.so.6`); it closes it once mapped. Wait for that, bounded; zerocat
+    // itself never holds a shared object as an fd, so nothing it leaks is waited away.
+    let started = Instant::now();
+    let mut fds = loop {
+        let fds: Vec<(i32, String)> = std::fs::read_dir(format!("/proc/{child}/fd"))
+            .unwrap()
+            .flatten()
+            .filter_map(|e| {
+                let fd = e.file_name().to_str()?.parse().ok()?;
+                let target = std::fs::read_link(e.path()).ok()?;
+                Some((fd, target.display().to_string()))
+            })
+            .collect();
+        let loading = fds.iter().any(|(_, t)| t.contains(".so"));
+        if !loading || started.elapsed() > DEADLINE {
+            break fds.into_iter().map(|(fd, _)| fd).collect::<Vec<i32>>();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
     fds.sort();
     // What the test itself was given and zerocat too (the test's runner's own fds, not
     // close-on-exec): zerocat passes on what it did not take, as a shell does.
