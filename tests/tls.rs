@@ -1198,20 +1198,48 @@ fn a_self_signed_client_certificate_in_a_listeners_cafile_is_trusted() {
             );
             assert_sentence(&server_err);
             assert_eq!(got.len(), 0);
-            // KNOWN BUG (stop 37's closing note): under TLS 1.3 the client's handshake is
-            // done before the listener's refusal arrives, and a one-way `pipe FILE tls:`
-            // can exit 0 having delivered nothing (1 of 3 loaded full runs). Said loudly
-            // here until the client waits for the peer's answer to its close_notify; the
-            // listener's refusal above is still asserted.
-            if client.status.success() {
-                eprintln!(
-                    "KNOWN BUG: the refused client exited 0: {}",
-                    stderr_text(&client)
-                );
-            } else {
-                assert_sentence(&stderr_text(&client));
-            }
+            let err = stderr_text(&client);
+            assert_eq!(client.status.code(), Some(1), "{err}");
+            assert_sentence(&err);
         }
+    }
+}
+
+/// Under TLS 1.3 a client's handshake ends before the listener has checked its
+/// certificate, so the listener's refusal (an alert, then a close) arrives after the client
+/// has sent its few bytes and its close_notify. A one-way `pipe FILE tls:` waits for the
+/// peer's answer to its close_notify before calling the stream delivered: refused, it exits
+/// 1 saying why, never 0 with nothing delivered (before: exit 0 in most rounds).
+#[test]
+fn a_refused_client_certificate_fails_a_short_one_way_client() {
+    let Some(pki) = Pki::make() else { return };
+    let payload = data(100);
+    let dir = tempdir();
+    let src = write_file(dir.path(), "in", &payload);
+    for round in 0..5 {
+        let Sent {
+            client,
+            server,
+            server_err,
+            got,
+        } = send_file(
+            &pki,
+            &src,
+            &format!(",cafile={}", pki.path("self.pem")),
+            |port| {
+                format!(
+                    "tls:localhost:{port},cafile={}{}",
+                    pki.path("ca.pem"),
+                    pki.cert_opts("client")
+                )
+            },
+        );
+        let err = stderr_text(&client);
+        assert_eq!(server.status.code(), Some(1), "{server_err}");
+        assert_eq!(got.len(), 0);
+        assert_eq!(client.status.code(), Some(1), "round {round}: {err}");
+        assert!(err.contains("certificate"), "round {round}: {err}");
+        assert_sentence(&err);
     }
 }
 

@@ -193,7 +193,12 @@ impl Pump {
                 let _ = socket::shutdown(self.net.as_raw_fd(), Shutdown::Write);
                 self.net_shut = true;
             }
-            if self.net_shut && (self.peer_done || self.local_gone) {
+            // A stream the engine only writes is delivered when the peer answers our
+            // close_notify (its own, or its FIN): under TLS 1.3 a listener's refusal of our
+            // certificate comes after our handshake ended, and only that answer carries it.
+            // A stream the engine reads ends once the engine's end is gone.
+            let writes_only = self.shared.writes_only.load(Ordering::SeqCst);
+            if self.net_shut && (self.peer_done || (self.local_gone && !writes_only)) {
                 return Ok(());
             }
             let pending = self.pending();
