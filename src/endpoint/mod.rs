@@ -8,6 +8,8 @@
 //! - `systemd.rs`: the sockets of systemd's socket activation (`LISTEN_FDS`).
 //! - `command.rs`: `exec:`/`sh:`, a child whose stdin or stdout is the stream.
 //! - `proxy.rs`: the PROXY protocol v1/v2, pure (parse a header, make one).
+//! - `s3/`: `s3://BUCKET/KEY`: SigV4 signing, credentials and endpoint as the AWS CLI finds
+//!   them, S3's XML answers and errors in words.
 //!
 //! This file holds what an endpoint is; each file has its unit tests in `FILE/tests.rs`.
 
@@ -17,6 +19,7 @@ mod listener;
 mod open;
 pub mod outbound;
 pub mod proxy;
+pub mod s3;
 mod systemd;
 pub mod tls;
 pub mod udp;
