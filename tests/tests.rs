@@ -10,6 +10,7 @@ mod command;
 mod copy;
 mod copy_features;
 mod faults;
+mod http_fault;
 mod listeners;
 mod mptcp;
 mod outbound;
