@@ -33,6 +33,8 @@ def install_peers():
     want = {"socat": "socat", "pv": "pv", "mbuffer": "mbuffer", "nc": "netcat-openbsd", "haproxy": "haproxy",
             "redis-server": "redis-server", "redis-benchmark": "redis-tools", "microsocks": "microsocks",
             "ncat": "ncat", "danted": "dante-server",
+            # the http family (issue 38): the server and the peers
+            "nginx": "nginx", "curl": "curl", "wget": "wget", "aria2c": "aria2",
             # /usr/bin/time: a tree copy's peak RSS (trees.py; Python's wait4 counts its own).
             "/usr/bin/time": "time"}
     missing = [pkg for cmd, pkg in want.items() if not shutil.which(cmd)]
@@ -120,4 +122,6 @@ def versions():
             first_line(["socat", "-V"], having="socat version"),
             first_line(["tee", "--version"]), first_line(["mbuffer", "-V"]), first_line(["cp", "--version"]),
             first_line(["xcp", "--version"]), first_line(["cpz", "--version"]), first_line(["haproxy", "-v"]),
-            first_line(["redis-server", "--version"]), first_line(["redis-benchmark", "--version"])]
+            first_line(["redis-server", "--version"]), first_line(["redis-benchmark", "--version"]),
+            first_line(["nginx", "-v"]), first_line(["curl", "--version"]), first_line(["wget", "--version"]),
+            first_line(["aria2c", "--version"])]
