@@ -20,4 +20,5 @@ mod relay;
 mod tee;
 mod tls;
 mod udp;
+mod udp_stream;
 mod ux;

@@ -33,7 +33,7 @@ fn datagrams(socket: &UdpSocket, total: usize) -> Vec<Vec<u8>> {
     got
 }
 
-fn udp_peer() -> UdpSocket {
+pub fn udp_peer() -> UdpSocket {
     UdpSocket::bind("127.0.0.1:0").unwrap()
 }
 
@@ -119,11 +119,11 @@ fn udp_listen_takes_the_first_peer_only_and_an_empty_datagram_ends_it() {
 }
 
 /// A UDP port that was free a moment ago (netcat needs a number to listen on).
-fn free_udp_port() -> u16 {
+pub fn free_udp_port() -> u16 {
     udp_peer().local_addr().unwrap().port()
 }
 
-fn nc_missing() -> bool {
+pub fn nc_missing() -> bool {
     let missing = Command::new("nc")
         .arg("-h")
         .stdout(Stdio::null())
@@ -264,7 +264,7 @@ fn a_datagram_socket_is_never_spliced() {
 
 /// A UDP server on 127.0.0.1 that answers each datagram with its bytes reversed, until
 /// the test ends (its thread stops after a second of silence once `stop` is set).
-fn udp_echo() -> (String, Arc<std::sync::atomic::AtomicU64>) {
+pub fn udp_echo() -> (String, Arc<std::sync::atomic::AtomicU64>) {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket
         .set_read_timeout(Some(Duration::from_millis(200)))

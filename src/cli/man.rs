@@ -185,7 +185,9 @@ netcat's own command lines typed at zerocat (\fBzerocat \-l 9000\fR, \fBzerocat\
 \fIHOST PORT\fR, with \fB\-u\fR) are usage errors that show the zerocat spelling
 (\fBzerocat pipe tcp\-listen:9000 \-\fR, \fBzerocat relay \- tcp:\fIHOST\fB:\fIPORT\fR).
 \fBmptcp\fR: an MPTCP socket (\fBIPPROTO_MPTCP\fR, as \fBmptcpize\fR would make it), see
-\fBtcp\-listen:\fR's \fBmptcp\fR.
+\fBtcp\-listen:\fR's \fBmptcp\fR. \fBframe=len16\fR (here and on \fBtcp\-listen:\fR):
+in a \fBrelay\fR whose other side is \fBudp:\fR or \fBudp\-listen:\fR, each datagram
+travels behind a 2\-byte big\-endian length (see \fBudp\-listen:\fR below).
 .TP
 \fBtcp\-listen:\fR[\fIHOST\fB:\fR]\fIPORT\fR (alias \fBtcp\-l:\fR)
 accept one connection (relay: every connection). Options:
@@ -240,8 +242,8 @@ a connected UDP socket. As a sink, each read of the source becomes one datagram 
 65,507 bytes: a slow writer's lines stay whole); as a source, each datagram's payload in
 order of arrival, and an empty datagram is the end. Moved by userspace only (never
 splice: it would cut datagrams anywhere). Option: \fBsize=\fIN\fR, the largest
-datagram sent (1\-65507; a read is at most that long; not in \fBrelay\fR, which passes
-each datagram on whole).
+datagram sent (1\-65507; a read is at most that long; not in a \fBrelay\fR of two UDP
+sides, nor with \fBframe=len16\fR: each datagram goes on whole).
 .TP
 \fBudp\-listen:\fR[\fIHOST\fB:\fR]\fIPORT\fR
 bind a UDP socket (127.0.0.1 unless \fIHOST\fR is given; announced like
@@ -262,8 +264,37 @@ report, a clean end); \fB\-\-max\-conns\fR bounds the sessions (a new client's
 datagrams beyond it are dropped and counted, \fBrefused\fR); \fB\-\-once\fR ends the
 relay with its first session. Loss is counted, never hidden: datagrams the kernel would
 not take without waiting (\fBdropped\fR) and those it dropped on arrival at the
-listening socket before zerocat read them (\fBlost_on_arrival\fR). A stream on the
-other side is a usage error: a stream has no datagram bounds to keep.
+listening socket before zerocat read them (\fBlost_on_arrival\fR).
+.IP
+\fBUDP with a stream\fR in \fBrelay\fR. With \fB\-\fR or \fBfd:\fIN\fR (\fBnc \-u\fR
+interactively: \fBzerocat relay \- udp:\fIHOST\fB:\fIPORT\fR, \fBzerocat relay
+udp\-listen:\fIPORT\fB \-\fR): each read of the stream is one datagram (at most 65,507
+bytes, or \fBsize=\fR), each datagram is written to the stream whole as it comes; a
+\fBudp\-listen:\fR answers the first peer that sent. With \fBtcp:\fR or
+\fBtcp\-listen:\fR, the stream side takes \fBframe=len16\fR: in the stream, a 2\-byte
+big\-endian length before each datagram, as DNS over TCP (RFC 1035), so UDP crosses a
+TCP\-only path whole (\fBrelay udp\-listen:53 tcp:\fIHOST\fB:5353,frame=len16\fR, and at
+the far end \fBrelay tcp\-listen:5353,frame=len16 udp:127.0.0.1:53\fR); a
+\fBudp\-listen:\fR gives each client address a connection of its own, a
+\fBtcp\-listen:\fR each connection a UDP socket of its own. A datagram is never cut: one
+longer than 65,535 bytes for a \fBlen16\fR stream, or a frame longer than UDP carries
+(65,507 bytes over IPv4), is dropped and counted (\fBdropped\fR); a frame cut by the
+stream's end too. A TCP side without \fBframe=len16\fR, \fBframe=\fR on a datagram
+side, or \fBframe=\fR without a UDP side are usage errors. Ends: the stream's EOF ends
+what goes to the datagrams (UDP has nothing to say it with); an empty datagram (on a raw
+stream) ends what goes to the stream; a session ends when both ways ended, after
+\fB\-\-idle\-timeout\fR without a datagram either way (60 s by default; with \fB\-\fR or
+\fBfd:\fIN\fR and no \fB\-\-idle\-timeout\fR, silence counts only once the stream
+ended, as \fBnc \-u\fR waits for a slow typist), or on a signal. Moved in userspace, one
+datagram a call.
+.IP
+\fBzerocat to zerocat over UDP ends by itself\fR: a \fBudp:\fR sink sends an empty
+datagram when its source ended cleanly, and a zerocat receiver (\fBpipe udp\-listen:\fR,
+\fBrelay udp\-listen: \-\fR) reads it as the end (\fBzerocat pipe big.iso
+udp:\fIHOST\fB:5000\fR into \fBzerocat pipe udp\-listen:5000 out\fR). Another receiver
+gets an empty datagram (nc writes nothing for it). Lost, like any datagram, it leaves the
+receiver to its \fB\-\-idle\-timeout\fR or a signal.
+.TP
 \fBexec:\fIPROGRAM ARG...\fR, \fBsh:\fICOMMAND\fR
 a child process: as a source its stdout, as a sink its stdin (a pipe, so the stream is
 spliced). \fBexec:\fR splits words as a shell word list (quotes, backslash), no shell,

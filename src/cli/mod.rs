@@ -660,6 +660,7 @@ fn parse_source(arg: OsString) -> Result<Endpoint, String> {
 /// is opened.
 fn parse_sink(arg: OsString) -> Result<Endpoint, String> {
     let endpoint = parse_endpoint(arg.clone())?;
+    check_relay_only(&arg.to_string_lossy(), &endpoint)?;
     match endpoint.source_only() {
         Some(why) => Err(format!(
             "'{}' cannot be a sink: {why}",
@@ -674,7 +675,19 @@ fn parse_relay_side(arg: OsString) -> Result<Endpoint, String> {
     parse_endpoint(arg)
 }
 
+/// `frame=len16` frames datagrams for a UDP relay: in pipe, tee and copy it would be ignored.
+fn check_relay_only(arg: &str, endpoint: &Endpoint) -> Result<(), String> {
+    match endpoint.relay_only_option() {
+        Some(option) => Err(format!(
+            "'{}': {option} frames datagrams for `zerocat relay` with a udp: or udp-listen: side",
+            endpoint::redact(arg)
+        )),
+        None => Ok(()),
+    }
+}
+
 fn check_source(arg: &str, endpoint: &Endpoint) -> Result<(), String> {
+    check_relay_only(arg, endpoint)?;
     match endpoint.sink_only_option() {
         Some(option) => Err(format!(
             "'{}' is a source: {option} only applies to a file being written",

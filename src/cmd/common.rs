@@ -89,6 +89,18 @@ pub fn finish_socket_sink(fd: BorrowedFd<'_>) {
     }
 }
 
+/// The end of a UDP stream: an empty datagram, which a zerocat receiver (`pipe udp-listen:`,
+/// `relay udp-listen: -`) reads as its EOF, so zerocat to zerocat over UDP ends by itself.
+/// Any other receiver gets an empty datagram (nc writes nothing for it). Best effort: lost
+/// like any datagram, it leaves the receiver to its `--idle-timeout` or a signal.
+pub fn finish_datagram_sink(fd: BorrowedFd<'_>) {
+    let _ = nix::sys::socket::send(
+        fd.as_raw_fd(),
+        &[],
+        nix::sys::socket::MsgFlags::MSG_DONTWAIT,
+    );
+}
+
 /// "copy_file_range -> splice -> userspace"
 pub fn chain_words(chain: &[DataPath]) -> String {
     chain

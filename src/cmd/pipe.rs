@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 
 use super::common::{
-    child_failure, describe, failure_message, finish_socket_sink, finish_tls, inspect, predict,
-    reap_child, refuse_same_file, remaining, stdout_gone, truncate_if_pending,
+    child_failure, describe, failure_message, finish_datagram_sink, finish_socket_sink, finish_tls,
+    inspect, predict, reap_child, refuse_same_file, remaining, stdout_gone, truncate_if_pending,
 };
 use crate::endpoint::proxy::Addresses;
 use crate::endpoint::{Endpoint, Role};
@@ -77,6 +77,9 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     let (record, failure) = engine::transfer(&ends, &chain, middle.as_ref(), &meter);
     if failure.is_none() && dst_info.kind == FdKind::Socket {
         finish_socket_sink(ends.dst);
+    }
+    if failure.is_none() && dst_info.kind == FdKind::Datagram {
+        finish_datagram_sink(ends.dst);
     }
     let seconds = started.elapsed().as_secs_f64();
     progress.finish();

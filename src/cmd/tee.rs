@@ -8,8 +8,8 @@ use anyhow::{anyhow, Context};
 use nix::errno::Errno;
 
 use super::common::{
-    child_failure, describe, failure_message, finish_socket_sink, inspect, predict, reap_child,
-    refuse_same_file, remaining, stdout_gone, truncate_if_pending,
+    child_failure, describe, failure_message, finish_datagram_sink, finish_socket_sink, inspect,
+    predict, reap_child, refuse_same_file, remaining, stdout_gone, truncate_if_pending,
 };
 use crate::endpoint::{Endpoint, Opened, Role};
 use crate::engine::fanout::{self as fan, FanOut, OnError, Sink, SinkOutcome};
@@ -148,6 +148,9 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     for (sink, result) in sinks.iter().zip(&out.sinks) {
         if result.failure.is_none() && sink.info.kind == FdKind::Socket {
             finish_socket_sink(sink.fd);
+        }
+        if result.failure.is_none() && sink.info.kind == FdKind::Datagram {
+            finish_datagram_sink(sink.fd);
         }
     }
     let seconds = (started.elapsed().as_secs_f64(), meter.moving_seconds());

@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::command::{self, Program};
 use super::outbound;
 use super::proxy::Version;
-use super::{ConnectOpts, Endpoint, FileOpts, ListenOpts, TlsOpts, UnixAddr};
+use super::{ConnectOpts, Endpoint, FileOpts, Frame, ListenOpts, TlsOpts, UnixAddr};
 
 /// A malformed endpoint argument: a usage error (exit 2).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,6 +139,10 @@ const MODE: OptionWord = opt(
     "mode=OCTAL",
     "exactly this mode for the file created, whatever the umask",
 );
+const FRAME: OptionWord = opt(
+    "frame=len16",
+    "relay with udp:/udp-listen: a 2-byte length before each datagram (DNS over TCP)",
+);
 const STDERR: OptionWord = opt("stderr", "the child's stderr joins the stream (a source)");
 
 /// Every scheme: the one table of the grammar. Parsing takes its words and checks options
@@ -185,6 +189,7 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
             CONNECT,
             PROXY_AUTH,
             MPTCP,
+            FRAME,
         ],
     },
     SchemeInfo {
@@ -194,7 +199,9 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
         address: "[HOST:]PORT",
         as_source: "accept one connection (relay: every one); no HOST binds 127.0.0.1",
         as_sink: "the same",
-        options: &[BACKLOG, REUSEPORT, IPV6ONLY, PROXY_READ, MPTCP, REUSEADDR],
+        options: &[
+            BACKLOG, REUSEPORT, IPV6ONLY, PROXY_READ, MPTCP, REUSEADDR, FRAME,
+        ],
     },
     SchemeInfo {
         scheme: Scheme::Unix,
@@ -983,6 +990,20 @@ fn parse_options<'a>(
                     }
                 })
             }
+            ("frame", value) => {
+                let frame = match value {
+                    Some(v) if v.eq_ignore_ascii_case("len16") => Frame::Len16,
+                    _ => {
+                        return Err(format!(
+                            "option 'frame' takes len16 (a 2-byte big-endian length before \
+                             each datagram), got '{}'",
+                            value.unwrap_or("")
+                        ))
+                    }
+                };
+                opts.connect.frame = Some(frame);
+                opts.listen.frame = Some(frame);
+            }
             ("mode", value) => opts.mode = Some(parse_mode(value)?),
             ("backlog", value) => opts.backlog = Some(parse_backlog(value)?),
             ("size", value) => {
@@ -1404,6 +1425,9 @@ impl fmt::Display for Endpoint {
                 if listen.mptcp {
                     f.write_str(",mptcp")?;
                 }
+                if listen.frame == Some(Frame::Len16) {
+                    f.write_str(",frame=len16")?;
+                }
                 match &listen.tls {
                     Some(tls) => write_tls_opts(f, tls),
                     None => Ok(()),
@@ -1522,6 +1546,9 @@ fn write_connect_opts(f: &mut fmt::Formatter<'_>, opts: &ConnectOpts) -> fmt::Re
     }
     if opts.mptcp {
         f.write_str(",mptcp")?;
+    }
+    if opts.frame == Some(Frame::Len16) {
+        f.write_str(",frame=len16")?;
     }
     Ok(())
 }

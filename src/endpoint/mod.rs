@@ -58,6 +58,8 @@ pub struct ConnectOpts {
     pub mptcp: bool,
     /// `tls:`: a TLS client handshake once connected (inside the tunnel of `socks5=`).
     pub tls: Option<TlsOpts>,
+    /// `frame=len16`: the stream carries datagrams (a relay whose other side is UDP).
+    pub frame: Option<Frame>,
 }
 
 /// Options of a TCP listener beyond `backlog=`.
@@ -74,6 +76,15 @@ pub struct ListenOpts {
     /// `tls-listen:` (or `systemd:…,tls`): a TLS server handshake on every connection,
     /// after its PROXY header when `proxy` asks for one.
     pub tls: Option<TlsOpts>,
+    /// `frame=len16`: every connection carries datagrams (a relay whose other side is UDP).
+    pub frame: Option<Frame>,
+}
+
+/// How datagrams travel in a stream (`frame=len16` on the stream side of a UDP relay).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frame {
+    /// A 2-byte big-endian length before each datagram, as DNS over TCP (RFC 1035 4.2.2).
+    Len16,
 }
 
 /// The options of a TLS endpoint, as the grammar checked them: a listener has `cert` and
@@ -223,6 +234,21 @@ impl Endpoint {
             Endpoint::FdTls { tls, .. } => Some(tls),
             _ => None,
         }
+    }
+
+    /// `tcp:…,frame=len16` / `tcp-listen:…,frame=len16`: how datagrams travel in its stream.
+    pub fn frame(&self) -> Option<Frame> {
+        match self {
+            Endpoint::Tcp { connect, .. } => connect.frame,
+            Endpoint::TcpListen { listen, .. } => listen.frame,
+            _ => None,
+        }
+    }
+
+    /// An option only `relay` uses (`frame=len16`: datagrams in a stream whose other side
+    /// is UDP), named for a usage error in pipe, tee and copy.
+    pub fn relay_only_option(&self) -> Option<&'static str> {
+        self.frame().map(|_| "frame=len16")
     }
 
     /// `tcp:…,mptcp` / `tcp-listen:…,mptcp`: its connection is to be MPTCP where it can.

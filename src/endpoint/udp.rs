@@ -68,7 +68,7 @@ pub(super) fn bind(host: Option<&str>, port: u16) -> anyhow::Result<OwnedFd> {
 
 /// Wait for the first datagram (left queued for the copy to read) and connect to its
 /// sender: from then on the socket takes only that peer's datagrams.
-pub(super) fn await_first_peer(fd: &OwnedFd) -> anyhow::Result<()> {
+pub fn await_first_peer(fd: &OwnedFd) -> anyhow::Result<()> {
     let peer = peek_peer(fd)?;
     socket::connect(fd.as_raw_fd(), &peer).context("cannot connect to the first peer")?;
     Ok(())

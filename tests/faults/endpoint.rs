@@ -290,6 +290,7 @@ mod uri_properties {
             via: None,
             mptcp: false,
             tls: None,
+            ..ConnectOpts::default()
         })
     }
 
@@ -357,6 +358,7 @@ mod uri_properties {
                                 proxy,
                                 mptcp,
                                 tls: None,
+                                ..ListenOpts::default()
                             },
                         }
                     }

@@ -17,6 +17,7 @@
 mod datagram;
 mod end;
 mod flow;
+mod framed;
 mod log;
 mod policy;
 mod poller;
@@ -106,7 +107,15 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         max_conns,
         ..cfg.clone()
     };
-    if is_datagram(cfg) {
+    if framed::is_framed(cfg) {
+        if policy == Policy::Splice {
+            return Err(UsageError(
+                "--via splice: datagrams move in userspace (the kernel splices no datagram)".into(),
+            )
+            .into());
+        }
+        opts.print_plan(&framed::plan(&planned));
+    } else if is_datagram(cfg) {
         if policy == Policy::Splice {
             return Err(UsageError(
                 "--via splice: datagrams move in userspace (the kernel splices no datagram)".into(),
@@ -128,6 +137,21 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         )?),
         None => None,
     };
+    if framed::is_framed(cfg) {
+        let started = Instant::now();
+        let (interrupted, tally, log) = framed::run(opts, &planned, log)?;
+        let log_error = log.and_then(log::ConnLog::finish);
+        let one_session = cfg.once || !(cfg.a.listens() || cfg.b.listens());
+        return conclude(
+            opts,
+            cfg,
+            &tally,
+            interrupted,
+            log_error,
+            started,
+            one_session,
+        );
+    }
     if is_datagram(cfg) {
         let started = Instant::now();
         let cfg_run = RelayConfig {
@@ -390,22 +414,24 @@ fn is_datagram(cfg: &RelayConfig) -> bool {
     )
 }
 
-/// UDP relays datagram for datagram: `udp-listen:` with `udp:`, each datagram whole. A
-/// stream on the other side would need a framing of datagrams in the stream (socat just
-/// concatenates them, losing their bounds): refused rather than guessed.
+/// UDP relays datagram for datagram: `udp-listen:` with `udp:`, each datagram whole; with
+/// a stream on the other side, `-`/`fd:N` (a read is a datagram) or `frame=len16` keeps
+/// their bounds ([`framed`]; socat just concatenates them): anything else is refused
+/// rather than guessed.
 fn check_datagram_sides(cfg: &RelayConfig) -> anyhow::Result<()> {
     let udp = |e: &Endpoint| matches!(e, Endpoint::Udp { .. } | Endpoint::UdpListen { .. });
     if !udp(&cfg.a) && !udp(&cfg.b) {
+        if let Some(e) = [&cfg.a, &cfg.b].into_iter().find(|e| e.frame().is_some()) {
+            return Err(UsageError(format!(
+                "relay '{e}': option 'frame' frames datagrams; the other side must be udp: or \
+                 udp-listen:"
+            ))
+            .into());
+        }
         return Ok(());
     }
-    if !is_datagram(cfg) {
-        return Err(UsageError(format!(
-            "relay {} <-> {}: UDP relays datagram for datagram, between udp-listen:[HOST:]PORT \
-             and udp:HOST:PORT; a stream side would lose the datagrams' bounds (use `zerocat \
-             pipe` to send a stream as datagrams, or to collect them)",
-            cfg.a, cfg.b
-        ))
-        .into());
+    if framed::is_framed(cfg) {
+        return framed::check(cfg);
     }
     for e in [&cfg.a, &cfg.b] {
         if e.datagram_size().is_some() {

@@ -375,8 +375,14 @@ impl Summary<'_> {
                 if let Some([ab, ba]) = t.datagrams {
                     let _ = write!(
                         s,
-                        " (datagrams with recvmmsg/sendmmsg{}: {} a -> b, {} b -> a, {} dropped, {} \
+                        " (datagrams{}{}: {} a -> b, {} b -> a, {} dropped, {} \
                          lost on arrival",
+                        // The stream relay of UDP (`framed`) moves one datagram a call.
+                        if t.gso.is_some() {
+                            " with recvmmsg/sendmmsg"
+                        } else {
+                            ""
+                        },
                         match t.gso {
                             Some(gso) if gso.sends > 0 => " and GSO",
                             _ => "",
@@ -429,7 +435,7 @@ impl Summary<'_> {
                         .num("dropped", ab.dropped + ba.dropped)
                         .num("lost_on_arrival", t.lost_on_arrival)
                         .num("refused", t.refused)
-                        .bool("mmsg", true);
+                        .bool("mmsg", t.gso.is_some());
                     let gso = t.gso.unwrap_or_default();
                     dg.bool("gso", gso.sends > 0)
                         .num("gso_sends", gso.sends)

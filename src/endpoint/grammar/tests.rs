@@ -309,6 +309,7 @@ fn connectors_take_retry_and_interval() {
                 via: None,
                 mptcp: false,
                 tls: None,
+                ..ConnectOpts::default()
             },
         }
     );
@@ -510,6 +511,7 @@ fn listener_options_reuseport_ipv6only_proxy() {
                 proxy: true,
                 mptcp: false,
                 tls: None,
+                ..ListenOpts::default()
             },
         }
     );
@@ -795,4 +797,26 @@ fn a_proxy_password_takes_an_escaped_comma_and_is_never_shown() {
         "tcp:h:1,PROXY-AUTH=***"
     );
     assert_eq!(redact("tcp:h:1"), "tcp:h:1");
+}
+
+#[test]
+fn frame_len16_is_a_tcp_stream_option_that_displays_back() {
+    for uri in ["tcp:h:53,frame=len16", "tcp-listen:5353,frame=len16"] {
+        let e = ok(uri);
+        assert_eq!(e.frame(), Some(crate::endpoint::Frame::Len16), "{uri}");
+        assert_eq!(e.to_string(), uri);
+    }
+    assert_eq!(
+        ok("TCP:h:53,FRAME=LEN16").to_string(),
+        "tcp:h:53,frame=len16"
+    );
+    for bad in [
+        "udp:h:53,frame=len16",
+        "udp-listen:53,frame=len16",
+        "tcp:h:53,frame=len32",
+        "tcp:h:53,frame",
+        "tls:h:853,frame=len16",
+    ] {
+        assert!(parse(bad).is_err(), "{bad}");
+    }
 }
