@@ -42,6 +42,7 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             [CompletionResult]::new('copy', 'copy', [CompletionResultType]::ParameterValue, 'Copy files and trees: reflink, then copy_file_range, splice, userspace')
             [CompletionResult]::new('tee', 'tee', [CompletionResultType]::ParameterValue, 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)')
             [CompletionResult]::new('relay', 'relay', [CompletionResultType]::ParameterValue, 'Relay bytes both ways between A and B; a listener serves every connection')
+            [CompletionResult]::new('probe', 'probe', [CompletionResultType]::ParameterValue, 'Is something answering? Connect to each TARGET and close at once (nc -z, wait-for-it)')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page (roff)')
             [CompletionResult]::new('version', 'version', [CompletionResultType]::ParameterValue, 'Print the version; with -v, also the commit, the kernel and what it offers (for a bug report)')
@@ -186,6 +187,28 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
+        'zerocat;probe' {
+            [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Try again (every 250 ms) the targets not open yet until all are (exit 0) or this long has passed (exit 1): a container''s entrypoint waiting for its database')
+            [CompletionResult]::new('--connect-timeout', '--connect-timeout', [CompletionResultType]::ParameterName, 'Each try at a target (connect, and a tls: handshake) gives up after this long and says timeout (nc -w)')
+            [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')
+            [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Format of the end-of-run report on stderr')
+            [CompletionResult]::new('-L', '-L ', [CompletionResultType]::ParameterName, 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it. After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)')
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it. After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)')
+            [CompletionResult]::new('--stats-fd', '--stats-fd', [CompletionResultType]::ParameterName, 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)')
+            [CompletionResult]::new('--size', '--size', [CompletionResultType]::ParameterName, 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Show a progress bar on stderr (default: only when stderr is a terminal)')
+            [CompletionResult]::new('--no-progress', '--no-progress', [CompletionResultType]::ParameterName, 'Never show a progress bar')
+            [CompletionResult]::new('--explain', '--explain', [CompletionResultType]::ParameterName, 'Print the plan and exit without moving data')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
         'zerocat;completions' {
             [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')
             [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Format of the end-of-run report on stderr')
@@ -251,6 +274,7 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             [CompletionResult]::new('copy', 'copy', [CompletionResultType]::ParameterValue, 'Copy files and trees: reflink, then copy_file_range, splice, userspace')
             [CompletionResult]::new('tee', 'tee', [CompletionResultType]::ParameterValue, 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)')
             [CompletionResult]::new('relay', 'relay', [CompletionResultType]::ParameterValue, 'Relay bytes both ways between A and B; a listener serves every connection')
+            [CompletionResult]::new('probe', 'probe', [CompletionResultType]::ParameterValue, 'Is something answering? Connect to each TARGET and close at once (nc -z, wait-for-it)')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page (roff)')
             [CompletionResult]::new('version', 'version', [CompletionResultType]::ParameterValue, 'Print the version; with -v, also the commit, the kernel and what it offers (for a bug report)')
@@ -267,6 +291,9 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             break
         }
         'zerocat;help;relay' {
+            break
+        }
+        'zerocat;help;probe' {
             break
         }
         'zerocat;help;completions' {

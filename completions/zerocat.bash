@@ -31,6 +31,9 @@ _zerocat() {
             zerocat,pipe)
                 cmd="zerocat__subcmd__pipe"
                 ;;
+            zerocat,probe)
+                cmd="zerocat__subcmd__probe"
+                ;;
             zerocat,relay)
                 cmd="zerocat__subcmd__relay"
                 ;;
@@ -55,6 +58,9 @@ _zerocat() {
             zerocat__subcmd__help,pipe)
                 cmd="zerocat__subcmd__help__subcmd__pipe"
                 ;;
+            zerocat__subcmd__help,probe)
+                cmd="zerocat__subcmd__help__subcmd__probe"
+                ;;
             zerocat__subcmd__help,relay)
                 cmd="zerocat__subcmd__help__subcmd__relay"
                 ;;
@@ -71,7 +77,7 @@ _zerocat() {
 
     case "${cmd}" in
         zerocat)
-            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version pipe copy tee relay completions man version help"
+            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version pipe copy tee relay probe completions man version help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -213,7 +219,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__help)
-            opts="pipe copy tee relay completions man version help"
+            opts="pipe copy tee relay probe completions man version help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -283,6 +289,20 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__help__subcmd__pipe)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        zerocat__subcmd__help__subcmd__probe)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -388,6 +408,52 @@ _zerocat() {
                     return 0
                     ;;
                 --idle-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --via)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stats)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -L)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stats-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        zerocat__subcmd__probe)
+            opts="-q -v -L -h -V --wait --connect-timeout --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --connect-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -39,6 +39,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand copy 'Copy files and trees: reflink, then copy_file_range, splice, userspace'
             cand tee 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)'
             cand relay 'Relay bytes both ways between A and B; a listener serves every connection'
+            cand probe 'Is something answering? Connect to each TARGET and close at once (nc -z, wait-for-it)'
             cand completions 'Print a shell completion script'
             cand man 'Print the man page (roff)'
             cand version 'Print the version; with -v, also the commit, the kernel and what it offers (for a bug report)'
@@ -178,6 +179,27 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'zerocat;probe'= {
+            cand --wait 'Try again (every 250 ms) the targets not open yet until all are (exit 0) or this long has passed (exit 1): a container''s entrypoint waiting for its database'
+            cand --connect-timeout 'Each try at a target (connect, and a tls: handshake) gives up after this long and says timeout (nc -w)'
+            cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
+            cand --stats 'Format of the end-of-run report on stderr'
+            cand -L 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it. After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)'
+            cand --limit 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it. After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)'
+            cand --stats-fd 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)'
+            cand --size 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own'
+            cand -q 'No report line, no progress'
+            cand --quiet 'No report line, no progress'
+            cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --verbose 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --progress 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+            cand --no-progress 'Never show a progress bar'
+            cand --explain 'Print the plan and exit without moving data'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'zerocat;completions'= {
             cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
             cand --stats 'Format of the end-of-run report on stderr'
@@ -240,6 +262,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand copy 'Copy files and trees: reflink, then copy_file_range, splice, userspace'
             cand tee 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)'
             cand relay 'Relay bytes both ways between A and B; a listener serves every connection'
+            cand probe 'Is something answering? Connect to each TARGET and close at once (nc -z, wait-for-it)'
             cand completions 'Print a shell completion script'
             cand man 'Print the man page (roff)'
             cand version 'Print the version; with -v, also the commit, the kernel and what it offers (for a bug report)'
@@ -252,6 +275,8 @@ set edit:completion:arg-completer[zerocat] = {|@words|
         &'zerocat;help;tee'= {
         }
         &'zerocat;help;relay'= {
+        }
+        &'zerocat;help;probe'= {
         }
         &'zerocat;help;completions'= {
         }

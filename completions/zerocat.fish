@@ -41,6 +41,7 @@ complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "pipe" -d 'Move one 
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "copy" -d 'Copy files and trees: reflink, then copy_file_range, splice, userspace'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "tee" -d 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "relay" -d 'Relay bytes both ways between A and B; a listener serves every connection'
+complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "probe" -d 'Is something answering? Connect to each TARGET and close at once (nc -z, wait-for-it)'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "man" -d 'Print the man page (roff)'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "version" -d 'Print the version; with -v, also the commit, the kernel and what it offers (for a bug report)'
@@ -148,6 +149,21 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l no-progress -d
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l explain -d 'Print the plan and exit without moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s V -l version -d 'Print version'
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l wait -d 'Try again (every 250 ms) the targets not open yet until all are (exit 0) or this long has passed (exit 1): a container\'s entrypoint waiting for its database' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l connect-timeout -d 'Each try at a target (connect, and a tls: handshake) gives up after this long and says timeout (nc -w)' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
+json\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay refuses it (usage error) rather than ignore it. After `copy`, -L is cp\'s --dereference: write --limit there (or -L before the command)' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -s q -l quiet -d 'No report line, no progress'
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l no-progress -d 'Never show a progress bar'
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -s h -l help -d 'Print help'
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
@@ -187,11 +203,12 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand version" -l no-progress 
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -l explain -d 'Print the plan and exit without moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -s V -l version -d 'Print version'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay completions man version help" -f -a "pipe" -d 'Move one stream from SRC to DST'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay completions man version help" -f -a "copy" -d 'Copy files and trees: reflink, then copy_file_range, splice, userspace'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay completions man version help" -f -a "tee" -d 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay completions man version help" -f -a "relay" -d 'Relay bytes both ways between A and B; a listener serves every connection'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay completions man version help" -f -a "completions" -d 'Print a shell completion script'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay completions man version help" -f -a "man" -d 'Print the man page (roff)'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay completions man version help" -f -a "version" -d 'Print the version; with -v, also the commit, the kernel and what it offers (for a bug report)'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay completions man version help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "pipe" -d 'Move one stream from SRC to DST'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "copy" -d 'Copy files and trees: reflink, then copy_file_range, splice, userspace'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "tee" -d 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "relay" -d 'Relay bytes both ways between A and B; a listener serves every connection'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "probe" -d 'Is something answering? Connect to each TARGET and close at once (nc -z, wait-for-it)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "completions" -d 'Print a shell completion script'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "man" -d 'Print the man page (roff)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "version" -d 'Print the version; with -v, also the commit, the kernel and what it offers (for a bug report)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

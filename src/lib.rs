@@ -19,7 +19,7 @@ pub mod report;
 pub mod sys;
 pub mod units;
 
-use cmd::{copy, pipe, relay, tee};
+use cmd::{copy, pipe, probe, relay, tee};
 pub use options::Options;
 
 /// What the command line asked for, in the core's terms.
@@ -29,6 +29,7 @@ pub enum Invocation {
     Copy(copy::CopyConfig),
     Tee(tee::TeeConfig),
     Relay(relay::RelayConfig, relay::Tuning),
+    Probe(probe::ProbeConfig),
     /// Generated text for stdout (man page, completions).
     Print(String),
 }
@@ -41,7 +42,7 @@ impl Invocation {
             Invocation::Pipe(cfg) => stdio(&cfg.dst),
             Invocation::Tee(cfg) => cfg.sinks.iter().any(stdio),
             Invocation::Relay(cfg, _) => stdio(&cfg.a) || stdio(&cfg.b),
-            Invocation::Copy(_) | Invocation::Print(_) => false,
+            Invocation::Copy(_) | Invocation::Probe(_) | Invocation::Print(_) => false,
         }
     }
 
@@ -52,6 +53,7 @@ impl Invocation {
             Invocation::Copy(_) => "copy",
             Invocation::Tee(_) => "tee",
             Invocation::Relay(..) => "relay",
+            Invocation::Probe(_) => "probe",
             Invocation::Print(_) => "print",
         }
     }
@@ -99,6 +101,7 @@ pub fn run(options: &Options, invocation: &Invocation) -> anyhow::Result<exit::E
         Invocation::Copy(cfg) => copy::run(options, cfg),
         Invocation::Tee(cfg) => tee::run(options, cfg),
         Invocation::Relay(cfg, tuning) => relay::run(options, cfg, tuning),
+        Invocation::Probe(cfg) => probe::run(options, cfg),
         Invocation::Print(text) => {
             use std::io::Write;
             match std::io::stdout().write_all(text.as_bytes()) {

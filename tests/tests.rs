@@ -16,6 +16,7 @@ mod mptcp;
 mod outbound;
 mod parallel;
 mod pipe;
+mod probe;
 mod relay;
 mod tee;
 mod tls;

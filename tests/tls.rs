@@ -1733,3 +1733,51 @@ fn after_a_flood_of_silent_sockets_a_short_echo_comes_back() {
         assert_bytes_eq(&got, payload, &format!("zerocat client {i}"));
     }
 }
+
+/// `probe tls:` against a `tls-listen:` relay: open after the handshake, naming the version,
+/// the certificate's subject and when it expires; a certificate it does not trust fails
+/// the probe (exit 1), saying why.
+#[test]
+fn probe_completes_a_tls_handshake_and_names_version_subject_and_expiry() {
+    let Some(pki) = Pki::make() else { return };
+    let mut cmd = zerocat();
+    cmd.arg("relay")
+        .arg(format!("tls-listen:0{}", pki.server_opts()))
+        .arg("exec:cat");
+    let (child, addr, _stderr) = spawn_listening(cmd);
+    let _relay = Reaped(Some(child));
+    let target = format!(
+        "tls:localhost:{},cafile={}",
+        port_of(&addr),
+        pki.path("ca.pem")
+    );
+    let mut cmd = zerocat();
+    cmd.args(["probe", &target]);
+    let out = run(cmd);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr_text(&out));
+    assert!(text.contains(" open ("), "{text}");
+    assert!(text.contains("TLSv1.3"), "{text}");
+    assert!(text.contains("subject CN=localhost"), "{text}");
+    assert!(text.contains("expires 20"), "{text}");
+
+    let mut cmd = zerocat();
+    cmd.args(["--stats", "json", "probe", &target]);
+    let out = run(cmd);
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(line["state"], "open", "{line}");
+    assert_eq!(line["tls"]["version"], "TLSv1.3", "{line}");
+    assert_eq!(line["tls"]["subject"], "CN=localhost", "{line}");
+    assert!(
+        line["tls"]["not_after"].as_str().unwrap().ends_with(" UTC"),
+        "{line}"
+    );
+
+    // Without the CA: the system's roots do not know it.
+    let mut cmd = zerocat();
+    cmd.args(["probe", &format!("tls:localhost:{}", port_of(&addr))]);
+    let out = run(cmd);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains(" failed ("), "{text}");
+}

@@ -937,6 +937,47 @@ of copying what the link points to; a directory on its path swapped for a symlin
 redirect it either. A destination operand that is a symlink to a directory is followed; a
 symlink to a directory at a name inside the destination tree is refused ("cannot
 overwrite a non\-directory with a directory"), as \fBcp\fR refuses it.
+.SH PROBE
+\fBzerocat probe\fR \fITARGET\fR... connects to each target and closes the connection at
+once (\fBnc \-z\fR; a \fBtls:\fR target after its handshake, which \fBnc\fR cannot do):
+\fBtcp:\fR\fIHOST\fR\fB:\fR\fIPORT\fR, a range \fBtcp:\fR\fIHOST\fR\fB:\fR\fILO\fR\fB\-\fR\fIHI\fR
+(each port of it, \fBnc \-z host 20\-30\fR), \fBtls:\fR\fIHOST\fR\fB:\fR\fIPORT\fR with the
+\fBtls:\fR options (\fBcafile=\fR, \fBpin=\fR, \fBverify=0\fR, \fBsni=\fR, a client
+\fBcert=,key=\fR), \fBunix:\fR\fIPATH\fR. A name is resolved once; its addresses are
+tried in order. At most 256 connections are made at once, non\-blocking, from one thread:
+a thousand ports take a few milliseconds on loopback. Nothing is sent (TLS: the
+handshake only); the peer sees a connection open and close (TLS: a handshake then a
+close without close_notify).
+.PP
+One line per target on stdout, in the order given:
+\fBtcp:127.0.0.1:5432 open (0.21 ms)\fR,
+\fBtcp:127.0.0.1:5433 refused (0.10 ms): ECONNREFUSED\fR,
+\fBtcp:10.0.0.9:5432 timeout (5.00 s): no answer within 5.00 s\fR,
+\fBtls:db:5432 open (3.10 ms): TLSv1.3 TLS13_AES_256_GCM_SHA384, subject CN=db, expires
+2027\-01\-01 00:00:00 UTC\fR. The states: \fBopen\fR (connected; TLS: handshake complete
+and the certificate trusted), \fBrefused\fR (ECONNREFUSED, a reset, or no socket at a unix
+path: ENOENT), \fBtimeout\fR (no answer within \fB\-\-connect\-timeout\fR, default 5 s: a
+dropped SYN, a full backlog, a stalled handshake), \fBunreachable\fR (EHOSTUNREACH,
+ENETUNREACH), \fBfailed\fR (a name that does not resolve, a TLS handshake refused, with
+the reason). Under \fB\-\-wait\fR a line also says \fB(after\fR \fIN\fR \fBtries)\fR.
+\fB\-\-stats json\fR makes each line a JSON object: \fBtarget\fR, \fBstate\fR,
+\fBseconds\fR, \fBtries\fR, and \fBerrno\fR, \fBreason\fR or \fBtls\fR (\fBversion\fR,
+\fBcipher\fR, \fBsubject\fR, \fBnot_after\fR). \fB\-q\fR prints nothing: the exit status
+says it all (a healthcheck). \fB\-v\fR adds, on stderr, each failed try under \fB\-\-wait\fR
+and a last line \fBzerocat: 3 of 4 open in 1.2 ms\fR.
+.PP
+\fB\-\-wait\fR \fIDURATION\fR tries again, every 250 ms, the targets not open yet, until
+every one is (exit 0) or the time is over (exit 1); the last try is cut to the time
+left. This is wait\-for\-it: \fBzerocat probe \-q \-\-wait 30s tcp:db:5432 && exec
+server\fR. \fB\-\-connect\-timeout\fR \fIDURATION\fR bounds each try (nc \fB\-w\fR with
+\fB\-z\fR).
+.PP
+Exit status: \fB0\fR every target open; \fB1\fR at least one is not (after
+\fB\-\-wait\fR: when the time ran out); \fB2\fR a usage error, before anything is
+connected: a target that is not \fBtcp:\fR, \fBtls:\fR or \fBunix:\fR, a range written
+backwards (\fB30\-20\fR) or past the ports there are (\fB0\fR, above \fB65535\fR),
+options that would send bytes or retry (\fBproxy=\fR, \fBsocks5=\fR, \fBconnect=\fR,
+\fBretry=\fR: \fB\-\-wait\fR is probe's); \fB130\fR interrupted.
 .SH SIGNALS
 .TP
 SIGINT, SIGTERM
@@ -972,11 +1013,11 @@ ignored: a reader that went away is an EPIPE, handled per sink.
 .SH EXIT STATUS
 .TP
 \fB0\fR
-every byte delivered.
+every byte delivered (\fBprobe\fR: every target open).
 .TP
 \fB1\fR
 runtime error: I/O error, refused connection, disk full; the message names the endpoint
-and the errno.
+and the errno. (\fBprobe\fR: a target not open; see PROBE).
 .TP
 \fB2\fR
 usage error: bad option or URI, or a \fB\-\-via\fR path the endpoints cannot take.

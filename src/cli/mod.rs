@@ -10,6 +10,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::cmd::copy::{CopyConfig, Dereference, SparseMode, Update};
 use crate::cmd::pipe::PipeConfig;
+use crate::cmd::probe::ProbeConfig;
 use crate::cmd::relay::RelayConfig;
 use crate::cmd::tee::TeeConfig;
 use crate::endpoint::{self, Endpoint};
@@ -207,6 +208,19 @@ Examples:
   zerocat relay unix-listen:/run/app.sock tcp:db:5432,retry=10,interval=500ms
   zerocat relay - tcp:example.com:80                     netcat")]
     Relay(RelayArgs),
+    /// Is something answering? Connect to each TARGET and close at once (nc -z, wait-for-it).
+    #[command(after_help = "\
+One line per target on stdout (--stats json: one JSON object per line): open, refused,
+timeout, unreachable or failed, and how long the try took; a tls: target's line names the
+TLS version, the certificate's subject and when it expires. Exit 0 when every target is
+open, 1 when one is not (after --wait: when the time ran out), 2 on a usage error.
+
+Examples:
+  zerocat probe tcp:db:5432                          nc -z db 5432
+  zerocat probe tcp:127.0.0.1:20-30                  nc -zv 127.0.0.1 20-30
+  zerocat probe -q --wait 30s tcp:db:5432 && start   wait-for-it db:5432 -t 30 -- start
+  zerocat probe tls:example.com:443                  handshake: version, subject, expiry")]
+    Probe(ProbeArgs),
     /// Print a shell completion script.
     #[command(after_help = "\
 Examples:
@@ -247,6 +261,29 @@ pub struct PipeArgs {
     /// without it, an empty datagram or a signal ends it.
     #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
     pub idle_timeout: Option<std::time::Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// tcp:HOST:PORT (a range: tcp:HOST:20-30), tls:HOST:PORT[,OPTIONS] or unix:PATH.
+    #[arg(required = true, num_args = 1.., value_name = "TARGET", value_parser = parse_probe_target)]
+    pub targets: Vec<ProbeTargets>,
+    /// Try again (every 250 ms) the targets not open yet until all are (exit 0) or this
+    /// long has passed (exit 1): a container's entrypoint waiting for its database.
+    #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
+    pub wait: Option<std::time::Duration>,
+    /// Each try at a target (connect, and a tls: handshake) gives up after this long and
+    /// says timeout (nc -w).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = endpoint::parse_timeout)]
+    pub connect_timeout: std::time::Duration,
+}
+
+/// The endpoints one probe argument names: one, or one per port of a range.
+#[derive(Debug, Clone)]
+pub struct ProbeTargets(Vec<Endpoint>);
+
+fn parse_probe_target(arg: &str) -> Result<ProbeTargets, String> {
+    crate::cmd::probe::expand_target(arg).map(ProbeTargets)
 }
 
 #[derive(Debug, Args)]
@@ -874,6 +911,11 @@ impl Cli {
                     splice_first: args.splice_first,
                 },
             ),
+            Command::Probe(args) => Invocation::Probe(ProbeConfig {
+                targets: args.targets.into_iter().flat_map(|t| t.0).collect(),
+                wait: args.wait,
+                connect_timeout: args.connect_timeout,
+            }),
             Command::Completions { shell } => Invocation::Print(completions(shell)),
             Command::Man => Invocation::Print(man_page()),
             Command::Version => Invocation::Print(version::text(g.verbose)),

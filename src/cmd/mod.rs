@@ -4,5 +4,6 @@
 pub mod common;
 pub mod copy;
 pub mod pipe;
+pub mod probe;
 pub mod relay;
 pub mod tee;

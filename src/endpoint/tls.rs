@@ -338,6 +338,32 @@ impl Handshake {
         }
     }
 
+    /// Whether the handshake waits to send: a caller polling on its own wants POLLOUT too.
+    pub fn wants_write(&self) -> bool {
+        self.conn.wants_write()
+    }
+
+    /// What a completed handshake shows `probe`: the version, the suite, and the peer's
+    /// certificate (its subject and when it expires), where it presented one.
+    pub fn peer(&self) -> PeerSummary {
+        let certificate = self
+            .conn
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .and_then(|der| trust::subject_and_expiry(der));
+        PeerSummary {
+            version: version_name(self.conn.protocol_version()),
+            cipher: self
+                .conn
+                .negotiated_cipher_suite()
+                .and_then(|s| s.suite().as_str())
+                .unwrap_or("unknown")
+                .to_string(),
+            subject: certificate.as_ref().map(|(subject, _)| subject.clone()),
+            not_after: certificate.map(|(_, not_after)| not_after),
+        }
+    }
+
     /// [`Handshake::advance`] to the end on a socket of a blocking caller (`pipe`): polls
     /// the socket until `deadline` passes. EINTR on a signal (the caller judges it).
     pub fn complete(&mut self, fd: BorrowedFd<'_>, limit: Duration) -> Result<(), String> {
@@ -445,6 +471,18 @@ impl Handshake {
             Offload::Failed(reason) => Err(reason),
         }
     }
+}
+
+/// A completed handshake as `probe` reports it.
+#[derive(Debug, Clone)]
+pub struct PeerSummary {
+    /// "TLSv1.3" or "TLSv1.2".
+    pub version: &'static str,
+    pub cipher: String,
+    /// The end-entity certificate's subject ("CN=localhost").
+    pub subject: Option<String>,
+    /// When it expires: "2027-11-26 22:59:12 UTC".
+    pub not_after: Option<String>,
 }
 
 /// Which end of the handshake zerocat is on this connection.

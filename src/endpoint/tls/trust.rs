@@ -595,6 +595,19 @@ fn snake(debug: &str) -> String {
     out
 }
 
+/// A certificate's subject ("CN=localhost") and the end of its validity, as UTC text.
+pub fn subject_and_expiry(der: &CertificateDer<'_>) -> Option<(String, String)> {
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    let (_, cert) = X509Certificate::from_der(der.as_ref()).ok()?;
+    let not_after = cert.validity().not_after.timestamp().max(0) as u64;
+    Some((
+        cert.subject().to_string(),
+        utc(&UnixTime::since_unix_epoch(std::time::Duration::from_secs(
+            not_after,
+        ))),
+    ))
+}
+
 /// A time as UTC: "2026-11-26 20:08:04 UTC".
 fn utc(time: &UnixTime) -> String {
     let secs = time.as_secs();
