@@ -489,12 +489,32 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__relay)
-            opts="-j -q -v -L -h -V --once --max-conns --idle-timeout --connect-timeout --grace --log --workers --splice-first --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh:"
+            opts="-j -q -v -L -h -V --balance --down-for --check-interval --limit-total --exit-idle --once --max-conns --idle-timeout --connect-timeout --grace --log --workers --splice-first --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --balance)
+                    COMPREPLY=($(compgen -W "failover round-robin least-conn source-hash" -- "${cur}"))
+                    return 0
+                    ;;
+                --down-for)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --check-interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --limit-total)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --exit-idle)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --max-conns)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

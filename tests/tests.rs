@@ -22,4 +22,5 @@ mod tee;
 mod tls;
 mod udp;
 mod udp_stream;
+mod upstreams;
 mod ux;

@@ -639,7 +639,7 @@ array, one object per connection in the order they ended, the last 256 of them (
 long\-running relay keeps no more; the totals above count every connection): \fBid\fR, \fBpeer\fR (the
 client's address), \fBseconds\fR, \fBended\fR (\fBeof\fR, \fBreset\fR,
 \fBerror\fR, \fBidle\-timeout\fR, \fBconnect\-failed\fR, \fBcommand\-failed\fR,
-\fBtls\-error\fR, \fBsignal\fR, or \fBnot\-served\fR: accepted but still greeting when the
+\fBtls\-error\fR, \fBsignal\fR, \fBno\-upstream\fR (several upstreams, none up), or \fBnot\-served\fR: accepted but still greeting when the
 relay stopped accepting, closed, not counted as failed),
 \fBerror\fR, and \fBa_to_b\fR and \fBb_to_a\fR, one per direction, each with
 \fBbytes\fR, \fBpaths\fR, \fBfallbacks\fR, \fBswitches\fR (how often the adaptive
@@ -654,9 +654,39 @@ and \fBmptcp\fR when a side asked for it: \fBa\fR, \fBb\fR, each as \fBsrc\fR's.
 \fBconnections_omitted\fR
 connections that ended before those listed, counted in the totals but not listed.
 .TP
+\fBupstreams\fR
+with several upstreams only: \fBbalance\fR, \fBno_upstream\fR (clients closed because
+none was up) and \fBlist\fR, one object per upstream in the order given: \fBuri\fR,
+\fBserved\fR (connections that ran on it), \fBfailed\fR (tries that failed before a
+byte moved, each gone on to the next upstream), \fBopen\fR and \fBdown\fR (skipped now).
+Each connection then also has \fBupstream\fR (the address) and \fBupstream_uri\fR
+(which of the upstreams it got).
+.TP
 \fBlog_error\fR
 present only when \fB\-\-log\fR stopped on a write error, or lines were not written
 because the log did not keep up: its text, with the count of such lines.
+.SH SEVERAL UPSTREAMS
+\fBrelay\fR \fILISTENER B1 B2\fR ... gives each connection one upstream (\fBtcp:\fR,
+\fBtls:\fR, \fBunix:\fR, \fBexec:\fR, \fBsh:\fR; with \fBudp\-listen:\fR, \fBudp:\fR,
+picked once per session), chosen by \fB\-\-balance\fR: \fBfailover\fR (default: the
+first that is up, as realm's and HAProxy's backup servers), \fBround\-robin\fR,
+\fBleast\-conn\fR (fewest open, over every worker), \fBsource\-hash\fR (by the client's
+IP address, the PROXY header's if it carried one: a client keeps its upstream while it
+is up; a usage error with a listener whose clients have none, such as \fBunix\-listen:\fR).
+A try that fails before any byte moved \(em connection refused, \fB\-\-connect\-timeout\fR
+(an upstream that drops SYNs), a TLS handshake that fails, a proxy that refuses, or an
+upstream that accepts and resets before it sent a byte and before the relay wrote it one
+\(em goes on to the next upstream, with the client's bytes read so far kept for it. Once a
+byte moved either way, a failure is that connection's failure, never a retry: nothing is
+sent twice. An upstream that failed is skipped for \fB\-\-down\-for\fR (default 10 s,
+nginx's \fBfail_timeout\fR; \fB0\fR: never skipped). \fB\-\-check\-interval\fR
+\fIDURATION\fR probes each upstream that often from a thread of its own (a connect, and for
+\fBtls:\fR a handshake, within \fB\-\-connect\-timeout\fR or the interval): a failed
+probe marks it down, an answered one up again. When no upstream is left (all down, or all
+failed this connection), the client is closed and the connection ends \fBno\-upstream\fR.
+The report (\fBupstreams\fR, and per connection \fBupstream_uri\fR), the \fB\-\-log\fR
+lines, \fB\-v\fR and SIGUSR1's totals name each connection's upstream and count, per
+upstream, the connections it served and the tries that failed.
 .SH RELAY LOG
 In text mode (without \fB\-v\fR, which prints a line for every connection) \fBrelay\fR
 names each connection that did not end cleanly, one line each as \fB\-v\fR prints it
@@ -683,10 +713,11 @@ one per connection, when it ended: \fBtime\fR (UTC, RFC 3339 to the millisecond,
 \fB2026\-11\-23T16:34:40.123Z\fR), \fBevent\fR, \fBid\fR (as in the report),
 \fBworker\fR (the event loop that served it, from 0), \fBclient\fR (the accepted
 peer's address; without a listener, side A), \fBupstream\fR (the address the relay
-connected to, or the URI when it never connected), \fBseconds\fR, \fBended\fR and
+connected to, or the URI when it never connected; with several upstreams also
+\fBupstream_uri\fR, the one picked), \fBseconds\fR, \fBended\fR and
 \fBerror\fR (as in the report: \fBeof\fR, \fBreset\fR, \fBerror\fR,
 \fBidle\-timeout\fR, \fBconnect\-failed\fR, \fBcommand\-failed\fR, \fBtls\-error\fR,
-\fBsignal\fR, \fBnot\-served\fR; the
+\fBsignal\fR, \fBnot\-served\fR, \fBno\-upstream\fR; the
 error text or null),
 \fBa_to_b\fR and \fBb_to_a\fR with \fBbytes\fR, \fBpaths\fR (each \fBpath\fR and
 \fBbytes\fR), \fBfallbacks\fR (each \fBfrom\fR, \fBto\fR, \fBerrno\fR,

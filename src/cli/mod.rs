@@ -147,7 +147,7 @@ pub struct GlobalArgs {
 
     /// Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G
     /// (binary units, pv's -L). The kernel path stays the same; only the length of each
-    /// call shrinks. relay refuses it (usage error) rather than ignore it. After `copy`,
+    /// call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`,
     /// -L is cp's --dereference: write --limit there (or -L before the command).
     #[arg(short = 'L', long, global = true, value_name = "RATE", value_parser = crate::units::parse_rate)]
     pub limit: Option<u64>,
@@ -550,6 +550,31 @@ pub struct RelayArgs {
     /// The other side.
     #[arg(value_parser = EndpointParser::stream(parse_relay_side), hide_possible_values = true)]
     pub b: Endpoint,
+    /// More upstreams beside B (A then listens, or is `-` or fd:N): a connection gets one,
+    /// by --balance, and the next where one fails before any byte moved.
+    #[arg(value_name = "B2", value_parser = EndpointParser::stream(parse_relay_side), hide_possible_values = true)]
+    pub more: Vec<Endpoint>,
+    /// With several upstreams, which one a connection gets: failover (the first that is
+    /// up), round-robin, least-conn (fewest open), source-hash (by the client's IP address).
+    #[arg(long, value_name = "MODE", value_enum, default_value_t)]
+    pub balance: crate::cmd::relay::Balance,
+    /// With several upstreams, skip one that failed a connection (refused, timed out,
+    /// reset or TLS failed before any byte moved) for this long. 0: never skip.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = endpoint::parse_duration)]
+    pub down_for: std::time::Duration,
+    /// With several upstreams, probe each this often (a TCP or unix connect; a TLS
+    /// handshake for tls:): one that fails is down for --down-for, one that answers is up.
+    #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
+    pub check_interval: Option<std::time::Duration>,
+    /// Hold all connections together to RATE bytes per second each way (-L/--limit holds
+    /// each direction of each connection).
+    #[arg(long, value_name = "RATE", value_parser = crate::units::parse_rate)]
+    pub limit_total: Option<u64>,
+    /// With an inherited listener (systemd:, fd:N): exit 0 after this long with no
+    /// connection open, leaving the listening socket to systemd (a client arriving then
+    /// waits in its backlog for the next activation).
+    #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
+    pub exit_idle: Option<std::time::Duration>,
     /// Serve one connection, then exit.
     #[arg(long)]
     pub once: bool,
@@ -899,6 +924,12 @@ impl Cli {
                 RelayConfig {
                     a: args.a,
                     b: args.b,
+                    more: args.more,
+                    balance: args.balance,
+                    down_for: args.down_for,
+                    check_interval: args.check_interval,
+                    limit_total: args.limit_total,
+                    exit_idle: args.exit_idle,
                     once: args.once,
                     max_conns: args.max_conns,
                     idle_timeout: args.idle_timeout,

@@ -26,6 +26,7 @@ use super::end::{ConnEnd, Side};
 use super::log::ConnLog;
 use super::poller::Poller;
 use super::report::{ConnReport, Datagrams, FlowReport, Gso, Tally};
+use super::upstream::Upstreams;
 use super::RelayConfig;
 use crate::endpoint::{udp, Endpoint};
 use crate::engine::{DataPath, Record};
@@ -58,6 +59,8 @@ struct Session {
     client: libc::sockaddr_storage,
     client_len: libc::socklen_t,
     key: ClientKey,
+    /// Which of the targets (several upstreams: picked once, for the session's life).
+    target: usize,
     upstream: OwnedFd,
     /// epoll said the upstream socket has datagrams (edge-triggered: until EAGAIN).
     readable: bool,
@@ -75,13 +78,20 @@ pub(super) fn run(
     opts: &Options,
     cfg: &RelayConfig,
     log: Option<ConnLog>,
+    upstreams: Option<&Upstreams>,
 ) -> anyhow::Result<(bool, Tally, Option<ConnLog>)> {
     let listens = if matches!(cfg.a, Endpoint::UdpListen { .. }) {
         Side::A
     } else {
         Side::B
     };
-    let target = cfg.side(listens.other()).datagram_target()?;
+    let targets = match upstreams {
+        Some(_) => cfg
+            .upstreams()
+            .map(Endpoint::datagram_target)
+            .collect::<anyhow::Result<Vec<_>>>()?,
+        None => vec![cfg.side(listens.other()).datagram_target()?],
+    };
     let listener = cfg.side(listens).bind_datagram()?;
     crate::sys::socket::set_nonblocking(listener.as_raw_fd())?;
     datagram::grow_receive_queue(listener.as_fd(), LISTENER_QUEUE);
@@ -89,7 +99,8 @@ pub(super) fn run(
     let mut relay = DatagramRelay {
         opts,
         cfg,
-        target,
+        targets,
+        upstreams,
         listens,
         listener,
         listener_ready: false,
@@ -124,7 +135,8 @@ pub(super) fn run(
 struct DatagramRelay<'a> {
     opts: &'a Options,
     cfg: &'a RelayConfig,
-    target: SocketAddr,
+    targets: Vec<SocketAddr>,
+    upstreams: Option<&'a Upstreams>,
     /// The side that listens (A: A -> B is client -> target).
     listens: Side,
     listener: OwnedFd,
@@ -463,14 +475,25 @@ impl DatagramRelay<'_> {
         if self.by_client.len() >= self.max {
             return None;
         }
-        let upstream = match udp::connect_to(&self.target) {
+        let target = match self.upstreams {
+            Some(ups) => {
+                let client = addr_text(addr, len).parse::<SocketAddr>().ok();
+                ups.pick(client.map(|a| a.ip()), 0, Instant::now())?
+            }
+            None => 0,
+        };
+        let upstream = match udp::connect_to(&self.targets[target]) {
             Ok(fd) => fd,
             Err(e) => {
                 eprintln!(
                     "zerocat: relay: no session for {}: cannot connect to {}: {e}",
                     addr_text(addr, len),
-                    self.target
+                    self.targets[target]
                 );
+                if let Some(ups) = self.upstreams {
+                    ups.leave(target, false);
+                    ups.failed(target, Instant::now());
+                }
                 return None;
             }
         };
@@ -494,6 +517,7 @@ impl DatagramRelay<'_> {
             client: *addr,
             client_len: len,
             key,
+            target,
             upstream,
             readable: false,
             started: now,
@@ -551,6 +575,13 @@ impl DatagramRelay<'_> {
         } else {
             [1, 0]
         };
+        if let Some(ups) = self.upstreams {
+            ups.leave(s.target, true);
+            // Nothing listened there: new sessions go elsewhere for --down-for.
+            if s.error == Some(Errno::ECONNREFUSED) {
+                ups.failed(s.target, Instant::now());
+            }
+        }
         let end = match (end, s.error) {
             (ConnEnd::Quiet, Some(errno)) => ConnEnd::Write {
                 side: self.listens.other(),
@@ -577,7 +608,8 @@ impl DatagramRelay<'_> {
             id: s.id,
             seq: self.tally.count,
             peer: addr_text(&s.client, s.client_len),
-            upstream: self.target.to_string(),
+            upstream: self.targets[s.target].to_string(),
+            upstream_uri: self.upstreams.map(|u| u.uri(s.target).to_string()),
             seconds: s.started.elapsed().as_secs_f64(),
             flows,
             end,

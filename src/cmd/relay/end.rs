@@ -93,6 +93,9 @@ pub enum ConnEnd {
     /// no accepted connection goes unreported; not a failure (nothing of its stream was
     /// taken), as a client left in the backlog is not.
     NotServed(String),
+    /// Several upstreams, and none to be had: every one down (`--down-for`) or failed
+    /// this connection before a byte moved; the last failure's words, if any.
+    NoUpstream(String),
     IdleTimeout,
     /// A datagram session heard nothing either way for `--idle-timeout`: how a UDP
     /// session ends (datagrams have no EOF), so a clean end.
@@ -116,6 +119,7 @@ impl ConnEnd {
             | ConnEnd::CannotRun { .. } => "error",
             ConnEnd::Tls { .. } => "tls-error",
             ConnEnd::NotServed(_) => "not-served",
+            ConnEnd::NoUpstream(_) => "no-upstream",
             ConnEnd::CommandFailed { .. } => "command-failed",
             ConnEnd::IdleTimeout => "idle-timeout",
             ConnEnd::Quiet => "quiet",
@@ -160,6 +164,10 @@ impl ConnEnd {
             ConnEnd::ProxyFailed(text) => text.clone(),
             ConnEnd::Tls { side, uri, text } => format!("{} ({uri}): {text}", side.name()),
             ConnEnd::NotServed(text) => text.clone(),
+            ConnEnd::NoUpstream(last) if last.is_empty() => "every upstream is down".into(),
+            ConnEnd::NoUpstream(last) => {
+                format!("every upstream is down or failed this connection; the last: {last}")
+            }
             ConnEnd::Eof | ConnEnd::IdleTimeout | ConnEnd::Quiet | ConnEnd::Signal => return None,
         })
     }

@@ -127,6 +127,12 @@ impl Flow {
         self.end - self.start + self.in_pipe
     }
 
+    /// Nothing taken from its source yet, nothing delivered, no EOF seen: a direction
+    /// that can be dropped and started afresh on another source.
+    pub fn untouched(&self) -> bool {
+        self.delivered == 0 && self.held() == 0 && !self.eof && !self.shut
+    }
+
     /// Takes nothing from its source until the sink takes some: splicing, the pipe is
     /// (maybe) full; in userspace, the buffer still holds bytes (only an empty one is
     /// filled). Until then its source's readiness can wait.

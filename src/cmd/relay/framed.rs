@@ -559,6 +559,7 @@ impl Relay<'_> {
             seq: self.tally.count,
             peer: peer.to_string(),
             upstream: upstream.to_string(),
+            upstream_uri: None,
             seconds: started.elapsed().as_secs_f64(),
             flows,
             end,

@@ -24,6 +24,7 @@ mod poller;
 mod pool;
 mod report;
 mod server;
+mod upstream;
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -40,6 +41,7 @@ use end::Side;
 use policy::Policy;
 use report::{ConnReport, Summary, Tally};
 use server::{Server, Shared, Spec};
+pub use upstream::Balance;
 
 /// How long connections in flight may go on after SIGINT/SIGTERM when `--grace` is not
 /// given (the CLI's default, "2s", says the same).
@@ -49,6 +51,17 @@ pub const GRACE: Duration = Duration::from_secs(2);
 pub struct RelayConfig {
     pub a: Endpoint,
     pub b: Endpoint,
+    /// Upstreams beside B: a connection gets one of B and these ([`upstream`]).
+    pub more: Vec<Endpoint>,
+    pub balance: Balance,
+    /// Skip an upstream that failed for this long.
+    pub down_for: Duration,
+    /// Probe the upstreams this often.
+    pub check_interval: Option<Duration>,
+    /// `--limit-total`: every connection's bytes together, each way, per second.
+    pub limit_total: Option<u64>,
+    /// Exit after this long with no connection open (an inherited listener only).
+    pub exit_idle: Option<Duration>,
     /// Serve one connection, then exit.
     pub once: bool,
     /// Connections served at once; beyond, clients wait in the listen backlog.
@@ -66,6 +79,22 @@ pub struct RelayConfig {
 }
 
 impl RelayConfig {
+    /// B and the upstreams after it.
+    fn upstreams(&self) -> impl Iterator<Item = &Endpoint> {
+        std::iter::once(&self.b).chain(&self.more)
+    }
+
+    /// Several upstreams: the balancer's state, none picked yet.
+    fn balancer(&self) -> Option<upstream::Upstreams> {
+        (!self.more.is_empty()).then(|| {
+            upstream::Upstreams::new(
+                self.upstreams().map(Endpoint::to_string).collect(),
+                self.balance,
+                self.down_for,
+            )
+        })
+    }
+
     /// The endpoint of side A or B.
     fn side(&self, side: Side) -> &Endpoint {
         match side {
@@ -102,6 +131,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         .into());
     }
     check_sides(cfg)?;
+    upstream::check(cfg)?;
     let max_conns = Some(cfg.max_conns.unwrap_or_else(default_max_conns));
     let planned = RelayConfig {
         max_conns,
@@ -150,6 +180,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
             log_error,
             started,
             one_session,
+            None,
         );
     }
     if is_datagram(cfg) {
@@ -158,13 +189,23 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
             max_conns,
             ..cfg.clone()
         };
-        let (interrupted, tally, log) = datagram::run(opts, &cfg_run, log)?;
+        let balancer = cfg.balancer();
+        let (interrupted, tally, log) = datagram::run(opts, &cfg_run, log, balancer.as_ref())?;
         let log_error = log.and_then(log::ConnLog::finish);
-        return conclude(opts, cfg, &tally, interrupted, log_error, started, cfg.once);
+        return conclude(
+            opts,
+            cfg,
+            &tally,
+            interrupted,
+            log_error,
+            started,
+            cfg.once,
+            balancer.as_ref(),
+        );
     }
     // A program that is not there fails the run before anything listens (exit 1), not
     // every connection.
-    for e in [&cfg.a, &cfg.b] {
+    for e in std::iter::once(&cfg.a).chain(cfg.upstreams()) {
         if let Endpoint::Command(spec) = e {
             spec.check_runnable()?;
         }
@@ -206,14 +247,25 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         ));
     }
     let started = Instant::now();
-    let shared = Shared::new(log);
-    let (interrupted, tally) = if workers == 1 {
-        let mut server = Server::new(opts, &cfg_run, *tuning, &specs, policy, &shared, 0, workers)?;
-        let interrupted = server.run()?;
-        (interrupted, std::mem::take(&mut server.tally))
-    } else {
-        run_workers(opts, &cfg_run, tuning, &specs, policy, &shared, workers)?
-    };
+    let mut shared = Shared::new(log);
+    shared.upstreams = cfg.balancer();
+    if shared.upstreams.is_some() {
+        shared.upstream_specs = cfg
+            .upstreams()
+            .map(|e| spec(e, cfg.connect_timeout, listens))
+            .collect::<anyhow::Result<_>>()?;
+    }
+    let checks_over = std::sync::atomic::AtomicBool::new(false);
+    let (interrupted, tally) = std::thread::scope(|scope| {
+        if let (Some(every), Some(ups)) = (cfg.check_interval, &shared.upstreams) {
+            let (specs, over) = (&shared.upstream_specs, &checks_over);
+            let timeout = cfg.connect_timeout.unwrap_or(every);
+            scope.spawn(move || server::run_checks(ups, specs, every, timeout, over));
+        }
+        let served = serve(opts, &cfg_run, tuning, &specs, policy, &shared, workers);
+        checks_over.store(true, std::sync::atomic::Ordering::SeqCst);
+        served
+    })?;
     drop(specs);
     let log_error = shared
         .log
@@ -227,11 +279,32 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         log_error,
         started,
         single_session || once,
+        shared.upstreams.as_ref(),
     )
+}
+
+/// The event loops: one on this thread, or `workers` in threads of their own.
+fn serve(
+    opts: &Options,
+    cfg_run: &RelayConfig,
+    tuning: &Tuning,
+    specs: &[Spec; 2],
+    policy: Policy,
+    shared: &Shared,
+    workers: usize,
+) -> anyhow::Result<(bool, Tally)> {
+    Ok(if workers == 1 {
+        let mut server = Server::new(opts, cfg_run, *tuning, specs, policy, shared, 0, workers)?;
+        let interrupted = server.run()?;
+        (interrupted, std::mem::take(&mut server.tally))
+    } else {
+        run_workers(opts, cfg_run, tuning, specs, policy, shared, workers)?
+    })
 }
 
 /// The report, and the exit code: 130 after a signal; for one session (or `--once`) its
 /// end is the run's end.
+#[allow(clippy::too_many_arguments)]
 fn conclude(
     opts: &Options,
     cfg: &RelayConfig,
@@ -240,11 +313,13 @@ fn conclude(
     log_error: Option<String>,
     started: Instant,
     one_session: bool,
+    upstreams: Option<&upstream::Upstreams>,
 ) -> anyhow::Result<ExitCode> {
     let seconds = started.elapsed().as_secs_f64();
     let summary = Summary {
         cfg,
         tally,
+        upstreams,
         seconds,
         interrupted,
         log_error: log_error.as_deref(),
@@ -467,6 +542,15 @@ fn check_sides(cfg: &RelayConfig) -> anyhow::Result<()> {
         return Err(
             UsageError("relay: neither side is a socket to connect or listen on".into()).into(),
         );
+    }
+    let inherited_listener = matches!(cfg.a, Endpoint::Systemd { .. } | Endpoint::FdTls { .. })
+        || matches!(cfg.a, Endpoint::Fd(_) if cfg.a.listens());
+    if cfg.exit_idle.is_some() && !inherited_listener {
+        return Err(UsageError(
+            "--exit-idle: the relay exits when idle only with an inherited listener as A              (systemd:, fd:N), which stays open for the next activation; a listener of its              own would drop the clients in its backlog"
+                .into(),
+        )
+        .into());
     }
     if cfg.max_conns == Some(0) {
         return Err(UsageError("--max-conns must be at least 1".into()).into());

@@ -63,6 +63,8 @@ pub struct ConnReport {
     pub peer: String,
     /// The side the relay connected to, as connected (its peer address), or its URI.
     pub upstream: String,
+    /// Several upstreams: the one the connection got (its URI as given).
+    pub upstream_uri: Option<String>,
     pub seconds: f64,
     /// [A -> B, B -> A]
     pub flows: [FlowReport; 2],
@@ -82,6 +84,9 @@ impl ConnReport {
     /// The `-v` line: "#3 127.0.0.1:40312: 5 B a->b via splice, 5 B b->a via splice, 0.01 s, eof"
     pub fn line(&self) -> String {
         let mut s = format!("#{} {}:", self.id, self.peer);
+        if let Some(uri) = &self.upstream_uri {
+            let _ = write!(s, " upstream {uri},");
+        }
         for (d, name) in ["a->b", "b->a"].iter().enumerate() {
             let f = &self.flows[d];
             let _ = write!(s, " {} {name}", human_bytes(f.bytes));
@@ -123,6 +128,9 @@ impl ConnReport {
         o.num("id", self.id)
             .str("peer", &self.peer)
             .float("seconds", self.seconds);
+        if let Some(uri) = &self.upstream_uri {
+            o.str("upstream", &self.upstream).str("upstream_uri", uri);
+        }
         end_json(&mut o, &self.end);
         self.directions_json(&mut o);
         self.mptcp_json(&mut o);
@@ -153,8 +161,11 @@ impl ConnReport {
             .num("id", self.id)
             .num("worker", worker as u64)
             .str("client", &self.peer)
-            .str("upstream", &self.upstream)
-            .float("seconds", self.seconds);
+            .str("upstream", &self.upstream);
+        if let Some(uri) = &self.upstream_uri {
+            o.str("upstream_uri", uri);
+        }
+        o.float("seconds", self.seconds);
         end_json(&mut o, &self.end);
         self.directions_json(&mut o);
         self.mptcp_json(&mut o);
@@ -349,6 +360,8 @@ fn end_json(o: &mut JsonObject, end: &ConnEnd) {
 pub(super) struct Summary<'a> {
     pub(super) cfg: &'a RelayConfig,
     pub(super) tally: &'a Tally,
+    /// Several upstreams: each one's counts.
+    pub(super) upstreams: Option<&'a super::upstream::Upstreams>,
     pub(super) seconds: f64,
     pub(super) interrupted: bool,
     /// `--log` stopped on a write error: the error's text.
@@ -400,6 +413,9 @@ impl Summary<'_> {
                 if t.failed > 0 {
                     let _ = write!(s, "; {} did not end cleanly", t.failed);
                 }
+                if let Some(ups) = self.upstreams {
+                    s.push_str(&ups.text());
+                }
                 if self.interrupted {
                     s.push_str("; interrupted");
                 }
@@ -443,6 +459,9 @@ impl Summary<'_> {
                         .bool("gso_refused", gso.refused)
                         .bool("gro", t.gro);
                     o.raw("datagrams", &dg.finish());
+                }
+                if let Some(ups) = self.upstreams {
+                    o.raw("upstreams", &ups.json());
                 }
                 let conns: Vec<String> = t.last.iter().map(ConnReport::json).collect();
                 o.raw("connections", &json_array(&conns))

@@ -5,6 +5,9 @@ mod accept;
 mod conn;
 mod dial;
 mod inherit;
+mod pick;
+
+pub(super) use pick::run_checks;
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -91,6 +94,20 @@ struct Dial {
     handshake: Option<outbound::Handshake>,
     /// `tls:`: connected (through the proxy, if any), the TLS handshake under way.
     tls: Option<Handshake>,
+}
+
+impl Dial {
+    /// A first attempt, to be started.
+    fn new() -> Dial {
+        Dial {
+            addr: 0,
+            attempt: 0,
+            deadline: None,
+            waiting: true,
+            handshake: None,
+            tls: None,
+        }
+    }
 }
 
 struct Peer {
@@ -190,6 +207,11 @@ struct Conn {
     /// The connected upstream's address, taken at the first pump under `--log` (by the
     /// end, a closed socket has no peer to ask).
     upstream: Option<SockaddrStorage>,
+    /// Several upstreams: the one B is (or is being connected to), those tried and
+    /// failed, and the client's IP address (source-hash's key).
+    pick: Option<usize>,
+    tried: super::upstream::Tried,
+    client_ip: Option<std::net::IpAddr>,
 }
 
 /// What the workers (`--workers`) share: the count `--max-conns` bounds, connection ids,
@@ -208,6 +230,9 @@ pub(super) struct Shared {
     pub(super) started: Instant,
     /// When the last totals line was printed, and the bytes done then: its rate is since.
     last_totals: Mutex<Option<(Instant, u64)>>,
+    /// Several upstreams: the balancer, and each one's side (B's place).
+    pub(super) upstreams: Option<super::upstream::Upstreams>,
+    pub(super) upstream_specs: Vec<Spec>,
 }
 
 impl Shared {
@@ -222,6 +247,8 @@ impl Shared {
             bytes_done: [AtomicU64::new(0), AtomicU64::new(0)],
             started: Instant::now(),
             last_totals: Mutex::new(None),
+            upstreams: None,
+            upstream_specs: Vec::new(),
         }
     }
 }
@@ -566,12 +593,23 @@ impl<'a> Server<'a> {
             last_active: now,
             busy: false,
             upstream: None,
+            pick: None,
+            tried: 0,
+            client_ip: None,
         };
         self.active += 1;
         let mut accepted = accepted;
         let mut failure = None;
+        let mut picked = false;
         for side in 0..2 {
-            match &self.specs[side] {
+            if side == pick::UPSTREAM && failure.is_none() && !picked {
+                picked = true;
+                if let Err(end) = self.first_pick(&mut conn) {
+                    failure = Some(end);
+                    continue;
+                }
+            }
+            match self.spec_at(conn.pick, side) {
                 Spec::Listen(_) => {
                     let accepted = accepted.take().expect("an accepted connection");
                     conn.peer = accepted.peer;
@@ -594,13 +632,8 @@ impl<'a> Server<'a> {
                 }
                 Spec::Command {
                     spec, own_group, ..
-                } => match command_side(spec, *own_group) {
-                    Ok(mut peer) => {
-                        for fd in [&peer.fd, &peer.wfd].into_iter().flatten() {
-                            peer.held.extend(self.pools.grow_childs_pipe(fd.as_fd()));
-                        }
-                        conn.sides[side] = peer;
-                    }
+                } => match self.command_peer(spec, *own_group) {
+                    Ok(peer) => conn.sides[side] = peer,
                     Err(e) => {
                         failure.get_or_insert(ConnEnd::CannotRun {
                             side: Side::of(side),
@@ -608,16 +641,7 @@ impl<'a> Server<'a> {
                         });
                     }
                 },
-                Spec::Dial { .. } => {
-                    conn.sides[side].dial = Some(Dial {
-                        addr: 0,
-                        attempt: 0,
-                        deadline: None,
-                        waiting: true,
-                        handshake: None,
-                        tls: None,
-                    });
-                }
+                Spec::Dial { .. } => conn.sides[side].dial = Some(Dial::new()),
             }
         }
         if conn.peer.is_empty() {
@@ -645,6 +669,15 @@ impl<'a> Server<'a> {
         self.pump(idx);
     }
 
+    /// A command side started, the growth of its pipes counted in the pipe budget.
+    fn command_peer(&mut self, spec: &CommandSpec, own_group: bool) -> anyhow::Result<Peer> {
+        let mut peer = command_side(spec, own_group)?;
+        for fd in [&peer.fd, &peer.wfd].into_iter().flatten() {
+            peer.held.extend(self.pools.grow_childs_pipe(fd.as_fd()));
+        }
+        Ok(peer)
+    }
+
     /// The running totals (SIGUSR1, --progress): "zerocat: relay: 2 open, 14 done, 1.20 MiB
     /// a -> b, 3.40 MiB b -> a (of those done), up 12.3 s, 310 KiB/s since the last line"
     /// (or "since start": the bytes of connections done, both ways, over that time).
@@ -667,11 +700,15 @@ impl<'a> Server<'a> {
         let seconds = now.duration_since(since).as_secs_f64().max(1e-3);
         let rate = ((ab + ba).saturating_sub(before) as f64 / seconds) as u64;
         eprintln!(
-            "zerocat: relay: {open} open, {done} done, {} a -> b, {} b -> a (of those done), up {:.1} s, {}/s {when}",
+            "zerocat: relay: {open} open, {done} done, {} a -> b, {} b -> a (of those done), up {:.1} s, {}/s {when}{}",
             crate::units::human_bytes(ab),
             crate::units::human_bytes(ba),
             self.shared.started.elapsed().as_secs_f64(),
             crate::units::human_bytes(rate),
+            self.shared
+                .upstreams
+                .as_ref()
+                .map_or_else(String::new, |u| u.text()),
         );
     }
 

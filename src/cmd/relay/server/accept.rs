@@ -145,6 +145,7 @@ impl Server<'_> {
             seq: self.shared.ended.fetch_add(1, Ordering::Relaxed),
             peer: rejected.peer.clone(),
             upstream: String::new(),
+            upstream_uri: None,
             seconds: 0.0,
             flows: [flow(), flow()],
             end: end.clone(),

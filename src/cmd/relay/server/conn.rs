@@ -154,8 +154,8 @@ impl Server<'_> {
                 Ok(Turn::Busy) => busy = true,
                 Ok(Turn::Idle) => {}
                 Err(e) => {
-                    let end = self.failure(Side::of(d), e);
-                    self.finish(idx, end);
+                    let end = self.failure(idx, Side::of(d), e);
+                    self.upstream_failed(idx, end);
                     return;
                 }
             }
@@ -182,17 +182,17 @@ impl Server<'_> {
     }
 
     /// How an error of the direction from `from` ends the connection.
-    fn failure(&self, from: Side, e: FlowError) -> ConnEnd {
+    fn failure(&self, idx: usize, from: Side, e: FlowError) -> ConnEnd {
         let errno = e.errno;
         match e.blame {
             Blame::Source => ConnEnd::Read {
                 side: from,
-                uri: self.side_uri(from),
+                uri: self.conn_side_uri(idx, from),
                 errno,
             },
             Blame::Sink => ConnEnd::Write {
                 side: from.other(),
-                uri: self.side_uri(from.other()),
+                uri: self.conn_side_uri(idx, from.other()),
                 errno,
             },
             Blame::Relay => ConnEnd::NoPipe {
@@ -210,7 +210,7 @@ impl Server<'_> {
         if let Some(addr) = &conn.upstream {
             return addr.to_string();
         }
-        match (&self.specs[side], &conn.sides[side].dial) {
+        match (self.spec_at(conn.pick, side), &conn.sides[side].dial) {
             (Spec::Dial { addrs, .. }, Some(dial)) => addrs
                 .get(dial.addr)
                 .map_or_else(|| self.side_uri(Side::of(side)), |a| a.to_string()),
@@ -270,6 +270,13 @@ impl Server<'_> {
         });
         let abort = !matches!(end, ConnEnd::Eof);
         let upstream = self.upstream(&conn);
+        let upstream_uri = match (&self.shared.upstreams, conn.pick) {
+            (Some(ups), Some(pick)) => {
+                ups.leave(pick, conn.sides[super::pick::UPSTREAM].open());
+                Some(ups.uri(pick).to_string())
+            }
+            _ => None,
+        };
         let undelivered = [0, 1].map(|d| {
             let dst = &mut conn.sides[1 - d];
             let mut left = if dst.open() && cut == Cut::Now {
@@ -338,6 +345,7 @@ impl Server<'_> {
             seq: self.shared.ended.fetch_add(1, Ordering::Relaxed),
             peer: conn.peer.clone(),
             upstream,
+            upstream_uri,
             seconds: conn.started.elapsed().as_secs_f64(),
             flows: [0, 1].map(|d| FlowReport {
                 record: conn.flows[d].record.clone(),

@@ -18,7 +18,7 @@ use nix::sys::socket::getpeername;
 impl Server<'_> {
     /// Starts (or restarts) a connection attempt to a Dial side.
     pub(super) fn dial(&mut self, idx: usize, side: usize) {
-        let Spec::Dial { addrs, opts, .. } = &self.specs[side] else {
+        let Spec::Dial { addrs, opts, .. } = self.spec(idx, side) else {
             return;
         };
         let gen = self.gens[idx];
@@ -75,7 +75,7 @@ impl Server<'_> {
     /// The socket is connected: to the target, or to the proxy of `socks5=`/`connect=`,
     /// whose handshake starts now, bounded by `--connect-timeout` (or 30 s).
     fn connected(&mut self, idx: usize, side: usize) {
-        let Spec::Dial { opts, target, .. } = &self.specs[side] else {
+        let Spec::Dial { opts, target, .. } = self.spec(idx, side) else {
             return;
         };
         let (Some(via), Some((host, port))) = (&opts.via, target) else {
@@ -83,7 +83,9 @@ impl Server<'_> {
         };
         let shake = match outbound::Handshake::new(via, host, *port) {
             Ok(shake) => shake,
-            Err(refused) => return self.finish(idx, ConnEnd::ProxyFailed(refused.to_string())),
+            Err(refused) => {
+                return self.upstream_failed(idx, ConnEnd::ProxyFailed(refused.to_string()))
+            }
         };
         let limit = self
             .cfg
@@ -113,7 +115,7 @@ impl Server<'_> {
                 peer.writable = true;
                 self.tunnel_ready(idx, side);
             }
-            Err(refused) => self.finish(idx, ConnEnd::ProxyFailed(refused.to_string())),
+            Err(refused) => self.upstream_failed(idx, ConnEnd::ProxyFailed(refused.to_string())),
         }
     }
 
@@ -121,7 +123,7 @@ impl Server<'_> {
     /// handshake, bounded by `--connect-timeout` (or 10 s); otherwise the stream starts,
     /// the PROXY header of `proxy=v1|v2` first.
     fn tunnel_ready(&mut self, idx: usize, side: usize) {
-        let Spec::Dial { tls, .. } = &self.specs[side] else {
+        let Spec::Dial { tls, .. } = self.spec(idx, side) else {
             return;
         };
         let Some((config, name)) = tls else {
@@ -165,10 +167,10 @@ impl Server<'_> {
         let side = Side::of(side);
         let end = ConnEnd::Tls {
             side,
-            uri: self.side_uri(side),
+            uri: self.conn_side_uri(idx, side),
             text,
         };
-        self.finish(idx, end);
+        self.upstream_failed(idx, end);
     }
 
     /// The TLS handshake moves on; once done, the side's fd becomes what the record layer
@@ -221,7 +223,7 @@ impl Server<'_> {
     pub(super) fn dial_failed(&mut self, idx: usize, side: usize, errno: Errno) {
         let Spec::Dial {
             uri, addrs, opts, ..
-        } = &self.specs[side]
+        } = self.spec(idx, side)
         else {
             return;
         };
@@ -251,7 +253,7 @@ impl Server<'_> {
                 .connect_timeout
                 .unwrap_or(outbound::HANDSHAKE_DEADLINE);
             let text = shake.stalled(limit).to_string();
-            return self.finish(idx, ConnEnd::ProxyFailed(text));
+            return self.upstream_failed(idx, ConnEnd::ProxyFailed(text));
         }
         let peer = &mut conn.sides[side];
         if let Some(fd) = peer.fd.take() {
@@ -280,7 +282,7 @@ impl Server<'_> {
             return;
         }
         let uri = uri.clone();
-        self.finish(idx, ConnEnd::ConnectFailed { uri, errno });
+        self.upstream_failed(idx, ConnEnd::ConnectFailed { uri, errno });
     }
 }
 
@@ -290,7 +292,7 @@ impl Server<'_> {
     /// has an empty send buffer, so the few hundred bytes go out whole; if not, the
     /// connection fails before any payload moved. False when it failed (and was finished).
     fn send_proxy_header(&mut self, idx: usize, side: usize) -> bool {
-        let Spec::Dial { uri, opts, .. } = &self.specs[side] else {
+        let Spec::Dial { uri, opts, .. } = self.spec(idx, side) else {
             return true;
         };
         let Some(version) = opts.proxy else {
@@ -305,7 +307,7 @@ impl Server<'_> {
             Err(errno) => errno,
         };
         let uri = uri.clone();
-        self.finish(idx, ConnEnd::ConnectFailed { uri, errno });
+        self.upstream_failed(idx, ConnEnd::ConnectFailed { uri, errno });
         false
     }
 }
