@@ -122,7 +122,10 @@ impl Tuning {
 
 pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result<ExitCode> {
     let policy = policy(opts.via)?;
-    check_limit(opts.limit)?;
+    check_limit(opts.limit.or(cfg.limit_total))?;
+    if cfg.exit_idle.is_some() {
+        check_exit_idle(cfg)?;
+    }
     if opts.size.is_some() {
         return Err(UsageError(
             "--size: a relay moves no one stream of a known size (it is for pipe, tee and copy)"
@@ -478,6 +481,12 @@ fn check_limit(limit: Option<u64>) -> anyhow::Result<()> {
         .into()),
         None => Ok(()),
     }
+}
+
+/// `--exit-idle` waits for its implementation: refused rather than ignored.
+fn check_exit_idle(cfg: &RelayConfig) -> anyhow::Result<()> {
+    check_sides(cfg)?;
+    Err(UsageError("--exit-idle is not supported by relay yet".into()).into())
 }
 
 /// A datagram relay: `udp-listen:` on one side, `udp:` on the other.
