@@ -25,6 +25,8 @@ pub struct Options {
     pub size: Option<u64>,
     /// `--stats-fd N`: the report goes to this inherited fd instead of stderr.
     pub stats_fd: Option<i32>,
+    /// `--dump FILE`: a copy of every byte moved, stamped (relay, pipe, tee).
+    pub dump: Option<crate::engine::dump::DumpSpec>,
     /// The JSON report, kept until the end of the run ([`Options::emit_json_report`]).
     pub json: Arc<Mutex<Option<String>>>,
 }

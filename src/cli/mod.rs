@@ -161,6 +161,35 @@ pub struct GlobalArgs {
     /// percentage and ETA where the source has no size of its own.
     #[arg(long, global = true, value_name = "N", value_parser = crate::units::parse_bytes)]
     pub size: Option<u64>,
+
+    /// Write every byte that passes into FILE, per connection and direction, stamped
+    /// (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do (relay,
+    /// pipe, tee). The transfer's path stays the same (a splicing direction tee(2)s its
+    /// pipe); the dump never slows it: what it cannot keep up with is counted as missed.
+    #[arg(long, global = true, value_name = "FILE", value_parser = parse_dump_path)]
+    pub dump: Option<std::path::PathBuf>,
+
+    /// Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped
+    /// as \n, \r, \t, \\, \xHH) or pcap (a TCP conversation per connection, for
+    /// Wireshark).
+    #[arg(long, global = true, value_enum, default_value_t = DumpFormatArg::Hex, value_name = "FORMAT")]
+    pub dump_format: DumpFormatArg,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DumpFormatArg {
+    Hex,
+    Text,
+    Pcap,
+}
+
+/// `--dump FILE`: a directory is refused here, before anything listens.
+fn parse_dump_path(text: &str) -> Result<std::path::PathBuf, String> {
+    let path = std::path::PathBuf::from(text);
+    if path.is_dir() {
+        return Err(format!("'{text}' is a directory; --dump writes a file"));
+    }
+    Ok(path)
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -881,6 +910,14 @@ impl Cli {
             limit: g.limit,
             size: g.size,
             stats_fd: g.stats_fd,
+            dump: g.dump.map(|path| crate::engine::dump::DumpSpec {
+                path,
+                format: match g.dump_format {
+                    DumpFormatArg::Hex => crate::engine::dump::DumpFormat::Hex,
+                    DumpFormatArg::Text => crate::engine::dump::DumpFormat::Text,
+                    DumpFormatArg::Pcap => crate::engine::dump::DumpFormat::Pcap,
+                },
+            }),
             json: Default::default(),
         };
         let invocation = match self.command {

@@ -18,6 +18,7 @@
 
 mod chain;
 pub mod copy_range;
+pub mod dump;
 pub mod fanout;
 pub mod meter;
 pub mod reflink;

@@ -17,6 +17,7 @@ use nix::errno::Errno;
 use super::policy::Choice;
 use super::pool::{BudgetPipe, Pools};
 use crate::endpoint::tls::Records;
+use crate::engine::dump::Tapped;
 use crate::engine::{DataPath, Fallback, Reason, Record};
 use crate::sys;
 
@@ -95,6 +96,9 @@ pub struct Flow {
     spliced: u64,
     /// The sink's unsent bytes are capped at the pipe's size (or were tried: not TCP).
     unsent_capped: bool,
+    /// `--dump`: where a copy of the bytes that go out goes (tee'd from the pipe, or
+    /// written from the buffer).
+    pub tap: Option<Tapped>,
 }
 
 impl Flow {
@@ -114,6 +118,7 @@ impl Flow {
             delivered: 0,
             spliced: 0,
             unsent_capped: false,
+            tap: None,
         }
     }
 
@@ -223,6 +228,9 @@ impl Flow {
                 }
             }
             self.shut = true;
+            if let Some(tap) = &mut self.tap {
+                tap.end();
+            }
             self.release(pools);
             return Ok(Turn::Done);
         }
@@ -290,6 +298,9 @@ impl Flow {
             }
             return match wrote {
                 Ok(n) => {
+                    if let (Some(tap), Some(buf)) = (&mut self.tap, &self.buf) {
+                        tap.wrote(&buf[self.start..self.start + n]);
+                    }
                     self.start += n;
                     if self.start == self.end {
                         self.start = 0;
@@ -337,8 +348,16 @@ impl Flow {
             self.unsent_capped = true;
             let _ = sys::socket::limit_unsent(dst.fd, pipe.size);
         }
-        match sys::splice(pipe.read.as_fd(), dst.fd, self.in_pipe) {
+        // The dump copies the pipe's head first (tee): no more goes out than it has.
+        let len = match &mut self.tap {
+            Some(tap) => tap.ahead_of_splice(pipe.read.as_fd(), self.in_pipe),
+            None => self.in_pipe,
+        };
+        match sys::splice(pipe.read.as_fd(), dst.fd, len) {
             Ok(n) => {
+                if let Some(tap) = &mut self.tap {
+                    tap.spliced(n);
+                }
                 self.in_pipe -= n;
                 self.pipe_maybe_full = false;
                 self.spliced += n as u64;

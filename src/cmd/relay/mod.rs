@@ -159,9 +159,23 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
     } else {
         opts.print_plan(&plan(&planned, policy));
     }
+    if opts.dump.is_some() && (framed::is_framed(cfg) || is_datagram(cfg)) {
+        return Err(UsageError(
+            "--dump: a relay of datagrams is not dumped yet (streams are)".into(),
+        )
+        .into());
+    }
     if opts.explain {
         return Ok(ExitCode::Success);
     }
+    // Before anything listens: a dump that cannot be written fails the run now.
+    let dump = match &opts.dump {
+        Some(spec) => Some(
+            crate::engine::dump::Dump::start(spec)
+                .with_context(|| format!("--dump {}", spec.path.display()))?,
+        ),
+        None => None,
+    };
     let log = match &cfg.log {
         Some(path) => Some(log::ConnLog::open(
             &path.to_string_lossy(),
@@ -251,6 +265,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
     }
     let started = Instant::now();
     let mut shared = Shared::new(log);
+    shared.dump = dump.as_ref().map(|d| std::sync::Arc::clone(d.tap()));
     shared.upstreams = cfg.balancer();
     if shared.upstreams.is_some() {
         shared.upstream_specs = cfg
@@ -270,6 +285,13 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         served
     })?;
     drop(specs);
+    shared.dump = None;
+    if let Some(dump) = dump {
+        let totals = dump.finish();
+        if !opts.quiet {
+            eprintln!("zerocat: {}", totals.line());
+        }
+    }
     let log_error = shared
         .log
         .and_then(|log| log.into_inner().ok())

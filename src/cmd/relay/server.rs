@@ -4,6 +4,7 @@
 mod accept;
 mod conn;
 mod dial;
+mod dump;
 mod inherit;
 mod pick;
 
@@ -33,6 +34,7 @@ use crate::endpoint::outbound;
 use crate::endpoint::proxy::Addresses;
 use crate::endpoint::tls::{Handshake, Session};
 use crate::endpoint::{Accepted, ConnectOpts, Endpoint, Listener};
+use crate::engine::dump::Tap;
 use crate::options::Options;
 use crate::sys::process;
 use crate::sys::socket::set_nonblocking;
@@ -233,6 +235,8 @@ pub(super) struct Shared {
     /// Several upstreams: the balancer, and each one's side (B's place).
     pub(super) upstreams: Option<super::upstream::Upstreams>,
     pub(super) upstream_specs: Vec<Spec>,
+    /// `--dump`: every connection's directions copy their bytes into it.
+    pub(super) dump: Option<Arc<Tap>>,
 }
 
 impl Shared {
@@ -249,6 +253,7 @@ impl Shared {
             last_totals: Mutex::new(None),
             upstreams: None,
             upstream_specs: Vec::new(),
+            dump: None,
         }
     }
 }

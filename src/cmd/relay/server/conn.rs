@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use nix::fcntl::{fcntl, FcntlArg};
 use nix::sys::socket::getpeername;
 
-use super::inherit;
+use super::{dump, inherit};
 use super::{slot_token, Conn, Server, Spec, REAP, REAP_EVERY};
 use crate::cmd::relay::end::{ConnEnd, Side};
 use crate::cmd::relay::flow::{Blame, FlowError, Port, Turn};
@@ -107,6 +107,9 @@ impl Server<'_> {
             if let Some(fd) = &conn.sides[side].fd {
                 conn.upstream = getpeername(fd.as_raw_fd()).ok();
             }
+        }
+        if let Some(tap) = &self.shared.dump {
+            dump::attach(tap, conn);
         }
         let mut moved = 0u64;
         let mut done = 0;

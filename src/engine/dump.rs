@@ -1,0 +1,762 @@
+//! `--dump FILE`: a copy of every byte a transfer moves, per connection and direction,
+//! stamped (connection, direction, offset, time), in `hex` (hexdump -C lines), `text`
+//! (printable bytes, the rest escaped) or `pcap` (a TCP conversation Wireshark follows).
+//!
+//! The transfer's own path is not changed: a direction that splices through a pipe of its
+//! own tee(2)s the pipe's head into the dump's pipe before it splices it out
+//! ([`Tapped::ahead_of_splice`]); one that writes from a buffer writes the same bytes into
+//! the dump's pipe ([`Tapped::wrote`]). Both never wait: the dump's pipe is its bounded
+//! buffer (as large as `pipe-max-size` allows), and when it is full the bytes that could
+//! not go in are *missed*, counted and marked in the dump, rather than slowing the
+//! transfer. A thread reads the pipe, in the order an entry per copy says (the copy and
+//! its entry are made under one lock, so the pipe and the entries agree), formats and
+//! writes the file.
+//!
+//! tee(2) copies from the head of a pipe without consuming it (HAZARDS: tee duplicates):
+//! a direction whose pipe head was already teed (`accounted` ahead of `passed`) never tees
+//! again until the splice out has consumed past it, and splices out no more than the dump
+//! has accounted for, so the dump gets each byte once.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+
+use crate::sys;
+use crate::sys::pipe::OwnPipe;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DumpFormat {
+    #[default]
+    Hex,
+    Text,
+    Pcap,
+}
+
+impl DumpFormat {
+    pub fn word(self) -> &'static str {
+        match self {
+            DumpFormat::Hex => "hex",
+            DumpFormat::Text => "text",
+            DumpFormat::Pcap => "pcap",
+        }
+    }
+}
+
+/// `--dump FILE --dump-format F`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DumpSpec {
+    pub path: PathBuf,
+    pub format: DumpFormat,
+}
+
+/// A direction: 0 is A to B (`>`), 1 is B to A (`<`).
+pub type Dir = u8;
+
+enum What {
+    Open([Option<SocketAddr>; 2]),
+    Data { offset: u64, len: usize },
+    Missed { offset: u64, len: u64 },
+    End { offset: u64 },
+}
+
+struct Entry {
+    conn: u64,
+    dir: Dir,
+    at: SystemTime,
+    what: What,
+}
+
+/// The write end of the dump's pipe and the entries' channel, under one lock.
+struct Feed {
+    pipe: OwnedFd,
+    entries: Sender<Entry>,
+}
+
+/// What directions copy into: shared by every event loop and thread of a run.
+pub struct Tap {
+    feed: Mutex<Option<Feed>>,
+    missed: AtomicU64,
+    next_conn: AtomicU64,
+}
+
+impl Tap {
+    /// A connection number for a command without its own (pipe, tee).
+    pub fn next_conn(&self) -> u64 {
+        self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A connection begins, between these addresses (A's peer, B's peer) where known.
+    pub fn open(&self, conn: u64, addrs: [Option<SocketAddr>; 2]) {
+        self.with_feed(|feed| {
+            let _ = feed.entries.send(entry(conn, 0, What::Open(addrs)));
+        });
+    }
+
+    fn with_feed<T: Default>(&self, f: impl FnOnce(&Feed) -> T) -> T {
+        match self.feed.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            Some(feed) => f(feed),
+            None => T::default(),
+        }
+    }
+
+    /// Copies up to `len` bytes at the head of pipe `src` (stream offset `offset`): the
+    /// bytes copied, 0 when the dump's pipe is full.
+    fn tee(&self, src: BorrowedFd<'_>, len: usize, conn: u64, dir: Dir, offset: u64) -> usize {
+        self.with_feed(|feed| match sys::tee_nonblocking(src, feed.pipe.as_fd(), len) {
+            Ok(n) if n > 0 => {
+                let _ = feed.entries.send(entry(conn, dir, What::Data { offset, len: n }));
+                n
+            }
+            _ => 0,
+        })
+    }
+
+    fn write(&self, bytes: &[u8], conn: u64, dir: Dir, offset: u64) -> usize {
+        self.with_feed(|feed| match sys::write(feed.pipe.as_fd(), bytes) {
+            Ok(n) if n > 0 => {
+                let _ = feed.entries.send(entry(conn, dir, What::Data { offset, len: n }));
+                n
+            }
+            _ => 0,
+        })
+    }
+
+    fn note(&self, conn: u64, dir: Dir, what: What) {
+        self.with_feed(|feed| {
+            let _ = feed.entries.send(entry(conn, dir, what));
+        });
+    }
+}
+
+fn entry(conn: u64, dir: Dir, what: What) -> Entry {
+    Entry {
+        conn,
+        dir,
+        at: SystemTime::now(),
+        what,
+    }
+}
+
+/// One direction's place in the dump.
+pub struct Tapped {
+    tap: Arc<Tap>,
+    conn: u64,
+    dir: Dir,
+    /// Bytes of this direction that went out to its sink.
+    passed: u64,
+    /// Bytes the dump has dealt with (copied or counted missed): never less than `passed`
+    /// once they went out; ahead of it while teed bytes wait at the head of the pipe.
+    accounted: u64,
+    /// Missed bytes not yet marked in the dump (contiguous, so one mark says them).
+    missed_at: u64,
+    missed_len: u64,
+    ended: bool,
+}
+
+impl Tapped {
+    pub fn new(tap: &Arc<Tap>, conn: u64, dir: Dir) -> Tapped {
+        Tapped {
+            tap: Arc::clone(tap),
+            conn,
+            dir,
+            passed: 0,
+            accounted: 0,
+            missed_at: 0,
+            missed_len: 0,
+            ended: false,
+        }
+    }
+
+    /// Before bytes at the head of `pipe` (`in_pipe` of them) are spliced out: the dump
+    /// gets them first (tee, never consuming). Returns how many may be spliced out now: no
+    /// more than the dump accounted for, so a later tee never copies a byte again.
+    pub fn ahead_of_splice(&mut self, pipe: BorrowedFd<'_>, in_pipe: usize) -> usize {
+        if self.accounted > self.passed {
+            return in_pipe.min((self.accounted - self.passed) as usize);
+        }
+        self.mark_missed();
+        match self.tap.tee(pipe, in_pipe, self.conn, self.dir, self.passed) {
+            0 => {
+                self.miss(self.passed, in_pipe as u64);
+                self.accounted = self.passed + in_pipe as u64;
+                in_pipe
+            }
+            n => {
+                self.accounted = self.passed + n as u64;
+                n
+            }
+        }
+    }
+
+    /// `n` bytes were spliced out (after [`Tapped::ahead_of_splice`]).
+    pub fn spliced(&mut self, n: usize) {
+        self.passed += n as u64;
+    }
+
+    /// `bytes` were written out from a buffer: those the dump has not got yet go to it.
+    pub fn wrote(&mut self, bytes: &[u8]) {
+        let skip = (self.accounted.saturating_sub(self.passed) as usize).min(bytes.len());
+        let rest = &bytes[skip..];
+        if !rest.is_empty() {
+            let at = self.passed + skip as u64;
+            self.mark_missed();
+            let copied = self.tap.write(rest, self.conn, self.dir, at);
+            if copied < rest.len() {
+                self.miss(at + copied as u64, (rest.len() - copied) as u64);
+            }
+        }
+        self.passed += bytes.len() as u64;
+        self.accounted = self.accounted.max(self.passed);
+    }
+
+    /// The direction ended cleanly (EOF passed on).
+    pub fn end(&mut self) {
+        if !self.ended {
+            self.ended = true;
+            self.mark_missed();
+            self.tap
+                .note(self.conn, self.dir, What::End { offset: self.passed });
+        }
+    }
+
+    fn miss(&mut self, at: u64, len: u64) {
+        self.tap.missed.fetch_add(len, Ordering::Relaxed);
+        if self.missed_len > 0 && self.missed_at + self.missed_len != at {
+            self.mark_missed();
+        }
+        if self.missed_len == 0 {
+            self.missed_at = at;
+        }
+        self.missed_len += len;
+    }
+
+    fn mark_missed(&mut self) {
+        if self.missed_len > 0 {
+            let what = What::Missed {
+                offset: self.missed_at,
+                len: self.missed_len,
+            };
+            self.tap.note(self.conn, self.dir, what);
+            self.missed_len = 0;
+        }
+    }
+}
+
+impl Drop for Tapped {
+    fn drop(&mut self) {
+        self.mark_missed();
+    }
+}
+
+/// What the dump did, at the end.
+#[derive(Debug, Clone, Default)]
+pub struct DumpTotals {
+    pub path: PathBuf,
+    pub format: DumpFormat,
+    /// Bytes of the stream written into the file.
+    pub dumped: u64,
+    /// Bytes that passed but are not in the file (the dump fell behind, or its file failed).
+    pub missed: u64,
+    pub error: Option<String>,
+}
+
+impl DumpTotals {
+    /// The report's line: `dump: 1.00 MiB into FILE (hex), 0 bytes missed`.
+    pub fn line(&self) -> String {
+        let mut line = format!(
+            "dump: {} into {} ({}), {} missed",
+            crate::units::human_bytes(self.dumped),
+            self.path.display(),
+            self.format.word(),
+            crate::units::human_bytes(self.missed),
+        );
+        if self.missed > 0 && self.error.is_none() {
+            line.push_str(" (the dump fell behind; the transfer did not wait for it)");
+        }
+        if let Some(e) = &self.error {
+            line.push_str(&format!(" (writing it failed: {e})"));
+        }
+        line
+    }
+}
+
+/// A running dump: its tap and its writer thread.
+pub struct Dump {
+    tap: Arc<Tap>,
+    writer: Option<JoinHandle<(u64, u64, Option<String>)>>,
+    spec: DumpSpec,
+}
+
+impl Dump {
+    /// Creates (truncates) the file and starts the writer.
+    pub fn start(spec: &DumpSpec) -> io::Result<Dump> {
+        let file = File::create(&spec.path)?;
+        let pipe = OwnPipe::new()?;
+        let flags = OFlag::from_bits_retain(fcntl(pipe.write.as_raw_fd(), FcntlArg::F_GETFL)?);
+        fcntl(
+            pipe.write.as_raw_fd(),
+            FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK),
+        )?;
+        let (tx, rx) = channel();
+        let OwnPipe { read, write, size } = pipe;
+        let format = spec.format;
+        let writer = std::thread::Builder::new()
+            .name("dump".into())
+            .spawn(move || write_dump(read, size, rx, file, format))?;
+        Ok(Dump {
+            tap: Arc::new(Tap {
+                feed: Mutex::new(Some(Feed {
+                    pipe: write,
+                    entries: tx,
+                })),
+                missed: AtomicU64::new(0),
+                next_conn: AtomicU64::new(1),
+            }),
+            writer: Some(writer),
+            spec: spec.clone(),
+        })
+    }
+
+    pub fn tap(&self) -> &Arc<Tap> {
+        &self.tap
+    }
+
+    /// No more copies: the writer drains the pipe, flushes the file and says its totals.
+    pub fn finish(mut self) -> DumpTotals {
+        self.tap
+            .feed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let (dumped, lost, error) = match self.writer.take().map(JoinHandle::join) {
+            Some(Ok(totals)) => totals,
+            _ => (0, 0, Some("the dump's thread panicked".into())),
+        };
+        DumpTotals {
+            path: self.spec.path.clone(),
+            format: self.spec.format,
+            dumped,
+            missed: self.tap.missed.load(Ordering::Relaxed) + lost,
+            error,
+        }
+    }
+}
+
+/// The writer: each entry in order, its bytes read from the pipe. Returns the bytes
+/// written, those lost to a failed file, and the failure.
+fn write_dump(
+    pipe: OwnedFd,
+    size: usize,
+    entries: Receiver<Entry>,
+    file: File,
+    format: DumpFormat,
+) -> (u64, u64, Option<String>) {
+    let mut out = Formatter {
+        out: BufWriter::with_capacity(1 << 20, file),
+        format,
+        conns: HashMap::new(),
+    };
+    let mut buf = vec![0u8; size.max(64 * 1024)];
+    let (mut dumped, mut lost, mut error) = (0u64, 0u64, None::<String>);
+    if let Err(e) = out.begin() {
+        error = Some(e.to_string());
+    }
+    for entry in entries {
+        let result = match entry.what {
+            What::Data { offset, len } => {
+                let mut left = len;
+                let mut at = offset;
+                let mut result = Ok(());
+                while left > 0 {
+                    let want = left.min(buf.len());
+                    let got = match read_exact(pipe.as_fd(), &mut buf[..want]) {
+                        Ok(()) => want,
+                        Err(e) => {
+                            // Cannot happen (the bytes are in the pipe); say it if it does.
+                            error.get_or_insert(format!("reading the dump's pipe: {e}"));
+                            lost += left as u64;
+                            break;
+                        }
+                    };
+                    if error.is_none() {
+                        result = out.data(&entry, at, &buf[..got]);
+                        if result.is_ok() {
+                            dumped += got as u64;
+                        }
+                    } else {
+                        lost += got as u64;
+                    }
+                    if result.is_err() {
+                        lost += got as u64;
+                        break;
+                    }
+                    left -= got;
+                    at += got as u64;
+                }
+                result
+            }
+            _ if error.is_some() => Ok(()),
+            _ => out.note(&entry),
+        };
+        if let Err(e) = result {
+            error.get_or_insert(e.to_string());
+        }
+    }
+    if let Err(e) = out.out.flush() {
+        error.get_or_insert(e.to_string());
+    }
+    (dumped, lost, error)
+}
+
+fn read_exact(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<(), Errno> {
+    let mut got = 0;
+    while got < buf.len() {
+        match sys::read(fd, &mut buf[got..]) {
+            Ok(0) => return Err(Errno::EPIPE),
+            Ok(n) => got += n,
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// A pcap conversation: its two addresses and the bytes each way so far (for acks).
+struct PcapConn {
+    addrs: [SocketAddr; 2],
+    next: [u64; 2],
+}
+
+struct Formatter {
+    out: BufWriter<File>,
+    format: DumpFormat,
+    conns: HashMap<u64, PcapConn>,
+}
+
+/// `2026-11-26T23:10:00.123456Z`.
+pub fn timestamp(at: SystemTime) -> String {
+    let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (y, m, d) = crate::units::civil_from_days((secs / 86_400) as i64);
+    let rem = secs % 86_400;
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        since.subsec_micros()
+    )
+}
+
+fn arrow(dir: Dir) -> &'static str {
+    if dir == 0 {
+        "a>b"
+    } else {
+        "b>a"
+    }
+}
+
+fn addr_word(addr: &Option<SocketAddr>) -> String {
+    addr.map_or_else(|| "-".to_string(), |a| a.to_string())
+}
+
+impl Formatter {
+    fn begin(&mut self) -> io::Result<()> {
+        if self.format == DumpFormat::Pcap {
+            // Little-endian, microseconds, v2.4, snaplen, LINKTYPE_RAW (an IP packet).
+            let mut header = Vec::with_capacity(24);
+            header.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+            header.extend_from_slice(&2u16.to_le_bytes());
+            header.extend_from_slice(&4u16.to_le_bytes());
+            header.extend_from_slice(&0i32.to_le_bytes());
+            header.extend_from_slice(&0u32.to_le_bytes());
+            header.extend_from_slice(&262_144u32.to_le_bytes());
+            header.extend_from_slice(&101u32.to_le_bytes());
+            self.out.write_all(&header)?;
+        }
+        Ok(())
+    }
+
+    fn note(&mut self, entry: &Entry) -> io::Result<()> {
+        let time = || timestamp(entry.at);
+        let (c, dir) = (entry.conn, arrow(entry.dir));
+        match (&entry.what, self.format) {
+            (What::Open(addrs), DumpFormat::Pcap) => {
+                self.pcap_conn(c, entry.at, *addrs);
+                Ok(())
+            }
+            (What::Open(addrs), _) => writeln!(
+                self.out,
+                "# {} conn {c} open {} > {}",
+                time(),
+                addr_word(&addrs[0]),
+                addr_word(&addrs[1])
+            ),
+            (What::Missed { offset, len }, DumpFormat::Pcap) => {
+                // The sequence numbers jump: Wireshark says "previous segment not captured".
+                let conn = self.pcap_conn(c, entry.at, [None, None]);
+                conn.next[entry.dir as usize] = offset + len;
+                Ok(())
+            }
+            (What::Missed { offset, len }, _) => writeln!(
+                self.out,
+                "! {} conn {c} {dir} offset {offset} missed {len}",
+                time()
+            ),
+            (What::End { offset }, DumpFormat::Pcap) => {
+                let d = entry.dir as usize;
+                let conn = self.pcap_conn(c, entry.at, [None, None]);
+                let (src, dst) = (conn.addrs[d], conn.addrs[1 - d]);
+                let ack = 1 + conn.next[1 - d];
+                let seq = 1 + offset;
+                packet(&mut self.out, entry.at, src, dst, seq, ack, FIN | ACK, &[])
+            }
+            (What::End { offset }, _) => {
+                writeln!(self.out, "# {} conn {c} {dir} end at {offset}", time())
+            }
+            (What::Data { .. }, _) => Ok(()),
+        }
+    }
+
+    fn data(&mut self, entry: &Entry, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        let mark = if entry.dir == 0 { '>' } else { '<' };
+        let head = |out: &mut BufWriter<File>| {
+            writeln!(
+                out,
+                "{mark} {} conn {} {} offset {offset} length {}",
+                timestamp(entry.at),
+                entry.conn,
+                arrow(entry.dir),
+                bytes.len()
+            )
+        };
+        match self.format {
+            DumpFormat::Hex => {
+                head(&mut self.out)?;
+                let mut line = String::with_capacity(80);
+                for (i, chunk) in bytes.chunks(16).enumerate() {
+                    hex_line(&mut line, offset + 16 * i as u64, chunk);
+                    self.out.write_all(line.as_bytes())?;
+                }
+                Ok(())
+            }
+            DumpFormat::Text => {
+                head(&mut self.out)?;
+                let mut text = String::with_capacity(bytes.len() + 16);
+                escape(&mut text, bytes);
+                if !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                self.out.write_all(text.as_bytes())
+            }
+            DumpFormat::Pcap => {
+                let d = entry.dir as usize;
+                let conn = self.pcap_conn(entry.conn, entry.at, [None, None]);
+                let (src, dst) = (conn.addrs[d], conn.addrs[1 - d]);
+                let ack = 1 + conn.next[1 - d];
+                conn.next[d] = offset + bytes.len() as u64;
+                let mut at = offset;
+                for piece in bytes.chunks(PCAP_SEGMENT) {
+                    packet(&mut self.out, entry.at, src, dst, 1 + at, ack, PSH | ACK, piece)?;
+                    at += piece.len() as u64;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The conversation of connection `c`, begun (SYN, SYN-ACK, ACK) the first time.
+    fn pcap_conn(&mut self, c: u64, at: SystemTime, addrs: [Option<SocketAddr>; 2]) -> &mut PcapConn {
+        if !self.conns.contains_key(&c) {
+            // Where an end has no address (a pipe, a command, a unix socket): 127.0.0.1
+            // and 127.0.0.2, the port telling connections apart.
+            let port = 1024 + (c % 60_000) as u16;
+            let a = addrs[0].unwrap_or(SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)), port));
+            let b = addrs[1].unwrap_or(SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)), port));
+            let _ = packet(&mut self.out, at, a, b, 0, 0, SYN, &[]);
+            let _ = packet(&mut self.out, at, b, a, 0, 1, SYN | ACK, &[]);
+            let _ = packet(&mut self.out, at, a, b, 1, 1, ACK, &[]);
+            self.conns.insert(
+                c,
+                PcapConn {
+                    addrs: [a, b],
+                    next: [0, 0],
+                },
+            );
+        }
+        self.conns.get_mut(&c).expect("just made")
+    }
+}
+
+/// One line of `hexdump -C`: offset, 16 bytes in hex (a space between the halves), the
+/// printable ones between bars.
+fn hex_line(line: &mut String, offset: u64, chunk: &[u8]) {
+    use std::fmt::Write as _;
+    line.clear();
+    let _ = write!(line, "{offset:08x}  ");
+    for i in 0..16 {
+        match chunk.get(i) {
+            Some(b) => {
+                let _ = write!(line, "{b:02x} ");
+            }
+            None => line.push_str("   "),
+        }
+        if i == 7 {
+            line.push(' ');
+        }
+    }
+    line.push_str(" |");
+    line.extend(chunk.iter().map(|&b| {
+        if (0x20..0x7f).contains(&b) {
+            b as char
+        } else {
+            '.'
+        }
+    }));
+    line.push_str("|\n");
+}
+
+/// Printable ASCII as is; `\\`, `\r`, `\t`, `\n` (then a line break, which is not a
+/// byte of the stream) and `\xHH` for the rest.
+fn escape(text: &mut String, bytes: &[u8]) {
+    use std::fmt::Write as _;
+    for &b in bytes {
+        match b {
+            b'\\' => text.push_str("\\\\"),
+            b'\n' => text.push_str("\\n\n"),
+            b'\r' => text.push_str("\\r"),
+            b'\t' => text.push_str("\\t"),
+            0x20..=0x7e => text.push(b as char),
+            _ => {
+                let _ = write!(text, "\\x{b:02x}");
+            }
+        }
+    }
+}
+
+const FIN: u8 = 0x01;
+const SYN: u8 = 0x02;
+const PSH: u8 = 0x08;
+const ACK: u8 = 0x10;
+/// Payload per packet: an IPv4 packet's length field holds 65,535 with its headers.
+const PCAP_SEGMENT: usize = 65_000;
+
+/// One pcap record: an IPv4 packet when both ends are IPv4, else IPv6 (an IPv4 end
+/// mapped), with a TCP header whose sequence numbers are stream offsets + 1 (the SYN takes
+/// the first). The TCP checksum is left 0 (Wireshark does not check it by default).
+#[allow(clippy::too_many_arguments)]
+fn packet(
+    out: &mut impl Write,
+    at: SystemTime,
+    src: SocketAddr,
+    dst: SocketAddr,
+    seq: u64,
+    ack: u64,
+    flags: u8,
+    payload: &[u8],
+) -> io::Result<()> {
+    let mut ip = Vec::with_capacity(60);
+    let tcp_len = 20 + payload.len();
+    match (src.ip(), dst.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let total = (20 + tcp_len) as u16;
+            ip.extend_from_slice(&[0x45, 0]);
+            ip.extend_from_slice(&total.to_be_bytes());
+            ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]);
+            ip.extend_from_slice(&s.octets());
+            ip.extend_from_slice(&d.octets());
+            let sum = checksum(&ip);
+            ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        }
+        (s, d) => {
+            let v6 = |a: IpAddr| match a {
+                IpAddr::V4(a) => a.to_ipv6_mapped(),
+                IpAddr::V6(a) => a,
+            };
+            ip.extend_from_slice(&[0x60, 0, 0, 0]);
+            ip.extend_from_slice(&(tcp_len as u16).to_be_bytes());
+            ip.extend_from_slice(&[6, 64]);
+            ip.extend_from_slice(&v6(s).octets());
+            ip.extend_from_slice(&v6(d).octets());
+        }
+    }
+    ip.extend_from_slice(&src.port().to_be_bytes());
+    ip.extend_from_slice(&dst.port().to_be_bytes());
+    ip.extend_from_slice(&(seq as u32).to_be_bytes());
+    ip.extend_from_slice(&(ack as u32).to_be_bytes());
+    ip.extend_from_slice(&[5 << 4, flags, 0xff, 0xff, 0, 0, 0, 0]);
+    let len = (ip.len() + payload.len()) as u32;
+    let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+    out.write_all(&(since.as_secs() as u32).to_le_bytes())?;
+    out.write_all(&since.subsec_micros().to_le_bytes())?;
+    out.write_all(&len.to_le_bytes())?;
+    out.write_all(&len.to_le_bytes())?;
+    out.write_all(&ip)?;
+    out.write_all(payload)
+}
+
+/// The Internet checksum of an IPv4 header.
+fn checksum(header: &[u8]) -> u16 {
+    let mut sum: u32 = header
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_lines_are_hexdump_c_lines() {
+        let mut line = String::new();
+        hex_line(&mut line, 0, b"hello\n");
+        assert_eq!(
+            line,
+            "00000000  68 65 6c 6c 6f 0a                                 |hello.|\n"
+        );
+        hex_line(&mut line, 16, b"0123456789abcdef");
+        assert_eq!(
+            line,
+            "00000010  30 31 32 33 34 35 36 37  38 39 61 62 63 64 65 66  |0123456789abcdef|\n"
+        );
+    }
+
+    #[test]
+    fn text_escapes_what_is_not_printable() {
+        let mut text = String::new();
+        escape(&mut text, b"a\\b\r\n\t\x00\xff");
+        assert_eq!(text, "a\\\\b\\r\\n\n\\t\\x00\\xff");
+    }
+
+    #[test]
+    fn ipv4_header_checksum() {
+        // The example of RFC 1071's usual illustration (Wikipedia's IPv4 header).
+        let h = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
+            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        ];
+        assert_eq!(checksum(&h), 0xb861);
+    }
+
+    #[test]
+    fn timestamps_are_utc_to_the_microsecond() {
+        let at = UNIX_EPOCH + std::time::Duration::from_micros(1_795_451_680_000_123);
+        assert_eq!(timestamp(at), "2026-11-23T16:34:40.000123Z");
+    }
+}
