@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_zerocat_global_optspecs
-    string join \n via= q/quiet v/verbose stats= progress no-progress explain L/limit= stats-fd= size= h/help V/version
+    string join \n via= q/quiet v/verbose stats= progress no-progress explain L/limit= stats-fd= size= dump= dump-format= h/help V/version
 end
 
 function __fish_zerocat_needs_command
@@ -30,6 +30,10 @@ json\t''"
 complete -c zerocat -n "__fish_zerocat_needs_command" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp\'s --dereference: write --limit there (or -L before the command)' -r
 complete -c zerocat -n "__fish_zerocat_needs_command" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_needs_command" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_needs_command" -l dump -d 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay\'s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed' -r -F
+complete -c zerocat -n "__fish_zerocat_needs_command" -l dump-format -d 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \\n, \\r, \\t, \\\\, \\xHH) or pcap (a TCP conversation per connection, for Wireshark)' -r -f -a "hex\t''
+text\t''
+pcap\t''"
 complete -c zerocat -n "__fish_zerocat_needs_command" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_needs_command" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
 complete -c zerocat -n "__fish_zerocat_needs_command" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
@@ -54,6 +58,10 @@ json\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp\'s --dereference: write --limit there (or -L before the command)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l dump -d 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay\'s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed' -r -F
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l dump-format -d 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \\n, \\r, \\t, \\\\, \\xHH) or pcap (a TCP conversation per connection, for Wireshark)' -r -f -a "hex\t''
+text\t''
+pcap\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
@@ -78,6 +86,10 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l stats -d 'Forma
 json\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l dump -d 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay\'s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed' -r -F
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l dump-format -d 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \\n, \\r, \\t, \\\\, \\xHH) or pcap (a TCP conversation per connection, for Wireshark)' -r -f -a "hex\t''
+text\t''
+pcap\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s r -l recursive -d 'Copy directories and what they hold; symlinks are copied as symlinks (-R too)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s a -l archive -d 'cp -a: -r and --preserve (symlinks are copied as symlinks in any tree)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s n -l no-clobber -d 'Never overwrite an existing destination (it is skipped and counted)'
@@ -119,6 +131,10 @@ json\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp\'s --dereference: write --limit there (or -L before the command)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l dump -d 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay\'s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed' -r -F
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l dump-format -d 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \\n, \\r, \\t, \\\\, \\xHH) or pcap (a TCP conversation per connection, for Wireshark)' -r -f -a "hex\t''
+text\t''
+pcap\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s a -l append -d 'Append to the file sinks instead of truncating them (GNU tee -a; file:X,append)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s i -l ignore-interrupts -d 'Ignore SIGINT (GNU tee -i): a Ctrl-C meant for the command feeding the pipe does not cut the copy short; SIGTERM still stops it'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s q -l quiet -d 'No report line, no progress'
@@ -148,6 +164,10 @@ json\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp\'s --dereference: write --limit there (or -L before the command)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l dump -d 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay\'s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed' -r -F
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l dump-format -d 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \\n, \\r, \\t, \\\\, \\xHH) or pcap (a TCP conversation per connection, for Wireshark)' -r -f -a "hex\t''
+text\t''
+pcap\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l once -d 'Serve one connection, then exit'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l splice-first -d 'Under auto, start every direction with splice, as if a bulk read had moved it there (the fault-injection and tiny-segment tests aim at splice)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s q -l quiet -d 'No report line, no progress'
@@ -165,6 +185,10 @@ json\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp\'s --dereference: write --limit there (or -L before the command)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l dump -d 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay\'s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed' -r -F
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l dump-format -d 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \\n, \\r, \\t, \\\\, \\xHH) or pcap (a TCP conversation per connection, for Wireshark)' -r -f -a "hex\t''
+text\t''
+pcap\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
@@ -178,6 +202,10 @@ json\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp\'s --dereference: write --limit there (or -L before the command)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l dump -d 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay\'s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed' -r -F
+complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l dump-format -d 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \\n, \\r, \\t, \\\\, \\xHH) or pcap (a TCP conversation per connection, for Wireshark)' -r -f -a "hex\t''
+text\t''
+pcap\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
@@ -191,6 +219,10 @@ json\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp\'s --dereference: write --limit there (or -L before the command)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l dump -d 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay\'s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed' -r -F
+complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l dump-format -d 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \\n, \\r, \\t, \\\\, \\xHH) or pcap (a TCP conversation per connection, for Wireshark)' -r -f -a "hex\t''
+text\t''
+pcap\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
@@ -204,6 +236,10 @@ json\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp\'s --dereference: write --limit there (or -L before the command)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand version" -l dump -d 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay\'s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed' -r -F
+complete -c zerocat -n "__fish_zerocat_using_subcommand version" -l dump-format -d 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \\n, \\r, \\t, \\\\, \\xHH) or pcap (a TCP conversation per connection, for Wireshark)' -r -f -a "hex\t''
+text\t''
+pcap\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'

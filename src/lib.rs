@@ -96,6 +96,12 @@ pub fn conclude(
 /// Runs one invocation. Errors are runtime failures (exit 1) unless they carry a
 /// [`exit::UsageError`] (exit 2).
 pub fn run(options: &Options, invocation: &Invocation) -> anyhow::Result<exit::ExitCode> {
+    if options.dump.is_some() && !matches!(invocation, Invocation::Relay(..)) {
+        return Err(exit::UsageError(
+            "--dump: only relay dumps so far (pipe, tee and copy do not yet)".into(),
+        )
+        .into());
+    }
     match invocation {
         Invocation::Pipe(cfg) => pipe::run(options, cfg),
         Invocation::Copy(cfg) => copy::run(options, cfg),

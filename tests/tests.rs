@@ -9,6 +9,7 @@ mod cli;
 mod command;
 mod copy;
 mod copy_features;
+mod dump;
 mod faults;
 mod http_fault;
 mod listeners;

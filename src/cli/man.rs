@@ -726,6 +726,40 @@ error text or null),
 (\fB{"b":{"pid":..,"exit":0,"signal":null}}\fR: the connection is logged once its
 child has exited).
 Readers should ignore fields they do not know: new ones may be added.
+.SH DUMP
+\fB\-\-dump\fR \fIFILE\fR (socat's \fB\-v\fR/\fB\-x\fR, ncat's \fB\-o\fR/\fB\-x\fR) writes
+every byte \fBrelay\fR moves into \fIFILE\fR (created or truncated), per connection and
+direction, in the order each direction delivered it. A directory or an unknown
+\fB\-\-dump\-format\fR is a usage error before anything listens. The relay's own path
+does not change: a direction that splices through its pipe copies the pipe's head into
+the dump with \fBtee\fR(2) before splicing it out (a head already copied is never copied
+again); one on the userspace path writes the same bytes. The dump has a buffer of its
+own (a pipe as large as \fIpipe\-max\-size\fR allows) and a thread that formats it: when
+that buffer is full the bytes that did not fit are \fImissed\fR, marked in the dump and
+counted on the line \fBdump: \fR\fIsize\fR\fB into \fR\fIFILE\fR\fB, \fR\fIsize\fR\fB
+missed\fR, rather than making the relay wait. \fB\-\-dump\-format\fR:
+.TP
+\fBhex\fR (default)
+a line per record, \fB>\fR (A to B) or \fB<\fR (B to A), \fItime\fR (UTC, to the
+microsecond), \fBconn\fR \fIid\fR (as in the report), \fBa>b\fR or \fBb>a\fR,
+\fBoffset\fR \fIN\fR (bytes of that direction before it), \fBlength\fR \fIN\fR; then
+\fBhexdump \-C\fR lines whose offsets are the stream's. \fB# \fR\fItime\fR\fB conn
+\fR\fIid\fR\fB open \fR\fIA\fR\fB > \fR\fIB\fR names the peers' addresses (\fB\-\fR where
+not IP), \fB# ... a>b end at \fR\fIN\fR a direction's EOF, \fB! ... offset \fR\fIN\fR\fB
+missed \fR\fIM\fR bytes the dump missed.
+.TP
+\fBtext\fR
+the same lines, the bytes as text: printable ASCII as is, \fB\e\e\fR, \fB\er\fR,
+\fB\et\fR, \fB\en\fR (followed by a line break that is not a byte) and \fB\ex\fR\fIHH\fR.
+.TP
+\fBpcap\fR
+a pcap file (LINKTYPE_RAW) Wireshark and tcpdump read: each connection a TCP
+conversation between its two peers' real addresses and ports (A's client, B's server;
+IPv6 with a mapped address when the families differ; 127.0.0.1/127.0.0.2 where a side
+is not IP), opened with a SYN, SYN\-ACK, ACK, its bytes in segments of at most 65,000
+bytes whose sequence numbers are the stream's offsets + 1, and a FIN at a direction's
+EOF. Missed bytes are a jump in the sequence numbers (Wireshark: "previous segment not
+captured"). TCP checksums are 0.
 .SH PROGRESS AND RATE LIMIT
 A progress bar is drawn on stderr when stderr is a terminal, the data does not go to
 that same terminal (zerocat as \fBcat\fR: no bar between the data's lines), and zerocat

@@ -162,9 +162,9 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "N", value_parser = crate::units::parse_bytes)]
     pub size: Option<u64>,
 
-    /// Write every byte that passes into FILE, per connection and direction, stamped
-    /// (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do (relay,
-    /// pipe, tee). The transfer's path stays the same (a splicing direction tee(2)s its
+    /// relay: write every byte that passes into FILE, per connection and direction, stamped
+    /// (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The
+    /// relay's path stays the same (a splicing direction tee(2)s its
     /// pipe); the dump never slows it: what it cannot keep up with is counted as missed.
     #[arg(long, global = true, value_name = "FILE", value_parser = parse_dump_path)]
     pub dump: Option<std::path::PathBuf>,

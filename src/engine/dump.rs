@@ -113,19 +113,25 @@ impl Tap {
     /// Copies up to `len` bytes at the head of pipe `src` (stream offset `offset`): the
     /// bytes copied, 0 when the dump's pipe is full.
     fn tee(&self, src: BorrowedFd<'_>, len: usize, conn: u64, dir: Dir, offset: u64) -> usize {
-        self.with_feed(|feed| match sys::tee_nonblocking(src, feed.pipe.as_fd(), len) {
-            Ok(n) if n > 0 => {
-                let _ = feed.entries.send(entry(conn, dir, What::Data { offset, len: n }));
-                n
-            }
-            _ => 0,
-        })
+        self.with_feed(
+            |feed| match sys::tee_nonblocking(src, feed.pipe.as_fd(), len) {
+                Ok(n) if n > 0 => {
+                    let _ = feed
+                        .entries
+                        .send(entry(conn, dir, What::Data { offset, len: n }));
+                    n
+                }
+                _ => 0,
+            },
+        )
     }
 
     fn write(&self, bytes: &[u8], conn: u64, dir: Dir, offset: u64) -> usize {
         self.with_feed(|feed| match sys::write(feed.pipe.as_fd(), bytes) {
             Ok(n) if n > 0 => {
-                let _ = feed.entries.send(entry(conn, dir, What::Data { offset, len: n }));
+                let _ = feed
+                    .entries
+                    .send(entry(conn, dir, What::Data { offset, len: n }));
                 n
             }
             _ => 0,
@@ -186,7 +192,10 @@ impl Tapped {
             return in_pipe.min((self.accounted - self.passed) as usize);
         }
         self.mark_missed();
-        match self.tap.tee(pipe, in_pipe, self.conn, self.dir, self.passed) {
+        match self
+            .tap
+            .tee(pipe, in_pipe, self.conn, self.dir, self.passed)
+        {
             0 => {
                 self.miss(self.passed, in_pipe as u64);
                 self.accounted = self.passed + in_pipe as u64;
@@ -225,8 +234,13 @@ impl Tapped {
         if !self.ended {
             self.ended = true;
             self.mark_missed();
-            self.tap
-                .note(self.conn, self.dir, What::End { offset: self.passed });
+            self.tap.note(
+                self.conn,
+                self.dir,
+                What::End {
+                    offset: self.passed,
+                },
+            );
         }
     }
 
@@ -568,7 +582,16 @@ impl Formatter {
                 conn.next[d] = offset + bytes.len() as u64;
                 let mut at = offset;
                 for piece in bytes.chunks(PCAP_SEGMENT) {
-                    packet(&mut self.out, entry.at, src, dst, 1 + at, ack, PSH | ACK, piece)?;
+                    packet(
+                        &mut self.out,
+                        entry.at,
+                        src,
+                        dst,
+                        1 + at,
+                        ack,
+                        PSH | ACK,
+                        piece,
+                    )?;
                     at += piece.len() as u64;
                 }
                 Ok(())
@@ -577,13 +600,24 @@ impl Formatter {
     }
 
     /// The conversation of connection `c`, begun (SYN, SYN-ACK, ACK) the first time.
-    fn pcap_conn(&mut self, c: u64, at: SystemTime, addrs: [Option<SocketAddr>; 2]) -> &mut PcapConn {
+    fn pcap_conn(
+        &mut self,
+        c: u64,
+        at: SystemTime,
+        addrs: [Option<SocketAddr>; 2],
+    ) -> &mut PcapConn {
         if !self.conns.contains_key(&c) {
             // Where an end has no address (a pipe, a command, a unix socket): 127.0.0.1
             // and 127.0.0.2, the port telling connections apart.
             let port = 1024 + (c % 60_000) as u16;
-            let a = addrs[0].unwrap_or(SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)), port));
-            let b = addrs[1].unwrap_or(SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)), port));
+            let a = addrs[0].unwrap_or(SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)),
+                port,
+            ));
+            let b = addrs[1].unwrap_or(SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)),
+                port,
+            ));
             let _ = packet(&mut self.out, at, a, b, 0, 0, SYN, &[]);
             let _ = packet(&mut self.out, at, b, a, 0, 1, SYN | ACK, &[]);
             let _ = packet(&mut self.out, at, a, b, 1, 1, ACK, &[]);

@@ -101,9 +101,20 @@ pub fn tee(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, len: usize) -> Result<usize
 
 /// tee(2) that never waits: a full `dst` (or an empty `src`) is EAGAIN, whatever the fds'
 /// own flags say. For a tap that must not slow the stream it copies.
-pub fn tee_nonblocking(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, len: usize) -> Result<usize, Errno> {
+pub fn tee_nonblocking(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    len: usize,
+) -> Result<usize, Errno> {
     // SAFETY: valid fds.
-    cvt(unsafe { libc::tee(src.as_raw_fd(), dst.as_raw_fd(), len, libc::SPLICE_F_NONBLOCK) })
+    cvt(unsafe {
+        libc::tee(
+            src.as_raw_fd(),
+            dst.as_raw_fd(),
+            len,
+            libc::SPLICE_F_NONBLOCK,
+        )
+    })
 }
 
 /// `_IOW(0x94, 9, int)` from <linux/fs.h>.

@@ -29,5 +29,6 @@ fn inet(addr: &SockaddrStorage) -> Option<SocketAddr> {
     if let Some(v4) = addr.as_sockaddr_in() {
         return Some(SocketAddr::V4((*v4).into()));
     }
-    addr.as_sockaddr_in6().map(|v6| SocketAddr::V6((*v6).into()))
+    addr.as_sockaddr_in6()
+        .map(|v6| SocketAddr::V6((*v6).into()))
 }

@@ -1,0 +1,494 @@
+//! `--dump FILE`: what the dump holds, read back and compared with what was sent, in each
+//! format; the relay's own path is still splice; a dump that cannot keep up misses bytes
+//! (counted) instead of slowing the relay; bad `--dump` arguments are usage errors.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::Path;
+use std::thread;
+
+use crate::rig::{connections, dir_paths, Rig};
+use crate::util::*;
+
+/// A backend on 127.0.0.1 that answers each connection: echo (everything back as it
+/// arrives) or, given `answer`, reads to EOF and then writes `answer` in one write.
+fn backend(answer: Option<&'static [u8]>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { continue };
+            s.set_read_timeout(Some(DEADLINE)).unwrap();
+            thread::spawn(move || {
+                match answer {
+                    Some(answer) => {
+                        let mut got = Vec::new();
+                        let _ = s.read_to_end(&mut got);
+                        let _ = s.write_all(answer);
+                    }
+                    None => {
+                        let mut buf = vec![0u8; 64 * 1024];
+                        while let Ok(n) = s.read(&mut buf) {
+                            if n == 0 || s.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+                let _ = s.shutdown(Shutdown::Write);
+            });
+        }
+    });
+    addr
+}
+
+/// Sends `payload` (from a thread, so both directions flow at once), half-closes, and
+/// returns what came back with the client's own address.
+fn exchange(addr: &str, payload: &[u8]) -> (Vec<u8>, String) {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    let local = s.local_addr().unwrap().to_string();
+    let mut writer = s.try_clone().unwrap();
+    let sent = payload.to_vec();
+    let sending = thread::spawn(move || {
+        writer.write_all(&sent).unwrap();
+        writer.shutdown(Shutdown::Write).unwrap();
+    });
+    let mut got = Vec::new();
+    (&s).read_to_end(&mut got).unwrap();
+    sending.join().unwrap();
+    (got, local)
+}
+
+/// The dump's lines with each timestamp replaced by `T`.
+fn untimed(text: &str) -> String {
+    text.lines()
+        .map(|line| match line.split_once(' ') {
+            Some((mark @ ("#" | ">" | "<" | "!"), rest)) => {
+                let rest = rest.split_once(' ').map_or("", |(_, r)| r);
+                format!("{mark} T {rest}\n")
+            }
+            _ => format!("{line}\n"),
+        })
+        .collect()
+}
+
+const REQUEST: &[u8] = b"GET / HTTP/1.0\r\n\r\n";
+const ANSWER: &[u8] = b"HTTP/1.0 200 OK\r\n\r\nhi\\\x00\xff\n";
+
+/// A relay of one known exchange with `--dump` in `format`, forced onto splice: the dump
+/// as written, the client's and the backend's addresses.
+fn dump_known_exchange(format: &str) -> (Vec<u8>, String, String) {
+    let backend = backend(Some(ANSWER));
+    let rig = Rig::new();
+    let dump = rig.path("dump");
+    let relay = rig
+        .args(["--via", "splice", "--dump"])
+        .arg(&dump)
+        .args(["--dump-format", format])
+        .relay(&[
+            "--once",
+            "tcp-listen:127.0.0.1:0",
+            &format!("tcp:{backend}"),
+        ]);
+    let (got, client) = exchange(relay.addr(), REQUEST);
+    assert_bytes_eq(&got, ANSWER, "the answer through the relay");
+    let end = relay.finish();
+    end.assert_code(0, "relay");
+    let conn = &connections(end.report())[0];
+    for key in ["a_to_b", "b_to_a"] {
+        assert_eq!(dir_paths(&conn[key]).unwrap(), ["splice"], "{key}: {conn}");
+    }
+    assert!(
+        end.stderr.contains("dump: ") && end.stderr.contains(", 0 B missed"),
+        "{}",
+        end.stderr
+    );
+    (std::fs::read(&dump).unwrap(), client, backend)
+}
+
+#[test]
+fn hex_dump_of_a_known_exchange_is_hexdump_c_lines_and_the_relay_still_splices() {
+    let (dump, client, backend) = dump_known_exchange("hex");
+    let want = format!(
+        "# T conn 1 open {client} > {backend}
+> T conn 1 a>b offset 0 length 18
+00000000  47 45 54 20 2f 20 48 54  54 50 2f 31 2e 30 0d 0a  |GET / HTTP/1.0..|
+00000010  0d 0a                                             |..|
+# T conn 1 a>b end at 18
+< T conn 1 b>a offset 0 length 25
+00000000  48 54 54 50 2f 31 2e 30  20 32 30 30 20 4f 4b 0d  |HTTP/1.0 200 OK.|
+00000010  0a 0d 0a 68 69 5c 00 ff  0a                       |...hi\\...|
+# T conn 1 b>a end at 25
+"
+    );
+    assert_eq!(untimed(&String::from_utf8(dump).unwrap()), want);
+}
+
+#[test]
+fn text_dump_of_a_known_exchange_escapes_what_is_not_printable() {
+    let (dump, client, backend) = dump_known_exchange("text");
+    let want = format!(
+        "# T conn 1 open {client} > {backend}
+> T conn 1 a>b offset 0 length 18
+GET / HTTP/1.0\\r\\n
+\\r\\n
+# T conn 1 a>b end at 18
+< T conn 1 b>a offset 0 length 25
+HTTP/1.0 200 OK\\r\\n
+\\r\\n
+hi\\\\\\x00\\xff\\n
+# T conn 1 b>a end at 25
+"
+    );
+    assert_eq!(untimed(&String::from_utf8(dump).unwrap()), want);
+}
+
+/// What a hex or text dump says each direction carried: offset -> bytes, and the bytes it
+/// marked missed.
+#[derive(Default)]
+struct Said {
+    chunks: [BTreeMap<u64, Vec<u8>>; 2],
+    missed: [u64; 2],
+}
+
+fn read_back(dump: &str, hex: bool) -> Said {
+    let mut said = Said::default();
+    let mut current: Option<(usize, u64, usize)> = None;
+    let mut body = String::new();
+    let mut close = |current: &mut Option<(usize, u64, usize)>, body: &mut String| {
+        if let Some((dir, offset, len)) = current.take() {
+            let bytes = if hex { unhex(body) } else { unescape(body) };
+            assert_eq!(bytes.len(), len, "record at {offset} of direction {dir}");
+            said.chunks[dir].insert(offset, bytes);
+        }
+        body.clear();
+    };
+    for line in dump.lines() {
+        let words: Vec<&str> = line.split(' ').collect();
+        match words[0] {
+            ">" | "<" => {
+                close(&mut current, &mut body);
+                let dir = usize::from(words[0] == "<");
+                current = Some((dir, words[6].parse().unwrap(), words[8].parse().unwrap()));
+            }
+            "#" | "!" => {
+                close(&mut current, &mut body);
+                if words[0] == "!" {
+                    said.missed[usize::from(words[4] == "b>a")] += words[8].parse::<u64>().unwrap();
+                }
+            }
+            _ => {
+                body.push_str(line);
+                body.push('\n');
+            }
+        }
+    }
+    close(&mut current, &mut body);
+    said
+}
+
+/// The bytes of hexdump -C lines (offset, 16 hex columns, the ASCII column).
+fn unhex(body: &str) -> Vec<u8> {
+    body.lines()
+        .flat_map(|line| {
+            line[10..58]
+                .split_whitespace()
+                .map(|h| u8::from_str_radix(h, 16).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The bytes of text lines: line breaks are not bytes; `\n`, `\r`, `\t`, `\\`, `\xHH` are.
+fn unescape(body: &str) -> Vec<u8> {
+    let text: Vec<u8> = body.bytes().filter(|&b| b != b'\n').collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < text.len() {
+        if text[i] != b'\\' {
+            out.push(text[i]);
+            i += 1;
+            continue;
+        }
+        match text[i + 1] {
+            b'n' => out.push(b'\n'),
+            b'r' => out.push(b'\r'),
+            b't' => out.push(b'\t'),
+            b'\\' => out.push(b'\\'),
+            b'x' => {
+                let hex = std::str::from_utf8(&text[i + 2..i + 4]).unwrap();
+                out.push(u8::from_str_radix(hex, 16).unwrap());
+                i += 2;
+            }
+            other => panic!("unknown escape \\{}", other as char),
+        }
+        i += 2;
+    }
+    out
+}
+
+/// Every byte a direction's dump holds is the payload's byte at its offset; the records
+/// do not overlap; held + missed is all of it.
+#[track_caller]
+fn assert_dump_matches(chunks: &BTreeMap<u64, Vec<u8>>, missed: u64, payload: &[u8], what: &str) {
+    let mut next = 0u64;
+    let mut held = 0u64;
+    for (&offset, bytes) in chunks {
+        assert!(
+            offset >= next,
+            "{what}: a record at {offset} overlaps the one before"
+        );
+        let end = offset as usize + bytes.len();
+        assert!(end <= payload.len(), "{what}: a record past the end");
+        assert_bytes_eq(bytes, &payload[offset as usize..end], what);
+        held += bytes.len() as u64;
+        next = end as u64;
+    }
+    assert_eq!(
+        held + missed,
+        payload.len() as u64,
+        "{what}: held {held} + missed {missed}"
+    );
+}
+
+/// A bulk echo with `--dump` under auto: the relay's directions move to splice as without
+/// a dump, and the dump holds each byte once, in order, at its offset (what it missed,
+/// if the loaded machine made it fall behind, marked and counted).
+fn bulk_echo_dumped(format: &str) -> (Vec<u8>, Vec<u8>, String) {
+    let backend = backend(None);
+    let rig = Rig::new();
+    let dump = rig.path("dump");
+    let relay = rig
+        .args(["--dump"])
+        .arg(&dump)
+        .args(["--dump-format", format])
+        .relay(&[
+            "--once",
+            "tcp-listen:127.0.0.1:0",
+            &format!("tcp:{backend}"),
+        ]);
+    let payload = data(8 << 20);
+    let (got, _) = exchange(relay.addr(), &payload);
+    assert_bytes_eq(&got, &payload, "8 MiB echoed through the relay");
+    let end = relay.finish();
+    end.assert_code(0, "relay");
+    let conn = &connections(end.report())[0];
+    for key in ["a_to_b", "b_to_a"] {
+        assert_eq!(conn[key]["bytes"].as_u64(), Some(8 << 20), "{conn}");
+        assert!(
+            dir_paths(&conn[key])
+                .unwrap()
+                .contains(&"splice".to_string()),
+            "{key} still splices: {conn}"
+        );
+    }
+    (std::fs::read(&dump).unwrap(), payload, end.stderr)
+}
+
+#[test]
+fn hex_dump_of_a_bulk_echo_holds_every_byte_once_at_its_offset() {
+    let (dump, payload, _) = bulk_echo_dumped("hex");
+    let said = read_back(&String::from_utf8(dump).unwrap(), true);
+    for dir in 0..2 {
+        assert_dump_matches(&said.chunks[dir], said.missed[dir], &payload, "hex dump");
+    }
+}
+
+#[test]
+fn text_dump_of_a_bulk_echo_holds_every_byte_once_at_its_offset() {
+    let (dump, payload, _) = bulk_echo_dumped("text");
+    let said = read_back(&String::from_utf8(dump).unwrap(), false);
+    for dir in 0..2 {
+        assert_dump_matches(&said.chunks[dir], said.missed[dir], &payload, "text dump");
+    }
+}
+
+/// What one address sent in a pcap: sequence number -> payload, and each packet's flags.
+type Sent = (BTreeMap<u32, Vec<u8>>, Vec<u8>);
+
+/// The TCP segments of a pcap file (LINKTYPE_RAW, IPv4 or IPv6), by sender address:
+/// sequence number -> payload, and the flags seen.
+fn read_pcap(file: &[u8]) -> BTreeMap<String, Sent> {
+    let u32le = |b: &[u8]| u32::from_le_bytes(b[..4].try_into().unwrap());
+    assert_eq!(u32le(file), 0xa1b2_c3d4, "pcap magic");
+    assert_eq!(u32le(&file[20..]), 101, "LINKTYPE_RAW");
+    let mut by_sender = BTreeMap::new();
+    let mut p = 24;
+    while p < file.len() {
+        let len = u32le(&file[p + 8..]) as usize;
+        let packet = &file[p + 16..p + 16 + len];
+        p += 16 + len;
+        let (src, tcp) = match packet[0] >> 4 {
+            4 => {
+                let ihl = usize::from(packet[0] & 15) * 4;
+                let ip = std::net::Ipv4Addr::from(<[u8; 4]>::try_from(&packet[12..16]).unwrap());
+                (ip.to_string(), &packet[ihl..])
+            }
+            6 => {
+                let ip = std::net::Ipv6Addr::from(<[u8; 16]>::try_from(&packet[8..24]).unwrap());
+                (ip.to_string(), &packet[40..])
+            }
+            v => panic!("IP version {v}"),
+        };
+        let port = u16::from_be_bytes([tcp[0], tcp[1]]);
+        let seq = u32::from_be_bytes(tcp[4..8].try_into().unwrap());
+        let payload = &tcp[usize::from(tcp[12] >> 4) * 4..];
+        let entry: &mut Sent = by_sender.entry(format!("{src}:{port}")).or_default();
+        entry.1.push(tcp[13]);
+        if !payload.is_empty() {
+            entry.0.insert(seq, payload.to_vec());
+        }
+    }
+    by_sender
+}
+
+#[test]
+fn pcap_dump_is_a_tcp_conversation_between_the_real_addresses() {
+    let (dump, client, backend) = dump_known_exchange("pcap");
+    let segments = read_pcap(&dump);
+    assert_eq!(segments.len(), 2, "two senders: {:?}", segments.keys());
+    let (from_client, client_flags) = &segments[&client];
+    let (from_backend, backend_flags) = &segments[&backend];
+    // SYN, then the handshake's ACK, the data (PSH|ACK) and FIN|ACK; the backend's
+    // SYN|ACK.
+    assert_eq!(client_flags, &[0x02, 0x10, 0x18, 0x11], "client's flags");
+    assert_eq!(backend_flags, &[0x12, 0x18, 0x11], "backend's flags");
+    assert_eq!(
+        from_client.iter().collect::<Vec<_>>(),
+        [(&1, &REQUEST.to_vec())]
+    );
+    assert_eq!(
+        from_backend.iter().collect::<Vec<_>>(),
+        [(&1, &ANSWER.to_vec())]
+    );
+}
+
+#[test]
+fn pcap_dump_of_a_bulk_echo_holds_every_byte_at_its_sequence_number() {
+    let (dump, payload, stderr) = bulk_echo_dumped("pcap");
+    let segments = read_pcap(&dump);
+    assert_eq!(segments.len(), 2, "{:?}", segments.keys());
+    let missed: u64 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("zerocat: dump: "))
+        .and_then(|l| l.split(", ").nth(1))
+        .map_or(
+            u64::MAX,
+            |m| if m.starts_with("0 B") { 0 } else { u64::MAX },
+        );
+    for (sender, (chunks, _)) in &segments {
+        let by_offset: BTreeMap<u64, Vec<u8>> = chunks
+            .iter()
+            .map(|(&seq, b)| (u64::from(seq - 1), b.clone()))
+            .collect();
+        let held: u64 = by_offset.values().map(|b| b.len() as u64).sum();
+        let gap = payload.len() as u64 - held;
+        assert!(
+            gap == 0 || missed != 0,
+            "{sender}: {gap} bytes not in the pcap, none said missed"
+        );
+        assert_dump_matches(&by_offset, gap, &payload, "pcap");
+    }
+}
+
+/// The dump's file is a FIFO nobody reads until the relay is done: the dump falls behind
+/// at once, and the relay goes on at its own pace; the report counts what was missed and
+/// the dump marks it.
+#[test]
+fn a_dump_that_cannot_keep_up_misses_bytes_and_the_relay_goes_on() {
+    let backend = backend(None);
+    let rig = Rig::new();
+    let fifo = rig.path("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // Opened for reading first (non-blocking), so zerocat's open for writing returns.
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(&fifo)
+        .unwrap();
+    let relay = rig.args(["--dump"]).arg(&fifo).relay(&[
+        "--once",
+        "tcp-listen:127.0.0.1:0",
+        &format!("tcp:{backend}"),
+    ]);
+    let payload = data(16 << 20);
+    let (got, _) = exchange(relay.addr(), &payload);
+    assert_bytes_eq(&got, &payload, "16 MiB echoed with the dump stalled");
+    // Only now is the dump read, so the relay can end (its dump's writer flushes).
+    let draining = thread::spawn(move || drain(reader));
+    let end = relay.finish();
+    end.assert_code(0, "relay");
+    let dumped = draining.join().unwrap();
+    let line = end
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("zerocat: dump: "))
+        .unwrap_or_else(|| panic!("no dump line: {}", end.stderr));
+    assert!(line.contains("the dump fell behind"), "{line}");
+    let said = read_back(&String::from_utf8(dumped).unwrap(), true);
+    assert!(
+        said.missed[0] + said.missed[1] > 0,
+        "the dump marks what it missed"
+    );
+    for dir in 0..2 {
+        assert_dump_matches(
+            &said.chunks[dir],
+            said.missed[dir],
+            &payload,
+            "stalled dump",
+        );
+    }
+}
+
+use std::os::unix::fs::OpenOptionsExt;
+
+/// Reads a non-blocking FIFO to EOF.
+fn drain(mut fifo: std::fs::File) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let start = std::time::Instant::now();
+    loop {
+        match fifo.read(&mut buf) {
+            Ok(0) => return out,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(start.elapsed() < DEADLINE, "the dump never ended");
+                thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// `--dump DIR` and an unknown format: usage errors (exit 2) before anything listens; a
+/// relay that had started would serve until stopped.
+#[test]
+fn dump_into_a_directory_or_in_an_unknown_format_is_a_usage_error() {
+    let dir = tempdir();
+    for args in [
+        vec!["--dump", dir.path().to_str().unwrap()],
+        vec!["--dump", "x.dump", "--dump-format", "json"],
+    ] {
+        let mut cmd = zerocat();
+        cmd.current_dir(dir.path()).args(&args).args([
+            "relay",
+            "tcp-listen:127.0.0.1:0",
+            "tcp:127.0.0.1:9",
+        ]);
+        let out = run(cmd);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr_text(&out)
+        );
+        assert!(
+            !stderr_text(&out).contains("listening"),
+            "{}",
+            stderr_text(&out)
+        );
+    }
+    assert!(!Path::new(&dir.path().join("x.dump")).exists());
+}
