@@ -429,7 +429,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__pipe)
-            opts="-q -v -L -h -V --grace --idle-timeout --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh:"
+            opts="-q -v -L -h -V --grace --idle-timeout --connect-timeout --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -440,6 +440,10 @@ _zerocat() {
                     return 0
                     ;;
                 --idle-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --connect-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -631,7 +635,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__tee)
-            opts="-a -p -i -q -v -L -h -V --append --on-error --output-error --grace --ignore-interrupts --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh:"
+            opts="-a -p -i -q -v -L -h -V --append --on-error --output-error --grace --ignore-interrupts --idle-timeout --connect-timeout --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: exec: sh:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -650,6 +654,14 @@ _zerocat() {
                     return 0
                     ;;
                 --grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --idle-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --connect-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -49,7 +49,8 @@ set edit:completion:arg-completer[zerocat] = {|@words|
         }
         &'zerocat;pipe'= {
             cand --grace 'After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long'
-            cand --idle-timeout 'A UDP source (udp-listen:, udp:) ends after this long without a datagram (nc -u -w); without it, an empty datagram or a signal ends it'
+            cand --idle-timeout 'End the run once no byte moved for this long (nc -w): a source that fell silent without closing (TCP, unix, TLS, a pipe, a terminal; UDP: no datagram), or a sink that took nothing. Bytes already taken are delivered first (then exit 0, the report ending in "idle timeout"); a sink that still takes nothing a second later fails the run'
+            cand --connect-timeout 'Give up connecting a tcp:, unix: or tls: endpoint after this long (each attempt of retry=N; a tls: handshake too, else 10 s) (nc -w while connecting)'
             cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
             cand --stats 'Format of the end-of-run report on stderr'
             cand -L 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)'
@@ -135,6 +136,8 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand -p 'GNU tee''s modes: warn (drop a failing sink, feed the others, exit 1), warn-nopipe (the same, but a reader that went away (EPIPE) is dropped quietly and is no error), exit (stop at the first failing sink, EPIPE included: exit 1), exit-nopipe (a reader that went away is dropped quietly; any other error stops). Bare --output-error and -p mean warn-nopipe'
             cand --output-error 'GNU tee''s modes: warn (drop a failing sink, feed the others, exit 1), warn-nopipe (the same, but a reader that went away (EPIPE) is dropped quietly and is no error), exit (stop at the first failing sink, EPIPE included: exit 1), exit-nopipe (a reader that went away is dropped quietly; any other error stops). Bare --output-error and -p mean warn-nopipe'
             cand --grace 'After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long'
+            cand --idle-timeout 'End the run once no byte moved for this long, as pipe''s --idle-timeout'
+            cand --connect-timeout 'Give up connecting a tcp:, unix: or tls: endpoint after this long, as pipe''s'
             cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
             cand --stats 'Format of the end-of-run report on stderr'
             cand -L 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)'

@@ -51,7 +51,8 @@ complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "man" -d 'Print the 
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "version" -d 'Print the version; with -v, also the commit, the kernel and what it offers (for a bug report)'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l grace -d 'After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long' -r
-complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l idle-timeout -d 'A UDP source (udp-listen:, udp:) ends after this long without a datagram (nc -u -w); without it, an empty datagram or a signal ends it' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l idle-timeout -d 'End the run once no byte moved for this long (nc -w): a source that fell silent without closing (TCP, unix, TLS, a pipe, a terminal; UDP: no datagram), or a sink that took nothing. Bytes already taken are delivered first (then exit 0, the report ending in "idle timeout"); a sink that still takes nothing a second later fails the run' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l connect-timeout -d 'Give up connecting a tcp:, unix: or tls: endpoint after this long (each attempt of retry=N; a tls: handshake too, else 10 s) (nc -w while connecting)' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
@@ -125,6 +126,8 @@ warn-nopipe\t''
 exit\t''
 exit-nopipe\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l grace -d 'After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l idle-timeout -d 'End the run once no byte moved for this long, as pipe\'s --idle-timeout' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l connect-timeout -d 'Give up connecting a tcp:, unix: or tls: endpoint after this long, as pipe\'s' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"

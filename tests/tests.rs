@@ -20,6 +20,7 @@ mod pipe;
 mod probe;
 mod relay;
 mod tee;
+mod timeouts;
 mod tls;
 mod udp;
 mod udp_stream;

@@ -1002,6 +1002,24 @@ of copying what the link points to; a directory on its path swapped for a symlin
 redirect it either. A destination operand that is a symlink to a directory is followed; a
 symlink to a directory at a name inside the destination tree is refused ("cannot
 overwrite a non\-directory with a directory"), as \fBcp\fR refuses it.
+.SH TIMEOUTS
+The same two options on \fBpipe\fR, \fBtee\fR and \fBrelay\fR, for every kind of endpoint:
+.TP
+\fB\-\-connect\-timeout\fR \fIDURATION\fR
+a connector (\fBtcp:\fR, \fBtls:\fR, \fBunix:\fR) gives up an attempt after this long
+(each attempt of \fBretry=\fR\fIN\fR), and a \fBtls:\fR handshake too (else 10 s): exit 1,
+the message naming ETIMEDOUT. nc's \fB\-w\fR while connecting. (\fBrelay\fR: also how long
+a \fBproxy\fR or TLS listener waits for a client's header and handshake.)
+.TP
+\fB\-\-idle\-timeout\fR \fIDURATION\fR
+\fBpipe\fR, \fBtee\fR: the run ends once no byte moved for this long (nc \fB\-w\fR once
+connected, \fB\-i\fR). A source that fell silent without closing (TCP, unix, TLS, a pipe
+or terminal, UDP without a datagram) ends the run as its EOF would: every byte read is
+delivered, sockets get their FIN, exit 0, and the report ends in \fB; idle timeout (no
+byte for 2.00 s)\fR (JSON: \fBended\fR is \fBidle\-timeout\fR). A sink that took no byte
+while the source had some fails the run (exit 1: "the sink took no byte for ..."): bytes
+were not delivered. \fBrelay\fR: a connection that moved no byte either way is closed,
+reported \fBidle\-timeout\fR and counted as failed (UDP: a session's end, 60 s by default).
 .SH PROBE
 \fBzerocat probe\fR \fITARGET\fR... connects to each target and closes the connection at
 once (\fBnc \-z\fR; a \fBtls:\fR target after its handshake, which \fBnc\fR cannot do):

@@ -286,10 +286,16 @@ pub struct PipeArgs {
     /// After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = endpoint::parse_duration)]
     pub grace: std::time::Duration,
-    /// A UDP source (udp-listen:, udp:) ends after this long without a datagram (nc -u -w);
-    /// without it, an empty datagram or a signal ends it.
+    /// End the run once no byte moved for this long (nc -w): a source that fell silent
+    /// without closing (TCP, unix, TLS, a pipe, a terminal; UDP: no datagram), or a sink that
+    /// took nothing. Bytes already taken are delivered first (then exit 0, the report ending
+    /// in "idle timeout"); a sink that still takes nothing a second later fails the run.
     #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
     pub idle_timeout: Option<std::time::Duration>,
+    /// Give up connecting a tcp:, unix: or tls: endpoint after this long (each attempt of
+    /// retry=N; a tls: handshake too, else 10 s) (nc -w while connecting).
+    #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
+    pub connect_timeout: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Args)]
@@ -542,6 +548,12 @@ pub struct TeeArgs {
     /// cut the copy short; SIGTERM still stops it.
     #[arg(short = 'i', long)]
     pub ignore_interrupts: bool,
+    /// End the run once no byte moved for this long, as pipe's --idle-timeout.
+    #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
+    pub idle_timeout: Option<std::time::Duration>,
+    /// Give up connecting a tcp:, unix: or tls: endpoint after this long, as pipe's.
+    #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
+    pub connect_timeout: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -922,8 +934,8 @@ impl Cli {
         };
         let invocation = match self.command {
             Command::Pipe(args) => Invocation::Pipe(PipeConfig {
-                src: args.src,
-                dst: args.dst,
+                src: args.src.connecting_within(args.connect_timeout),
+                dst: args.dst.connecting_within(args.connect_timeout),
                 grace: args.grace,
                 idle_timeout: args.idle_timeout,
             }),
@@ -947,15 +959,20 @@ impl Cli {
                 )
                 .exit(),
             Command::Tee(args) => Invocation::Tee(TeeConfig {
-                src: args.src,
-                sinks: if args.append {
-                    args.dst.into_iter().map(Endpoint::appending).collect()
-                } else {
-                    args.dst
-                },
+                src: args.src.connecting_within(args.connect_timeout),
+                sinks: args
+                    .dst
+                    .into_iter()
+                    .map(|e| match args.append {
+                        true => e.appending(),
+                        false => e,
+                    })
+                    .map(|e| e.connecting_within(args.connect_timeout))
+                    .collect(),
                 on_error: on_error(args.on_error, args.output_error),
                 grace: args.grace,
                 ignore_interrupts: args.ignore_interrupts,
+                idle_timeout: args.idle_timeout,
             }),
             Command::Relay(args) => Invocation::Relay(
                 RelayConfig {

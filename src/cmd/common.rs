@@ -303,3 +303,111 @@ mod tests {
         assert_eq!(describe(&FdInfo::assumed(FdKind::Pipe)), "pipe");
     }
 }
+
+/// `--idle-timeout` for pipe and tee: a thread that watches the bytes delivered and, once
+/// none moved for `idle`, stops the run as a signal would
+/// ([`crate::sys::process::stop_for_timeout`]): the source is read no more, what was taken
+/// is delivered, and the engine's thread is woken from whatever it blocks in (a socket, a
+/// pipe, a terminal, a TLS record layer's socketpair alike).
+pub struct IdleWatch {
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<bool>,
+}
+
+/// How `--idle-timeout` ended a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quiet {
+    /// It did not.
+    No,
+    /// The source had nothing to read: the quiet was the source's (a clean end).
+    Source,
+    /// The source had bytes, the sink took none of them (a failure).
+    Sink,
+}
+
+impl IdleWatch {
+    /// Watches `meter` from now; the calling thread is the one to wake. `src` (open until
+    /// [`IdleWatch::stop`]) says, when the time is up, whose quiet it was.
+    pub fn start(
+        meter: std::sync::Arc<crate::engine::meter::Meter>,
+        idle: Duration,
+        src: BorrowedFd<'_>,
+    ) -> IdleWatch {
+        let src = src.as_raw_fd();
+        use std::sync::atomic::Ordering;
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // SAFETY: pthread_self has no preconditions.
+        let engine = unsafe { nix::libc::pthread_self() };
+        let seen = done.clone();
+        let thread = std::thread::spawn(move || {
+            let step = crate::sys::process::STOP_TICK.min(idle / 4);
+            let (mut last, mut since) = (meter.delivered(), std::time::Instant::now());
+            let mut source_ready = None;
+            while !seen.load(Ordering::SeqCst) {
+                std::thread::sleep(step);
+                let now = meter.delivered();
+                if now != last {
+                    (last, since) = (now, std::time::Instant::now());
+                } else if since.elapsed() >= idle && !seen.load(Ordering::SeqCst) {
+                    // SAFETY: the caller keeps `src` open until `stop`, which ends this loop.
+                    let fd = unsafe { BorrowedFd::borrow_raw(src) };
+                    source_ready.get_or_insert_with(|| {
+                        crate::sys::wait_within(fd, nix::poll::PollFlags::POLLIN, Duration::ZERO)
+                            .unwrap_or(false)
+                    });
+                    // The engine's thread runs until `done`: it is there to be woken.
+                    crate::sys::process::stop_for_timeout(engine);
+                }
+            }
+            source_ready.unwrap_or(false)
+        });
+        IdleWatch { done, thread }
+    }
+
+    /// Ends the watch (before the engine's thread goes on to other work): whether the
+    /// timeout stopped the run, and on whose quiet.
+    pub fn stop(self) -> Quiet {
+        self.done.store(true, std::sync::atomic::Ordering::SeqCst);
+        let source_ready = self.thread.join().unwrap_or(false);
+        match (crate::sys::process::timed_out(), source_ready) {
+            (false, _) => Quiet::No,
+            (true, false) => Quiet::Source,
+            (true, true) => Quiet::Sink,
+        }
+    }
+}
+
+/// What the engine's ending means once `--idle-timeout` may have stopped the run: stopped
+/// with everything taken delivered (the grace not over) is a clean end, said as the idle
+/// timeout; stopped with bytes the sink never took is a failure that says so.
+pub fn idle_outcome(
+    failure: Option<engine::Failure>,
+    quiet: Quiet,
+    idle: Option<Duration>,
+) -> (Option<engine::Failure>, Option<crate::report::Ending>) {
+    let (Quiet::Source | Quiet::Sink, Some(idle)) = (quiet, idle) else {
+        return (failure, None);
+    };
+    let idle_words = crate::units::human_duration(idle.as_secs_f64());
+    match failure {
+        Some(engine::Failure::Interrupted)
+            if quiet == Quiet::Source && !crate::sys::process::must_stop() =>
+        {
+            (None, Some(crate::report::Ending::IdleTimeout(idle)))
+        }
+        Some(engine::Failure::Interrupted) => (
+            Some(engine::Failure::Io(
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "the sink took no byte for {idle_words} (--idle-timeout): the source's \
+                         bytes from there on were not delivered"
+                    ),
+                ),
+                engine::Side::Sink,
+            )),
+            None,
+        ),
+        other => (other, None),
+    }
+}

@@ -7,7 +7,8 @@ use anyhow::anyhow;
 
 use super::common::{
     child_failure, describe, failure_message, finish_datagram_sink, finish_socket_sink, finish_tls,
-    inspect, predict, reap_child, refuse_same_file, remaining, stdout_gone, truncate_if_pending,
+    idle_outcome, inspect, predict, reap_child, refuse_same_file, remaining, stdout_gone,
+    truncate_if_pending, IdleWatch, Quiet,
 };
 use crate::endpoint::proxy::Addresses;
 use crate::endpoint::{Endpoint, Role};
@@ -74,7 +75,14 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     }
     let progress = watch.start(opts);
     let started = Instant::now();
+    // A datagram source ends on its own quiet (`quiet_end`); any other is watched.
+    let idle = cfg
+        .idle_timeout
+        .filter(|_| ends.src_info.kind != FdKind::Datagram)
+        .map(|idle| IdleWatch::start(meter.clone(), idle, ends.src));
     let (record, failure) = engine::transfer(&ends, &chain, middle.as_ref(), &meter);
+    let timed_out = idle.map_or(Quiet::No, IdleWatch::stop);
+    let (failure, idle_ending) = idle_outcome(failure, timed_out, cfg.idle_timeout);
     if failure.is_none() && dst_info.kind == FdKind::Socket {
         finish_socket_sink(ends.dst);
     }
@@ -118,7 +126,7 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         record,
         seconds,
         moving_seconds: meter.moving_seconds(),
-        ending: Ending::Eof,
+        ending: idle_ending.unwrap_or(Ending::Eof),
     };
     let Some(failure) = failure else {
         if let Some(message) = command_failure {

@@ -8,8 +8,9 @@ use anyhow::{anyhow, Context};
 use nix::errno::Errno;
 
 use super::common::{
-    child_failure, describe, failure_message, finish_datagram_sink, finish_socket_sink, inspect,
-    predict, reap_child, refuse_same_file, remaining, stdout_gone, truncate_if_pending,
+    child_failure, describe, failure_message, finish_datagram_sink, finish_socket_sink,
+    idle_outcome, inspect, predict, reap_child, refuse_same_file, remaining, stdout_gone,
+    truncate_if_pending, IdleWatch, Quiet,
 };
 use crate::endpoint::{Endpoint, Opened, Role};
 use crate::engine::fanout::{self as fan, FanOut, OnError, Sink, SinkOutcome};
@@ -32,6 +33,8 @@ pub struct TeeConfig {
     pub grace: std::time::Duration,
     /// `-i`: SIGINT is ignored (GNU tee's --ignore-interrupts).
     pub ignore_interrupts: bool,
+    /// `--idle-timeout`: the run ends once no byte moved for this long.
+    pub idle_timeout: Option<std::time::Duration>,
 }
 
 pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
@@ -128,6 +131,10 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     }
     let progress = watch.start(opts);
     let started = Instant::now();
+    let idle = cfg
+        .idle_timeout
+        .filter(|_| !sinks.is_empty())
+        .map(|idle| IdleWatch::start(meter.clone(), idle, src.fd.as_fd()));
     let mut out = if sinks.is_empty() {
         // Not one sink opened: nothing to read the source for.
         FanOut {
@@ -145,6 +152,17 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
             &meter,
         )
     };
+    let timed_out = idle.map_or(Quiet::No, IdleWatch::stop);
+    let (failure, idle_ending) = idle_outcome(out.failure.take(), timed_out, cfg.idle_timeout);
+    out.failure = failure;
+    if idle_ending.is_some() {
+        // Stopped by the quiet, every byte taken delivered: no sink was cut.
+        for result in &mut out.sinks {
+            if matches!(result.failure, Some(Failure::Interrupted)) {
+                result.failure = None;
+            }
+        }
+    }
     for (sink, result) in sinks.iter().zip(&out.sinks) {
         if result.failure.is_none() && sink.info.kind == FdKind::Socket {
             finish_socket_sink(sink.fd);
@@ -179,6 +197,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         infos: &infos,
         src_child,
         children,
+        idle_ending,
     };
     conclude(opts, cfg, &ends, out, unopened, seconds)
 }
@@ -190,6 +209,8 @@ struct Ends<'a> {
     src_child: Option<ChildExit>,
     /// One per sink given.
     children: Vec<Option<ChildExit>>,
+    /// `--idle-timeout` ended the run, every byte taken delivered.
+    idle_ending: Option<Ending>,
 }
 
 /// An error that ends the run wherever it comes from: a signal, or a usage error.
@@ -294,7 +315,10 @@ fn conclude(
         .map(|e| e.message.as_str())
         .collect();
     let (ending, code) = match &out.failure {
-        None if counted.is_empty() => (Ending::Eof, ExitCode::Success),
+        None if counted.is_empty() => (
+            ends.idle_ending.clone().unwrap_or(Ending::Eof),
+            ExitCode::Success,
+        ),
         None => {
             let message = if matches!(policy, OnError::Warn | OnError::WarnNoPipe) {
                 format!(

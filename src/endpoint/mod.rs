@@ -60,6 +60,9 @@ pub struct ConnectOpts {
     pub tls: Option<TlsOpts>,
     /// `frame=len16`: the stream carries datagrams (a relay whose other side is UDP).
     pub frame: Option<Frame>,
+    /// `--connect-timeout`: each attempt (and a `tls:` handshake) gives up after this
+    /// long. Set by the command, not the URI ([`Endpoint::connecting_within`]).
+    pub timeout: Option<Duration>,
 }
 
 /// Options of a TCP listener beyond `backlog=`.
@@ -111,6 +114,17 @@ pub struct TlsOpts {
 /// `[::]` listeners are dual-stack unless `ipv6only=1` (set explicitly, whatever the
 /// `net.ipv6.bindv6only` sysctl says).
 pub const DEFAULT_IPV6ONLY: bool = false;
+
+impl Endpoint {
+    /// This endpoint with `--connect-timeout` applied, where it connects (`tcp:`, `tls:`,
+    /// `unix:`); any other is returned as it is.
+    pub fn connecting_within(mut self, timeout: Option<Duration>) -> Endpoint {
+        if let Endpoint::Tcp { connect, .. } | Endpoint::Unix { connect, .. } = &mut self {
+            connect.timeout = timeout.or(connect.timeout);
+        }
+        self
+    }
+}
 
 impl ConnectOpts {
     /// The pause between two attempts.

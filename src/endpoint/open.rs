@@ -9,6 +9,8 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
+use nix::sys::time::TimeVal;
+
 use anyhow::{anyhow, bail, Context};
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
@@ -131,9 +133,12 @@ impl Endpoint {
             }
             Endpoint::Tcp {
                 host,
-                connect: ConnectOpts {
-                    tls: Some(opts), ..
-                },
+                connect:
+                    ConnectOpts {
+                        tls: Some(opts),
+                        timeout,
+                        ..
+                    },
                 ..
             } => {
                 let config = tls::client_config(opts).with_context(|| format!("{self}"))?;
@@ -144,7 +149,7 @@ impl Endpoint {
                 let name = opts.sni.as_deref().unwrap_or(host);
                 let (fd, session) = Handshake::client(&config, name)
                     .and_then(|mut shake| {
-                        shake.complete(fd.as_fd(), tls::HANDSHAKE_DEADLINE)?;
+                        shake.complete(fd.as_fd(), timeout.unwrap_or(tls::HANDSHAKE_DEADLINE))?;
                         shake.establish(fd, false)
                     })
                     .map_err(|reason| tls_failure(self, reason))?;
@@ -243,7 +248,7 @@ impl Endpoint {
     ) -> io::Result<OwnedFd> {
         let mut attempt = 0;
         loop {
-            match connect_once(addrs, opts.mptcp) {
+            match connect_once(addrs, opts.mptcp, opts.timeout) {
                 Ok(fd) => return Ok(fd),
                 Err(errno) if attempt < opts.retry && is_retryable_connect(errno) => {
                     attempt += 1;
@@ -655,13 +660,30 @@ fn via_addrs(via: &outbound::Via) -> anyhow::Result<Vec<SockaddrStorage>> {
 
 /// Connects a blocking socket (MPTCP where asked and taken) to each address in turn; the
 /// last error if none answers.
-fn connect_once(addrs: &[SockaddrStorage], mptcp: bool) -> Result<OwnedFd, Errno> {
+/// One attempt at each address in turn; with `timeout`, each connect gives up after that
+/// long (SO_SNDTIMEO bounds a blocking connect; it is cleared once connected), ETIMEDOUT.
+fn connect_once(
+    addrs: &[SockaddrStorage],
+    mptcp: bool,
+    timeout: Option<Duration>,
+) -> Result<OwnedFd, Errno> {
+    let bound = |d: Duration| TimeVal::new(d.as_secs() as _, d.subsec_micros() as _);
     let mut last = Errno::EADDRNOTAVAIL;
     for addr in addrs {
         let family = addr.family().unwrap_or(AddressFamily::Unix);
         let (fd, _) = stream_socket(family, SockFlag::SOCK_CLOEXEC, mptcp)?;
+        if let Some(timeout) = timeout {
+            socket::setsockopt(&fd, socket::sockopt::SendTimeout, &bound(timeout))?;
+        }
         match socket::connect(fd.as_raw_fd(), addr) {
-            Ok(()) => return Ok(fd),
+            Ok(()) => {
+                if timeout.is_some() {
+                    socket::setsockopt(&fd, socket::sockopt::SendTimeout, &bound(Duration::ZERO))?;
+                }
+                return Ok(fd);
+            }
+            // The blocking connect's SO_SNDTIMEO ran out.
+            Err(Errno::EINPROGRESS | Errno::EAGAIN) if timeout.is_some() => last = Errno::ETIMEDOUT,
             Err(errno) => last = errno,
         }
     }

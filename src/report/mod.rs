@@ -34,6 +34,8 @@ pub enum Ending {
     Eof,
     Error(String),
     Signal,
+    /// `--idle-timeout`: no byte moved for this long; everything taken was delivered.
+    IdleTimeout(std::time::Duration),
 }
 
 impl Ending {
@@ -42,6 +44,7 @@ impl Ending {
             Ending::Eof => "eof",
             Ending::Error(_) => "error",
             Ending::Signal => "signal",
+            Ending::IdleTimeout(_) => "idle-timeout",
         }
     }
 
@@ -119,7 +122,7 @@ impl Report {
             &self.src.label(),
             &self.dst.label(),
         );
-        line + interrupted_words(&self.ending)
+        line + &interrupted_words(&self.ending)
     }
 
     pub fn json(&self) -> String {
@@ -241,10 +244,14 @@ impl FanOutReport {
 
 /// What a text report ends with after SIGINT/SIGTERM: the bytes it gives are what was
 /// delivered before the stop, not a whole transfer.
-fn interrupted_words(ending: &Ending) -> &'static str {
+fn interrupted_words(ending: &Ending) -> String {
     match ending {
-        Ending::Signal => "; interrupted",
-        _ => "",
+        Ending::Signal => "; interrupted".to_string(),
+        Ending::IdleTimeout(idle) => format!(
+            "; idle timeout (no byte for {})",
+            crate::units::human_duration(idle.as_secs_f64())
+        ),
+        _ => String::new(),
     }
 }
 

@@ -9,6 +9,9 @@ use nix::sys::stat::Mode;
 
 /// SIGINT/SIGTERM received so far.
 static STOP_SIGNALS: AtomicU32 = AtomicU32::new(0);
+/// Set once a timeout of the run's own (`--idle-timeout`) stopped it: the run stops as
+/// at a signal ([`interrupted`] is true, the grace is the same), but no signal came.
+static TIMED_OUT: AtomicBool = AtomicBool::new(false);
 /// SIGALRM ticks since the first of them (see [`must_stop`]).
 static TICKS: AtomicU32 = AtomicU32::new(0);
 static PROGRESS_REQUESTED: AtomicBool = AtomicBool::new(false);
@@ -141,8 +144,27 @@ pub fn take_progress_request() -> bool {
 
 /// True once SIGINT or SIGTERM arrived: take nothing more from any source.
 pub fn interrupted() -> bool {
-    STOP_SIGNALS.load(Ordering::Relaxed) > 0
+    STOP_SIGNALS.load(Ordering::Relaxed) > 0 || TIMED_OUT.load(Ordering::Relaxed)
 }
+
+/// Stops the run as SIGINT would (take nothing more, deliver what was taken, for the same
+/// grace), for a timeout of its own, and wakes `thread` (the one moving the bytes) out of
+/// the syscall it blocks in with a SIGALRM, as the stop's tick does. Call it again every
+/// [`TICK`] while the thread runs: each call is one tick of the grace.
+pub fn stop_for_timeout(thread: nix::libc::pthread_t) {
+    TIMED_OUT.store(true, Ordering::SeqCst);
+    // SAFETY: pthread_kill with a thread id the caller took from pthread_self of a thread
+    // it knows is still running; SIGALRM's handler only counts.
+    unsafe { nix::libc::pthread_kill(thread, nix::libc::SIGALRM) };
+}
+
+/// True once [`stop_for_timeout`] stopped the run.
+pub fn timed_out() -> bool {
+    TIMED_OUT.load(Ordering::Relaxed)
+}
+
+/// The tick of a stop's grace ([`stop_for_timeout`]'s callers wake the thread this often).
+pub const STOP_TICK: std::time::Duration = std::time::Duration::from_micros(TICK as u64);
 
 /// True once a second SIGINT/SIGTERM arrived: whatever grace is left ends at once.
 pub fn stopped_twice() -> bool {
