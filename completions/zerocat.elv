@@ -59,6 +59,8 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --size 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own'
             cand --dump 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay''s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed'
             cand --dump-format 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \n, \r, \t, \\, \xHH) or pcap (a TCP conversation per connection, for Wireshark)'
+            cand -k 'SRC is a listener: take its connections one after another into DST, each whole before the next (others wait in the backlog), until SIGINT/SIGTERM (nc -lk, ncat -k). The report counts them'
+            cand --keep-open 'SRC is a listener: take its connections one after another into DST, each whole before the next (others wait in the backlog), until SIGINT/SIGTERM (nc -lk, ncat -k). The report counts them'
             cand -q 'No report line, no progress'
             cand --quiet 'No report line, no progress'
             cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'

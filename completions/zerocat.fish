@@ -63,6 +63,7 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l dump -d 'relay:
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l dump-format -d 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \\n, \\r, \\t, \\\\, \\xHH) or pcap (a TCP conversation per connection, for Wireshark)' -r -f -a "hex\t''
 text\t''
 pcap\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s k -l keep-open -d 'SRC is a listener: take its connections one after another into DST, each whole before the next (others wait in the backlog), until SIGINT/SIGTERM (nc -lk, ncat -k). The report counts them'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'

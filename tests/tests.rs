@@ -12,6 +12,7 @@ mod copy_features;
 mod dump;
 mod faults;
 mod http_fault;
+mod keep_open;
 mod listeners;
 mod mptcp;
 mod outbound;

@@ -1020,6 +1020,19 @@ byte for 2.00 s)\fR (JSON: \fBended\fR is \fBidle\-timeout\fR). A sink that took
 while the source had some fails the run (exit 1: "the sink took no byte for ..."): bytes
 were not delivered. \fBrelay\fR: a connection that moved no byte either way is closed,
 reported \fBidle\-timeout\fR and counted as failed (UDP: a session's end, 60 s by default).
+.SH KEEP OPEN
+\fBpipe \-\-keep\-open\fR (\fB\-k\fR) \fILISTENER\fR \fIDST\fR (nc \fB\-lk\fR, ncat \fB\-k\fR):
+\fIDST\fR is opened once; then the listener's connections are taken one after another,
+each moved whole into \fIDST\fR before the next is accepted (the others wait in the
+listen backlog: two clients' bytes never interleave), until SIGINT or SIGTERM (exit 130,
+every connection taken delivered) or \fIDST\fR fails (exit 1). A connection its client cut
+(a reset, a TLS stream without close_notify) keeps the bytes it sent and is counted.
+\fBzerocat pipe \-k tcp\-listen:0.0.0.0:514 file:log,append\fR is a log collector.
+The report adds \fB; 20 connections\fR (\fB, 1 cut\fR); JSON: \fBconnections\fR and
+\fBconnections_cut\fR. The source must be a listener (\fBtcp\-listen:\fR,
+\fBunix\-listen:\fR, \fBtls\-listen:\fR, \fBfd:\fR\fIN\fR, \fBsystemd:\fR): anything else is
+a usage error, and so is \fB\-\-idle\-timeout\fR with it (for now). For every connection
+served at once, both ways, see \fBrelay\fR.
 .SH PROBE
 \fBzerocat probe\fR \fITARGET\fR... connects to each target and closes the connection at
 once (\fBnc \-z\fR; a \fBtls:\fR target after its handshake, which \fBnc\fR cannot do):

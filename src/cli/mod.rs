@@ -296,6 +296,11 @@ pub struct PipeArgs {
     /// retry=N; a tls: handshake too, else 10 s) (nc -w while connecting).
     #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
     pub connect_timeout: Option<std::time::Duration>,
+    /// SRC is a listener: take its connections one after another into DST, each whole
+    /// before the next (others wait in the backlog), until SIGINT/SIGTERM (nc -lk, ncat -k).
+    /// The report counts them.
+    #[arg(short = 'k', long)]
+    pub keep_open: bool,
 }
 
 #[derive(Debug, Args)]
@@ -933,11 +938,22 @@ impl Cli {
             json: Default::default(),
         };
         let invocation = match self.command {
+            Command::Pipe(args) if args.keep_open && !args.src.listens() => {
+                refuse_keep_open(&args.src, "pipe")
+            }
+            Command::Pipe(args) if args.keep_open && args.idle_timeout.is_some() => Cli::command()
+                .error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    "--keep-open with --idle-timeout: not yet (the timeout would end the \
+                         whole run, not one connection)",
+                )
+                .exit(),
             Command::Pipe(args) => Invocation::Pipe(PipeConfig {
                 src: args.src.connecting_within(args.connect_timeout),
                 dst: args.dst.connecting_within(args.connect_timeout),
                 grace: args.grace,
                 idle_timeout: args.idle_timeout,
+                keep_open: args.keep_open,
             }),
             Command::Copy(args) => {
                 // In copy, --limit is the subcommand's own (-L is cp's there).
@@ -1014,6 +1030,20 @@ impl Cli {
     }
 }
 
+/// `--keep-open` names a listener to keep taking connections from: on anything else it
+/// could only be ignored, so it is a usage error naming the argument.
+fn refuse_keep_open(src: &Endpoint, command: &str) -> ! {
+    Cli::command()
+        .error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "--keep-open: '{src}' is not a listener; {command} --keep-open takes connection \
+                 after connection from a tcp-listen:, unix-listen: or tls-listen: source"
+            ),
+        )
+        .exit()
+}
+
 /// `copy SRC... DST`: a copy of files, or a pipe when its one source or its destination is
 /// not a plain file path.
 fn copy_invocation(mut args: CopyArgs) -> Invocation {
@@ -1069,6 +1099,7 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
                 dst: dest,
                 grace: crate::cmd::relay::GRACE,
                 idle_timeout: None,
+                keep_open: false,
             });
         }
     }

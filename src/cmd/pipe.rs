@@ -29,11 +29,17 @@ pub struct PipeConfig {
     pub grace: Duration,
     /// A datagram source (`udp-listen:`, `udp:`) ends after this long without a datagram.
     pub idle_timeout: Option<Duration>,
+    /// `--keep-open`: the source is a listener whose connections go into the sink one
+    /// after another, until a signal.
+    pub keep_open: bool,
 }
 
 pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     if opts.explain {
         return explain(opts, cfg);
+    }
+    if cfg.keep_open {
+        return keep_open(opts, cfg);
     }
     // An accepted source's client goes on in the sink's PROXY header (`proxy=v1|v2`).
     let (mut src, origin) = cfg.src.open_carrying(Role::Source, &Addresses::Unknown)?;
@@ -127,6 +133,7 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         seconds,
         moving_seconds: meter.moving_seconds(),
         ending: idle_ending.unwrap_or(Ending::Eof),
+        connections: None,
     };
     let Some(failure) = failure else {
         if let Some(message) = command_failure {
@@ -213,4 +220,99 @@ fn describe_fd(info: &FdInfo, fd: BorrowedFd<'_>) -> String {
         }
     }
     s
+}
+
+/// `--keep-open` (nc -lk, ncat -k): the sink opened once, then the listener's connections
+/// one after another, each moved whole before the next is accepted (the others wait in the
+/// backlog), so no two interleave; until SIGINT/SIGTERM (exit 130, every connection's bytes
+/// delivered) or the sink fails. A connection cut by its client is counted, its bytes kept.
+fn keep_open(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
+    let listener = cfg.src.listen()?;
+    let dst = cfg.dst.open(Role::Sink)?;
+    let dst_info = inspect(dst.fd.as_fd(), &cfg.dst)?;
+    truncate_if_pending(&dst, &cfg.dst)?;
+    let meter = progress::meter(opts);
+    let progress = Watch::new(&meter).start(opts);
+    let started = Instant::now();
+    let (mut total, mut connections, mut cut) = (engine::Record::default(), 0u64, 0u64);
+    let mut src_info = None;
+    let mut plan_said = false;
+    let ending = loop {
+        let accepted = match listener.accept_from() {
+            Ok(accepted) => accepted,
+            Err(_) if crate::sys::process::interrupted() => break Ending::Signal,
+            Err(e) if e.raw_os_error() == Some(nix::libc::EINTR) => continue,
+            // A client gone before it was served, a refused PROXY header or handshake.
+            Err(e) if crate::endpoint::Rejected::of(&e).is_some() => continue,
+            Err(e) if e.raw_os_error() == Some(nix::libc::ECONNABORTED) => continue,
+            Err(e) => {
+                break Ending::Error(format!(
+                    "cannot accept a connection on {}: {e}",
+                    listener.local_addr()
+                ))
+            }
+        };
+        let info = inspect(accepted.fd.as_fd(), &cfg.src)?;
+        let chain = chain_for(&info, &dst_info, opts.via)?;
+        let ends = Ends {
+            src: accepted.fd.as_fd(),
+            src_info: info,
+            dst: dst.fd.as_fd(),
+            dst_info,
+            reserve: 0,
+        };
+        let middle = prepare_splice(&ends, &chain);
+        if !plan_said {
+            plan_said = true;
+            opts.print_plan(&plan_line(
+                cfg,
+                describe(&info),
+                describe(&dst_info),
+                &chain,
+            ));
+        }
+        let (record, failure) = engine::transfer(&ends, &chain, middle.as_ref(), &meter);
+        total.merge(&record);
+        connections += 1;
+        src_info = Some(info);
+        let tls_failure = match failure {
+            None => finish_tls(&cfg.src, accepted.tls).1,
+            Some(_) => {
+                if let Some(session) = &accepted.tls {
+                    session.cut();
+                }
+                None
+            }
+        };
+        match failure {
+            None if tls_failure.is_none() => {}
+            None => cut += 1,
+            Some(Failure::Interrupted) => break Ending::Signal,
+            Some(Failure::Io(_, engine::Side::Source)) => cut += 1,
+            Some(Failure::Io(err, side)) => {
+                if stdout_gone(&cfg.dst, &err, side) {
+                    return Ok(ExitCode::BrokenPipe);
+                }
+                break Ending::Error(failure_message(opts.via, &cfg.src, &cfg.dst, &err, side));
+            }
+        }
+    };
+    progress.finish();
+    let src_info = src_info.unwrap_or_else(|| FdInfo::assumed(FdKind::Socket));
+    let report = Report {
+        command: "pipe",
+        src: Named::of(cfg.src.to_string(), &src_info),
+        dst: Named::of(cfg.dst.to_string(), &dst_info),
+        record: total,
+        seconds: started.elapsed().as_secs_f64(),
+        moving_seconds: meter.moving_seconds(),
+        ending: ending.clone(),
+        connections: Some((connections, cut)),
+    };
+    opts.print_report(&report.render(opts.stats));
+    match ending {
+        Ending::Error(message) => Err(anyhow!(message)),
+        Ending::Signal => Ok(ExitCode::Interrupted),
+        _ => Ok(ExitCode::Success),
+    }
 }

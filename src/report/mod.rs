@@ -110,6 +110,9 @@ pub struct Report {
     /// Of `seconds`, the span bytes were moving in (`Meter::moving_seconds`).
     pub moving_seconds: Option<f64>,
     pub ending: Ending,
+    /// `--keep-open`: the connections taken one after another, and how many of them were
+    /// cut (a reset, a TLS stream without close_notify).
+    pub connections: Option<(u64, u64)>,
 }
 
 impl Report {
@@ -122,7 +125,12 @@ impl Report {
             &self.src.label(),
             &self.dst.label(),
         );
-        line + &interrupted_words(&self.ending)
+        let kept = match self.connections {
+            Some((n, 0)) => format!("; {n} connection{}", if n == 1 { "" } else { "s" }),
+            Some((n, cut)) => format!("; {n} connections, {cut} cut"),
+            None => String::new(),
+        };
+        line + &kept + &interrupted_words(&self.ending)
     }
 
     pub fn json(&self) -> String {
@@ -133,6 +141,9 @@ impl Report {
             &self.src,
         );
         o.raw("dst", &named_json(&self.dst));
+        if let Some((n, cut)) = self.connections {
+            o.num("connections", n).num("connections_cut", cut);
+        }
         record_json(&mut o, &self.record);
         ending_json(&mut o, &self.ending);
         o.finish()

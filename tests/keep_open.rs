@@ -1,0 +1,98 @@
+//! `pipe --keep-open` (nc -lk, ncat -k): one listener's connections into one sink, one at
+//! a time, each whole; until a signal.
+
+use std::io::Write;
+use std::net::TcpStream;
+
+use nix::sys::signal::Signal;
+
+use crate::rig::*;
+use crate::util::*;
+
+/// Client `i`'s bytes: its own pattern, so a block out of place or cut shows.
+fn client_bytes(i: usize, len: usize) -> Vec<u8> {
+    let mut bytes = data(len + i);
+    bytes.drain(..i);
+    bytes[0] = i as u8;
+    bytes
+}
+
+/// 20 clients at once into `file:log,append`: every client's bytes are in the log whole and
+/// contiguous (no interleaving), the report counts 20 connections, SIGINT ends it (130).
+#[test]
+fn keep_open_takes_20_clients_whole_and_contiguous_into_one_log() {
+    const CLIENTS: usize = 20;
+    const LEN: usize = 300_000;
+    let rig = Rig::new();
+    let log = rig.path("log");
+    std::fs::write(&log, b"before\n").unwrap();
+    let mut running = rig
+        .args(["pipe", "--keep-open", "tcp-listen:0"])
+        .arg(format!("file:{},append", log.display()))
+        .listen();
+    let addr = running.addr().to_string();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(&addr).unwrap();
+                // In pieces, so a second connection served at once would interleave.
+                for piece in client_bytes(i, LEN).chunks(7_000) {
+                    s.write_all(piece).unwrap();
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    let want_len = (b"before\n".len() + CLIENTS * LEN) as u64;
+    running.wait_until("the log", want_len, || {
+        std::fs::metadata(&log).map_or(0, |m| m.len())
+    });
+    running.signal(Signal::SIGINT);
+    let end = running.finish();
+    end.assert_code(130, "keep-open ends at the signal");
+    let report = end.report();
+    assert_eq!(report["connections"], CLIENTS as u64, "{report}");
+    assert_eq!(report["connections_cut"], 0, "{report}");
+    assert_eq!(report["bytes"], (CLIENTS * LEN) as u64, "{report}");
+    // splice refuses an O_APPEND file: userspace carries the bytes.
+    end.assert_final_path("userspace", "socket -> O_APPEND log");
+    let got = std::fs::read(&log).unwrap();
+    assert!(got.starts_with(b"before\n"), "appended, not truncated");
+    let mut rest = &got[b"before\n".len()..];
+    let mut seen = vec![false; CLIENTS];
+    while !rest.is_empty() {
+        let i = usize::from(rest[0]);
+        assert!(i < CLIENTS && !seen[i], "a block that starts with {i}");
+        let want = client_bytes(i, LEN);
+        assert_bytes_eq(
+            &rest[..want.len().min(rest.len())],
+            &want,
+            &format!("client {i}"),
+        );
+        seen[i] = true;
+        rest = &rest[want.len()..];
+    }
+    assert!(seen.iter().all(|s| *s), "every client once: {seen:?}");
+}
+
+/// `--keep-open` on a source that is not a listener: a usage error naming it, nothing opened.
+#[test]
+fn keep_open_on_a_non_listener_is_a_usage_error() {
+    let dir = tempdir();
+    let out = dir.path().join("out");
+    for src in ["tcp:127.0.0.1:9", "-", "udp-listen:0"] {
+        let mut cmd = zerocat();
+        cmd.args(["pipe", "--keep-open", src]).arg(&out);
+        let done = run(cmd);
+        let err = stderr_text(&done);
+        assert_eq!(done.status.code(), Some(2), "{src}: {err}");
+        assert!(
+            err.contains("--keep-open") && err.contains(src),
+            "{src}: {err}"
+        );
+        assert!(!out.exists(), "{src}: the sink was created");
+    }
+}
