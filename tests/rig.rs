@@ -94,6 +94,8 @@ pub struct Rig {
     /// Set once zerocat ended: feeders and servers that never got a peer give up.
     stop: Arc<AtomicBool>,
     fd3: Option<RawFd>,
+    /// Environment variables beside PATH (the environment is otherwise empty).
+    envs: Vec<(OsString, OsString)>,
 }
 
 impl Rig {
@@ -114,7 +116,14 @@ impl Rig {
             threads: Vec::new(),
             stop: Arc::new(AtomicBool::new(false)),
             fd3: None,
+            envs: Vec::new(),
         }
+    }
+
+    /// Sets an environment variable of zerocat's (its environment is otherwise PATH only).
+    pub fn env(mut self, name: impl Into<OsString>, value: impl Into<OsString>) -> Rig {
+        self.envs.push((name.into(), value.into()));
+        self
     }
 
     /// Runs zerocat under `wrap` (`strace ...`, `prlimit --nofile=64`).
@@ -249,6 +258,7 @@ impl Rig {
         };
         cmd.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .args(&self.args)
             .stdin(match self.stdin {
                 Some(_) => Stdio::piped(),

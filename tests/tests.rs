@@ -20,6 +20,7 @@ mod parallel;
 mod pipe;
 mod probe;
 mod relay;
+mod s3;
 mod tee;
 mod timeouts;
 mod tls;

@@ -397,6 +397,42 @@ ExecStart=/usr/bin/zerocat \-q relay systemd:web tcp:10.0.0.5:8080
 Durations (\fB\-\-idle\-timeout\fR, \fB\-\-connect\-timeout\fR, \fB\-\-grace\fR, \fBinterval=\fR) are at most
 8760h (one year); a timeout of 0 is a usage error. An option given twice takes the last
 value.
+.TP
+\fBs3://\fIBUCKET\fB/\fIKEY\fR
+An S3 object (issue 39). Credentials, region and endpoint are found as the AWS CLI finds
+them: \fBAWS_ACCESS_KEY_ID\fR, \fBAWS_SECRET_ACCESS_KEY\fR and \fBAWS_SESSION_TOKEN\fR;
+else the profile \fBAWS_PROFILE\fR (else \fBdefault\fR) in \fB~/.aws/credentials\fR
+(\fBAWS_SHARED_CREDENTIALS_FILE\fR), then in \fB~/.aws/config\fR (\fBAWS_CONFIG_FILE\fR,
+sections \fB[profile \fINAME\fB]\fR); with none, requests go unsigned (as \fBaws
+\-\-no\-sign\-request\fR). A profile that gets its keys from \fBcredential_process\fR, SSO or
+a role is an error that says to export them (\fBaws configure export\-credentials\fR). The
+region: \fBAWS_REGION\fR, \fBAWS_DEFAULT_REGION\fR, the profile's \fBregion\fR, else
+us\-east\-1. The endpoint: \fB,endpoint=\fIURL\fR, \fBAWS_ENDPOINT_URL_S3\fR,
+\fBAWS_ENDPOINT_URL\fR, the profile's \fBendpoint_url\fR, else AWS; a given endpoint
+(MinIO, moto, s3s) is addressed path\-style (\fB/\fIBUCKET\fB/\fIKEY\fR), AWS
+virtual\-hosted; the profile's \fBs3 = addressing_style\fR overrides. Only http://
+endpoints so far. Requests are signed with AWS Signature Version 4; the secret key and
+session token are never shown (messages, reports), and \fBAWS_ACCESS_KEY_ID\fR,
+\fBAWS_SECRET_ACCESS_KEY\fR and \fBAWS_SESSION_TOKEN\fR are removed from the environment
+of \fBexec:\fR/\fBsh:\fR children.
+As a source: a GET; the body is spliced from the socket and checked against its
+Content\-Length (a cut connection is exit 1, never a short object). As a sink: the stream
+is staged from a pipe into a memfd with \fBsplice\fR, a part at a time
+(\fB,part\-size=\fISIZE\fR, 8 MiB as the AWS CLI; 5 MiB to 5 GiB), and each part sent with
+\fBsendfile\fR: no byte is copied through a user buffer. Up to one part is one PUT (an
+empty stream, an empty object); more is a multipart upload, 4 parts sent at once while the
+next is staged (memory: 5 parts), parts doubling in size every 1,000 so a stream fits in
+10,000. Over http the SHA\-256 of each part is signed (read in place from the memfd), so
+the server checks what arrived. Nothing is made until the stream ended well: on a failure,
+a signal, or a source command that failed, the multipart upload is aborted
+(AbortMultipartUpload) and no PUT is sent. \fBSlowDown\fR, 500 and 503 answers and a
+connection cut before an answer are retried 4 times (0.2 s, doubling). S3's errors are
+said in words with their code: \fBNoSuchKey\fR, \fBNoSuchBucket\fR, \fBAccessDenied\fR,
+\fBSignatureDoesNotMatch\fR (naming where the credentials came from),
+\fBRequestTimeTooSkewed\fR (naming the skew); exit 1. The report names the requests beside
+the path: \fBpipe (s3: 5 parts, 2 other)\fR; in JSON the end's \fBrequests\fR: \fBget\fR,
+\fBput\fR, \fBparts\fR, \fBlists\fR, \fBother\fR (create, complete, abort), \fBretries\fR.
+A comma of the key is written \fB\e,\fR.
 .PP
 \fBA listener with no HOST binds 127.0.0.1.\fR
 Exposing a port is explicit: \fBtcp\-listen:0.0.0.0:8080\fR or

@@ -1195,6 +1195,7 @@ fn stream_kind(e: &Endpoint, source: bool) -> &'static str {
         Endpoint::Systemd { .. } => "a socket passed by systemd",
         Endpoint::Udp { .. } | Endpoint::UdpListen { .. } => "a UDP socket",
         Endpoint::Command(_) => "a command's pipe",
+        Endpoint::S3 { .. } => "an S3 object",
     }
 }
 

@@ -45,6 +45,7 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     let (mut src, origin) = cfg.src.open_carrying(Role::Source, &Addresses::Unknown)?;
     let (mut dst, _) = cfg.dst.open_carrying(Role::Sink, &origin)?;
     let tls = [src.tls.take(), dst.tls.take()];
+    let s3 = [src.s3.take(), dst.s3.take()];
     let mut src_info = inspect(src.fd.as_fd(), &cfg.src)?;
     if src_info.kind == FdKind::Datagram {
         src_info.quiet_end = cfg.idle_timeout;
@@ -116,17 +117,35 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     let command_failure = child_failure(&cfg.src, src_child)
         .or_else(|| child_failure(&cfg.dst, dst_child))
         .or(tls_failure.clone());
+    // The fds are closed: a GET checks its length; an upload completes only when the
+    // stream was whole (no failure, no signal, no failed command or TLS source), else it
+    // is aborted. An uploader's failure explains the EPIPE the engine met.
+    let whole = failure.is_none() && command_failure.is_none();
+    let [src_s3, dst_s3] = s3.map(|t| t.map(|t| t.finish(record.bytes(), whole)));
+    let (src_requests, src_s3_failure) = src_s3.unwrap_or_default();
+    let (dst_requests, dst_s3_failure) = dst_s3.unwrap_or_default();
+    let s3_failure = src_s3_failure.or(dst_s3_failure);
+    let tls_failure = tls_failure.or(s3_failure.clone());
+    let command_failure = command_failure.or(s3_failure);
+    // An upload's time is until the object is complete, not until the pipe took it.
+    let seconds = if src_requests.is_empty() && dst_requests.is_empty() {
+        seconds
+    } else {
+        started.elapsed().as_secs_f64()
+    };
 
     let mut report = Report {
         command: "pipe",
         src: Named {
             child: src_child,
             tls: src_tls,
+            requests: src_requests,
             ..Named::of(cfg.src.to_string(), &src_info)
         },
         dst: Named {
             child: dst_child,
             tls: dst_tls,
+            requests: dst_requests,
             ..Named::of(cfg.dst.to_string(), &dst_info)
         },
         record,

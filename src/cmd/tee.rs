@@ -12,6 +12,7 @@ use super::common::{
     idle_outcome, inspect, predict, reap_child, refuse_same_file, remaining, stdout_gone,
     truncate_if_pending, IdleWatch, Quiet,
 };
+use crate::endpoint::s3::Transfer;
 use crate::endpoint::{Endpoint, Opened, Role};
 use crate::engine::fanout::{self as fan, FanOut, OnError, Sink, SinkOutcome};
 use crate::engine::{DataPath, Failure, Via};
@@ -52,11 +53,14 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|s| s.is_listener().then(|| s.listen()).transpose())
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let src = cfg.src.open(Role::Source)?;
+    let mut src = cfg.src.open(Role::Source)?;
+    let src_s3 = src.s3.take();
     let src_info = inspect(src.fd.as_fd(), &cfg.src)?;
     // A sink that cannot be opened is a failed sink like any other (GNU tee: said, the
     // others still get every byte, exit 1), in every --output-error mode.
     let mut opened = Vec::with_capacity(cfg.sinks.len());
+    // `s3://` ends: checked (a GET) or completed or aborted (an upload) once closed.
+    let mut sink_s3: Vec<Option<Transfer>> = (0..cfg.sinks.len()).map(|_| None).collect();
     let mut unopened = Vec::new();
     for (i, (sink, listener)) in cfg.sinks.iter().zip(listeners).enumerate() {
         let sink_fd = match listener {
@@ -69,6 +73,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
                     truncate_pending: false,
                     child: None,
                     tls: accepted.tls,
+                    s3: None,
                 }
                 .for_role(Role::Sink)
             }
@@ -94,6 +99,8 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
                 }
             },
         };
+        let mut sink_fd = sink_fd;
+        sink_s3[i] = sink_fd.s3.take();
         let info = inspect(sink_fd.fd.as_fd(), sink)?;
         refuse_same_file(&cfg.src, &src_info, sink, &info)?;
         opened.push((i, sink_fd, info));
@@ -192,12 +199,33 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
             },
         );
     }
+    // The fds are closed: an S3 source checks its length; an S3 sink completes its upload
+    // only when the source ended well and the sink itself did not fail, else aborts.
+    let src_whole = out.failure.is_none() && child_failure(&cfg.src, src_child).is_none();
+    let (src_requests, src_s3_failure) = src_s3
+        .map(|t| t.finish(out.record.bytes(), src_whole))
+        .unwrap_or_default();
+    let src_whole = src_whole && src_s3_failure.is_none();
+    let mut s3_failures = vec![None; cfg.sinks.len()];
+    let mut requests = vec![Vec::new(); cfg.sinks.len()];
+    for (i, transfer) in sink_s3.into_iter().enumerate() {
+        let Some(transfer) = transfer else { continue };
+        let result = &out.sinks[i];
+        let whole = src_whole && result.failure.is_none();
+        let (made, failure) = transfer.finish(result.record.bytes(), whole);
+        requests[i] = made;
+        s3_failures[i] = failure.map(|f| format!("{}: {f}", cfg.sinks[i]));
+    }
     let ends = Ends {
         src_info: &src_info,
         infos: &infos,
         src_child,
         children,
         idle_ending,
+        src_failure: src_s3_failure,
+        src_requests,
+        s3_failures,
+        requests,
     };
     conclude(opts, cfg, &ends, out, unopened, seconds)
 }
@@ -211,6 +239,12 @@ struct Ends<'a> {
     children: Vec<Option<ChildExit>>,
     /// `--idle-timeout` ended the run, every byte taken delivered.
     idle_ending: Option<Ending>,
+    /// An `s3://` source whose object ended short.
+    src_failure: Option<String>,
+    src_requests: Vec<(&'static str, u64)>,
+    /// One per sink given: an `s3://` sink's upload that failed, and its requests.
+    s3_failures: Vec<Option<String>>,
+    requests: Vec<Vec<(&'static str, u64)>>,
 }
 
 /// An error that ends the run wherever it comes from: a signal, or a usage error.
@@ -294,12 +328,19 @@ fn conclude(
                 _ => None,
             }),
     );
-    // A sink command that exited non-zero or died by a signal failed, as its writes would.
+    // A sink command that exited non-zero or died by a signal failed, as its writes would;
+    // so did an S3 sink whose upload failed (its message explains an EPIPE said above).
     for (i, child) in ends.children.iter().enumerate() {
-        let Some(message) = child_failure(&cfg.sinks[i], *child) else {
+        let Some(message) = child_failure(&cfg.sinks[i], *child).or(ends.s3_failures[i].clone())
+        else {
             continue;
         };
-        if !sink_errors.iter().any(|e| e.sink == i) {
+        if let Some(known) = sink_errors.iter_mut().find(|e| e.sink == i) {
+            // The uploader's failure is why its pipe refused the bytes (EPIPE).
+            if let Some(s3) = &ends.s3_failures[i] {
+                known.message = s3.clone();
+            }
+        } else {
             sink_errors.push(SinkError {
                 sink: i,
                 message,
@@ -345,7 +386,8 @@ fn conclude(
         ),
     };
     // The source's command failed though every byte it gave was fanned out: the run fails.
-    let (ending, code) = match child_failure(&cfg.src, ends.src_child) {
+    let (ending, code) = match child_failure(&cfg.src, ends.src_child).or(ends.src_failure.clone())
+    {
         Some(message) if ending == Ending::Eof => (Ending::Error(message), ExitCode::Failure),
         _ => (ending, code),
     };
@@ -354,6 +396,7 @@ fn conclude(
     let report = FanOutReport {
         src: Named {
             child: ends.src_child,
+            requests: ends.src_requests.clone(),
             ..Named::of(cfg.src.to_string(), ends.src_info)
         },
         sinks: cfg
@@ -365,6 +408,7 @@ fn conclude(
             .map(|(i, ((uri, info), result))| SinkReport {
                 named: Named {
                     child: ends.children[i],
+                    requests: ends.requests[i].clone(),
                     ..Named::of(uri.to_string(), info)
                 },
                 ending: sink_ending(i, &sink_errors, &ending, survivors_whole),

@@ -205,8 +205,12 @@ impl CommandSpec {
         if own_group {
             command.process_group(0);
         }
-        // Secrets of zerocat's own are not the child's (`exec:env` would print them).
+        // Secrets of zerocat's own are not the child's (`exec:env` would print them): the
+        // proxy password, and the AWS keys an s3:// end signs with.
         command.env_remove(super::outbound::AUTH_ENV);
+        for name in super::s3::config::SECRET_ENV {
+            command.env_remove(name);
+        }
         // SAFETY: between fork and exec only async-signal-safe calls (sigaction, sigprocmask).
         unsafe {
             command.pre_exec(crate::sys::process::reset_signals_for_child);

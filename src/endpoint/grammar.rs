@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::command::{self, Program};
 use super::outbound;
 use super::proxy::Version;
-use super::{ConnectOpts, Endpoint, FileOpts, Frame, ListenOpts, TlsOpts, UnixAddr};
+use super::{ConnectOpts, Endpoint, FileOpts, Frame, ListenOpts, S3Opts, TlsOpts, UnixAddr};
 
 /// A malformed endpoint argument: a usage error (exit 2).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +48,7 @@ enum Scheme {
     TlsListen,
     Exec,
     Sh,
+    S3,
 }
 
 /// One option word a scheme takes: as written after its comma, and what it does.
@@ -330,6 +331,24 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
         as_sink: "its stdin (relay: both, a child per connection)",
         options: &[STDERR],
     },
+    SchemeInfo {
+        scheme: Scheme::S3,
+        name: "s3",
+        aliases: &[],
+        address: "//BUCKET/KEY",
+        as_source: "a signed GET (credentials, region, endpoint as the AWS CLI finds them)",
+        as_sink: "a signed PUT; past one part, a multipart upload (aborted on failure)",
+        options: &[
+            opt(
+                "endpoint=URL",
+                "the S3 service (http://HOST:PORT; else AWS_ENDPOINT_URL, the profile, AWS)",
+            ),
+            opt(
+                "part-size=SIZE",
+                "a sink's part: one PUT up to it, multipart past it (8M; 5M-5G)",
+            ),
+        ],
+    },
 ];
 
 impl SchemeInfo {
@@ -461,6 +480,9 @@ pub fn parse(arg: &str) -> Result<Endpoint, ParseError> {
     }
     if matches!(scheme, Scheme::Exec | Scheme::Sh) {
         return parse_command(scheme, rest).map_err(fail);
+    }
+    if scheme == Scheme::S3 {
+        return parse_s3(rest).map_err(fail);
     }
     parse_uri(scheme, rest).map_err(fail)
 }
@@ -694,6 +716,7 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
             Ok(Endpoint::UdpListen { host, port })
         }
         Scheme::Exec | Scheme::Sh => parse_command(scheme, rest),
+        Scheme::S3 => parse_s3(rest),
         Scheme::Systemd => {
             let name = match address {
                 "" => None,
@@ -739,6 +762,68 @@ fn server_tls(tls: TlsOpts, expected: &str) -> Result<TlsOpts, String> {
         ));
     }
     Ok(tls)
+}
+
+/// `s3://BUCKET/KEY[,endpoint=URL][,part-size=SIZE]`: a comma of the key is written `\,`
+/// (as in a `file:` path).
+fn parse_s3(rest: &str) -> Result<Endpoint, String> {
+    let expected = "expected s3://BUCKET/KEY";
+    let (address, options) = split_file_address(rest.as_bytes());
+    let address = String::from_utf8(address).expect("split at ASCII bytes of UTF-8 text");
+    let Some(path) = address.strip_prefix("//") else {
+        return Err(format!("missing '//'; {expected}"));
+    };
+    let (bucket, key) = path.split_once('/').unwrap_or((path, ""));
+    if bucket.is_empty() {
+        return Err(format!("missing BUCKET; {expected}"));
+    }
+    if !bucket
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+    {
+        return Err(format!(
+            "'{bucket}' is not a bucket name (letters, digits, '-', '.', '_'); {expected}"
+        ));
+    }
+    let mut opts = S3Opts::default();
+    let options = options.map(|o| std::str::from_utf8(o).expect("UTF-8 text"));
+    for piece in options.into_iter().flat_map(|o| o.split(',')) {
+        let (name, value) = piece.split_once('=').unwrap_or((piece, ""));
+        match name.to_ascii_lowercase().as_str() {
+            "endpoint" if opts.endpoint.is_none() => {
+                super::s3::config::parse_endpoint(value)?;
+                opts.endpoint = Some(value.to_string());
+            }
+            "part-size" if opts.part_size.is_none() => {
+                let size = crate::units::parse_bytes(value)?;
+                let (min, max) = (super::s3::MIN_PART_SIZE, super::s3::MAX_PART_SIZE);
+                if !(min..=max).contains(&size) {
+                    return Err(format!(
+                        "part-size={value}: S3 takes parts of 5 MiB to 5 GiB"
+                    ));
+                }
+                opts.part_size = Some(size);
+            }
+            "endpoint" | "part-size" => {
+                return Err(format!(
+                    "option '{name}' is given twice (s3: takes {})",
+                    Scheme::S3.info().option_forms()
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "option '{name}' is not an option of s3: (s3: takes {}; a comma of the \
+                     key is written \\,)",
+                    Scheme::S3.info().option_forms()
+                ))
+            }
+        }
+    }
+    Ok(Endpoint::S3 {
+        bucket: bucket.to_string(),
+        key: key.to_string(),
+        opts,
+    })
 }
 
 /// `exec:PROGRAM ARG...` / `sh:COMMAND`: options follow the first comma outside quotes (a
@@ -1437,6 +1522,16 @@ impl fmt::Display for Endpoint {
                 write!(f, "udp:{}:{port}", uri_host(host))?;
                 if let Some(size) = size {
                     write!(f, ",size={size}")?;
+                }
+                Ok(())
+            }
+            Endpoint::S3 { bucket, key, opts } => {
+                write!(f, "s3://{bucket}/{}", escape_file_path(key))?;
+                if let Some(endpoint) = &opts.endpoint {
+                    write!(f, ",endpoint={endpoint}")?;
+                }
+                if let Some(size) = opts.part_size {
+                    write!(f, ",part-size={size}")?;
                 }
                 Ok(())
             }

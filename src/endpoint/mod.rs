@@ -111,6 +111,15 @@ pub struct TlsOpts {
     pub alpn: Vec<String>,
 }
 
+/// Options of `s3://`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct S3Opts {
+    /// `endpoint=URL`: the service, before AWS_ENDPOINT_URL and the profile's.
+    pub endpoint: Option<String>,
+    /// `part-size=SIZE`: a sink's part size ([`s3::DEFAULT_PART_SIZE`] when None).
+    pub part_size: Option<u64>,
+}
+
 /// `[::]` listeners are dual-stack unless `ipv6only=1` (set explicitly, whatever the
 /// `net.ipv6.bindv6only` sysctl says).
 pub const DEFAULT_IPV6ONLY: bool = false;
@@ -203,6 +212,12 @@ pub enum Endpoint {
     },
     /// `exec:PROGRAM ARG...` / `sh:COMMAND`: a child's stdout (source) or stdin (sink).
     Command(command::CommandSpec),
+    /// `s3://BUCKET/KEY`: an object (`key` raw, unencoded).
+    S3 {
+        bucket: String,
+        key: String,
+        opts: S3Opts,
+    },
 }
 
 impl Endpoint {
@@ -331,6 +346,7 @@ impl Endpoint {
             Endpoint::Systemd { .. } => "systemd",
             Endpoint::Udp { .. } => "udp",
             Endpoint::UdpListen { .. } => "udp-listen",
+            Endpoint::S3 { .. } => "s3",
             Endpoint::Command(spec) => match spec.program {
                 command::Program::Exec(_) => "exec",
                 command::Program::Sh(_) => "sh",

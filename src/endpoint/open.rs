@@ -55,6 +55,9 @@ pub struct Opened {
     /// `tls:`/`tls-listen:`: the TLS stream behind `fd`, for the caller to finish
     /// ([`Session::finish`]) once `fd` is closed, and to report.
     pub tls: Option<Session>,
+    /// `s3://`: the GET's length to check, or the upload to complete or abort
+    /// ([`super::s3::Transfer::finish`]) once `fd` is closed.
+    pub s3: Option<super::s3::Transfer>,
 }
 
 impl Opened {
@@ -93,6 +96,7 @@ impl Endpoint {
                 truncate_pending: false,
                 child: None,
                 tls: accepted.tls,
+                s3: None,
             };
             (opened, accepted.origin)
         } else {
@@ -107,6 +111,7 @@ impl Endpoint {
             truncate_pending: false,
             child: None,
             tls: None,
+            s3: None,
         };
         match self {
             Endpoint::Stdio => {
@@ -129,6 +134,7 @@ impl Endpoint {
                     truncate_pending: false,
                     child: Some(spawned.child),
                     tls: None,
+                    s3: None,
                 })
             }
             Endpoint::Tcp {
@@ -173,6 +179,19 @@ impl Endpoint {
                 super::udp::await_first_peer(&fd)
                     .with_context(|| format!("cannot receive on {self}"))?;
                 Ok(plain(fd))
+            }
+            Endpoint::S3 { bucket, key, opts } => {
+                let endpoint = opts.endpoint.as_deref();
+                let (fd, transfer) = match role {
+                    Role::Source => super::s3::transfer::open_source(endpoint, bucket, key)?,
+                    Role::Sink => {
+                        super::s3::transfer::open_sink(endpoint, bucket, key, opts.part_size)?
+                    }
+                };
+                Ok(Opened {
+                    s3: Some(transfer),
+                    ..plain(fd)
+                })
             }
             Endpoint::TcpListen { .. }
             | Endpoint::UnixListen { .. }
@@ -493,6 +512,7 @@ fn open_file(path: &Path, opts: &FileOpts, role: Role) -> anyhow::Result<Opened>
         truncate_pending,
         child: None,
         tls: None,
+        s3: None,
     })
 }
 
@@ -737,6 +757,8 @@ pub fn predict(endpoint: &Endpoint, role: Role) -> std::io::Result<FdInfo> {
             ..FdInfo::assumed(FdKind::Datagram)
         }),
         Endpoint::Command(_) => Ok(FdInfo::assumed(FdKind::Pipe)),
+        // A sink is the pipe the uploader reads; a source the GET's socket.
+        Endpoint::S3 { .. } if role == Role::Sink => Ok(FdInfo::assumed(FdKind::Pipe)),
         _ => Ok(FdInfo::assumed(FdKind::Socket)),
     }
 }

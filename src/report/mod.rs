@@ -68,6 +68,8 @@ pub struct Named {
     pub child: Option<ChildExit>,
     /// `tls:`/`tls-listen:`: what was negotiated, which record layer ran.
     pub tls: Option<TlsInfo>,
+    /// `s3://`: the requests made, by kind (`[("GET", 1), ("retries", 2)]`).
+    pub requests: Vec<(&'static str, u64)>,
 }
 
 impl Named {
@@ -79,6 +81,7 @@ impl Named {
             mptcp: info.mptcp,
             child: None,
             tls: None,
+            requests: Vec::new(),
         }
     }
 
@@ -94,6 +97,14 @@ impl Named {
         }
         if let Some(tls) = &self.tls {
             label.push_str(&format!(" (tls: {})", tls.describe()));
+        }
+        if !self.requests.is_empty() {
+            let words: Vec<String> = self
+                .requests
+                .iter()
+                .map(|(kind, n)| format!("{n} {kind}"))
+                .collect();
+            label.push_str(&format!(" (s3: {})", words.join(", ")));
         }
         label
     }
@@ -404,6 +415,13 @@ fn named_fields(o: &mut JsonObject, named: &Named) {
     if let Some(tls) = &named.tls {
         o.raw("tls", &tls_json(tls));
     }
+    if !named.requests.is_empty() {
+        let mut r = JsonObject::new();
+        for (kind, n) in &named.requests {
+            r.raw(&kind.to_ascii_lowercase(), &n.to_string());
+        }
+        o.raw("requests", &r.finish());
+    }
 }
 
 /// `{"version":"TLSv1.3","cipher":..,"sni":..,"alpn":..,"path":"userspace","ktls":false,
@@ -536,6 +554,7 @@ mod tests {
                 mptcp: None,
                 child: None,
                 tls: None,
+                requests: Vec::new(),
             },
             record: record(bytes),
             ending,
@@ -548,6 +567,7 @@ mod tests {
                 mptcp: None,
                 child: None,
                 tls: None,
+                requests: Vec::new(),
             },
             sinks: vec![
                 sink("a", 4, Ending::Error("disk full".into()), true),

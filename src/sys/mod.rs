@@ -6,6 +6,7 @@ pub mod datagram;
 pub mod dirent;
 pub mod fdkind;
 pub mod ktls;
+pub mod memfd;
 pub mod pipe;
 pub mod probe;
 pub mod process;

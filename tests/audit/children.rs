@@ -362,6 +362,33 @@ fn the_proxy_password_is_not_in_a_childs_environment() {
     );
 }
 
+/// The AWS keys an s3:// end signs with are not a child's either (issue 39).
+#[test]
+fn the_aws_keys_are_not_in_a_childs_environment() {
+    let dir = tempdir();
+    let out = dir.path().join("env.txt");
+    let mut cmd = zerocat();
+    cmd.env("AWS_ACCESS_KEY_ID", "AKIAKEYID")
+        .env("AWS_SECRET_ACCESS_KEY", PASSWORD)
+        .env("AWS_SESSION_TOKEN", "t0k3n")
+        .env("AWS_REGION", "eu-west-1")
+        .args(["pipe", "exec:env"])
+        .arg(&out);
+    let piped = run(cmd);
+    assert!(piped.status.success(), "{}", stderr_text(&piped));
+    let env = std::fs::read_to_string(&out).unwrap();
+    assert!(env.contains("AWS_REGION=eu-west-1"), "{env}");
+    for secret in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        PASSWORD,
+        "t0k3n",
+    ] {
+        assert!(!env.contains(secret), "{secret} in {env}");
+    }
+}
+
 /// zerocat run with `argv`, and all it printed (stdout, then stderr).
 fn run_showing(argv: &[&str]) -> (std::process::Output, String) {
     let mut cmd = zerocat();

@@ -561,6 +561,13 @@ fn check_sides(cfg: &RelayConfig) -> anyhow::Result<()> {
             ))
             .into());
         }
+        if matches!(e, Endpoint::S3 { .. }) {
+            return Err(UsageError(format!(
+                "relay {name} '{e}': an S3 object is one-way; relay needs a socket, '-' or \
+                 fd:N (use `zerocat pipe` to move an object)"
+            ))
+            .into());
+        }
     }
     if cfg.a.listens() && cfg.b.listens() {
         return Err(UsageError(

@@ -430,6 +430,7 @@ fn sample_address(scheme: &str) -> &'static str {
         "unix" | "unix-listen" => "/tmp/s",
         "systemd" => "",
         "exec" | "sh" => "true",
+        "s3" => "//b/k",
         other => panic!("give {other}: a sample address here"),
     }
 }
@@ -444,6 +445,8 @@ fn sample_value(form: &'static str) -> Option<&'static str> {
         "HOST:PORT" => "127.0.0.1:1080",
         "USER:PASS" => "u:p",
         "PEM" => "x.pem",
+        "URL" => "http://127.0.0.1:9000",
+        "SIZE" => "8M",
         "NAME" | "PROTOCOLS" => "h2",
         "sha256:HEX" => "sha256:0000000000000000000000000000000000000000000000000000000000000000",
         choice => choice.split('|').next().unwrap_or(choice),
@@ -819,4 +822,45 @@ fn frame_len16_is_a_tcp_stream_option_that_displays_back() {
     ] {
         assert!(parse(bad).is_err(), "{bad}");
     }
+}
+
+#[test]
+fn s3_objects_parse_with_their_options_and_round_trip() {
+    assert_eq!(
+        ok("s3://my-bucket/dir/a b+c.bin"),
+        Endpoint::S3 {
+            bucket: "my-bucket".into(),
+            key: "dir/a b+c.bin".into(),
+            opts: S3Opts::default(),
+        }
+    );
+    let ep = ok(r"S3://b/a\,b,endpoint=http://127.0.0.1:9000,part-size=16M");
+    assert_eq!(
+        ep,
+        Endpoint::S3 {
+            bucket: "b".into(),
+            key: "a,b".into(),
+            opts: S3Opts {
+                endpoint: Some("http://127.0.0.1:9000".into()),
+                part_size: Some(16 << 20),
+            },
+        }
+    );
+    assert_eq!(parse(&ep.to_string()).unwrap(), ep);
+    assert_eq!(ok("s3://b/").to_string(), "s3://b/");
+    assert_eq!(ep.scheme(), "s3");
+}
+
+#[test]
+fn malformed_s3_says_what_was_expected() {
+    err("s3:b/k", &["missing '//'", "s3://BUCKET/KEY"]);
+    err("s3:///k", &["missing BUCKET"]);
+    err("s3://b?x/k", &["not a bucket name"]);
+    err("s3://b/k,part-size=1M", &["5 MiB to 5 GiB"]);
+    err("s3://b/k,endpoint=ftp://h", &["not an http"]);
+    err(
+        "s3://b/k,append",
+        &["option 'append' is not an option of s3:", "\\,"],
+    );
+    err("s3://b/k,part-size=8M,part-size=9M", &["given twice"]);
 }

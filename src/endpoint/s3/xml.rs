@@ -202,7 +202,14 @@ pub fn completed(body: &[u8]) -> Result<Result<String, ErrorBody>, String> {
     if let Some(e) = error(body) {
         return Ok(Err(e));
     }
-    let root = expect(body, "CompleteMultipartUploadResult")?;
+    // S3 names it CompleteMultipartUploadResult; moto CompleteMultipartUploadResponse.
+    let root = parse(body)?;
+    if !root.name.starts_with("CompleteMultipartUpload") {
+        return Err(format!(
+            "expected <CompleteMultipartUploadResult>, the server sent <{}>",
+            root.name
+        ));
+    }
     Ok(Ok(root.text_of("ETag").unwrap_or_default().to_owned()))
 }
 

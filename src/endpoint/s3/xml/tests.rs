@@ -81,6 +81,8 @@ fn multipart_answers() {
         completed(done).unwrap(),
         Ok("\"3858f62230ac3c915f300c664312c11f-9\"".into())
     );
+    let moto = b"<CompleteMultipartUploadResponse><ETag>e</ETag></CompleteMultipartUploadResponse>";
+    assert_eq!(completed(moto).unwrap(), Ok("e".into()));
     // 200 OK with an <Error> body: not done.
     let failed = b"<?xml version=\"1.0\"?>\n<Error><Code>InternalError</Code><Message>try again</Message></Error>";
     assert_eq!(

@@ -1,0 +1,417 @@
+//! `s3://` against two independent S3 servers started here on loopback: moto_server (pip
+//! moto[server]) and s3s-fs (cargo install s3s-fs --version 0.14.1 --features binary).
+//! Each test makes its own bucket; a server that is not installed is SKIPPED, said.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use zerocat::endpoint::s3::xml;
+
+use crate::rig::{Pace, Rig};
+use crate::util::{data, tempdir};
+
+const ACCESS_KEY: &str = "AKIAZEROCATTEST";
+const SECRET_KEY: &str = "zerocat-test-secret";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Server {
+    Moto,
+    S3sFs,
+}
+
+impl Server {
+    fn program(self) -> &'static str {
+        match self {
+            Server::Moto => "moto_server",
+            Server::S3sFs => "s3s-fs",
+        }
+    }
+    fn install(self) -> &'static str {
+        match self {
+            Server::Moto => "pip install 'moto[server]'",
+            Server::S3sFs => "cargo install s3s-fs --version 0.14.1 --features binary",
+        }
+    }
+}
+
+/// A server on 127.0.0.1, killed when dropped.
+struct Running {
+    kind: Server,
+    child: Child,
+    port: u16,
+    /// s3s-fs's root (a bucket is a directory of it).
+    root: tempfile::TempDir,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn installed(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Starts `kind` on a port that was free a moment ago (neither takes port 0 and says
+/// which it got), waiting until it accepts connections; None after `SKIPPED:` when the
+/// server is not installed.
+fn start(kind: Server) -> Option<Running> {
+    if !installed(kind.program()) {
+        eprintln!(
+            "SKIPPED: {} is not installed ({}; .ci/run installs it)",
+            kind.program(),
+            kind.install()
+        );
+        return None;
+    }
+    let root = tempdir();
+    for _ in 0..3 {
+        let port = free_port();
+        let mut cmd = Command::new(kind.program());
+        match kind {
+            Server::Moto => cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]),
+            Server::S3sFs => cmd
+                .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+                .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
+                .arg(root.path()),
+        };
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the S3 server");
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(30) {
+            if let Ok(Some(_)) = child.try_wait() {
+                break; // the port was taken after all: another one
+            }
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(Running {
+                    kind,
+                    child,
+                    port,
+                    root,
+                });
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("{} did not start", kind.program());
+}
+
+impl Running {
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// A new bucket: a directory of s3s-fs's root; moto's CreateBucket (moto takes
+    /// unsigned requests).
+    fn bucket(&self, name: &str) -> String {
+        match self.kind {
+            Server::S3sFs => std::fs::create_dir(self.root.path().join(name)).unwrap(),
+            Server::Moto => {
+                let (status, body) = self.raw("PUT", &format!("/{name}"));
+                assert_eq!(status, 200, "CreateBucket {name}: {body}");
+            }
+        }
+        name.to_string()
+    }
+
+    /// An unsigned request to moto: the status and the body.
+    fn raw(&self, method: &str, path: &str) -> (u16, String) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1:{}\r\ncontent-length: 0\r\n\
+             connection: close\r\n\r\n",
+            self.port
+        )
+        .unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        let status = answer[9..12].parse().unwrap();
+        let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        (status, body.to_string())
+    }
+
+    /// The multipart uploads in progress in `bucket` (moto: s3s-fs has no
+    /// ListMultipartUploads).
+    fn uploads(&self, bucket: &str) -> Vec<xml::Upload> {
+        assert_eq!(self.kind, Server::Moto);
+        let (status, body) = self.raw("GET", &format!("/{bucket}?uploads"));
+        assert_eq!(status, 200, "ListMultipartUploads: {body}");
+        xml::list_uploads(body.as_bytes()).unwrap().uploads
+    }
+
+    /// A rig whose zerocat finds this server and its keys as the AWS CLI would: in the
+    /// environment (HOME has no ~/.aws).
+    fn rig(&self) -> Rig {
+        let home = self.root.path().join("home");
+        let _ = std::fs::create_dir(&home);
+        Rig::new()
+            .env("HOME", &home)
+            .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+            .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+            .env("AWS_ENDPOINT_URL", self.endpoint())
+    }
+
+    fn name(&self) -> &'static str {
+        self.kind.program()
+    }
+}
+
+fn servers() -> Vec<Running> {
+    [Server::Moto, Server::S3sFs]
+        .into_iter()
+        .filter_map(start)
+        .collect()
+}
+
+/// The report's count of requests of `kind` at `side` ("src"/"dst").
+fn requests(report: &serde_json::Value, side: &str, kind: &str) -> u64 {
+    report[side]["requests"][kind].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn a_file_goes_up_in_one_put_and_comes_back_to_a_pipe() {
+    for server in servers() {
+        let what = server.name();
+        let bucket = server.bucket("round");
+        let payload = data(3_000_001);
+        let up = server.rig();
+        let src = up.file("in.bin", &payload);
+        let uri = format!("s3://{bucket}/dir/a b+c.bin");
+        let run = up.args(["pipe", &src, &uri]).run();
+        run.assert_code(0, what);
+        assert_eq!(
+            requests(run.report(), "dst", "put"),
+            1,
+            "{what}: {}",
+            run.stderr
+        );
+        run.assert_final_path("splice", what);
+
+        let mut down = server.rig();
+        let out = down.stdout_sink(Pace::Full);
+        let run = down.args(["pipe", &uri, &out]).run();
+        run.assert_code(0, what);
+        run.assert_held(0, &payload, what);
+        run.assert_final_path("splice", what);
+        assert_eq!(requests(run.report(), "src", "get"), 1, "{what}");
+    }
+}
+
+#[test]
+fn a_stream_goes_up_in_parts_and_comes_back_whole() {
+    for server in servers() {
+        let what = server.name();
+        let bucket = server.bucket("parts");
+        // Four parts of 5 MiB and a short fifth.
+        let payload = Arc::new(data(22 << 20));
+        let mut up = server.rig();
+        let src = up.stdin(payload.clone(), Pace::Full);
+        let uri = format!("s3://{bucket}/stream.bin");
+        let run = up
+            .args(["pipe", &src, &format!("{uri},part-size=5M")])
+            .run();
+        run.assert_code(0, what);
+        assert_eq!(
+            requests(run.report(), "dst", "parts"),
+            5,
+            "{what}: {}",
+            run.stderr
+        );
+        assert_eq!(requests(run.report(), "dst", "put"), 0, "{what}");
+
+        let mut down = server.rig();
+        let dst = down.path("out.bin");
+        let dst = down.file_sink(dst);
+        let run = down.args(["pipe", &uri, &dst]).run();
+        run.assert_code(0, what);
+        run.assert_held(0, &payload, what);
+        if server.kind == Server::Moto {
+            assert!(server.uploads(&bucket).is_empty(), "{what}: an upload left");
+        }
+    }
+}
+
+#[test]
+fn an_empty_stream_makes_an_empty_object() {
+    for server in servers() {
+        let what = server.name();
+        let bucket = server.bucket("empty");
+        let mut up = server.rig();
+        let src = up.stdin(Arc::new(Vec::new()), Pace::Full);
+        let uri = format!("s3://{bucket}/nothing");
+        let run = up.args(["pipe", &src, &uri]).run();
+        run.assert_code(0, what);
+        assert_eq!(requests(run.report(), "dst", "put"), 1, "{what}");
+
+        let mut down = server.rig();
+        let out = down.stdout_sink(Pace::Full);
+        let run = down.args(["pipe", &uri, &out]).run();
+        run.assert_code(0, what);
+        run.assert_held(0, b"", what);
+    }
+}
+
+#[test]
+fn a_missing_object_is_said_in_words() {
+    for server in servers() {
+        let what = server.name();
+        let bucket = server.bucket("missing");
+        let run = server
+            .rig()
+            .args(["pipe", &format!("s3://{bucket}/no/such/key"), "-"])
+            .run();
+        run.assert_code(1, what);
+        assert!(
+            run.stderr.contains("no such object (NoSuchKey)"),
+            "{what}: {}",
+            run.stderr
+        );
+    }
+}
+
+/// s3s-fs checks signatures (moto does not by default).
+#[test]
+fn wrong_credentials_are_signature_does_not_match_in_words() {
+    let Some(server) = start(Server::S3sFs) else {
+        return;
+    };
+    let bucket = server.bucket("secret");
+    let rig = server.rig().env("AWS_SECRET_ACCESS_KEY", "not-the-secret");
+    let src = rig.file("in.bin", b"payload");
+    let run = rig.args(["pipe", &src, &format!("s3://{bucket}/k")]).run();
+    run.assert_code(1, "a wrong secret");
+    assert!(
+        run.stderr
+            .contains("refused the request's signature (SignatureDoesNotMatch)"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("AWS_SECRET_ACCESS_KEY"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains("not-the-secret"),
+        "the secret shown: {}",
+        run.stderr
+    );
+    assert!(!server.root.path().join(&bucket).join("k").exists());
+}
+
+/// A multipart upload cut by SIGTERM is aborted: no upload in progress is left, and no
+/// object made (moto lists uploads in progress).
+#[test]
+fn sigterm_mid_multipart_upload_leaves_no_upload_in_progress() {
+    let Some(server) = start(Server::Moto) else {
+        return;
+    };
+    let bucket = server.bucket("cut");
+    // Slower than zerocat: the upload is under way long before the stream ends.
+    let payload = Arc::new(data(400 << 20));
+    let mut rig = server.rig();
+    let src = rig.stdin(
+        payload,
+        Pace::Slow {
+            chunk: 256 << 10,
+            pause: Duration::from_millis(10),
+        },
+    );
+    let uri = format!("s3://{bucket}/cut.bin,part-size=5M");
+    let running = rig.args(["pipe", &src, &uri]).start();
+    let started = Instant::now();
+    while server.uploads(&bucket).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no multipart upload began"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    running.signal(Signal::SIGTERM);
+    let run = running.finish();
+    run.assert_code(130, "SIGTERM mid-upload");
+    assert_eq!(server.uploads(&bucket), vec![], "{}", run.stderr);
+    let (status, _) = server.raw("GET", &format!("/{bucket}/cut.bin"));
+    assert_eq!(status, 404, "an object was made from a cut stream");
+}
+
+/// A source command that fails after some parts went up: the upload is aborted, not
+/// completed with what the command wrote.
+#[test]
+fn a_failed_source_command_aborts_the_multipart_upload() {
+    let Some(server) = start(Server::Moto) else {
+        return;
+    };
+    let bucket = server.bucket("failed");
+    let dir = tempdir();
+    let script: PathBuf = dir.path().join("half.sh");
+    std::fs::write(&script, "head -c 12000000 /dev/zero; exit 3\n").unwrap();
+    let uri = format!("s3://{bucket}/half.bin,part-size=5M");
+    let run = server
+        .rig()
+        .args(["pipe", &format!("sh:sh {}", script.display()), &uri])
+        .run();
+    run.assert_code(1, "a failed source command");
+    assert!(run.stderr.contains("status 3"), "{}", run.stderr);
+    assert!(
+        requests(run.report(), "dst", "parts") >= 2,
+        "{}",
+        run.stderr
+    );
+    assert_eq!(server.uploads(&bucket), vec![]);
+    let (status, _) = server.raw("GET", &format!("/{bucket}/half.bin"));
+    assert_eq!(
+        status, 404,
+        "an object was made from a failed command's output"
+    );
+}
+
+/// tee: one source into a file and an object; the object is the same bytes.
+#[test]
+fn tee_writes_an_object_beside_a_file() {
+    for server in servers() {
+        let what = server.name();
+        let bucket = server.bucket("tee");
+        let payload = Arc::new(data(9 << 20));
+        let mut up = server.rig();
+        let src = up.stdin(payload.clone(), Pace::Full);
+        let file = up.file_sink(up.path("copy.bin"));
+        let uri = format!("s3://{bucket}/tee.bin");
+        let run = up.args(["tee", &src, &file, &uri]).run();
+        run.assert_code(0, what);
+        run.assert_held(0, &payload, what);
+        let mut down = server.rig();
+        let out = down.stdout_sink(Pace::Full);
+        let run = down.args(["copy", &uri, &out]).run();
+        run.assert_code(0, what);
+        run.assert_held(0, &payload, what);
+    }
+}
