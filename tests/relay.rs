@@ -828,17 +828,6 @@ fn usage_errors_are_caught_before_anything_opens() {
 }
 
 #[test]
-fn limit_is_refused_for_relay_rather_than_ignored() {
-    let mut cmd = zerocat();
-    cmd.args(["--limit", "1M", "relay", "tcp-listen:0", "tcp:127.0.0.1:9"]);
-    let out = run(cmd);
-    let err = stderr_text(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("--limit") && err.contains("relay"), "{err}");
-    assert!(!err.contains("listening"), "{err}");
-}
-
-#[test]
 fn connect_timeout_gives_up_on_a_backend_that_never_answers() {
     use nix::sys::socket::{
         bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, SockaddrIn,

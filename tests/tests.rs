@@ -20,6 +20,7 @@ mod parallel;
 mod pipe;
 mod probe;
 mod relay;
+mod relay_pace;
 mod s3;
 mod tee;
 mod timeouts;

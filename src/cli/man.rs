@@ -824,8 +824,15 @@ The bar is cleared before the report line.
 (\fB500k\fR, \fB10M\fR, \fB1.5G\fR; binary units as in \fBpv \-L\fR).
 It paces the length each kernel call is asked for, so splice, sendfile, copy_file_range
 and tee stay the path.
-\fBrelay\fR does not pace its connections yet and refuses \fB\-\-limit\fR with a usage
-error (exit 2) rather than accept and ignore it.
+In \fBrelay\fR, \fB\-\-limit\fR holds each direction of each connection to \fIRATE\fR,
+and \fB\-\-limit\-total\fR \fIRATE\fR all connections together, each way (over every
+worker); both may be given. A token bucket says how long the next read or splice from a
+direction's source may be (at most an eighth of the rate, as above), on the splice path as
+on the userspace one; a direction out of tokens stops reading and a timer on the event loop
+wakes it when 64 KiB (or an eighth of the rate, if less) came back: no thread sleeps. A
+paced direction whose source resets passes the reset on at once, not after the bytes
+queued before it, and an EOF with nothing before it is read at once. A UDP relay is not
+paced: \fB\-\-limit\fR there is a usage error (exit 2).
 A \fBcopy\fR is one transfer: the rate is for all its files together (a reflink moves
 no data and is not held back, nor are the zero blocks \fB\-\-sparse=always\fR seeks over).
 \fBtee\fR paces what it takes from the source, so every sink gets \fIRATE\fR.

@@ -99,6 +99,11 @@ pub struct Flow {
     /// `--dump`: where a copy of the bytes that go out goes (tee'd from the pipe, or
     /// written from the buffer).
     pub tap: Option<Tapped>,
+    /// Pacing (`--limit`, `--limit-total`): bytes this turn may still take from the source
+    /// (None: no limit), those it took, and whether it stopped for want of more.
+    allowance: Option<u64>,
+    took: u64,
+    paced_out: bool,
 }
 
 impl Flow {
@@ -119,6 +124,44 @@ impl Flow {
             spliced: 0,
             unsent_capped: false,
             tap: None,
+            allowance: None,
+            took: 0,
+            paced_out: false,
+        }
+    }
+
+    /// Before a turn: how many bytes it may take from its source (None: any).
+    pub fn pace(&mut self, allowance: Option<u64>) {
+        self.allowance = allowance;
+        self.took = 0;
+        self.paced_out = false;
+    }
+
+    /// After a turn: the bytes it took from its source, and whether it stopped short of
+    /// the source's end for want of allowance (its source may still be ready).
+    pub fn paced(&self) -> (u64, bool) {
+        (self.took, self.paced_out)
+    }
+
+    /// How long the next read from the source may be, at most `len`; 0 when the turn's
+    /// allowance is spent (said by [`Flow::paced`]).
+    fn paced_len(&mut self, len: usize) -> usize {
+        match self.allowance {
+            None => len,
+            Some(left) => {
+                if left == 0 && len > 0 {
+                    self.paced_out = true;
+                }
+                len.min(usize::try_from(left).unwrap_or(usize::MAX))
+            }
+        }
+    }
+
+    /// `n` bytes came from the source.
+    fn took_in(&mut self, n: usize) {
+        self.took += n as u64;
+        if let Some(left) = self.allowance.as_mut() {
+            *left = left.saturating_sub(n as u64);
         }
     }
 
@@ -394,7 +437,15 @@ impl Flow {
         if self.in_pipe > 0 {
             return self.pipe_to_buffer(pools);
         }
-        let buf = self.buf.get_or_insert_with(|| pools.take_buffer(false));
+        let buf_len = self
+            .buf
+            .get_or_insert_with(|| pools.take_buffer(false))
+            .len();
+        let want = self.paced_len(buf_len);
+        if want == 0 {
+            return Ok(false);
+        }
+        let buf = &mut self.buf.as_mut().expect("just taken")[..want];
         let got = match src.tls.as_deref_mut() {
             Some(records) => records.read(src.fd, buf),
             None => sys::read(src.fd, buf),
@@ -405,9 +456,10 @@ impl Flow {
                 Ok(true)
             }
             Ok(n) => {
-                if n < buf.len() && src.short_read_drains {
+                if n < want && src.short_read_drains {
                     *src.ready = false; // the next bytes bring the next EPOLLIN
                 }
+                self.took_in(n);
                 self.end = n;
                 if self.choice.bulk_read(n) {
                     self.move_to_splice(src.socket, pools);
@@ -454,11 +506,12 @@ impl Flow {
                 }
             }
         }
-        let pipe = self.pipe.as_mut().expect("just taken");
-        let room = pipe.size.saturating_sub(self.in_pipe);
+        let size = self.pipe.as_ref().expect("just taken").size;
+        let room = self.paced_len(size.saturating_sub(self.in_pipe));
         if room == 0 {
             return Ok(false);
         }
+        let pipe = self.pipe.as_mut().expect("just taken");
         // Judging: bytes queued before the splice cannot vanish (we are the only reader), so
         // a splice that stops short of them stopped on the pipe's buffers.
         let queued = if self.choice.judging() {
@@ -473,6 +526,10 @@ impl Flow {
             }
             Ok(n) => {
                 self.in_pipe += n;
+                self.took += n as u64;
+                if let Some(left) = self.allowance.as_mut() {
+                    *left = left.saturating_sub(n as u64);
+                }
                 self.short_in = n < room;
                 if self.choice.judging() {
                     // The pipe stays at its first size while judging: the rule's figures

@@ -19,6 +19,7 @@ mod end;
 mod flow;
 mod framed;
 mod log;
+mod pace;
 mod policy;
 mod poller;
 mod pool;
@@ -122,7 +123,7 @@ impl Tuning {
 
 pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result<ExitCode> {
     let policy = policy(opts.via)?;
-    check_limit(opts.limit.or(cfg.limit_total))?;
+    check_limit(cfg, opts.limit.or(cfg.limit_total))?;
     if cfg.exit_idle.is_some() {
         check_exit_idle(cfg)?;
     }
@@ -157,7 +158,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         }
         opts.print_plan(&datagram_plan(&planned));
     } else {
-        opts.print_plan(&plan(&planned, policy));
+        opts.print_plan(&(plan(&planned, policy) + &pace_words(opts.limit, cfg.limit_total)));
     }
     if opts.dump.is_some() && (framed::is_framed(cfg) || is_datagram(cfg)) {
         return Err(UsageError(
@@ -266,6 +267,9 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
     let started = Instant::now();
     let mut shared = Shared::new(log);
     shared.dump = dump.as_ref().map(|d| std::sync::Arc::clone(d.tap()));
+    shared.limit_total = cfg
+        .limit_total
+        .map(|rate| std::sync::Mutex::new(pace::Bucket::new(rate, Instant::now())));
     shared.upstreams = cfg.balancer();
     if shared.upstreams.is_some() {
         shared.upstream_specs = cfg
@@ -491,18 +495,18 @@ fn policy(via: Via) -> anyhow::Result<Policy> {
     }
 }
 
-/// The relay's loops do not pace their calls yet, so `--limit` is refused rather than
-/// accepted and ignored.
-fn check_limit(limit: Option<u64>) -> anyhow::Result<()> {
-    match limit {
-        Some(_) => Err(UsageError(
-            "--limit is not supported by relay yet (it paces pipe, copy and tee); \
-             use `zerocat pipe` or a shaper such as tc for a rate-limited connection"
+/// `--limit`, `--limit-total` pace streams; datagrams are not paced (a UDP relay would
+/// have to drop or queue them), so a datagram relay refuses them rather than ignore them.
+fn check_limit(cfg: &RelayConfig, limit: Option<u64>) -> anyhow::Result<()> {
+    if limit.is_some() && (is_datagram(cfg) || framed::is_framed(cfg)) {
+        return Err(UsageError(
+            "--limit/--limit-total pace a stream relay's connections; a UDP relay passes \
+             datagrams unpaced (use a shaper such as tc to hold UDP to a rate)"
                 .into(),
         )
-        .into()),
-        None => Ok(()),
+        .into());
     }
+    Ok(())
 }
 
 /// `--exit-idle` waits for its implementation: refused rather than ignored.
@@ -647,6 +651,22 @@ fn spec(
         },
         other => Spec::Inherited(other.clone()),
     })
+}
+
+/// "; each direction limited to 1.00 MiB/s; all together to 10.0 MiB/s", or nothing.
+fn pace_words(limit: Option<u64>, total: Option<u64>) -> String {
+    let mut s = String::new();
+    if let Some(rate) = limit {
+        let _ = write!(s, "; each direction limited to {}/s", human_bytes(rate));
+    }
+    if let Some(rate) = total {
+        let _ = write!(
+            s,
+            "; all connections together limited to {}/s each way",
+            human_bytes(rate)
+        );
+    }
+    s
 }
 
 fn datagram_plan(cfg: &RelayConfig) -> String {

@@ -56,6 +56,8 @@ const REAP_EVERY: Duration = Duration::from_millis(10);
 const IDLE: u64 = 0;
 const CONNECT_TIMEOUT: u64 = 1; // + side
 const RETRY: u64 = 3; // + side
+/// A paced direction's tokens are back (`--limit`, `--limit-total`).
+const PACE: u64 = 5; // + direction
 /// When socket() itself fails for lack of fds, try again this soon (not an attempt).
 const FD_WAIT: Duration = Duration::from_millis(50);
 const ACCEPT_BACKOFF_FIRST: Duration = Duration::from_millis(20);
@@ -212,6 +214,9 @@ struct Conn {
     /// Several upstreams: the one B is (or is being connected to), those tried and
     /// failed, and the client's IP address (source-hash's key).
     pick: Option<usize>,
+    /// `--limit`: each direction's bucket, and whether a [`PACE`] timer is set for it.
+    pace: [Option<super::pace::Bucket>; 2],
+    pace_timer: [bool; 2],
     tried: super::upstream::Tried,
     client_ip: Option<std::net::IpAddr>,
 }
@@ -237,6 +242,8 @@ pub(super) struct Shared {
     pub(super) upstream_specs: Vec<Spec>,
     /// `--dump`: every connection's directions copy their bytes into it.
     pub(super) dump: Option<Arc<Tap>>,
+    /// `--limit-total`: the bucket every direction of every connection draws on.
+    pub(super) limit_total: Option<Mutex<super::pace::Bucket>>,
 }
 
 impl Shared {
@@ -254,6 +261,7 @@ impl Shared {
             upstreams: None,
             upstream_specs: Vec::new(),
             dump: None,
+            limit_total: None,
         }
     }
 }
@@ -569,6 +577,10 @@ impl<'a> Server<'a> {
                     self.dial_failed(idx, side, Errno::ETIMEDOUT);
                 }
             }
+            k if (PACE..PACE + 2).contains(&k) => {
+                conn.pace_timer[(k - PACE) as usize] = false;
+                self.pump(idx);
+            }
             k if (RETRY..RETRY + 2).contains(&k) => {
                 let side = (k - RETRY) as usize;
                 if conn.sides[side].dial.as_ref().is_some_and(|d| d.waiting) {
@@ -599,6 +611,12 @@ impl<'a> Server<'a> {
             busy: false,
             upstream: None,
             pick: None,
+            pace: [0, 1].map(|_| {
+                self.opts
+                    .limit
+                    .map(|rate| super::pace::Bucket::new(rate, now))
+            }),
+            pace_timer: [false; 2],
             tried: 0,
             client_ip: None,
         };

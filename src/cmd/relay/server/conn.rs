@@ -8,15 +8,17 @@ use nix::fcntl::{fcntl, FcntlArg};
 use nix::sys::socket::getpeername;
 
 use super::{dump, inherit};
-use super::{slot_token, Conn, Server, Spec, REAP, REAP_EVERY};
+use super::{slot_token, Conn, Server, Spec, PACE, REAP, REAP_EVERY};
 use crate::cmd::relay::end::{ConnEnd, Side};
 use crate::cmd::relay::flow::{Blame, FlowError, Port, Turn};
+use crate::cmd::relay::pace::Limits;
 use crate::cmd::relay::report::{ConnReport, FlowReport};
 use crate::endpoint::{command, Endpoint};
 use crate::report::{errno_names, printable};
 use crate::sys::process::ChildExit;
 use crate::sys::socket::{abort_socket, is_tcp, Mptcp};
 use crate::sys::{self, process};
+use nix::errno::Errno;
 use std::process::Child;
 
 /// How long, at the end of the grace, the sinks get to send what their kernel queues
@@ -31,6 +33,14 @@ fn dropped_by_reset(fd: BorrowedFd<'_>) -> u64 {
         return 0;
     }
     sys::not_sent(fd).unwrap_or(0) as u64
+}
+
+/// The error a socket holds (a reset that arrived), taken; None when it holds none.
+fn pending_error(fd: BorrowedFd<'_>) -> Option<Errno> {
+    match nix::sys::socket::getsockopt(&fd, nix::sys::socket::sockopt::SocketError) {
+        Ok(0) | Err(_) => None,
+        Ok(e) => Some(Errno::from_raw(e)),
+    }
 }
 
 /// The side the relay connects to: B, unless only A is a connector.
@@ -114,6 +124,7 @@ impl Server<'_> {
         let mut moved = 0u64;
         let mut done = 0;
         let mut busy = false;
+        let now = Instant::now();
         for d in 0..2 {
             let other_done = conn.flows[1 - d].shut;
             let [s0, s1] = &mut conn.sides;
@@ -123,28 +134,57 @@ impl Server<'_> {
             let dst_fd = dst.wfd.as_ref().or(dst.fd.as_ref()).expect("open").as_fd();
             let (src_own, dst_own) = (src.owned(), dst.owned());
             let closed_next = other_done && dst_own;
-            let result = conn.flows[d].pump(
-                Port {
-                    fd: src_fd,
-                    ready: &mut src.readable,
-                    socket: src.socket,
-                    short_read_drains,
-                    closed_next: false,
-                    own: src_own,
-                    tls: src.tls.as_mut().and_then(|t| t.records()),
-                },
-                Port {
-                    fd: dst_fd,
-                    ready: &mut dst.writable,
-                    socket: dst.socket,
-                    short_read_drains: false,
-                    closed_next,
-                    own: dst_own,
-                    tls: dst.tls.as_mut().and_then(|t| t.records()),
-                },
-                &mut self.pools,
-                &mut moved,
-            );
+            let mut limits = Limits {
+                own: conn.pace[d].as_mut(),
+                total: self.shared.limit_total.as_ref(),
+            };
+            let mut allowance = limits.allowance(now);
+            let mut reset = None;
+            if allowance.is_some() && src.hup && src.socket && src.tls.is_none() {
+                // Paced, and the source hung up: a reset is taken now, not after the bytes
+                // queued before it trickle out at the rate; and out of tokens, an EOF with
+                // no byte before it is read now, not after the wait.
+                reset = pending_error(src_fd);
+                if allowance == Some(0) && sys::queued(src_fd) == Ok(0) {
+                    allowance = Some(1);
+                }
+            }
+            conn.flows[d].pace(allowance);
+            let result = match reset {
+                Some(errno) => Err(FlowError {
+                    errno,
+                    blame: Blame::Source,
+                }),
+                None => conn.flows[d].pump(
+                    Port {
+                        fd: src_fd,
+                        ready: &mut src.readable,
+                        socket: src.socket,
+                        short_read_drains,
+                        closed_next: false,
+                        own: src_own,
+                        tls: src.tls.as_mut().and_then(|t| t.records()),
+                    },
+                    Port {
+                        fd: dst_fd,
+                        ready: &mut dst.writable,
+                        socket: dst.socket,
+                        short_read_drains: false,
+                        closed_next,
+                        own: dst_own,
+                        tls: dst.tls.as_mut().and_then(|t| t.records()),
+                    },
+                    &mut self.pools,
+                    &mut moved,
+                ),
+            };
+            let (took, paced_out) = conn.flows[d].paced();
+            limits.charge(took);
+            if paced_out && src.readable && !conn.pace_timer[d] {
+                conn.pace_timer[d] = true;
+                let token = slot_token(gen, idx, PACE + d as u64);
+                self.poller.timer(limits.ready_at(now), token);
+            }
             let mute = !dst.writable && conn.flows[d].awaits_sink();
             if mute != src.muted && (!mute || short_read_drains) {
                 let token = slot_token(gen, idx, (d as u64) << 1);
