@@ -47,6 +47,10 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             [CompletionResult]::new('probe', 'probe', [CompletionResultType]::ParameterValue, 'Is something answering? Connect to each TARGET and close at once (nc -z, wait-for-it)')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page (roff)')
+            [CompletionResult]::new('nc', 'nc', [CompletionResultType]::ParameterValue, 'Answer as netcat: OpenBSD nc''s flags (also: a link named nc, netcat or ncat)')
+            [CompletionResult]::new('pv', 'pv', [CompletionResultType]::ParameterValue, 'Answer as pv: pv''s flags, pv''s display (also: a link named pv)')
+            [CompletionResult]::new('compat', 'compat', [CompletionResultType]::ParameterValue, 'Answer as nc, netcat, ncat, tee (GNU tee''s grammar) or pv: `zerocat compat tee -a log`')
+            [CompletionResult]::new('install-links', 'install-links', [CompletionResultType]::ParameterValue, 'Make links named nc, netcat, ncat, tee and pv to this zerocat in DIR')
             [CompletionResult]::new('version', 'version', [CompletionResultType]::ParameterValue, 'Print the version; with -v, also the commit, the kernel and what it offers (for a bug report)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -275,6 +279,89 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
+        'zerocat;nc' {
+            [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')
+            [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Format of the end-of-run report on stderr')
+            [CompletionResult]::new('-L', '-L ', [CompletionResultType]::ParameterName, 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)')
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)')
+            [CompletionResult]::new('--stats-fd', '--stats-fd', [CompletionResultType]::ParameterName, 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)')
+            [CompletionResult]::new('--size', '--size', [CompletionResultType]::ParameterName, 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own')
+            [CompletionResult]::new('--dump', '--dump', [CompletionResultType]::ParameterName, 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay''s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed')
+            [CompletionResult]::new('--dump-format', '--dump-format', [CompletionResultType]::ParameterName, 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \n, \r, \t, \\, \xHH) or pcap (a TCP conversation per connection, for Wireshark)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Show a progress bar on stderr (default: only when stderr is a terminal)')
+            [CompletionResult]::new('--no-progress', '--no-progress', [CompletionResultType]::ParameterName, 'Never show a progress bar')
+            [CompletionResult]::new('--explain', '--explain', [CompletionResultType]::ParameterName, 'Print the plan and exit without moving data')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'zerocat;pv' {
+            [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')
+            [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Format of the end-of-run report on stderr')
+            [CompletionResult]::new('-L', '-L ', [CompletionResultType]::ParameterName, 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)')
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)')
+            [CompletionResult]::new('--stats-fd', '--stats-fd', [CompletionResultType]::ParameterName, 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)')
+            [CompletionResult]::new('--size', '--size', [CompletionResultType]::ParameterName, 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own')
+            [CompletionResult]::new('--dump', '--dump', [CompletionResultType]::ParameterName, 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay''s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed')
+            [CompletionResult]::new('--dump-format', '--dump-format', [CompletionResultType]::ParameterName, 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \n, \r, \t, \\, \xHH) or pcap (a TCP conversation per connection, for Wireshark)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Show a progress bar on stderr (default: only when stderr is a terminal)')
+            [CompletionResult]::new('--no-progress', '--no-progress', [CompletionResultType]::ParameterName, 'Never show a progress bar')
+            [CompletionResult]::new('--explain', '--explain', [CompletionResultType]::ParameterName, 'Print the plan and exit without moving data')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'zerocat;compat' {
+            [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')
+            [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Format of the end-of-run report on stderr')
+            [CompletionResult]::new('-L', '-L ', [CompletionResultType]::ParameterName, 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)')
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)')
+            [CompletionResult]::new('--stats-fd', '--stats-fd', [CompletionResultType]::ParameterName, 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)')
+            [CompletionResult]::new('--size', '--size', [CompletionResultType]::ParameterName, 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own')
+            [CompletionResult]::new('--dump', '--dump', [CompletionResultType]::ParameterName, 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay''s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed')
+            [CompletionResult]::new('--dump-format', '--dump-format', [CompletionResultType]::ParameterName, 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \n, \r, \t, \\, \xHH) or pcap (a TCP conversation per connection, for Wireshark)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Show a progress bar on stderr (default: only when stderr is a terminal)')
+            [CompletionResult]::new('--no-progress', '--no-progress', [CompletionResultType]::ParameterName, 'Never show a progress bar')
+            [CompletionResult]::new('--explain', '--explain', [CompletionResultType]::ParameterName, 'Print the plan and exit without moving data')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'zerocat;install-links' {
+            [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')
+            [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Format of the end-of-run report on stderr')
+            [CompletionResult]::new('-L', '-L ', [CompletionResultType]::ParameterName, 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)')
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)')
+            [CompletionResult]::new('--stats-fd', '--stats-fd', [CompletionResultType]::ParameterName, 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)')
+            [CompletionResult]::new('--size', '--size', [CompletionResultType]::ParameterName, 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own')
+            [CompletionResult]::new('--dump', '--dump', [CompletionResultType]::ParameterName, 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay''s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed')
+            [CompletionResult]::new('--dump-format', '--dump-format', [CompletionResultType]::ParameterName, 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \n, \r, \t, \\, \xHH) or pcap (a TCP conversation per connection, for Wireshark)')
+            [CompletionResult]::new('--force', '--force', [CompletionResultType]::ParameterName, 'Replace what already has one of those names there')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No report line, no progress')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')
+            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Show a progress bar on stderr (default: only when stderr is a terminal)')
+            [CompletionResult]::new('--no-progress', '--no-progress', [CompletionResultType]::ParameterName, 'Never show a progress bar')
+            [CompletionResult]::new('--explain', '--explain', [CompletionResultType]::ParameterName, 'Print the plan and exit without moving data')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
         'zerocat;version' {
             [CompletionResult]::new('--via', '--via', [CompletionResultType]::ParameterName, 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload')
             [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'Format of the end-of-run report on stderr')
@@ -305,6 +392,10 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             [CompletionResult]::new('probe', 'probe', [CompletionResultType]::ParameterValue, 'Is something answering? Connect to each TARGET and close at once (nc -z, wait-for-it)')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page (roff)')
+            [CompletionResult]::new('nc', 'nc', [CompletionResultType]::ParameterValue, 'Answer as netcat: OpenBSD nc''s flags (also: a link named nc, netcat or ncat)')
+            [CompletionResult]::new('pv', 'pv', [CompletionResultType]::ParameterValue, 'Answer as pv: pv''s flags, pv''s display (also: a link named pv)')
+            [CompletionResult]::new('compat', 'compat', [CompletionResultType]::ParameterValue, 'Answer as nc, netcat, ncat, tee (GNU tee''s grammar) or pv: `zerocat compat tee -a log`')
+            [CompletionResult]::new('install-links', 'install-links', [CompletionResultType]::ParameterValue, 'Make links named nc, netcat, ncat, tee and pv to this zerocat in DIR')
             [CompletionResult]::new('version', 'version', [CompletionResultType]::ParameterValue, 'Print the version; with -v, also the commit, the kernel and what it offers (for a bug report)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -328,6 +419,18 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             break
         }
         'zerocat;help;man' {
+            break
+        }
+        'zerocat;help;nc' {
+            break
+        }
+        'zerocat;help;pv' {
+            break
+        }
+        'zerocat;help;compat' {
+            break
+        }
+        'zerocat;help;install-links' {
             break
         }
         'zerocat;help;version' {

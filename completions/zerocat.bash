@@ -16,6 +16,9 @@ _zerocat() {
             ",$1")
                 cmd="zerocat"
                 ;;
+            zerocat,compat)
+                cmd="zerocat__subcmd__compat"
+                ;;
             zerocat,completions)
                 cmd="zerocat__subcmd__completions"
                 ;;
@@ -25,14 +28,23 @@ _zerocat() {
             zerocat,help)
                 cmd="zerocat__subcmd__help"
                 ;;
+            zerocat,install-links)
+                cmd="zerocat__subcmd__install__subcmd__links"
+                ;;
             zerocat,man)
                 cmd="zerocat__subcmd__man"
+                ;;
+            zerocat,nc)
+                cmd="zerocat__subcmd__nc"
                 ;;
             zerocat,pipe)
                 cmd="zerocat__subcmd__pipe"
                 ;;
             zerocat,probe)
                 cmd="zerocat__subcmd__probe"
+                ;;
+            zerocat,pv)
+                cmd="zerocat__subcmd__pv"
                 ;;
             zerocat,relay)
                 cmd="zerocat__subcmd__relay"
@@ -43,6 +55,9 @@ _zerocat() {
             zerocat,version)
                 cmd="zerocat__subcmd__version"
                 ;;
+            zerocat__subcmd__help,compat)
+                cmd="zerocat__subcmd__help__subcmd__compat"
+                ;;
             zerocat__subcmd__help,completions)
                 cmd="zerocat__subcmd__help__subcmd__completions"
                 ;;
@@ -52,14 +67,23 @@ _zerocat() {
             zerocat__subcmd__help,help)
                 cmd="zerocat__subcmd__help__subcmd__help"
                 ;;
+            zerocat__subcmd__help,install-links)
+                cmd="zerocat__subcmd__help__subcmd__install__subcmd__links"
+                ;;
             zerocat__subcmd__help,man)
                 cmd="zerocat__subcmd__help__subcmd__man"
+                ;;
+            zerocat__subcmd__help,nc)
+                cmd="zerocat__subcmd__help__subcmd__nc"
                 ;;
             zerocat__subcmd__help,pipe)
                 cmd="zerocat__subcmd__help__subcmd__pipe"
                 ;;
             zerocat__subcmd__help,probe)
                 cmd="zerocat__subcmd__help__subcmd__probe"
+                ;;
+            zerocat__subcmd__help,pv)
+                cmd="zerocat__subcmd__help__subcmd__pv"
                 ;;
             zerocat__subcmd__help,relay)
                 cmd="zerocat__subcmd__help__subcmd__relay"
@@ -77,8 +101,54 @@ _zerocat() {
 
     case "${cmd}" in
         zerocat)
-            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version pipe copy tee relay probe completions man version help"
+            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version pipe copy tee relay probe completions man nc pv compat install-links version help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --via)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stats)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -L)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stats-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --dump)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --dump-format)
+                    COMPREPLY=($(compgen -W "hex text pcap" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        zerocat__subcmd__compat)
+            opts="-q -v -L -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -243,8 +313,22 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__help)
-            opts="pipe copy tee relay probe completions man version help"
+            opts="pipe copy tee relay probe completions man nc pv compat install-links version help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        zerocat__subcmd__help__subcmd__compat)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -298,7 +382,35 @@ _zerocat() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        zerocat__subcmd__help__subcmd__install__subcmd__links)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         zerocat__subcmd__help__subcmd__man)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        zerocat__subcmd__help__subcmd__nc)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -327,6 +439,20 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__help__subcmd__probe)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        zerocat__subcmd__help__subcmd__pv)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -382,8 +508,100 @@ _zerocat() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        zerocat__subcmd__install__subcmd__links)
+            opts="-q -v -L -h -V --force --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --via)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stats)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -L)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stats-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --dump)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --dump-format)
+                    COMPREPLY=($(compgen -W "hex text pcap" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         zerocat__subcmd__man)
             opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --via)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stats)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -L)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stats-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --dump)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --dump-format)
+                    COMPREPLY=($(compgen -W "hex text pcap" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        zerocat__subcmd__nc)
+            opts="-q -v -L -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -501,6 +719,52 @@ _zerocat() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --via)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stats)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -L)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stats-fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --dump)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --dump-format)
+                    COMPREPLY=($(compgen -W "hex text pcap" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        zerocat__subcmd__pv)
+            opts="-q -v -L -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --via)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

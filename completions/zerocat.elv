@@ -44,6 +44,10 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand probe 'Is something answering? Connect to each TARGET and close at once (nc -z, wait-for-it)'
             cand completions 'Print a shell completion script'
             cand man 'Print the man page (roff)'
+            cand nc 'Answer as netcat: OpenBSD nc''s flags (also: a link named nc, netcat or ncat)'
+            cand pv 'Answer as pv: pv''s flags, pv''s display (also: a link named pv)'
+            cand compat 'Answer as nc, netcat, ncat, tee (GNU tee''s grammar) or pv: `zerocat compat tee -a log`'
+            cand install-links 'Make links named nc, netcat, ncat, tee and pv to this zerocat in DIR'
             cand version 'Print the version; with -v, also the commit, the kernel and what it offers (for a bug report)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -264,6 +268,85 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'zerocat;nc'= {
+            cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
+            cand --stats 'Format of the end-of-run report on stderr'
+            cand -L 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)'
+            cand --limit 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)'
+            cand --stats-fd 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)'
+            cand --size 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own'
+            cand --dump 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay''s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed'
+            cand --dump-format 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \n, \r, \t, \\, \xHH) or pcap (a TCP conversation per connection, for Wireshark)'
+            cand -q 'No report line, no progress'
+            cand --quiet 'No report line, no progress'
+            cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --verbose 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --progress 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+            cand --no-progress 'Never show a progress bar'
+            cand --explain 'Print the plan and exit without moving data'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'zerocat;pv'= {
+            cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
+            cand --stats 'Format of the end-of-run report on stderr'
+            cand -L 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)'
+            cand --limit 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)'
+            cand --stats-fd 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)'
+            cand --size 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own'
+            cand --dump 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay''s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed'
+            cand --dump-format 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \n, \r, \t, \\, \xHH) or pcap (a TCP conversation per connection, for Wireshark)'
+            cand -q 'No report line, no progress'
+            cand --quiet 'No report line, no progress'
+            cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --verbose 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --progress 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+            cand --no-progress 'Never show a progress bar'
+            cand --explain 'Print the plan and exit without moving data'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'zerocat;compat'= {
+            cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
+            cand --stats 'Format of the end-of-run report on stderr'
+            cand -L 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)'
+            cand --limit 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)'
+            cand --stats-fd 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)'
+            cand --size 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own'
+            cand --dump 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay''s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed'
+            cand --dump-format 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \n, \r, \t, \\, \xHH) or pcap (a TCP conversation per connection, for Wireshark)'
+            cand -q 'No report line, no progress'
+            cand --quiet 'No report line, no progress'
+            cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --verbose 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --progress 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+            cand --no-progress 'Never show a progress bar'
+            cand --explain 'Print the plan and exit without moving data'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'zerocat;install-links'= {
+            cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
+            cand --stats 'Format of the end-of-run report on stderr'
+            cand -L 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)'
+            cand --limit 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv''s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp''s --dereference: write --limit there (or -L before the command)'
+            cand --stats-fd 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)'
+            cand --size 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own'
+            cand --dump 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay''s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed'
+            cand --dump-format 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \n, \r, \t, \\, \xHH) or pcap (a TCP conversation per connection, for Wireshark)'
+            cand --force 'Replace what already has one of those names there'
+            cand -q 'No report line, no progress'
+            cand --quiet 'No report line, no progress'
+            cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --verbose 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+            cand --progress 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+            cand --no-progress 'Never show a progress bar'
+            cand --explain 'Print the plan and exit without moving data'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'zerocat;version'= {
             cand --via 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload'
             cand --stats 'Format of the end-of-run report on stderr'
@@ -293,6 +376,10 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand probe 'Is something answering? Connect to each TARGET and close at once (nc -z, wait-for-it)'
             cand completions 'Print a shell completion script'
             cand man 'Print the man page (roff)'
+            cand nc 'Answer as netcat: OpenBSD nc''s flags (also: a link named nc, netcat or ncat)'
+            cand pv 'Answer as pv: pv''s flags, pv''s display (also: a link named pv)'
+            cand compat 'Answer as nc, netcat, ncat, tee (GNU tee''s grammar) or pv: `zerocat compat tee -a log`'
+            cand install-links 'Make links named nc, netcat, ncat, tee and pv to this zerocat in DIR'
             cand version 'Print the version; with -v, also the commit, the kernel and what it offers (for a bug report)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -309,6 +396,14 @@ set edit:completion:arg-completer[zerocat] = {|@words|
         &'zerocat;help;completions'= {
         }
         &'zerocat;help;man'= {
+        }
+        &'zerocat;help;nc'= {
+        }
+        &'zerocat;help;pv'= {
+        }
+        &'zerocat;help;compat'= {
+        }
+        &'zerocat;help;install-links'= {
         }
         &'zerocat;help;version'= {
         }

@@ -48,6 +48,10 @@ complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "relay" -d 'Relay by
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "probe" -d 'Is something answering? Connect to each TARGET and close at once (nc -z, wait-for-it)'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "man" -d 'Print the man page (roff)'
+complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "nc" -d 'Answer as netcat: OpenBSD nc\'s flags (also: a link named nc, netcat or ncat)'
+complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "pv" -d 'Answer as pv: pv\'s flags, pv\'s display (also: a link named pv)'
+complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "compat" -d 'Answer as nc, netcat, ncat, tee (GNU tee\'s grammar) or pv: `zerocat compat tee -a log`'
+complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "install-links" -d 'Make links named nc, netcat, ncat, tee and pv to this zerocat in DIR'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "version" -d 'Print the version; with -v, also the commit, the kernel and what it offers (for a bug report)'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l grace -d 'After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long' -r
@@ -234,6 +238,72 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l no-progress -d '
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l explain -d 'Print the plan and exit without moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s V -l version -d 'Print version'
+complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
+json\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp\'s --dereference: write --limit there (or -L before the command)' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -l dump -d 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay\'s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed' -r -F
+complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -l dump-format -d 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \\n, \\r, \\t, \\\\, \\xHH) or pcap (a TCP conversation per connection, for Wireshark)' -r -f -a "hex\t''
+text\t''
+pcap\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -s q -l quiet -d 'No report line, no progress'
+complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -l no-progress -d 'Never show a progress bar'
+complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -s V -l version -d 'Print version'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
+json\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp\'s --dereference: write --limit there (or -L before the command)' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -l dump -d 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay\'s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed' -r -F
+complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -l dump-format -d 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \\n, \\r, \\t, \\\\, \\xHH) or pcap (a TCP conversation per connection, for Wireshark)' -r -f -a "hex\t''
+text\t''
+pcap\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -s q -l quiet -d 'No report line, no progress'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -l no-progress -d 'Never show a progress bar'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -s V -l version -d 'Print version'
+complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
+json\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp\'s --dereference: write --limit there (or -L before the command)' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -l dump -d 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay\'s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed' -r -F
+complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -l dump-format -d 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \\n, \\r, \\t, \\\\, \\xHH) or pcap (a TCP conversation per connection, for Wireshark)' -r -f -a "hex\t''
+text\t''
+pcap\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -s q -l quiet -d 'No report line, no progress'
+complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -l no-progress -d 'Never show a progress bar'
+complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -s V -l version -d 'Print version'
+complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
+json\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -s L -l limit -d 'Hold each pipe, copy or tee transfer to RATE bytes per second: 500k, 10M, 1.5G (binary units, pv\'s -L). The kernel path stays the same; only the length of each call shrinks. relay: each direction of each connection (--limit-total: all). After `copy`, -L is cp\'s --dereference: write --limit there (or -L before the command)' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -l stats-fd -d 'Write the end-of-run report to this inherited fd instead of stderr (with --stats json: one JSON object there, also for a run that failed before any byte moved)' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -l size -d 'Expected size of a stream (binary units: 700M), so the progress bar shows a percentage and ETA where the source has no size of its own' -r
+complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -l dump -d 'relay: write every byte that passes into FILE, per connection and direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The relay\'s path stays the same (a splicing direction tee(2)s its pipe); the dump never slows it: what it cannot keep up with is counted as missed' -r -F
+complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -l dump-format -d 'Format of --dump: hex (hexdump -C lines), text (printable bytes, the rest escaped as \\n, \\r, \\t, \\\\, \\xHH) or pcap (a TCP conversation per connection, for Wireshark)' -r -f -a "hex\t''
+text\t''
+pcap\t''"
+complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -l force -d 'Replace what already has one of those names there'
+complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -s q -l quiet -d 'No report line, no progress'
+complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -l no-progress -d 'Never show a progress bar'
+complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -s h -l help -d 'Print help'
+complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
 json\t''"
@@ -251,12 +321,16 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand version" -l no-progress 
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -l explain -d 'Print the plan and exit without moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -s V -l version -d 'Print version'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "pipe" -d 'Move one stream from SRC to DST'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "copy" -d 'Copy files and trees: reflink, then copy_file_range, splice, userspace'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "tee" -d 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "relay" -d 'Relay bytes both ways between A and B; a listener serves every connection'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "probe" -d 'Is something answering? Connect to each TARGET and close at once (nc -z, wait-for-it)'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "completions" -d 'Print a shell completion script'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "man" -d 'Print the man page (roff)'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "version" -d 'Print the version; with -v, also the commit, the kernel and what it offers (for a bug report)'
-complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man version help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man nc pv compat install-links version help" -f -a "pipe" -d 'Move one stream from SRC to DST'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man nc pv compat install-links version help" -f -a "copy" -d 'Copy files and trees: reflink, then copy_file_range, splice, userspace'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man nc pv compat install-links version help" -f -a "tee" -d 'Send every byte of SRC to every DST (files, pipes, sockets, listeners)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man nc pv compat install-links version help" -f -a "relay" -d 'Relay bytes both ways between A and B; a listener serves every connection'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man nc pv compat install-links version help" -f -a "probe" -d 'Is something answering? Connect to each TARGET and close at once (nc -z, wait-for-it)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man nc pv compat install-links version help" -f -a "completions" -d 'Print a shell completion script'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man nc pv compat install-links version help" -f -a "man" -d 'Print the man page (roff)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man nc pv compat install-links version help" -f -a "nc" -d 'Answer as netcat: OpenBSD nc\'s flags (also: a link named nc, netcat or ncat)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man nc pv compat install-links version help" -f -a "pv" -d 'Answer as pv: pv\'s flags, pv\'s display (also: a link named pv)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man nc pv compat install-links version help" -f -a "compat" -d 'Answer as nc, netcat, ncat, tee (GNU tee\'s grammar) or pv: `zerocat compat tee -a log`'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man nc pv compat install-links version help" -f -a "install-links" -d 'Make links named nc, netcat, ncat, tee and pv to this zerocat in DIR'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man nc pv compat install-links version help" -f -a "version" -d 'Print the version; with -v, also the commit, the kernel and what it offers (for a bug report)'
+complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man nc pv compat install-links version help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -32,6 +32,11 @@ pub enum Invocation {
     Probe(probe::ProbeConfig),
     /// Generated text for stdout (man page, completions).
     Print(String),
+    /// `install-links DIR`: links named nc, netcat, ncat, tee and pv to this binary.
+    InstallLinks {
+        dir: std::path::PathBuf,
+        force: bool,
+    },
 }
 
 impl Invocation {
@@ -42,7 +47,10 @@ impl Invocation {
             Invocation::Pipe(cfg) => stdio(&cfg.dst),
             Invocation::Tee(cfg) => cfg.sinks.iter().any(stdio),
             Invocation::Relay(cfg, _) => stdio(&cfg.a) || stdio(&cfg.b),
-            Invocation::Copy(_) | Invocation::Probe(_) | Invocation::Print(_) => false,
+            Invocation::Copy(_)
+            | Invocation::Probe(_)
+            | Invocation::Print(_)
+            | Invocation::InstallLinks { .. } => false,
         }
     }
 
@@ -55,6 +63,7 @@ impl Invocation {
             Invocation::Relay(..) => "relay",
             Invocation::Probe(_) => "probe",
             Invocation::Print(_) => "print",
+            Invocation::InstallLinks { .. } => "install-links",
         }
     }
 }
@@ -72,7 +81,7 @@ pub fn conclude(
         .err()
         .map(|err| report::errno_names(&format!("{err:#}")));
     if let Some(message) = &message {
-        eprintln!("zerocat: {message}");
+        eprintln!("{}: {message}", options.name());
     }
     options.emit_json_report(|| {
         let message = message.as_deref()?;
@@ -108,6 +117,10 @@ pub fn run(options: &Options, invocation: &Invocation) -> anyhow::Result<exit::E
         Invocation::Tee(cfg) => tee::run(options, cfg),
         Invocation::Relay(cfg, tuning) => relay::run(options, cfg, tuning),
         Invocation::Probe(cfg) => probe::run(options, cfg),
+        Invocation::InstallLinks { dir, force } => {
+            cli::compat::install_links(dir, *force)?;
+            Ok(exit::ExitCode::Success)
+        }
         Invocation::Print(text) => {
             use std::io::Write;
             match std::io::stdout().write_all(text.as_bytes()) {

@@ -29,6 +29,32 @@ pub struct Options {
     pub dump: Option<crate::engine::dump::DumpSpec>,
     /// The JSON report, kept until the end of the run ([`Options::emit_json_report`]).
     pub json: Arc<Mutex<Option<String>>>,
+    /// The tool zerocat answers as (`nc`, `tee`, `pv`): its name begins the error lines.
+    pub program: Option<&'static str>,
+    /// pv's display in place of zerocat's bar (zerocat answering as `pv`).
+    pub pv: Option<PvStyle>,
+}
+
+/// What pv's display shows (pv 1.6's flags): with none of progress, timer, eta, rate,
+/// average rate and bytes asked for, pv shows progress, timer, eta, rate and bytes.
+#[derive(Debug, Clone, Default)]
+pub struct PvStyle {
+    pub progress: bool,
+    pub timer: bool,
+    pub eta: bool,
+    pub rate: bool,
+    pub average_rate: bool,
+    pub bytes: bool,
+    /// `-n`: an integer percentage a line (bytes with `-b`; elapsed seconds first with `-t`).
+    pub numeric: bool,
+    /// `-N NAME`: the display's prefix.
+    pub name: Option<String>,
+    /// `-w N`: columns (else the terminal's, else 80).
+    pub width: Option<u16>,
+    /// `-i SECS`: how often the display changes (default 1 s).
+    pub interval: std::time::Duration,
+    /// `-W`: nothing is shown before the first byte.
+    pub wait: bool,
 }
 
 impl Options {
@@ -71,6 +97,11 @@ impl Options {
                 }
             }
         }
+    }
+
+    /// The name error lines begin with: zerocat's, or the tool's it answers as.
+    pub fn name(&self) -> &'static str {
+        self.program.unwrap_or("zerocat")
     }
 
     /// Prints a `-v` or `--explain` line.

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::engine::meter::Meter;
-use crate::options::Options;
+use crate::options::{Options, PvStyle};
 use crate::units::{amount, human_bytes};
 
 /// How often the bar is redrawn (and SIGUSR1 looked for).
@@ -40,6 +40,8 @@ pub fn meter(opts: &Options) -> Arc<Meter> {
 pub struct Snapshot {
     /// Bytes delivered (minus what still sits in a pipe sink).
     pub bytes: u64,
+    /// Bytes written, what still sits in a pipe sink included (pv counts these).
+    pub written: u64,
     pub total: Option<u64>,
     pub elapsed: Duration,
     /// A command's own words: "3 connections open", "12/40 files".
@@ -72,6 +74,9 @@ pub trait Progress: Send {
     fn println(&mut self, line: &str);
     /// Takes the bar off the screen, so the report line comes next, alone.
     fn finish(&mut self);
+    /// The transfer's last look, just before `finish` (a display that ends with the
+    /// final figures draws them).
+    fn last(&mut self, _now: &Snapshot) {}
 }
 
 /// No bar: `-q`, `--no-progress`, or stderr is not a terminal. SIGUSR1 still prints.
@@ -130,6 +135,256 @@ impl Progress for PlainLines {
         eprintln!("{line}");
     }
     fn finish(&mut self) {}
+}
+
+/// pv's display, for zerocat answering as `pv`: pv 1.6's fields and their formats on one
+/// line redrawn with `\r` every interval and ended with a newline (`-n`: a number a line),
+/// so what scripts and eyes know from pv reads the same.
+pub struct PvDisplay {
+    style: PvStyle,
+    columns: usize,
+    /// Elapsed time at which the next line is due.
+    next: Duration,
+    /// Elapsed time and bytes at the last line drawn: the current rate's interval.
+    last: (Duration, u64),
+    /// Where the `<=>` of a transfer of unknown size is, and which way it moves.
+    bounce: (usize, bool),
+    /// A line was drawn (the end then adds the newline).
+    drawn: bool,
+    /// The last snapshot, drawn once more at the end.
+    latest: Option<Snapshot>,
+    /// Lines drawn so far.
+    lines: u64,
+}
+
+impl PvDisplay {
+    pub fn new(style: PvStyle) -> PvDisplay {
+        let columns = style
+            .width
+            .or_else(|| console::Term::stderr().size_checked().map(|(_, c)| c))
+            .unwrap_or(80) as usize;
+        let mut style = style;
+        // -n shows its number only; otherwise no field asked for means pv's default set.
+        let asked = [
+            style.progress,
+            style.timer,
+            style.eta,
+            style.rate,
+            style.average_rate,
+            style.bytes,
+        ];
+        if !style.numeric && !asked.contains(&true) {
+            (
+                style.progress,
+                style.timer,
+                style.eta,
+                style.rate,
+                style.bytes,
+            ) = (true, true, true, true, true);
+        }
+        PvDisplay {
+            next: style.interval,
+            style,
+            columns,
+            last: (Duration::ZERO, 0),
+            bounce: (0, true),
+            drawn: false,
+            latest: None,
+            lines: 0,
+        }
+    }
+
+    /// pv's `-n` line: elapsed seconds (`-t`), then bytes (`-b`) or the percentage.
+    fn numeric_line(&self, now: &Snapshot) -> String {
+        let mut line = String::new();
+        if self.style.timer {
+            line.push_str(&format!("{:.4} ", now.elapsed.as_secs_f64()));
+        }
+        match now.total.filter(|&t| t > 0) {
+            _ if self.style.bytes => line.push_str(&format!("{}", now.bytes)),
+            Some(total) => line.push_str(&format!("{}", now.bytes * 100 / total)),
+            // pv with no size: a count that climbs by 2 a line and comes back (its bar's
+            // bounce), never a share of anything.
+            None => {
+                let step = (self.lines * 2 + 2) % 200;
+                let shown = if step > 100 { 200 - step } else { step };
+                line.push_str(&format!("{shown}"));
+            }
+        }
+        line
+    }
+
+    /// pv's one-line display; `done` blanks the ETA as pv does at the end.
+    fn line(&mut self, now: &Snapshot, done: bool) -> String {
+        let secs = now.elapsed.as_secs_f64();
+        let interval = (now.elapsed.saturating_sub(self.last.0)).as_secs_f64();
+        let current = if interval > 0.0 {
+            now.bytes.saturating_sub(self.last.1) as f64 / interval
+        } else if secs > 0.0 {
+            now.bytes as f64 / secs
+        } else {
+            0.0
+        };
+        let average = if secs > 0.0 {
+            now.bytes as f64 / secs
+        } else {
+            0.0
+        };
+        let mut head = Vec::new();
+        if let Some(name) = &self.style.name {
+            head.push(format!("{name:>9}:"));
+        }
+        if self.style.bytes {
+            head.push(pv_amount(now.bytes as f64, ""));
+        }
+        if self.style.timer {
+            head.push(pv_clock(secs));
+        }
+        if self.style.rate {
+            head.push(format!("[{}]", pv_amount(current, "/s")));
+        }
+        if self.style.average_rate {
+            head.push(format!("[{}]", pv_amount(average, "/s")));
+        }
+        let total = now.total.filter(|&t| t > 0);
+        let mut tail = Vec::new();
+        if self.style.eta && total.is_some() {
+            let eta = match total {
+                Some(total) if !done && average > 0.0 => {
+                    format!(
+                        "ETA {}",
+                        pv_clock(total.saturating_sub(now.bytes) as f64 / average)
+                    )
+                }
+                _ if done => String::new(),
+                _ => "ETA ?:??:??".to_string(),
+            };
+            tail.push(format!("{eta:11}"));
+        }
+        let mut parts = head;
+        if self.style.progress {
+            let used: usize = parts
+                .iter()
+                .chain(&tail)
+                .map(|p| p.chars().count() + 1)
+                .sum();
+            let percent = total.map(|t| format!(" {:>3}%", (now.bytes * 100 / t).min(100)));
+            let room = self
+                .columns
+                .saturating_sub(used + 2 + percent.as_ref().map_or(0, String::len))
+                .max(3);
+            let bar = match total {
+                Some(t) => {
+                    let filled =
+                        ((now.bytes.min(t) as f64 / t as f64) * (room - 1) as f64) as usize;
+                    format!("{}>{}", "=".repeat(filled), " ".repeat(room - 1 - filled))
+                }
+                None => {
+                    let (at, forward) = self.bounce;
+                    let max = room.saturating_sub(3);
+                    if !done {
+                        self.bounce = match (forward, at) {
+                            (true, a) if a >= max => (a.saturating_sub(1), false),
+                            (true, a) => (a + 1, true),
+                            (false, 0) => (1.min(max), true),
+                            (false, a) => (a - 1, false),
+                        };
+                    }
+                    format!("{}<=>{}", " ".repeat(at), " ".repeat(max - at.min(max)))
+                }
+            };
+            parts.push(format!("[{bar}]{}", percent.unwrap_or_default()));
+        }
+        parts.extend(tail);
+        self.last = (now.elapsed, now.bytes);
+        parts.join(" ")
+    }
+
+    fn draw(&mut self, now: &Snapshot, done: bool) {
+        use std::io::Write as _;
+        let text = if self.style.numeric {
+            format!("{}\n", self.numeric_line(now))
+        } else {
+            format!("{}\r", self.line(now, done))
+        };
+        let _ = std::io::stderr().write_all(text.as_bytes());
+        self.drawn = true;
+        self.lines += 1;
+    }
+}
+
+/// pv's amounts: three significant figures in four columns, binary prefixes
+/// (`3.00 B`, `1022 B/s`, ` 117KiB/s`, `34.9MiB`).
+fn pv_amount(value: f64, per: &str) -> String {
+    const PREFIXES: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    let (mut value, mut i) = (value, 0);
+    while value >= 1024.0 && i + 1 < PREFIXES.len() {
+        value /= 1024.0;
+        i += 1;
+    }
+    let number = if value < 9.995 {
+        format!("{value:4.2}")
+    } else if value < 99.95 {
+        format!("{value:4.1}")
+    } else {
+        format!("{value:4.0}")
+    };
+    match i {
+        0 => format!("{number} B{per}"),
+        _ => format!("{number}{}B{per}", PREFIXES[i]),
+    }
+}
+
+/// A snapshot as pv counts: bytes written, those still in a pipe sink included.
+fn pv_view(now: &Snapshot) -> Snapshot {
+    Snapshot {
+        bytes: now.written,
+        ..now.clone()
+    }
+}
+
+/// pv's clock: `H:MM:SS`.
+fn pv_clock(seconds: f64) -> String {
+    let s = seconds.max(0.0) as u64;
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+impl Progress for PvDisplay {
+    fn update(&mut self, now: &Snapshot) {
+        let now = &pv_view(now);
+        self.latest = Some(now.clone());
+        if self.style.wait && now.bytes == 0 {
+            self.next = now.elapsed + self.style.interval;
+            return;
+        }
+        if now.elapsed >= self.next {
+            self.next = now.elapsed + self.style.interval;
+            self.draw(now, false);
+        }
+    }
+    fn last(&mut self, now: &Snapshot) {
+        self.latest = Some(pv_view(now));
+    }
+    fn println(&mut self, line: &str) {
+        let clear = if self.drawn && !self.style.numeric {
+            "\n"
+        } else {
+            ""
+        };
+        eprintln!("{clear}{line}");
+    }
+    fn finish(&mut self) {
+        let Some(now) = self.latest.take() else {
+            return;
+        };
+        if self.style.wait && now.bytes == 0 {
+            return;
+        }
+        self.draw(&now, true);
+        if !self.style.numeric {
+            eprintln!();
+        }
+    }
 }
 
 /// Columns the bar leaves free at the end of the line: the terminal echoes a Ctrl-C as
@@ -383,6 +638,8 @@ impl Watch {
         // Asked only with --progress: no syscall otherwise (the fault tests count them).
         let display: Box<dyn Progress> = if !opts.progress {
             Box::new(NoProgress)
+        } else if let Some(style) = &opts.pv {
+            Box::new(PvDisplay::new(style.clone()))
         } else if nix::unistd::isatty(2).unwrap_or(false) {
             Box::new(Bar::new(self.total.as_ref().and_then(|f| f())))
         } else {
@@ -410,6 +667,7 @@ impl Watch {
                         }
                         Err(RecvTimeoutError::Timeout) => {}
                         Err(RecvTimeoutError::Disconnected) => {
+                            display.last(&self.snapshot(started));
                             display.finish();
                             return;
                         }
@@ -436,9 +694,10 @@ impl Watch {
             .map(|fd| crate::sys::queued(fd.as_fd()).unwrap_or(0) as u64)
             .max()
             .unwrap_or(0);
-        let bytes = self.meter.delivered().saturating_sub(queued);
+        let written = self.meter.delivered();
         Snapshot {
-            bytes,
+            bytes: written.saturating_sub(queued),
+            written,
             total: self.total.as_ref().and_then(|f| f()),
             elapsed: started.elapsed(),
             status: self.status.as_ref().map(|f| f()),
@@ -494,6 +753,7 @@ mod tests {
     fn the_sigusr1_line_says_bytes_rate_and_share() {
         let snap = Snapshot {
             bytes: 512 << 20,
+            written: 512 << 20,
             total: Some(1 << 30),
             elapsed: Duration::from_secs(2),
             status: Some("1 connection open".into()),

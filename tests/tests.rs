@@ -15,6 +15,7 @@ mod http_fault;
 mod keep_open;
 mod listeners;
 mod mptcp;
+mod names;
 mod outbound;
 mod parallel;
 mod pipe;

@@ -1,6 +1,7 @@
 //! The command line. clap's types stop here: `Cli::into_invocation` turns what the user
 //! typed into the core's `Options` and a command config.
 
+pub mod compat;
 pub mod man;
 pub mod version;
 
@@ -267,6 +268,61 @@ Examples:
   zerocat man | man -l -                              read it now
   zerocat man > /usr/local/share/man/man1/zerocat.1   install it")]
     Man,
+    /// Answer as netcat: OpenBSD nc's flags (also: a link named nc, netcat or ncat).
+    #[command(
+        disable_help_flag = true,
+        after_help = "\
+The flags are netcat's, written right after `nc` (zerocat nc -h lists them).
+Examples:
+  zerocat nc -zv 127.0.0.1 5432          is the port open? (exit 0 when it is)
+  zerocat nc -l 9000 > file              receive one connection
+  tar c dir | zerocat nc -N host 9000    send, half-close at the end"
+    )]
+    Nc {
+        #[arg(num_args = 0.., allow_hyphen_values = true, trailing_var_arg = true)]
+        args: Vec<OsString>,
+    },
+    /// Answer as pv: pv's flags, pv's display (also: a link named pv).
+    #[command(
+        disable_help_flag = true,
+        after_help = "\
+The flags are pv's, written right after `pv` (zerocat pv -h lists them).
+Examples:
+  zerocat pv big.iso > /dev/sdX          pv's bar, bytes by splice
+  tar c dir | zerocat pv -L 10m | ...    at most 10 MiB/s"
+    )]
+    Pv {
+        #[arg(num_args = 0.., allow_hyphen_values = true, trailing_var_arg = true)]
+        args: Vec<OsString>,
+    },
+    /// Answer as nc, netcat, ncat, tee (GNU tee's grammar) or pv: `zerocat compat tee -a log`.
+    #[command(
+        disable_help_flag = true,
+        after_help = "\
+`zerocat tee` is zerocat's own tee (SRC DST...); GNU tee's grammar (stdin into FILEs and
+stdout) is `zerocat compat tee FILE...`, or zerocat called through a link named tee.
+Examples:
+  make | zerocat compat tee -a build.log
+  zerocat install-links ~/bin            links named nc, netcat, ncat, tee, pv"
+    )]
+    Compat {
+        /// nc, netcat, ncat, tee or pv.
+        name: String,
+        #[arg(num_args = 0.., allow_hyphen_values = true, trailing_var_arg = true)]
+        args: Vec<OsString>,
+    },
+    /// Make links named nc, netcat, ncat, tee and pv to this zerocat in DIR.
+    #[command(after_help = "\
+Examples:
+  zerocat install-links /usr/local/bin    nc, tee and pv answer as zerocat
+  zerocat install-links --force ~/bin     replace links or files of those names")]
+    InstallLinks {
+        /// The directory the links go into.
+        dir: std::path::PathBuf,
+        /// Replace what already has one of those names there.
+        #[arg(long)]
+        force: bool,
+    },
     /// Print the version; with -v, also the commit, the kernel and what it offers (for a bug report).
     #[command(after_help = "\
 Examples:
@@ -819,6 +875,24 @@ fn parse_via(arg: &str) -> Result<Via, String> {
 /// (exit 2), `--help` and `--version` (exit 0).
 pub fn parse_args() -> (Options, Invocation) {
     let args: Vec<OsString> = std::env::args_os().collect();
+    // Called through a link named nc, tee or pv; or `zerocat nc|netcat|ncat|pv ARGS`,
+    // `zerocat compat NAME ARGS`: that tool's own flags (compat/mod.rs).
+    if let Some((tool, name)) = compat::called_as(&args) {
+        return compat::parse(tool, &name, &args[1..]);
+    }
+    let word = |i: usize| args.get(i).and_then(|a| a.to_str());
+    match (word(1), word(2)) {
+        (Some(name @ ("nc" | "netcat" | "ncat" | "pv")), _) => {
+            let tool = compat::Tool::named(name).expect("a tool's name");
+            return compat::parse(tool, name, &args[2..]);
+        }
+        (Some("compat"), Some(name)) => {
+            if let Some(tool) = compat::Tool::named(name) {
+                return compat::parse(tool, name, &args[3..]);
+            }
+        }
+        _ => {}
+    }
     match Cli::try_parse_from(&args) {
         Ok(cli) => cli.into_invocation(),
         // `-V -v`: the verbose version, as `version -v` gives it.
@@ -936,6 +1010,8 @@ impl Cli {
                 },
             }),
             json: Default::default(),
+            program: None,
+            pv: None,
         };
         let invocation = match self.command {
             Command::Pipe(args) if args.keep_open && !args.src.listens() => {
@@ -989,6 +1065,7 @@ impl Cli {
                 grace: args.grace,
                 ignore_interrupts: args.ignore_interrupts,
                 idle_timeout: args.idle_timeout,
+                gnu_words: false,
             }),
             Command::Relay(args) => Invocation::Relay(
                 RelayConfig {
@@ -1020,6 +1097,16 @@ impl Cli {
             Command::Completions { shell } => Invocation::Print(completions(shell)),
             Command::Man => Invocation::Print(man_page()),
             Command::Version => Invocation::Print(version::text(g.verbose)),
+            // Reached only with a zerocat option before the name (`zerocat -q nc ...`):
+            // the tools' flags are their own, so say where they go.
+            Command::Nc { .. } | Command::Pv { .. } | Command::Compat { .. } => Cli::command()
+                .error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    "nc, pv and compat take their tool's own flags only: write them right \
+                     after the name (zerocat nc -v HOST PORT; --zerocat-report for the report)",
+                )
+                .exit(),
+            Command::InstallLinks { dir, force } => Invocation::InstallLinks { dir, force },
         };
         // A relay is a server: its running totals are drawn when asked for (--progress),
         // never by default.

@@ -36,6 +36,9 @@ pub struct TeeConfig {
     pub ignore_interrupts: bool,
     /// `--idle-timeout`: the run ends once no byte moved for this long.
     pub idle_timeout: Option<std::time::Duration>,
+    /// A failed output is said as GNU tee says it (`tee: FILE: No such file or
+    /// directory`): zerocat answering to the name `tee`.
+    pub gnu_words: bool,
 }
 
 pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
@@ -81,20 +84,32 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
                 Ok(opened) => opened,
                 Err(e) if must_stop(&e) => return Err(e),
                 Err(e) => {
+                    let errno = e.chain().find_map(errno_in);
                     let message = format!("{e:#}");
                     // GNU tee says it at once, whatever follows (a reader that goes away
                     // ends the run quietly, check 126 of its tee.sh).
                     let said = cfg.on_error == OnError::Gnu;
-                    if said {
-                        say(&message);
-                    }
-                    unopened.push(SinkError {
+                    let error = SinkError {
                         sink: i,
                         message,
+                        errno,
                         counts: true,
                         stops: false,
                         said,
-                    });
+                    };
+                    // GNU tee's `exit` modes end the run at an output that cannot be
+                    // opened, before any byte and before the outputs after it (coreutils
+                    // 9.1, seen). zerocat's own tee keeps issue 28's rule (that output
+                    // fails alone); answering as `tee`, it does as GNU's does.
+                    let exits = cfg.gnu_words
+                        && matches!(cfg.on_error, OnError::Exit | OnError::ExitNoPipe);
+                    if said || exits {
+                        error.say(cfg);
+                    }
+                    if exits {
+                        return Ok(ExitCode::Failure);
+                    }
+                    unopened.push(error);
                     continue;
                 }
             },
@@ -321,6 +336,7 @@ fn conclude(
                 Some(Failure::Io(err, side)) => Some(SinkError {
                     sink: i,
                     message: failure_message(opts.via, &cfg.src, &cfg.sinks[i], err, *side),
+                    errno: Some(errno_of(err)),
                     counts: policy.counts(errno_of(err)),
                     stops: policy.stops(errno_of(err)),
                     said: false,
@@ -344,6 +360,7 @@ fn conclude(
             sink_errors.push(SinkError {
                 sink: i,
                 message,
+                errno: None,
                 counts: true,
                 stops: false,
                 said: false,
@@ -439,7 +456,7 @@ fn conclude(
     if sigpipe {
         // Each failed output was said before SIGPIPE ended GNU tee.
         for e in sink_errors.iter().filter(|e| e.counts && !e.said) {
-            say(&e.message);
+            e.say(cfg);
         }
     }
     if reader_left || sigpipe {
@@ -454,7 +471,7 @@ fn conclude(
                 && sink_errors.iter().any(|e| e.counts) =>
         {
             for e in sink_errors.iter().filter(|e| e.counts && !e.said) {
-                say(&e.message);
+                e.say(cfg);
             }
             Ok(code)
         }
@@ -463,21 +480,49 @@ fn conclude(
     }
 }
 
-/// A failed output's line on stderr, as the run's own error is printed.
-fn say(message: &str) {
-    eprintln!("zerocat: {}", crate::report::errno_names(message));
-}
-
 /// One sink's failure, as the report and the exit code see it.
 struct SinkError {
     sink: usize,
     message: String,
+    /// The errno behind it, when one is (GNU's line is the file and its strerror).
+    errno: Option<Errno>,
     /// It fails the run (exit 1, diagnosed).
     counts: bool,
     /// It stopped the whole fan-out.
     stops: bool,
     /// Its line was printed when it happened.
     said: bool,
+}
+
+impl SinkError {
+    /// Its line on stderr, as the run's own error is printed; as GNU tee prints it
+    /// (`tee: FILE: Is a directory`) under `gnu_words`.
+    fn say(&self, cfg: &TeeConfig) {
+        let sink = &cfg.sinks[self.sink];
+        match (cfg.gnu_words, self.errno, sink.plain_file()) {
+            (true, Some(errno), Some(path)) => {
+                eprintln!("tee: {}: {}", path.display(), errno.desc())
+            }
+            (true, Some(errno), None) if matches!(sink, Endpoint::Stdio) => {
+                eprintln!("tee: 'standard output': {}", errno.desc())
+            }
+            (true, _, _) => eprintln!("tee: {}", self.message),
+            (false, _, _) => eprintln!("zerocat: {}", crate::report::errno_names(&self.message)),
+        }
+    }
+}
+
+/// The errno an error in an open's chain of causes carries.
+fn errno_in(cause: &(dyn std::error::Error + 'static)) -> Option<Errno> {
+    if let Some(errno) = cause.downcast_ref::<Errno>() {
+        return Some(*errno);
+    }
+    let err = cause.downcast_ref::<std::io::Error>()?;
+    match err.raw_os_error() {
+        Some(raw) => Some(Errno::from_raw(raw)),
+        None if err.kind() == std::io::ErrorKind::IsADirectory => Some(Errno::EISDIR),
+        None => None,
+    }
 }
 
 fn errno_of(err: &std::io::Error) -> Errno {

@@ -235,7 +235,7 @@ impl Listener {
             None
         };
         for socket in &sockets {
-            eprintln!("zerocat: listening on {}", socket.local);
+            super::announce_listening(&socket.local);
         }
         Ok(Listener {
             sockets,

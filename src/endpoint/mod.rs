@@ -27,6 +27,22 @@ pub mod udp;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Whether a listener says `zerocat: listening on ADDR` when it binds (tests and scripts
+/// read the port from it). The tools zerocat answers as (`nc`) print their own lines.
+static ANNOUNCE_LISTENERS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Turns the `listening on` line off (or on) for this process.
+pub fn announce_listeners(on: bool) {
+    ANNOUNCE_LISTENERS.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// `zerocat: listening on ADDR`, unless turned off.
+fn announce_listening(local: &str) {
+    if ANNOUNCE_LISTENERS.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("zerocat: listening on {local}");
+    }
+}
+
 pub use grammar::{
     parse, parse_duration, parse_os, parse_timeout, redact, scheme_names, OptionWord, ParseError,
     SchemeInfo, SCHEME_TABLE,

@@ -464,7 +464,14 @@ fn open_file(path: &Path, opts: &FileOpts, role: Role) -> anyhow::Result<Opened>
             mode = Mode::from_bits_truncate(opts.mode.unwrap_or(0o666));
         }
     }
-    let is_a_directory = || anyhow!("cannot open '{shown}' for {direction}: is a directory");
+    // An io::Error of kind IsADirectory: the words stay zerocat's, the kind says EISDIR to
+    // a caller that words it otherwise (GNU tee's `tee: DIR: Is a directory`).
+    let is_a_directory = || {
+        anyhow::Error::from(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            format!("cannot open '{shown}' for {direction}: is a directory"),
+        ))
+    };
     // sys::open_interruptible: a FIFO without a peer, whose open blocks, ends on SIGINT.
     let open = |flags: OFlag| match crate::sys::open_interruptible(None, path, flags, mode) {
         Ok(fd) => Ok(Ok(std::fs::File::from(fd))),

@@ -62,7 +62,7 @@ pub(super) fn bind(host: Option<&str>, port: u16) -> anyhow::Result<OwnedFd> {
     socket::bind(fd.as_raw_fd(), &SockaddrStorage::from(addr))?;
     let local: SockaddrStorage = socket::getsockname(fd.as_raw_fd())?;
     let shown = format_sockaddr(&local).unwrap_or_else(|| addr.to_string());
-    eprintln!("zerocat: listening on {shown}");
+    super::announce_listening(&shown);
     Ok(fd)
 }
 

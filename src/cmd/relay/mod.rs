@@ -36,6 +36,7 @@ use crate::endpoint::Endpoint;
 use crate::engine::{DataPath, Via};
 use crate::exit::{ExitCode, UsageError};
 use crate::options::Options;
+use crate::sys::fdkind::FdKind;
 use crate::units::human_bytes;
 
 use end::Side;
@@ -80,6 +81,29 @@ pub struct RelayConfig {
 }
 
 impl RelayConfig {
+    /// A relay between `a` and `b` with every option at its default (`--balance
+    /// failover`, `--down-for 10s`, the grace, no limits): what a caller that is not the
+    /// command line (the `nc` name) starts from.
+    pub fn between(a: Endpoint, b: Endpoint) -> RelayConfig {
+        RelayConfig {
+            a,
+            b,
+            more: Vec::new(),
+            balance: Balance::default(),
+            down_for: Duration::from_secs(10),
+            check_interval: None,
+            limit_total: None,
+            exit_idle: None,
+            once: false,
+            max_conns: None,
+            idle_timeout: None,
+            connect_timeout: None,
+            grace: GRACE,
+            log: None,
+            workers: None,
+        }
+    }
+
     /// B and the upstreams after it.
     fn upstreams(&self) -> impl Iterator<Item = &Endpoint> {
         std::iter::once(&self.b).chain(&self.more)
@@ -579,8 +603,21 @@ fn check_sides(cfg: &RelayConfig) -> anyhow::Result<()> {
         )
         .into());
     }
+    // `- fd:N` relays an inherited connected stream socket (nc's connected stream, a
+    // socket a parent passed); `- -`, or an fd that is no such socket, has nothing to
+    // relay between.
+    let connected_socket = |e: &Endpoint| match e {
+        // fstat of a number: a closed fd is simply not a socket.
+        Endpoint::Fd(n) if !e.listens() => nix::sys::stat::fstat(*n)
+            .is_ok_and(|st| FdKind::from_mode(st.st_mode) == FdKind::Socket),
+        _ => false,
+    };
     let inherited = |e: &Endpoint| matches!(e, Endpoint::Stdio | Endpoint::Fd(_)) && !e.listens();
-    if inherited(&cfg.a) && inherited(&cfg.b) {
+    if inherited(&cfg.a)
+        && inherited(&cfg.b)
+        && !connected_socket(&cfg.a)
+        && !connected_socket(&cfg.b)
+    {
         return Err(
             UsageError("relay: neither side is a socket to connect or listen on".into()).into(),
         );
