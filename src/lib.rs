@@ -111,7 +111,7 @@ pub fn run(options: &Options, invocation: &Invocation) -> anyhow::Result<exit::E
         )
         .into());
     }
-    match invocation {
+    let ran = match invocation {
         Invocation::Pipe(cfg) => pipe::run(options, cfg),
         Invocation::Copy(cfg) => copy::run(options, cfg),
         Invocation::Tee(cfg) => tee::run(options, cfg),
@@ -130,5 +130,8 @@ pub fn run(options: &Options, invocation: &Invocation) -> anyhow::Result<exit::E
                 other => other.map(|_| exit::ExitCode::Success).map_err(Into::into),
             }
         }
-    }
+    };
+    // A WebSocket end's threads send what they hold and their close frame.
+    endpoint::websocket::bridge::finish_all(std::time::Duration::from_secs(5));
+    ran
 }

@@ -30,3 +30,4 @@ mod udp;
 mod udp_stream;
 mod upstreams;
 mod ux;
+mod websocket;

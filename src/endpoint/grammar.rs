@@ -46,6 +46,9 @@ enum Scheme {
     UdpListen,
     Tls,
     TlsListen,
+    Ws,
+    Wss,
+    WsListen,
     Exec,
     Sh,
     S3,
@@ -310,6 +313,64 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
             IPV6ONLY,
             PROXY_READ,
             MPTCP,
+            REUSEADDR,
+        ],
+    },
+    SchemeInfo {
+        scheme: Scheme::Ws,
+        name: "ws",
+        aliases: &[],
+        address: "//HOST[:PORT]/PATH",
+        as_source: "connect, WebSocket client (RFC 6455): the server's binary frames",
+        as_sink: "the same: each read a masked binary frame; EOF a close frame",
+        options: &[RETRY, INTERVAL],
+    },
+    SchemeInfo {
+        scheme: Scheme::Wss,
+        name: "wss",
+        aliases: &[],
+        address: "//HOST[:PORT]/PATH",
+        as_source: "ws:// inside TLS (port 443 by default), the options of tls:",
+        as_sink: "the same",
+        options: &[
+            opt(
+                "sni=NAME",
+                "the name sent and verified (default: HOST, unless an address)",
+            ),
+            opt(
+                "cafile=PEM",
+                "verify the server against these CAs (or this very certificate)",
+            ),
+            opt(
+                "pin=sha256:HEX",
+                "the server's certificate must be the one whose DER has this SHA-256",
+            ),
+            opt(
+                "verify=0|1",
+                "0 takes any certificate (insecure, with a warning)",
+            ),
+            RETRY,
+            INTERVAL,
+        ],
+    },
+    SchemeInfo {
+        scheme: Scheme::WsListen,
+        name: "ws-listen",
+        aliases: &["ws-l"],
+        address: "[HOST:]PORT[/PATH]",
+        as_source:
+            "accept, WebSocket server (the upgrade for PATH, any without); cert=/key= for wss",
+        as_sink: "the same: each read an unmasked binary frame, its payload spliced",
+        options: &[
+            opt(
+                "cert=PEM",
+                "serve wss: the certificate chain to present (with key=)",
+            ),
+            opt("key=PEM", "the private key of cert="),
+            CAFILE_SERVER,
+            BACKLOG,
+            REUSEPORT,
+            IPV6ONLY,
             REUSEADDR,
         ],
     },
@@ -717,6 +778,8 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
         }
         Scheme::Exec | Scheme::Sh => parse_command(scheme, rest),
         Scheme::S3 => parse_s3(rest),
+        Scheme::Ws | Scheme::Wss => parse_ws(scheme, address, opts),
+        Scheme::WsListen => parse_ws_listen(address, opts),
         Scheme::Systemd => {
             let name = match address {
                 "" => None,
@@ -755,6 +818,87 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
 }
 
 /// A TLS listener's options: its certificate and key are required.
+/// `ws://HOST[:PORT]/PATH` and `wss://…`: a TCP (TLS) connector with a WebSocket on it.
+fn parse_ws(scheme: Scheme, address: &str, opts: RawOpts) -> Result<Endpoint, String> {
+    let secure = scheme == Scheme::Wss;
+    let word = scheme.name();
+    let expected = format!("expected {word}://HOST[:PORT]/PATH");
+    let Some(rest) = address.strip_prefix("//") else {
+        return Err(format!("{expected} (with the //)"));
+    };
+    let Some(slash) = rest.find('/') else {
+        return Err(format!(
+            "{word}://{rest} has no path: a WebSocket is asked for by path; {expected} \
+             (/ for the root)"
+        ));
+    };
+    let (authority, path) = rest.split_at(slash);
+    let default_port = if secure { 443 } else { 80 };
+    let bracketed = authority.starts_with('[');
+    let has_port = if bracketed {
+        authority.contains("]:")
+    } else {
+        authority.contains(':')
+    };
+    let (host, port) = if has_port {
+        let (host, port) = split_host_port(authority, word, &expected)?;
+        (host, parse_port(port, &expected)?)
+    } else {
+        let host = authority.trim_start_matches('[').trim_end_matches(']');
+        (Some(host.to_string()), default_port)
+    };
+    let host = host
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| format!("missing HOST; {expected}"))?;
+    if port == 0 {
+        return Err(format!("port 0 is not a port to connect to; {expected}"));
+    }
+    let mut connect = opts.connect;
+    if secure {
+        if opts.tls.insecure && opts.tls.pin.is_some() {
+            return Err(
+                "pin= checks the server's certificate and verify=0 skips the check: \
+                        give one of them"
+                    .into(),
+            );
+        }
+        connect.tls = Some(opts.tls);
+    }
+    connect.ws = Some(super::WsOpts {
+        path: Some(path.to_string()),
+    });
+    Ok(Endpoint::Tcp {
+        host,
+        port,
+        connect,
+    })
+}
+
+/// `ws-listen:[HOST:]PORT[/PATH]` (`cert=`/`key=`: wss).
+fn parse_ws_listen(address: &str, opts: RawOpts) -> Result<Endpoint, String> {
+    let expected = "expected ws-listen:[HOST:]PORT[/PATH]";
+    let (address, path) = match address.find('/') {
+        Some(i) => (&address[..i], Some(address[i..].to_string())),
+        None => (address, None),
+    };
+    let (host, port) = split_host_port(address, "ws-listen", expected)?;
+    let port = parse_port(port, expected)?;
+    let mut listen = opts.listen;
+    if opts.tls != TlsOpts::default() {
+        listen.tls = Some(server_tls(
+            opts.tls,
+            "expected ws-listen:[HOST:]PORT[/PATH],cert=PEM,key=PEM",
+        )?);
+    }
+    listen.ws = Some(super::WsOpts { path });
+    Ok(Endpoint::TcpListen {
+        host,
+        port,
+        backlog: opts.backlog,
+        listen,
+    })
+}
+
 fn server_tls(tls: TlsOpts, expected: &str) -> Result<TlsOpts, String> {
     if tls.cert.is_none() || tls.key.is_none() {
         return Err(format!(
@@ -1338,7 +1482,13 @@ fn split_host_port<'a>(
     }
     match address.matches(':').count() {
         // Only a listener may leave out the host.
-        0 if matches!(scheme, "tcp-listen" | "udp-listen" | "tls-listen") => Ok((None, address)),
+        0 if matches!(
+            scheme,
+            "tcp-listen" | "udp-listen" | "tls-listen" | "ws-listen"
+        ) =>
+        {
+            Ok((None, address))
+        }
         // `tcp:9000` (nc's `nc -l 9000` habit): a port and no host.
         0 if !address.is_empty() && address.bytes().all(|b| b.is_ascii_digit()) => Err(format!(
             "missing HOST: '{address}' is only a port; write {scheme}:HOST:{address} to \
@@ -1470,6 +1620,27 @@ impl fmt::Display for Endpoint {
             Endpoint::Tcp {
                 host,
                 port,
+                connect:
+                    connect @ ConnectOpts {
+                        ws: Some(ws), tls, ..
+                    },
+            } => {
+                let scheme = if tls.is_some() { "wss" } else { "ws" };
+                write!(
+                    f,
+                    "{scheme}://{}:{port}{}",
+                    uri_host(host),
+                    ws.path.as_deref().unwrap_or("/")
+                )?;
+                write_connect_opts(f, connect)?;
+                match tls {
+                    Some(tls) => write_tls_opts(f, tls),
+                    None => Ok(()),
+                }
+            }
+            Endpoint::Tcp {
+                host,
+                port,
                 connect,
             } => {
                 let scheme = if connect.tls.is_some() { "tls" } else { "tcp" };
@@ -1486,7 +1657,9 @@ impl fmt::Display for Endpoint {
                 backlog,
                 listen,
             } => {
-                f.write_str(if listen.tls.is_some() {
+                f.write_str(if listen.ws.is_some() {
+                    "ws-listen:"
+                } else if listen.tls.is_some() {
                     "tls-listen:"
                 } else {
                     "tcp-listen:"
@@ -1495,6 +1668,9 @@ impl fmt::Display for Endpoint {
                     write!(f, "{}:", uri_host(host))?;
                 }
                 write!(f, "{port}")?;
+                if let Some(path) = listen.ws.as_ref().and_then(|ws| ws.path.as_ref()) {
+                    f.write_str(path)?;
+                }
                 if let Some(backlog) = backlog {
                     write!(f, ",backlog={backlog}")?;
                 }

@@ -163,6 +163,8 @@ pub struct Listener {
     local: String,
     /// Several sockets, or PROXY headers to read: the epoll the caller polls instead.
     mux: Option<Mux>,
+    /// `ws-listen:`: every connection is upgraded to a WebSocket (the path served, or any).
+    ws: Option<Option<String>>,
 }
 
 /// Inner epoll tokens: the sockets are 0..n, a greeting is GREETING + its slot.
@@ -241,6 +243,7 @@ impl Listener {
             sockets,
             local,
             mux,
+            ws: None,
         })
     }
 
@@ -270,13 +273,30 @@ impl Listener {
     }
 
     fn accept_with(&self, flags: SockFlag) -> io::Result<Accepted> {
-        let Some(mux) = &self.mux else {
-            return accept_on(&self.sockets[0], flags);
+        let accepted = match &self.mux {
+            None => accept_on(&self.sockets[0], flags),
+            Some(mux) => {
+                let blocking = fcntl(mux.epoll.0.as_raw_fd(), FcntlArg::F_GETFL)
+                    .map(|f| !OFlag::from_bits_retain(f).contains(OFlag::O_NONBLOCK))
+                    .unwrap_or(true);
+                mux.step(&self.sockets, blocking, flags)
+            }
+        }?;
+        let Some(path) = &self.ws else {
+            return Ok(accepted);
         };
-        let blocking = fcntl(mux.epoll.0.as_raw_fd(), FcntlArg::F_GETFL)
-            .map(|f| !OFlag::from_bits_retain(f).contains(OFlag::O_NONBLOCK))
-            .unwrap_or(true);
-        mux.step(&self.sockets, blocking, flags)
+        // The upgrade and the frames run in the connection's threads; the caller gets
+        // the socketpair end at once (its first bytes come after the upgrade).
+        let role = super::websocket::bridge::Role::Server { path: path.clone() };
+        let nonblocking = flags.contains(SockFlag::SOCK_NONBLOCK);
+        let fd =
+            super::websocket::bridge::start(accepted.fd, role, nonblocking, accepted.peer.clone())?;
+        Ok(Accepted { fd, ..accepted })
+    }
+
+    /// `ws-listen:`: every connection accepted from now on is a WebSocket server's.
+    pub fn serve_websocket(&mut self, path: Option<String>) {
+        self.ws = Some(path);
     }
 
     /// The bound addresses as announced: `127.0.0.1:43211`, `[::1]:8080`, a path or
@@ -334,6 +354,9 @@ impl Listener {
 
     /// TLS connections keep their record layer for the caller's event loop (the relay).
     pub fn keep_tls_in_loop(&mut self) {
+        if self.ws.is_some() {
+            return; // the WebSocket's threads need the plaintext fd
+        }
         if let Some(mux) = &mut self.mux {
             mux.greet.tls_in_loop = true;
         }

@@ -23,6 +23,7 @@ pub mod s3;
 mod systemd;
 pub mod tls;
 pub mod udp;
+pub mod websocket;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -79,6 +80,8 @@ pub struct ConnectOpts {
     /// `--connect-timeout`: each attempt (and a `tls:` handshake) gives up after this
     /// long. Set by the command, not the URI ([`Endpoint::connecting_within`]).
     pub timeout: Option<Duration>,
+    /// `ws://`/`wss://`: a WebSocket client on the connection (after its TLS).
+    pub ws: Option<WsOpts>,
 }
 
 /// Options of a TCP listener beyond `backlog=`.
@@ -97,6 +100,14 @@ pub struct ListenOpts {
     pub tls: Option<TlsOpts>,
     /// `frame=len16`: every connection carries datagrams (a relay whose other side is UDP).
     pub frame: Option<Frame>,
+    /// `ws-listen:`: a WebSocket server on every connection (after its TLS).
+    pub ws: Option<WsOpts>,
+}
+
+/// A WebSocket end: the path a client asks for, or the one a listener serves (None: any).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WsOpts {
+    pub path: Option<String>,
 }
 
 /// How datagrams travel in a stream (`frame=len16` on the stream side of a UDP relay).
@@ -353,6 +364,9 @@ impl Endpoint {
             Endpoint::Stdio => "stdio",
             Endpoint::Fd(_) | Endpoint::FdTls { .. } => "fd",
             Endpoint::File { .. } => "file",
+            Endpoint::Tcp { connect, .. } if connect.ws.is_some() && connect.tls.is_some() => "wss",
+            Endpoint::Tcp { connect, .. } if connect.ws.is_some() => "ws",
+            Endpoint::TcpListen { listen, .. } if listen.ws.is_some() => "ws-listen",
             Endpoint::Tcp { connect, .. } if connect.tls.is_some() => "tls",
             Endpoint::Tcp { .. } => "tcp",
             Endpoint::TcpListen { listen, .. } if listen.tls.is_some() => "tls-listen",

@@ -159,13 +159,15 @@ impl Endpoint {
                         shake.establish(fd, false)
                     })
                     .map_err(|reason| tls_failure(self, reason))?;
+                let fd = self.websocket(fd, false)?;
                 Ok(Opened {
                     tls: Some(session),
                     ..plain(fd)
                 })
             }
             Endpoint::Tcp { .. } | Endpoint::Unix { .. } => {
-                self.connect_carrying(origin).map(plain)
+                let fd = self.connect_carrying(origin)?;
+                Ok(plain(self.websocket(fd, false)?))
             }
             Endpoint::Udp { host, port, .. } => super::udp::connect(host, *port)
                 .with_context(|| format!("cannot connect to {self}"))
@@ -200,6 +202,26 @@ impl Endpoint {
                 unreachable!("listeners accept in open_carrying")
             }
         }
+    }
+
+    /// `ws://`/`wss://`: the WebSocket client's threads on the connected (and TLS) `fd`;
+    /// the fd returned is their socketpair's end. Anything else: `fd` as it is.
+    pub fn websocket(&self, fd: OwnedFd, nonblocking: bool) -> anyhow::Result<OwnedFd> {
+        let Endpoint::Tcp {
+            host,
+            port,
+            connect: ConnectOpts { ws: Some(ws), .. },
+        } = self
+        else {
+            return Ok(fd);
+        };
+        let role = super::websocket::bridge::Role::Client {
+            host: host.clone(),
+            port: *port,
+            path: ws.path.clone().unwrap_or_else(|| "/".into()),
+        };
+        super::websocket::bridge::start(fd, role, nonblocking, self.to_string())
+            .with_context(|| format!("cannot start the WebSocket of {self}"))
     }
 
     /// [`Endpoint::connect`], then the PROXY header of `proxy=v1|v2` carrying `origin`.
@@ -381,7 +403,16 @@ impl Endpoint {
             deadline: header_deadline.unwrap_or(GREETING_DEADLINE),
             tls_in_loop: false,
         };
-        Listener::new(sockets, greet).with_context(|| format!("cannot listen on {self}"))
+        let mut listener =
+            Listener::new(sockets, greet).with_context(|| format!("cannot listen on {self}"))?;
+        if let Endpoint::TcpListen {
+            listen: ListenOpts { ws: Some(ws), .. },
+            ..
+        } = self
+        {
+            listener.serve_websocket(ws.path.clone());
+        }
+        Ok(listener)
     }
 }
 

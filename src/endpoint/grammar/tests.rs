@@ -431,6 +431,8 @@ fn sample_address(scheme: &str) -> &'static str {
         "systemd" => "",
         "exec" | "sh" => "true",
         "s3" => "//b/k",
+        "ws" | "wss" => "//127.0.0.1:9/p",
+        "ws-listen" => "[::1]:0/p",
         other => panic!("give {other}: a sample address here"),
     }
 }
@@ -470,6 +472,7 @@ fn every_option_word_of_the_table_is_taken_by_its_scheme() {
                 ("fd" | "systemd", "proxy") => &[],
                 ("fd" | "systemd", _) => &["tls", "cert=c.pem", "key=k.pem"],
                 ("tls", "cert" | "key") => &["cert=c.pem", "key=k.pem"],
+                ("ws-listen", "cert" | "key" | "cafile") => &["cert=c.pem", "key=k.pem"],
                 _ => &[],
             };
             let mut pieces = vec![format!("{}:{}", info.name, sample_address(info.name))];

@@ -128,7 +128,7 @@ impl Server<'_> {
         };
         let Some((config, name)) = tls else {
             self.conn_mut(idx).sides[side].dial = None;
-            if self.send_proxy_header(idx, side) {
+            if self.send_proxy_header(idx, side) && self.websocket(idx, side) {
                 self.pump(idx);
             }
             return;
@@ -140,6 +140,55 @@ impl Server<'_> {
         let limit = self.tls_limit();
         self.handshake_deadline(idx, side, limit).tls = Some(shake);
         self.shake_tls(idx, side);
+    }
+
+    /// `ws://`/`wss://`: the side's connected fd becomes the WebSocket threads' end (polled
+    /// afresh). False when the connection ended instead.
+    fn websocket(&mut self, idx: usize, side: usize) -> bool {
+        if !matches!(self.spec(idx, side), Spec::Dial { opts, .. } if opts.ws.is_some()) {
+            return true;
+        }
+        let peer = &mut self.conn_mut(idx).sides[side];
+        let polled: Vec<_> = peer.polled.drain(..).collect();
+        let fd = peer.fd.take().expect("a connected socket");
+        for p in polled {
+            self.poller.delete(p);
+        }
+        let Some(fd) = self.ws_fd(idx, side, fd) else {
+            return false;
+        };
+        let peer = &mut self.conn_mut(idx).sides[side];
+        peer.fd = Some(fd);
+        peer.readable = true;
+        peer.writable = true;
+        self.register(idx, side);
+        self.conns[idx].is_some()
+    }
+
+    /// The WebSocket client's threads on `fd`: their end, or None (the connection ended).
+    fn ws_fd(
+        &mut self,
+        idx: usize,
+        side: usize,
+        fd: std::os::fd::OwnedFd,
+    ) -> Option<std::os::fd::OwnedFd> {
+        let Spec::Dial { uri, .. } = self.spec(idx, side) else {
+            return Some(fd);
+        };
+        let endpoint = match crate::endpoint::parse(uri) {
+            Ok(endpoint) => endpoint,
+            Err(e) => {
+                self.tls_failed(idx, side, e.to_string());
+                return None;
+            }
+        };
+        match endpoint.websocket(fd, true) {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                self.tls_failed(idx, side, format!("{e:#}"));
+                None
+            }
+        }
     }
 
     /// A handshake on a connected side starts, due `limit` from now (the connect
@@ -197,8 +246,18 @@ impl Server<'_> {
                     self.poller.delete(polled);
                 }
                 let tcp = peer.fd.take().expect("a connected socket");
-                match shake.establish(tcp, true) {
+                // A WebSocket inside needs the plaintext fd: TLS not in the loop.
+                let ws =
+                    matches!(self.spec(idx, side), Spec::Dial { opts, .. } if opts.ws.is_some());
+                match shake.establish(tcp, !ws) {
                     Ok((fd, session)) => {
+                        let fd = if ws {
+                            self.ws_fd(idx, side, fd)
+                        } else {
+                            Some(fd)
+                        };
+                        let Some(fd) = fd else { return };
+                        let conn = self.conns[idx].as_mut().expect("a live connection");
                         if session.in_loop() {
                             // Records go through rustls: no splice either way.
                             let choice = || Flow::new(self.tuning.choice(Policy::Userspace));
