@@ -363,3 +363,60 @@ fn ws_without_a_path_is_a_usage_error() {
     );
     assert!(!stderr_text(&out).contains("listening"));
 }
+
+/// wss: the same tunnel inside TLS (a self-signed certificate the client trusts through
+/// `cafile=`), 8 MiB both ways.
+#[test]
+fn wss_tunnel_between_two_relays_is_byte_exact() {
+    let dir = tempdir();
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "k.pem",
+            "-out",
+            "c.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .current_dir(dir.path())
+        .output();
+    if !made.as_ref().is_ok_and(|o| o.status.success()) {
+        println!("SKIPPED: openssl could not make a certificate (apt-get install openssl)");
+        return;
+    }
+    let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+    let backend = echo_backend();
+    let server = Rig::new().relay(&[
+        "--once",
+        &format!(
+            "ws-listen:127.0.0.1:0/t,cert={},key={}",
+            cert.display(),
+            key.display()
+        ),
+        &format!("tcp:{backend}"),
+    ]);
+    let client = Rig::new().relay(&[
+        "--once",
+        "tcp-listen:127.0.0.1:0",
+        &format!("wss://{}/t,cafile={}", server.addr(), cert.display()),
+    ]);
+    let payload = data(8 << 20);
+    let got = echo_through(client.addr(), &payload);
+    assert_bytes_eq(&got, &payload, "echoed through the wss tunnel");
+    for end in [client.finish(), server.finish()] {
+        end.assert_code(0, "relay");
+        let conn = &connections(end.report())[0];
+        assert_eq!(conn["b_to_a"]["bytes"].as_u64(), Some(8 << 20), "{conn}");
+    }
+}
