@@ -415,3 +415,100 @@ fn tee_writes_an_object_beside_a_file() {
         run.assert_held(0, &payload, what);
     }
 }
+
+/// A tree of 1,100 files (more than one ListObjectsV2 page of 1,000) up with copy -r, and
+/// back: the same names and bytes.
+#[test]
+fn copy_r_moves_a_tree_of_files_both_ways() {
+    for server in servers() {
+        let what = server.name();
+        let bucket = server.bucket("tree");
+        let dir = tempdir();
+        let tree = dir.path().join("tree");
+        let mut want = Vec::new();
+        for i in 0..1100usize {
+            let rel = format!("d{:02}/e{}/f {i:04}+x.bin", i % 20, i % 3);
+            let bytes = data(i * 7 % 5000);
+            let path = tree.join(&rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &bytes).unwrap();
+            want.push((rel, bytes));
+        }
+        let uri = format!("s3://{bucket}/pre/");
+        let up = server
+            .rig()
+            .args(["copy", "-r", "-j", "4"])
+            .arg(&tree)
+            .arg(&uri)
+            .run();
+        up.assert_code(0, what);
+        assert_eq!(up.report()["files"], 1100, "{what}: {}", up.stderr);
+        assert_eq!(up.report()["requests"]["put"], 1100, "{what}");
+
+        let out = dir.path().join("out");
+        let down = server.rig().args(["copy", "-r", &uri]).arg(&out).run();
+        down.assert_code(0, what);
+        assert_eq!(down.report()["files"], 1100, "{what}: {}", down.stderr);
+        assert_eq!(down.report()["objects_listed"], 1100, "{what}");
+        assert!(
+            down.report()["requests"]["lists"].as_u64().unwrap() >= 2,
+            "{what}: one page only: {}",
+            down.stderr
+        );
+        for (rel, bytes) in &want {
+            let got = std::fs::read(out.join(rel)).unwrap_or_else(|e| panic!("{what}: {rel}: {e}"));
+            assert!(got == *bytes, "{what}: {rel} differs");
+        }
+        let count = walkdir_count(&out);
+        assert_eq!(count, 1100, "{what}: files beyond the tree");
+    }
+}
+
+fn walkdir_count(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                walkdir_count(&e.path())
+            } else {
+                1
+            }
+        })
+        .sum()
+}
+
+/// A key that cannot be a path under the directory (`a//b`, `../x`) is not copied: said,
+/// counted, exit 1; the other objects still are.
+#[test]
+fn copy_r_refuses_keys_that_cannot_be_paths_and_copies_the_rest() {
+    let Some(server) = start(Server::Moto) else {
+        return;
+    };
+    let bucket = server.bucket("odd");
+    for key in ["p/ok.txt", "p/a//b", "p/../escape"] {
+        let rig = server.rig();
+        let src = rig.file("in", key.as_bytes());
+        rig.args(["pipe", &src, &format!("s3://{bucket}/{key}")])
+            .run()
+            .assert_code(0, key);
+    }
+    let dir = tempdir();
+    let out = dir.path().join("out");
+    let run = server
+        .rig()
+        .args(["copy", "-r", &format!("s3://{bucket}/p/")])
+        .arg(&out)
+        .run();
+    run.assert_code(1, "keys that cannot be paths");
+    assert_eq!(std::fs::read(out.join("ok.txt")).unwrap(), b"p/ok.txt");
+    assert_eq!(run.report()["files"], 1);
+    assert_eq!(
+        run.report()["failures"].as_array().unwrap().len(),
+        2,
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("'..' segment"), "{}", run.stderr);
+    assert!(!dir.path().join("escape").exists());
+}

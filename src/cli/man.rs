@@ -433,6 +433,16 @@ said in words with their code: \fBNoSuchKey\fR, \fBNoSuchBucket\fR, \fBAccessDen
 the path: \fBpipe (s3: 5 parts, 2 other)\fR; in JSON the end's \fBrequests\fR: \fBget\fR,
 \fBput\fR, \fBparts\fR, \fBlists\fR, \fBother\fR (create, complete, abort), \fBretries\fR.
 A comma of the key is written \fB\e,\fR.
+\fBcopy \-r s3://\fIBUCKET\fB/\fIPREFIX\fB/ \fIDIR\fR copies every object under
+\fIPREFIX\fB/\fR (ListObjectsV2, every page) into \fIDIR\fR, the key's rest as the path, as
+\fBaws s3 cp \-\-recursive\fR does; \fBcopy \-r \fIDIR\fB s3://\fIBUCKET\fB/\fIPREFIX\fB/\fR
+puts every regular file under \fIDIR\fR at \fIPREFIX\fB/\fR + its path. \fB\-j \fIN\fR
+objects move at once (8). A key with an empty, \fB.\fR or \fB..\fR segment (\fBa//b\fR,
+\fB../x\fR) cannot be a path under \fIDIR\fR: it is not copied, each is said, and the run
+exits 1 once the others are copied; a key ending in \fB/\fR makes its directory; a file name
+that is not UTF\-8 cannot be a key (the same). Its report: \fBfiles\fR, \fBbytes\fR,
+\fBobjects_listed\fR, \fBrequests\fR, \fBpaths\fR, \fBfailures\fR (each \fBentry\fR and
+\fBerror\fR), \fBended\fR.
 .PP
 \fBA listener with no HOST binds 127.0.0.1.\fR
 Exposing a port is explicit: \fBtcp\-listen:0.0.0.0:8080\fR or

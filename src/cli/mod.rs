@@ -1176,11 +1176,15 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
     }
     // One stream, or a file with options: what `pipe` does (the help says so).
     let plain = |e: &Endpoint| e.plain_file().is_some();
+    // `copy -r` of a tree of objects (`s3://BUCKET/PREFIX/`) is a copy, not one stream.
+    let s3 = |e: &Endpoint| matches!(e, Endpoint::S3 { .. });
+    let tree_of_objects =
+        (args.recursive || args.archive) && (args.paths.iter().any(s3) || s3(&dest));
     if let [src] = &args.paths[..] {
-        if !plain(src) || !plain(&dest) {
+        if !tree_of_objects && (!plain(src) || !plain(&dest)) {
             refuse_file_options_on_a_stream(&args, src, &dest);
         }
-        if !plain(src) || !plain(&dest) {
+        if !tree_of_objects && (!plain(src) || !plain(&dest)) {
             return Invocation::Pipe(PipeConfig {
                 src: src.clone(),
                 dst: dest,

@@ -34,6 +34,7 @@ mod path;
 mod pool;
 mod report;
 mod resume;
+mod s3tree;
 mod sync;
 mod update;
 mod verify;
@@ -138,6 +139,9 @@ impl Dereference {
 }
 
 pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
+    if s3tree::applies(cfg) {
+        return s3tree::run(opts, cfg);
+    }
     let operands: Vec<&Endpoint> = cfg.sources.iter().chain([&cfg.dest]).collect();
     // cli turned a one-source copy with a stream or a file with options into `pipe`.
     let plain = |e: &Endpoint| e.plain_file().map(Path::to_path_buf);

@@ -116,7 +116,12 @@ pub fn open_source(
     bucket: &str,
     key: &str,
 ) -> anyhow::Result<(OwnedFd, Transfer)> {
-    let client = Client::from_env(endpoint)?;
+    get(&Client::from_env(endpoint)?, bucket, key)
+}
+
+/// [`open_source`] with a client of the caller's (a tree's objects share its counts).
+pub fn get(client: &Client, bucket: &str, key: &str) -> anyhow::Result<(OwnedFd, Transfer)> {
+    let client = client.clone();
     let uri = format!("s3://{bucket}/{key}");
     let (stream, _head, length) = client.open_body(&Call {
         kind: Kind::Get,
@@ -145,7 +150,17 @@ pub fn open_sink(
     key: &str,
     part_size: Option<u64>,
 ) -> anyhow::Result<(OwnedFd, Transfer)> {
-    let client = Client::from_env(endpoint)?;
+    put(&Client::from_env(endpoint)?, bucket, key, part_size)
+}
+
+/// [`open_sink`] with a client of the caller's.
+pub fn put(
+    client: &Client,
+    bucket: &str,
+    key: &str,
+    part_size: Option<u64>,
+) -> anyhow::Result<(OwnedFd, Transfer)> {
+    let client = client.clone();
     let uri = format!("s3://{bucket}/{key}");
     let part_size = part_size.unwrap_or(DEFAULT_PART_SIZE);
     let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).context("pipe")?;
@@ -420,6 +435,43 @@ fn keep_first(slot: &Mutex<Option<String>>, e: String) {
 
 fn etag_of(head: &Head) -> Option<String> {
     head.get("etag").map(str::to_owned)
+}
+
+/// Every object under `prefix` (ListObjectsV2, every page). Keys come as XML text, not
+/// `encoding-type=url`: servers disagree on whether a `+` in it is a space (AWS, botocore)
+/// or a `+` (s3s), and a key with `+` must not change name on the way.
+pub fn list(client: &Client, bucket: &str, prefix: &str) -> anyhow::Result<Vec<xml::Object>> {
+    let mut all = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut query = vec![
+            ("list-type".to_owned(), "2".to_owned()),
+            ("prefix".to_owned(), prefix.to_owned()),
+        ];
+        if let Some(t) = &token {
+            query.push(("continuation-token".into(), t.clone()));
+        }
+        let (_, body) = client.call(&Call {
+            kind: Kind::List,
+            method: "GET",
+            bucket,
+            key: "",
+            query: &query,
+            headers: &[],
+            body: Body::Empty,
+        })?;
+        let page = xml::list_objects(&body).map_err(|e| anyhow!("s3://{bucket}/{prefix}: {e}"))?;
+        all.extend(page.objects);
+        match page.next {
+            Some(next) if Some(&next) != token.as_ref() => token = Some(next),
+            Some(_) => {
+                return Err(anyhow!(
+                    "s3://{bucket}/{prefix}: the listing repeats its continuation token"
+                ))
+            }
+            None => return Ok(all),
+        }
+    }
 }
 
 /// Every in-progress multipart upload of `bucket` (ListMultipartUploads, all pages): for

@@ -142,8 +142,8 @@ pub struct ListPage {
 }
 
 /// A ListObjectsV2 result. Keys are URL-decoded when the server says it encoded them
-/// (`<EncodingType>url</EncodingType>`, asked so a key with a character XML 1.0 cannot
-/// carry still lists).
+/// (`<EncodingType>url</EncodingType>`; zerocat does not ask for it, see
+/// [`super::transfer::list`]).
 pub fn list_objects(body: &[u8]) -> Result<ListPage, String> {
     let root = expect(body, "ListBucketResult")?;
     let url = root
