@@ -10,6 +10,7 @@ mod command;
 mod copy;
 mod copy_features;
 mod dump;
+mod exit_idle;
 mod faults;
 mod http_fault;
 mod keep_open;

@@ -377,7 +377,14 @@ passed, sockets for another process, a name not passed, or a connected socket
 (\fBAccept=yes\fR) are usage errors (exit 2). When the relay stops (a signal, \fB\-\-once\fR)
 it closes its copy of an inherited listener (\fBsystemd:\fR, \fBfd:\fIN\fR) and never shuts
 it down: the socket stays systemd's, and clients queue for the next activation. Listeners
-zerocat bound itself are shut down, so new clients are refused at once. Example units:
+zerocat bound itself are shut down, so new clients are refused at once.
+\fBrelay \-\-exit\-idle\fR \fIDURATION\fR (systemd\-socket\-proxyd's
+\fB\-\-exit\-idle\-time\fR) ends the relay, exit 0, once no connection has been open
+(none greeting, no command side's child still running) for that long: it stops accepting at
+that moment, so a client that connects from then on (or whose arrival epoll had just
+announced) waits in the socket's backlog and is served by the next activation. It needs an
+inherited listener as A (a usage error otherwise: a listener of its own would drop its
+backlog) and runs one event loop. Example units:
 .RS
 .PP
 .nf

@@ -341,6 +341,14 @@ impl Listener {
             .collect()
     }
 
+    /// Connections accepted are still greeting (a PROXY header or TLS handshake in flight).
+    pub fn greeting(&self) -> bool {
+        self.mux.as_ref().is_some_and(|mux| {
+            let state = mux.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.greetings.iter().any(Option::is_some)
+        })
+    }
+
     /// At most `max` connections greeting at once (a TLS handshake or PROXY header in
     /// flight; at most 1,024 whatever `max`), and at most half of them from one address;
     /// beyond, the oldest greeting (of that address, if it is the one over) is closed.

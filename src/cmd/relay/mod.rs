@@ -148,9 +148,6 @@ impl Tuning {
 pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result<ExitCode> {
     let policy = policy(opts.via)?;
     check_limit(cfg, opts.limit.or(cfg.limit_total))?;
-    if cfg.exit_idle.is_some() {
-        check_exit_idle(cfg)?;
-    }
     if opts.size.is_some() {
         return Err(UsageError(
             "--size: a relay moves no one stream of a known size (it is for pipe, tee and copy)"
@@ -273,7 +270,8 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
     };
     // One session, or --once: one loop. A listener: --workers loops share it (a
     // multiplexed one too: each loop takes its greetings' handshakes).
-    let workers = if single_session || once {
+    // --exit-idle: one loop, whose idle stretch is the relay's.
+    let workers = if single_session || once || cfg.exit_idle.is_some() {
         1
     } else {
         cfg.workers.unwrap_or_else(default_workers)
@@ -531,12 +529,6 @@ fn check_limit(cfg: &RelayConfig, limit: Option<u64>) -> anyhow::Result<()> {
         .into());
     }
     Ok(())
-}
-
-/// `--exit-idle` waits for its implementation: refused rather than ignored.
-fn check_exit_idle(cfg: &RelayConfig) -> anyhow::Result<()> {
-    check_sides(cfg)?;
-    Err(UsageError("--exit-idle is not supported by relay yet".into()).into())
 }
 
 /// A datagram relay: `udp-listen:` on one side, `udp:` on the other.

@@ -48,6 +48,8 @@ const GRACE_OVER: u64 = u64::MAX - 2;
 const REAP: u64 = u64::MAX - 3;
 /// `--progress`: the running totals' next line ([`PROGRESS_EVERY`]).
 const PROGRESS: u64 = u64::MAX - 4;
+/// `--exit-idle`: the idle stretch may be over.
+const EXIT_IDLE: u64 = u64::MAX - 5;
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// How often children of ended connections are looked at until they exit: the report of
 /// their connection waits for them.
@@ -297,6 +299,8 @@ pub(super) struct Server<'a> {
     reaping: Vec<conn::Reaping>,
     /// A [`REAP`] timer is set.
     reap_timer: bool,
+    /// `--exit-idle`: since when no connection has been open.
+    idle_since: Option<Instant>,
 }
 
 /// No fd (or no memory) for a new socket: nobody's fault but the load; wait until one is
@@ -379,6 +383,7 @@ impl<'a> Server<'a> {
             listener_shared: workers > 1,
             reaping: Vec::new(),
             reap_timer: false,
+            idle_since: None,
         })
     }
 
@@ -419,6 +424,7 @@ impl<'a> Server<'a> {
             if self.grace_until.is_some() && process::stopped_twice() {
                 self.kill_children();
             }
+            self.arm_exit_idle();
             if self.active == 0 && !self.accepting && self.reaping.is_empty() {
                 return Ok(self.grace_until.is_some());
             }
@@ -462,6 +468,42 @@ impl<'a> Server<'a> {
             if std::mem::take(&mut self.listener_ready) && self.accepting && self.listener_polled {
                 self.accept_all();
             }
+        }
+    }
+
+    /// `--exit-idle`: with no connection open (none greeting, none waiting for its child),
+    /// the idle stretch starts, and its timer is set.
+    fn arm_exit_idle(&mut self) {
+        let Some(idle) = self.cfg.exit_idle else {
+            return;
+        };
+        let busy = self.active > 0
+            || !self.reaping.is_empty()
+            || self.listener().is_some_and(|(_, l)| l.greeting());
+        if !self.accepting || busy {
+            self.idle_since = None;
+        } else if self.idle_since.is_none() {
+            let now = Instant::now();
+            self.idle_since = Some(now);
+            self.poller.timer(now + idle, EXIT_IDLE);
+        }
+    }
+
+    /// The idle stretch's timer: if it ran its whole length, the relay stops accepting and
+    /// ends (exit 0). The listener is inherited and stays open in its giver (systemd), so a
+    /// client that connects from now on waits in its backlog for the next activation, and
+    /// one epoll already announced is not accepted either. A timer of an earlier stretch
+    /// finds a later `idle_since` and does nothing.
+    fn exit_if_idle(&mut self, now: Instant) {
+        let (Some(since), Some(idle)) = (self.idle_since, self.cfg.exit_idle) else {
+            return;
+        };
+        if self.accepting && self.active == 0 && now >= since + idle {
+            self.opts.print_plan(&format!(
+                "relay: no connection for {:.3} s (--exit-idle): exiting, the listener left to its giver",
+                idle.as_secs_f64()
+            ));
+            self.stop_accepting();
         }
     }
 
@@ -541,6 +583,7 @@ impl<'a> Server<'a> {
                     self.reap_timer = false;
                     self.reap();
                 }
+                EXIT_IDLE => self.exit_if_idle(now),
                 _ => self.conn_timer(token, now),
             }
         }
