@@ -101,7 +101,7 @@ _zerocat() {
 
     case "${cmd}" in
         zerocat)
-            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version pipe copy tee relay probe completions man nc pv compat install-links version help"
+            opts="-q -v -L -4 -6 -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version pipe copy tee relay probe completions man nc pv compat install-links version help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -147,7 +147,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__compat)
-            opts="-q -v -L -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --version"
+            opts="-q -v -L -4 -6 -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -193,7 +193,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__completions)
-            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version bash elvish fish powershell zsh"
+            opts="-q -v -L -4 -6 -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -239,7 +239,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__copy)
-            opts="-t -r -a -n -f -u -p -j -T -i -L -H -P -s -l -q -v -h -V --target-directory --recursive --archive --no-clobber --force --update --preserve --reflink --sparse --resume --special --sync --verify --atomic --debug --jobs --no-target-directory --parents --interactive --dereference --dereference-command-line --no-dereference --remove-destination --limit --symbolic-link --link --via --quiet --verbose --stats --progress --no-progress --explain --stats-fd --size --dump --dump-format --help --version"
+            opts="-t -r -a -n -f -u -p -j -T -i -L -H -P -s -l -q -v -4 -6 -h -V --target-directory --recursive --archive --no-clobber --force --update --preserve --reflink --sparse --resume --special --sync --verify --atomic --debug --jobs --no-target-directory --parents --interactive --dereference --dereference-command-line --no-dereference --remove-destination --limit --symbolic-link --link --via --quiet --verbose --stats --progress --no-progress --explain --stats-fd --size --dump --dump-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -509,7 +509,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__install__subcmd__links)
-            opts="-q -v -L -h -V --force --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version"
+            opts="-q -v -L -4 -6 -h -V --force --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -555,7 +555,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__man)
-            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version"
+            opts="-q -v -L -4 -6 -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -601,7 +601,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__nc)
-            opts="-q -v -L -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --version"
+            opts="-q -v -L -4 -6 -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -647,7 +647,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__pipe)
-            opts="-k -q -v -L -h -V --grace --idle-timeout --connect-timeout --keep-open --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3:"
+            opts="-k -q -v -L -4 -6 -h -V --grace --idle-timeout --connect-timeout --keep-open --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -705,7 +705,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__probe)
-            opts="-q -v -L -h -V --wait --connect-timeout --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version"
+            opts="-q -v -L -4 -6 -h -V --wait --connect-timeout --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -759,7 +759,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__pv)
-            opts="-q -v -L -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --version"
+            opts="-q -v -L -4 -6 -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -805,7 +805,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__relay)
-            opts="-j -q -v -L -h -V --balance --down-for --check-interval --limit-total --exit-idle --once --max-conns --idle-timeout --connect-timeout --grace --log --workers --splice-first --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3:"
+            opts="-j -q -v -L -4 -6 -h -V --balance --down-for --check-interval --limit-total --exit-idle --once --max-conns --idle-timeout --connect-timeout --grace --log --workers --splice-first --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -899,7 +899,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__tee)
-            opts="-a -p -i -q -v -L -h -V --append --on-error --output-error --grace --ignore-interrupts --idle-timeout --connect-timeout --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3:"
+            opts="-a -p -i -q -v -L -4 -6 -h -V --append --on-error --output-error --grace --ignore-interrupts --idle-timeout --connect-timeout --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -969,7 +969,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__version)
-            opts="-q -v -L -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version"
+            opts="-q -v -L -4 -6 -h -V --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

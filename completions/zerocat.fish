@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_zerocat_global_optspecs
-    string join \n via= q/quiet v/verbose stats= progress no-progress explain L/limit= stats-fd= size= dump= dump-format= h/help V/version
+    string join \n via= q/quiet v/verbose stats= progress no-progress explain L/limit= stats-fd= size= dump= dump-format= 4 6 h/help V/version
 end
 
 function __fish_zerocat_needs_command
@@ -39,6 +39,8 @@ complete -c zerocat -n "__fish_zerocat_needs_command" -s v -l verbose -d 'Also p
 complete -c zerocat -n "__fish_zerocat_needs_command" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
 complete -c zerocat -n "__fish_zerocat_needs_command" -l no-progress -d 'Never show a progress bar'
 complete -c zerocat -n "__fish_zerocat_needs_command" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_needs_command" -s 4 -d 'IPv4 only: names resolve to IPv4 addresses (as tcp4:, udp4:); an IPv6 address is a usage error'
+complete -c zerocat -n "__fish_zerocat_needs_command" -s 6 -d 'IPv6 only: names resolve to IPv6 addresses (as tcp6:, udp6:)'
 complete -c zerocat -n "__fish_zerocat_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c zerocat -n "__fish_zerocat_needs_command" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_needs_command" -f -a "pipe" -d 'Move one stream from SRC to DST'
@@ -73,6 +75,8 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s v -l verbose -d
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l no-progress -d 'Never show a progress bar'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s 4 -d 'IPv4 only: names resolve to IPv4 addresses (as tcp4:, udp4:); an IPv6 address is a usage error'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s 6 -d 'IPv6 only: names resolve to IPv6 addresses (as tcp6:, udp6:)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pipe" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s t -l target-directory -d 'Copy every source into DIR (cp -t, for xargs and find -exec ... +)' -r
@@ -121,6 +125,8 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s v -l verbose -d
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l no-progress -d 'Never show a progress bar'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s 4 -d 'IPv4 only: names resolve to IPv4 addresses (as tcp4:, udp4:); an IPv6 address is a usage error'
+complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s 6 -d 'IPv6 only: names resolve to IPv6 addresses (as tcp6:, udp6:)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand copy" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l on-error -d 'When a sink fails: stop everything (exit 1, naming it; stdout\'s reader going away is a quiet 141), or drop that sink and keep feeding the others (still exit 1 at the end). fail is the default; continue is --output-error=warn; gnu is GNU tee without --output-error (a failing file is dropped and the others go on, exit 1 at the end; a reader that went away ends the run quietly, 141)' -r -f -a "fail\t''
@@ -150,6 +156,8 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s v -l verbose -d 
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l no-progress -d 'Never show a progress bar'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s 4 -d 'IPv4 only: names resolve to IPv4 addresses (as tcp4:, udp4:); an IPv6 address is a usage error'
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s 6 -d 'IPv6 only: names resolve to IPv6 addresses (as tcp6:, udp6:)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l balance -d 'With several upstreams, which one a connection gets: failover (the first that is up), round-robin, least-conn (fewest open), source-hash (by the client\'s IP address)' -r -f -a "failover\t'The first in the order given (realm\'s and HAProxy\'s backup servers)'
@@ -183,6 +191,8 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s v -l verbose -
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l no-progress -d 'Never show a progress bar'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s 4 -d 'IPv4 only: names resolve to IPv4 addresses (as tcp4:, udp4:); an IPv6 address is a usage error'
+complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s 6 -d 'IPv6 only: names resolve to IPv6 addresses (as tcp6:, udp6:)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c zerocat -n "__fish_zerocat_using_subcommand relay" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l wait -d 'Try again (every 250 ms) the targets not open yet until all are (exit 0) or this long has passed (exit 1): a container\'s entrypoint waiting for its database' -r
@@ -202,6 +212,8 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -s v -l verbose -
 complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l no-progress -d 'Never show a progress bar'
 complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -s 4 -d 'IPv4 only: names resolve to IPv4 addresses (as tcp4:, udp4:); an IPv6 address is a usage error'
+complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -s 6 -d 'IPv6 only: names resolve to IPv6 addresses (as tcp6:, udp6:)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand probe" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
@@ -219,6 +231,8 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s v -l ver
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l no-progress -d 'Never show a progress bar'
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s 4 -d 'IPv4 only: names resolve to IPv4 addresses (as tcp4:, udp4:); an IPv6 address is a usage error'
+complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s 6 -d 'IPv6 only: names resolve to IPv6 addresses (as tcp6:, udp6:)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand completions" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
@@ -236,6 +250,8 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s v -l verbose -d 
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l no-progress -d 'Never show a progress bar'
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s 4 -d 'IPv4 only: names resolve to IPv4 addresses (as tcp4:, udp4:); an IPv6 address is a usage error'
+complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s 6 -d 'IPv6 only: names resolve to IPv6 addresses (as tcp6:, udp6:)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand man" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
@@ -253,6 +269,8 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -s v -l verbose -d '
 complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -l no-progress -d 'Never show a progress bar'
 complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -s 4 -d 'IPv4 only: names resolve to IPv4 addresses (as tcp4:, udp4:); an IPv6 address is a usage error'
+complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -s 6 -d 'IPv6 only: names resolve to IPv6 addresses (as tcp6:, udp6:)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand nc" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
@@ -269,6 +287,8 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -s v -l verbose -d '
 complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -l no-progress -d 'Never show a progress bar'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -s 4 -d 'IPv4 only: names resolve to IPv4 addresses (as tcp4:, udp4:); an IPv6 address is a usage error'
+complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -s 6 -d 'IPv6 only: names resolve to IPv6 addresses (as tcp6:, udp6:)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand pv" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
@@ -285,6 +305,8 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -s v -l verbose 
 complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -l no-progress -d 'Never show a progress bar'
 complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -s 4 -d 'IPv4 only: names resolve to IPv4 addresses (as tcp4:, udp4:); an IPv6 address is a usage error'
+complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -s 6 -d 'IPv6 only: names resolve to IPv6 addresses (as tcp6:, udp6:)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand compat" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
 complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -l stats -d 'Format of the end-of-run report on stderr' -r -f -a "text\t''
@@ -302,6 +324,8 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -s v -l v
 complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -l no-progress -d 'Never show a progress bar'
 complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -s 4 -d 'IPv4 only: names resolve to IPv4 addresses (as tcp4:, udp4:); an IPv6 address is a usage error'
+complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -s 6 -d 'IPv6 only: names resolve to IPv6 addresses (as tcp6:, udp6:)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand install-links" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -l via -d 'Force a path: auto, copy_file_range, sendfile, splice, tee, userspace (`-` and `_` are interchangeable). A forced path the fds cannot take is an error before any byte moves; `--via userspace` copies through memory, trusting no offload' -r
@@ -319,6 +343,8 @@ complete -c zerocat -n "__fish_zerocat_using_subcommand version" -s v -l verbose
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -l no-progress -d 'Never show a progress bar'
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -l explain -d 'Print the plan and exit without moving data'
+complete -c zerocat -n "__fish_zerocat_using_subcommand version" -s 4 -d 'IPv4 only: names resolve to IPv4 addresses (as tcp4:, udp4:); an IPv6 address is a usage error'
+complete -c zerocat -n "__fish_zerocat_using_subcommand version" -s 6 -d 'IPv6 only: names resolve to IPv6 addresses (as tcp6:, udp6:)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -s h -l help -d 'Print help'
 complete -c zerocat -n "__fish_zerocat_using_subcommand version" -s V -l version -d 'Print version'
 complete -c zerocat -n "__fish_zerocat_using_subcommand help; and not __fish_seen_subcommand_from pipe copy tee relay probe completions man nc pv compat install-links version help" -f -a "pipe" -d 'Move one stream from SRC to DST'

@@ -463,6 +463,61 @@ An argument that starts with \fIWORD\fB:\fR (a letter, then letters, digits,
 \fBtpc:host:80\fR never creates a file of that name.
 Anything else is a file path; \fB./tcp:odd\fR and \fBfile:tcp:odd\fR name the file
 \fBtcp:odd\fR.
+.SS "Source address, address family and socket options"
+\fBtcp:\fR, \fBtls:\fR and \fBudp:\fR take \fBbind=\fIIP\fR[\fB:\fIPORT\fR]: the
+connection leaves from this address of the machine (and port; 0 or none: any), as
+\fBnc \-s\fR/\fB\-p\fR. IPv6 with a port goes in brackets (\fBbind=[::1]:4000\fR). An address
+of the other family than a literal \fIHOST\fR, or than \fBtcp4:\fR/\fBtcp6:\fR, is a
+usage error before any fd opens; with a name, only the addresses of \fBbind=\fR's family
+are tried. \fBtcp4:\fR, \fBtcp6:\fR, \fBudp4:\fR and \fBudp6:\fR (and the global
+\fB\-4\fR/\fB\-6\fR, for every endpoint of the command line, listeners too) resolve a name to
+that family only.
+.PP
+Socket options, on \fBtcp:\fR, \fBtls:\fR, \fBtcp\-listen:\fR and \fBtls\-listen:\fR
+(a listener sets them on its listening socket, and every connection it accepts inherits
+them), and on \fBudp:\fR those that apply to UDP: \fBkeepalive\fR[\fB=\fIIDLE\fR[\fB:\fIINTVL\fB:\fICNT\fR]]
+(\fBSO_KEEPALIVE\fR; the first probe after \fIIDLE\fR seconds idle, then every \fIINTVL\fR
+seconds, \fICNT\fR of them; a part left empty keeps the kernel's), \fBnodelay\fR
+(\fBTCP_NODELAY\fR), \fBsndbuf=\fISIZE\fR and \fBrcvbuf=\fISIZE\fR (\fBSO_SNDBUF\fR,
+\fBSO_RCVBUF\fR; \fB256k\fR; the kernel doubles the value and caps it at
+\fBnet.core.wmem_max\fR/\fBrmem_max\fR), \fBbindtodevice=\fIIFACE\fR
+(\fBSO_BINDTODEVICE\fR), \fBmark=\fIN\fR (\fBSO_MARK\fR, for policy routing and
+nftables; needs \fBCAP_NET_ADMIN\fR), \fBtos=\fIN\fR (\fBIP_TOS\fR, or
+\fBIPV6_TCLASS\fR on IPv6; \fB0x10\fR is low delay) and \fBttl=\fIN\fR (\fBIP_TTL\fR or
+\fBIPV6_UNICAST_HOPS\fR). Each is set on the socket before its bind, connect or listen.
+One the kernel refuses is an error that names it, never skipped: \fBoption 'mark=1': the
+kernel refused it (SO_MARK needs CAP_NET_ADMIN): Operation not permitted (EPERM)\fR, exit
+1 (\fBrelay\fR tries them on a socket at its start, so it says so before it serves).
+\fB\-v\fR echoes what was set: \fBzerocat: tcp:...: socket options set: bind=127.0.0.2,
+nodelay\fR.
+.SS "Allow and deny"
+\fBtcp\-listen:\fR, \fBtls\-listen:\fR and \fBudp\-listen:\fR take
+\fBallow=\fICIDR\fR[\fB;\fICIDR\fR...], \fBdeny=\fICIDR\fR[\fB;\fICIDR\fR...]
+and \fBallow\-file=\fIPATH\fR (one CIDR a line; blank lines and \fB#\fR comments
+skipped), as ncat's \fB\-\-allow\fR/\fB\-\-deny\fR/\fB\-\-allowfile\fR and socat's
+\fBrange=\fR. A CIDR is \fB10.0.0.0/8\fR, \fBfd00::/8\fR, or an address alone (/32,
+/128); a dual\-stack listener's IPv4 clients (\fB::ffff:a.b.c.d\fR) match IPv4 networks.
+A client in a \fBdeny=\fR network is refused; with any \fBallow=\fR or
+\fBallow\-file=\fR, so is a client in none of their networks. The address checked is
+the one the PROXY header carried on a \fBproxy\fR listener (the real client's, not
+the load balancer's), else the peer's. A refused client is reset (\fBRST\fR) before any
+byte of it is read, on a TLS listener before the handshake; it is said on stderr
+(\fBrefused the connection from 127.0.0.2:40000: 127.0.0.2 is in none of
+allow=127.0.0.1/32\fR), counted \fBrefused\fR in the relay's report and listed in
+\fB\-\-log\fR with \fBended\fR \fBrefused\fR; \fBpipe\fR and \fBtee\fR then wait for the next
+client. A \fBudp\-listen:\fR drops the datagrams of a refused client (\fBpipe\fR says each;
+\fBrelay\fR counts them). A CIDR that does not parse, or an \fBallow\-file=\fR that
+cannot be read or holds none, is a usage error (exit 2) before any fd opens.
+.SS "A listener's child's environment"
+An \fBexec:\fR or \fBsh:\fR side of \fBrelay\fR whose other side is a listener gets,
+for each connection, in its environment (inetd's habit; ncat's \fBNCAT_REMOTE_ADDR\fR,
+socat's \fBSOCAT_PEERADDR\fR): \fBZEROCAT_PEER_ADDR\fR and \fBZEROCAT_PEER_PORT\fR (the
+client; with \fBproxy\fR, the one its PROXY header named), \fBZEROCAT_LOCAL_ADDR\fR and
+\fBZEROCAT_LOCAL_PORT\fR (the address it connected to), \fBZEROCAT_PROTO\fR
+(\fBtcp\fR, \fBtls\fR, \fBunix\fR) and, when a TLS client presented a certificate
+(\fBcafile=\fR on the listener), \fBZEROCAT_TLS_CLIENT_SUBJECT\fR
+(\fBCN=client, O=Example\fR). IPv4 clients of a dual\-stack listener are written as
+IPv4 addresses. Variables of these names zerocat itself inherited are removed first.
 .SH PATHS
 Each fd is classified with \fBfstat\fR(2): regular file, pipe or FIFO, socket, terminal,
 other character device.
@@ -687,13 +742,19 @@ bytes delivered each way, over all connections.
 \fBfailed\fR
 connections that did not end with \fBeof\fR.
 .TP
+\fBrefused\fR
+connections the listener's \fBallow=\fR/\fBdeny=\fR refused (each also listed, ended
+\fBrefused\fR, and not counted as failed); a datagram relay: datagrams of refused
+clients, dropped.
+.TP
 \fBconnections\fR
 array, one object per connection in the order they ended, the last 256 of them (a
 long\-running relay keeps no more; the totals above count every connection): \fBid\fR, \fBpeer\fR (the
 client's address), \fBseconds\fR, \fBended\fR (\fBeof\fR, \fBreset\fR,
 \fBerror\fR, \fBidle\-timeout\fR, \fBconnect\-failed\fR, \fBcommand\-failed\fR,
-\fBtls\-error\fR, \fBsignal\fR, \fBno\-upstream\fR (several upstreams, none up), or \fBnot\-served\fR: accepted but still greeting when the
-relay stopped accepting, closed, not counted as failed),
+\fBtls\-error\fR, \fBsignal\fR, \fBno\-upstream\fR (several upstreams, none up), \fBnot\-served\fR: accepted but still greeting when the
+relay stopped accepting, closed, not counted as failed, or \fBrefused\fR: by the
+listener's \fBallow=\fR/\fBdeny=\fR, closed before any byte was read),
 \fBerror\fR, and \fBa_to_b\fR and \fBb_to_a\fR, one per direction, each with
 \fBbytes\fR, \fBpaths\fR, \fBfallbacks\fR, \fBswitches\fR (how often the adaptive
 choice moved between \fBsplice\fR and \fBuserspace\fR), \fBundelivered\fR (bytes
@@ -770,7 +831,7 @@ connected to, or the URI when it never connected; with several upstreams also
 \fBupstream_uri\fR, the one picked), \fBseconds\fR, \fBended\fR and
 \fBerror\fR (as in the report: \fBeof\fR, \fBreset\fR, \fBerror\fR,
 \fBidle\-timeout\fR, \fBconnect\-failed\fR, \fBcommand\-failed\fR, \fBtls\-error\fR,
-\fBsignal\fR, \fBnot\-served\fR, \fBno\-upstream\fR; the
+\fBsignal\fR, \fBnot\-served\fR, \fBno\-upstream\fR, \fBrefused\fR; the
 error text or null),
 \fBa_to_b\fR and \fBb_to_a\fR with \fBbytes\fR, \fBpaths\fR (each \fBpath\fR and
 \fBbytes\fR), \fBfallbacks\fR (each \fBfrom\fR, \fBto\fR, \fBerrno\fR,

@@ -14,6 +14,7 @@ use crate::cmd::pipe::PipeConfig;
 use crate::cmd::probe::ProbeConfig;
 use crate::cmd::relay::RelayConfig;
 use crate::cmd::tee::TeeConfig;
+use crate::endpoint::sockopt::Family;
 use crate::endpoint::{self, Endpoint};
 use crate::engine::fanout::OnError;
 use crate::engine::ReflinkMode;
@@ -175,6 +176,15 @@ pub struct GlobalArgs {
     /// Wireshark).
     #[arg(long, global = true, value_enum, default_value_t = DumpFormatArg::Hex, value_name = "FORMAT")]
     pub dump_format: DumpFormatArg,
+
+    /// IPv4 only: names resolve to IPv4 addresses (as tcp4:, udp4:); an IPv6 address is a
+    /// usage error.
+    #[arg(short = '4', global = true, conflicts_with = "ipv6")]
+    pub ipv4: bool,
+
+    /// IPv6 only: names resolve to IPv6 addresses (as tcp6:, udp6:).
+    #[arg(short = '6', global = true)]
+    pub ipv6: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -810,7 +820,16 @@ fn scheme_prefixes() -> &'static [String] {
 
 /// An endpoint argument as the OS gave it (a path need not be UTF-8).
 fn parse_endpoint(arg: OsString) -> Result<Endpoint, String> {
-    endpoint::parse_os(&arg).map_err(|e| e.to_string())
+    let mut parsed = endpoint::parse_os(&arg).map_err(|e| e.to_string())?;
+    // allow-file= is read now: a file that cannot be read is a usage error, before any
+    // endpoint opens.
+    parsed.load_access_file().map_err(|message| {
+        format!(
+            "invalid endpoint '{}': {message}",
+            endpoint::redact(&arg.to_string_lossy())
+        )
+    })?;
+    Ok(parsed)
 }
 
 /// A source endpoint: write-only file options are refused before anything is opened.
@@ -1108,6 +1127,12 @@ impl Cli {
                 .exit(),
             Command::InstallLinks { dir, force } => Invocation::InstallLinks { dir, force },
         };
+        let family = match (g.ipv4, g.ipv6) {
+            (true, _) => Some(Family::V4),
+            (_, true) => Some(Family::V6),
+            _ => None,
+        };
+        let invocation = pin_family(invocation, family);
         // A relay is a server: its running totals are drawn when asked for (--progress),
         // never by default.
         let relay = matches!(invocation, Invocation::Relay(..));
@@ -1129,6 +1154,46 @@ fn refuse_keep_open(src: &Endpoint, command: &str) -> ! {
             ),
         )
         .exit()
+}
+
+/// `-4`/`-6`: every networked endpoint resolves to that family only; a literal address
+/// (or `bind=`) of the other family is a usage error, before any fd opens.
+fn pin_family(invocation: Invocation, family: Option<Family>) -> Invocation {
+    let Some(family) = family else {
+        return invocation;
+    };
+    let pin = |e: Endpoint| {
+        let shown = e.to_string();
+        e.pin_family(Some(family)).unwrap_or_else(|message| {
+            Cli::command()
+                .error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!("-{}: '{shown}': {message}", family.digit()),
+                )
+                .exit()
+        })
+    };
+    match invocation {
+        Invocation::Pipe(cfg) => Invocation::Pipe(PipeConfig {
+            src: pin(cfg.src),
+            dst: pin(cfg.dst),
+            ..cfg
+        }),
+        Invocation::Tee(cfg) => Invocation::Tee(TeeConfig {
+            src: pin(cfg.src),
+            sinks: cfg.sinks.into_iter().map(pin).collect(),
+            ..cfg
+        }),
+        Invocation::Relay(cfg, tuning) => Invocation::Relay(
+            RelayConfig {
+                a: pin(cfg.a),
+                b: pin(cfg.b),
+                ..cfg
+            },
+            tuning,
+        ),
+        other => other,
+    }
 }
 
 /// `copy SRC... DST`: a copy of files, or a pipe when its one source or its destination is

@@ -25,6 +25,16 @@ pub fn inspect(fd: BorrowedFd<'_>, endpoint: &Endpoint) -> anyhow::Result<FdInfo
     })
 }
 
+/// `-v`: the socket options each endpoint set (`bind=`, `nodelay`, `mark=`...), once its
+/// socket was made: "zerocat: tcp:db:5432,nodelay: socket options set: nodelay".
+pub fn say_socket_options(opts: &crate::options::Options, endpoints: &[&Endpoint]) {
+    for endpoint in endpoints {
+        if let Some(words) = endpoint.sock_opts().and_then(|s| s.describe()) {
+            opts.print_plan(&format!("{endpoint}: socket options set: {words}"));
+        }
+    }
+}
+
 /// What an endpoint's fd would be, opening nothing: for `--explain`.
 pub fn predict(endpoint: &Endpoint, role: Role) -> anyhow::Result<FdInfo> {
     endpoint::predict(endpoint, role).with_context(|| format!("cannot inspect '{endpoint}'"))

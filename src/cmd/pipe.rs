@@ -7,8 +7,8 @@ use anyhow::anyhow;
 
 use super::common::{
     child_failure, describe, failure_message, finish_datagram_sink, finish_socket_sink, finish_tls,
-    idle_outcome, inspect, predict, reap_child, refuse_same_file, remaining, stdout_gone,
-    truncate_if_pending, IdleWatch, Quiet,
+    idle_outcome, inspect, predict, reap_child, refuse_same_file, remaining, say_socket_options,
+    stdout_gone, truncate_if_pending, IdleWatch, Quiet,
 };
 use crate::endpoint::proxy::Addresses;
 use crate::endpoint::{Endpoint, Role};
@@ -44,6 +44,7 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     // An accepted source's client goes on in the sink's PROXY header (`proxy=v1|v2`).
     let (mut src, origin) = cfg.src.open_carrying(Role::Source, &Addresses::Unknown)?;
     let (mut dst, _) = cfg.dst.open_carrying(Role::Sink, &origin)?;
+    say_socket_options(opts, &[&cfg.src, &cfg.dst]);
     let tls = [src.tls.take(), dst.tls.take()];
     let s3 = [src.s3.take(), dst.s3.take()];
     let mut src_info = inspect(src.fd.as_fd(), &cfg.src)?;

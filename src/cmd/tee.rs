@@ -4,7 +4,7 @@
 use std::os::fd::AsFd;
 use std::time::Instant;
 
-use anyhow::{anyhow, Context};
+use anyhow::anyhow;
 use nix::errno::Errno;
 
 use super::common::{
@@ -68,9 +68,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     for (i, (sink, listener)) in cfg.sinks.iter().zip(listeners).enumerate() {
         let sink_fd = match listener {
             Some(listener) => {
-                let accepted = listener.accept_from().with_context(|| {
-                    format!("cannot accept a connection on {}", listener.local_addr())
-                })?;
+                let accepted = crate::endpoint::accept_one(&listener)?;
                 Opened {
                     fd: accepted.fd,
                     truncate_pending: false,

@@ -153,7 +153,7 @@ impl CommandSpec {
             .into());
         }
         let (reads, writes) = (role == Role::Source, role == Role::Sink);
-        let (mut child, read) = self.start(reads, writes, false)?;
+        let (mut child, read) = self.start(reads, writes, false, None)?;
         let fd: OwnedFd = match read {
             Some(read) => read,
             None => child.stdin.take().expect("piped stdin").into(),
@@ -168,7 +168,17 @@ impl CommandSpec {
     /// the child in its own time. Not for a child that may read the terminal (it would be
     /// stopped by SIGTTIN): only for the children of a listener.
     pub fn spawn_duplex(&self, own_group: bool) -> anyhow::Result<Duplex> {
-        let (mut child, read) = self.start(true, true, own_group)?;
+        self.spawn_duplex_for(own_group, None)
+    }
+
+    /// [`CommandSpec::spawn_duplex`] for a listener's connection: the child's environment
+    /// names its peer (`ZEROCAT_PEER_ADDR`...).
+    pub fn spawn_duplex_for(
+        &self,
+        own_group: bool,
+        peer: Option<&super::peer_env::PeerEnv>,
+    ) -> anyhow::Result<Duplex> {
+        let (mut child, read) = self.start(true, true, own_group, peer)?;
         Ok(Duplex {
             read: read.expect("piped stdout"),
             write: child.stdin.take().expect("piped stdin").into(),
@@ -183,6 +193,7 @@ impl CommandSpec {
         reads: bool,
         writes: bool,
         own_group: bool,
+        peer: Option<&super::peer_env::PeerEnv>,
     ) -> anyhow::Result<(Child, Option<OwnedFd>)> {
         let mut command = match &self.program {
             Program::Exec(argv) => {
@@ -210,6 +221,9 @@ impl CommandSpec {
         command.env_remove(super::outbound::AUTH_ENV);
         for name in super::s3::config::SECRET_ENV {
             command.env_remove(name);
+        }
+        if let Some(peer) = peer {
+            peer.apply(&mut command);
         }
         // SAFETY: between fork and exec only async-signal-safe calls (sigaction, sigprocmask).
         unsafe {

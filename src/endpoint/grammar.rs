@@ -9,9 +9,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::access::{self, Access};
 use super::command::{self, Program};
 use super::outbound;
 use super::proxy::Version;
+use super::sockopt::{self, SockOpts};
 use super::{ConnectOpts, Endpoint, FileOpts, Frame, ListenOpts, S3Opts, TlsOpts, UnixAddr};
 
 /// A malformed endpoint argument: a usage error (exit 2).
@@ -64,9 +66,10 @@ pub struct OptionWord {
 }
 
 impl OptionWord {
-    /// The word alone, as the parser matches it: `mode` of `mode=OCTAL`.
+    /// The word alone, as the parser matches it: `mode` of `mode=OCTAL`, `keepalive` of
+    /// `keepalive[=IDLE]`.
     pub fn word(&self) -> &'static str {
-        self.form.split('=').next().unwrap_or(self.form)
+        self.form.split(['=', '[']).next().unwrap_or(self.form)
     }
 }
 
@@ -178,7 +181,7 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
     SchemeInfo {
         scheme: Scheme::Tcp,
         name: "tcp",
-        aliases: &[],
+        aliases: &["tcp4", "tcp6"],
         address: "HOST:PORT",
         as_source: "connect",
         as_sink: "connect",
@@ -194,6 +197,15 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
             PROXY_AUTH,
             MPTCP,
             FRAME,
+            sockopt::BIND,
+            sockopt::KEEPALIVE,
+            sockopt::NODELAY,
+            sockopt::SNDBUF,
+            sockopt::RCVBUF,
+            sockopt::BINDTODEVICE,
+            sockopt::MARK,
+            sockopt::TOS,
+            sockopt::TTL,
         ],
     },
     SchemeInfo {
@@ -204,7 +216,24 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
         as_source: "accept one connection (relay: every one); no HOST binds 127.0.0.1",
         as_sink: "the same",
         options: &[
-            BACKLOG, REUSEPORT, IPV6ONLY, PROXY_READ, MPTCP, REUSEADDR, FRAME,
+            BACKLOG,
+            REUSEPORT,
+            IPV6ONLY,
+            PROXY_READ,
+            MPTCP,
+            REUSEADDR,
+            access::ALLOW,
+            access::DENY,
+            access::ALLOW_FILE,
+            sockopt::KEEPALIVE,
+            sockopt::NODELAY,
+            sockopt::SNDBUF,
+            sockopt::RCVBUF,
+            sockopt::BINDTODEVICE,
+            sockopt::MARK,
+            sockopt::TOS,
+            sockopt::TTL,
+            FRAME,
         ],
     },
     SchemeInfo {
@@ -243,14 +272,23 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
     SchemeInfo {
         scheme: Scheme::Udp,
         name: "udp",
-        aliases: &[],
+        aliases: &["udp4", "udp6"],
         address: "HOST:PORT",
         as_source: "each datagram's payload, in order; an empty datagram ends it",
         as_sink: "each read becomes one datagram",
-        options: &[opt(
-            "size=N",
-            "the largest datagram sent, 1-65507 (not in relay)",
-        )],
+        options: &[
+            opt(
+                "size=N",
+                "the largest datagram sent, 1-65507 (not in relay)",
+            ),
+            sockopt::BIND,
+            sockopt::SNDBUF,
+            sockopt::RCVBUF,
+            sockopt::BINDTODEVICE,
+            sockopt::MARK,
+            sockopt::TOS,
+            sockopt::TTL,
+        ],
     },
     SchemeInfo {
         scheme: Scheme::UdpListen,
@@ -259,7 +297,7 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
         address: "[HOST:]PORT",
         as_source: "datagrams of the first peer that sends (relay: a session per client)",
         as_sink: "none: a usage error (relay: answers go back to each client)",
-        options: &[],
+        options: &[access::ALLOW, access::DENY, access::ALLOW_FILE],
     },
     SchemeInfo {
         scheme: Scheme::Tls,
@@ -294,6 +332,15 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
             CONNECT,
             PROXY_AUTH,
             MPTCP,
+            sockopt::BIND,
+            sockopt::KEEPALIVE,
+            sockopt::NODELAY,
+            sockopt::SNDBUF,
+            sockopt::RCVBUF,
+            sockopt::BINDTODEVICE,
+            sockopt::MARK,
+            sockopt::TOS,
+            sockopt::TTL,
         ],
     },
     SchemeInfo {
@@ -314,6 +361,17 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
             PROXY_READ,
             MPTCP,
             REUSEADDR,
+            access::ALLOW,
+            access::DENY,
+            access::ALLOW_FILE,
+            sockopt::KEEPALIVE,
+            sockopt::NODELAY,
+            sockopt::SNDBUF,
+            sockopt::RCVBUF,
+            sockopt::BINDTODEVICE,
+            sockopt::MARK,
+            sockopt::TOS,
+            sockopt::TTL,
         ],
     },
     SchemeInfo {
@@ -480,6 +538,8 @@ struct RawOpts {
     tls: TlsOpts,
     /// `systemd:…,tls`.
     tls_flag: bool,
+    sock: SockOpts,
+    access: Access,
 }
 
 /// The option whose value is a secret: never shown ([`redact`]).
@@ -545,7 +605,9 @@ pub fn parse(arg: &str) -> Result<Endpoint, ParseError> {
     if scheme == Scheme::S3 {
         return parse_s3(rest).map_err(fail);
     }
-    parse_uri(scheme, rest).map_err(fail)
+    parse_uri(scheme, rest)
+        .and_then(|endpoint| endpoint.pin_family(sockopt::family_of_word(word)))
+        .map_err(fail)
 }
 
 /// socat's bare address words for stdio (`STDIO`, `STDOUT`, `STDIN`): as a bare path they
@@ -692,6 +754,7 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
                 ));
             }
             let mut connect = opts.connect;
+            connect.sock = opts.sock;
             if scheme == Scheme::Tls {
                 if opts.tls.cert.is_some() != opts.tls.key.is_some() {
                     return Err("a client certificate takes both cert=PEM and key=PEM".into());
@@ -726,6 +789,8 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
                 ));
             }
             let mut listen = opts.listen;
+            listen.sock = opts.sock;
+            listen.access = opts.access;
             if scheme == Scheme::TlsListen {
                 listen.tls = Some(server_tls(opts.tls, expected)?);
             }
@@ -768,13 +833,18 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
                 host,
                 port,
                 size: opts.size,
+                sock: opts.sock,
             })
         }
         Scheme::UdpListen => {
             let expected = "expected udp-listen:[HOST:]PORT";
             let (host, port) = split_host_port(address, "udp-listen", expected)?;
             let port = parse_port(port, expected)?;
-            Ok(Endpoint::UdpListen { host, port })
+            Ok(Endpoint::UdpListen {
+                host,
+                port,
+                access: opts.access,
+            })
         }
         Scheme::Exec | Scheme::Sh => parse_command(scheme, rest),
         Scheme::S3 => parse_s3(rest),
@@ -1136,6 +1206,14 @@ fn parse_options<'a>(
             return Err(format!("option '{name}' is given twice ({})", takes()));
         }
         seen.push(name.clone());
+        if sockopt::is_word(&name) {
+            opts.sock.set(&name, value)?;
+            continue;
+        }
+        if access::is_word(&name) {
+            opts.access.set(&name, value)?;
+            continue;
+        }
         match (name.as_str(), value) {
             ("append" | "excl" | "reuseport" | "reuseaddr" | "mptcp" | "tls", Some(_)) => {
                 return Err(format!(
@@ -1643,9 +1721,14 @@ impl fmt::Display for Endpoint {
                 port,
                 connect,
             } => {
-                let scheme = if connect.tls.is_some() { "tls" } else { "tcp" };
+                let scheme = match (&connect.tls, connect.sock.family) {
+                    (Some(_), _) => "tls".to_string(),
+                    (None, Some(family)) => format!("tcp{}", family.digit()),
+                    (None, None) => "tcp".to_string(),
+                };
                 write!(f, "{scheme}:{}:{port}", uri_host(host))?;
                 write_connect_opts(f, connect)?;
+                connect.sock.write(f)?;
                 match &connect.tls {
                     Some(tls) => write_tls_opts(f, tls),
                     None => Ok(()),
@@ -1689,17 +1772,30 @@ impl fmt::Display for Endpoint {
                 if listen.frame == Some(Frame::Len16) {
                     f.write_str(",frame=len16")?;
                 }
+                listen.access.write(f)?;
+                listen.sock.write(f)?;
                 match &listen.tls {
                     Some(tls) => write_tls_opts(f, tls),
                     None => Ok(()),
                 }
             }
-            Endpoint::Udp { host, port, size } => {
-                write!(f, "udp:{}:{port}", uri_host(host))?;
+            Endpoint::Udp {
+                host,
+                port,
+                size,
+                sock,
+            } => {
+                let digit = sock.family.map(|f| f.digit().to_string());
+                write!(
+                    f,
+                    "udp{}:{}:{port}",
+                    digit.unwrap_or_default(),
+                    uri_host(host)
+                )?;
                 if let Some(size) = size {
                     write!(f, ",size={size}")?;
                 }
-                Ok(())
+                sock.write(f)
             }
             Endpoint::S3 { bucket, key, opts } => {
                 write!(f, "s3://{bucket}/{}", escape_file_path(key))?;
@@ -1711,12 +1807,13 @@ impl fmt::Display for Endpoint {
                 }
                 Ok(())
             }
-            Endpoint::UdpListen { host, port } => {
+            Endpoint::UdpListen { host, port, access } => {
                 f.write_str("udp-listen:")?;
                 if let Some(host) = host {
                     write!(f, "{}:", uri_host(host))?;
                 }
-                write!(f, "{port}")
+                write!(f, "{port}")?;
+                access.write(f)
             }
             Endpoint::Systemd { name, proxy, tls } => {
                 write!(f, "systemd:{}", name.as_deref().unwrap_or(""))?;

@@ -25,6 +25,7 @@ use nix::sys::socket::{self, sockopt, MsgFlags, SockFlag, SockaddrLike, Sockaddr
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 
+use super::access::Access;
 use super::proxy::{self, Addresses};
 use super::tls::{Handshake, Session};
 use rustls::ServerConfig;
@@ -73,6 +74,9 @@ pub struct Greet {
     /// An established TLS connection keeps its record layer for the caller's event loop
     /// ([`super::tls::Records`]), not a thread of its own (the relay).
     pub tls_in_loop: bool,
+    /// `allow=`/`deny=`: checked on the client's address (the one its PROXY header
+    /// carried, with `header`) before its TLS handshake and before any byte of its stream.
+    pub access: Access,
 }
 
 impl Greet {
@@ -89,13 +93,17 @@ pub struct Rejected {
     /// The peer's own address (no header told us another).
     pub peer: String,
     pub reason: String,
+    /// By the listener's `allow=`/`deny=` (the client is not let in), not for how it
+    /// greeted.
+    pub refused: bool,
 }
 
 impl std::fmt::Display for Rejected {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = if self.refused { "refused" } else { "closed" };
         write!(
             f,
-            "closed the connection from {}: {}",
+            "{what} the connection from {}: {}",
             self.peer, self.reason
         )
     }
@@ -161,6 +169,8 @@ impl Drop for Socket {
 pub struct Listener {
     sockets: Vec<Socket>,
     local: String,
+    /// `allow=`/`deny=` (the mux's copy decides when it reads PROXY headers).
+    access: Access,
     /// Several sockets, or PROXY headers to read: the epoll the caller polls instead.
     mux: Option<Mux>,
     /// `ws-listen:`: every connection is upgraded to a WebSocket (the path served, or any).
@@ -231,6 +241,7 @@ impl Listener {
             .map(|s| s.local.as_str())
             .collect::<Vec<_>>()
             .join(", ");
+        let access = greet.access.clone();
         let mux = if sockets.len() > 1 || greet.any() {
             Some(Mux::new(&sockets, greet)?)
         } else {
@@ -242,6 +253,7 @@ impl Listener {
         Ok(Listener {
             sockets,
             local,
+            access,
             mux,
             ws: None,
         })
@@ -274,7 +286,7 @@ impl Listener {
 
     fn accept_with(&self, flags: SockFlag) -> io::Result<Accepted> {
         let accepted = match &self.mux {
-            None => accept_on(&self.sockets[0], flags),
+            None => accept_on(&self.sockets[0], flags).and_then(|a| admit(&self.access, a)),
             Some(mux) => {
                 let blocking = fcntl(mux.epoll.0.as_raw_fd(), FcntlArg::F_GETFL)
                     .map(|f| !OFlag::from_bits_retain(f).contains(OFlag::O_NONBLOCK))
@@ -330,6 +342,7 @@ impl Listener {
             .into_iter()
             .filter_map(|slot| mux.forget(&mut state, slot))
             .map(|g| Rejected {
+                refused: false,
                 peer: g.peer,
                 reason: if g.header {
                     "closed before its PROXY header was complete: the relay stopped accepting"
@@ -540,7 +553,13 @@ impl Mux {
             let Some(socket) = sockets.get(token as usize) else {
                 continue;
             };
-            match accept_on(socket, flags) {
+            // Without a PROXY header to read, the client is checked at once: before its
+            // TLS handshake, before any byte.
+            let accepted = match accept_on(socket, flags) {
+                Ok(accepted) if !self.greet.header => admit(&self.greet.access, accepted),
+                other => other,
+            };
+            match accepted {
                 Ok(accepted) if self.timer.is_none() => return Ok(accepted),
                 // Its header is read when the socket says it arrived (at once, when it came
                 // with the connection: epoll reports data already there).
@@ -642,6 +661,7 @@ impl Mux {
             "its TLS handshake"
         };
         state.expired.push_back(Rejected {
+            refused: false,
             peer: greeting.peer,
             reason: format!("closed during {stage} to make room for a newer client: {why}"),
         });
@@ -669,6 +689,20 @@ impl Mux {
                     greeting.peer = origin.source().unwrap_or(greeting.peer.clone());
                     greeting.real = origin;
                     greeting.header = false;
+                    // The address the header carried is the client's: checked now, before
+                    // the TLS handshake.
+                    if let Err(reason) = self.greet.access.check(client_ip(&greeting.real)) {
+                        let greeting = self.forget(&mut state, slot).expect("in the table");
+                        let peer = greeting.peer.clone();
+                        crate::sys::socket::abort_socket(greeting.fd);
+                        let refused = Rejected {
+                            peer,
+                            reason,
+                            refused: true,
+                        };
+                        let error = io::Error::new(io::ErrorKind::InvalidData, refused);
+                        return (state, Some(Err(error)));
+                    }
                 }
                 Some(Err(reason)) => failed = Some(reason),
             }
@@ -713,7 +747,11 @@ impl Mux {
         let reject = |peer: String, reason: String| {
             Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                Rejected { peer, reason },
+                Rejected {
+                    peer,
+                    reason,
+                    refused: false,
+                },
             ))
         };
         if let Some(reason) = failed {
@@ -767,6 +805,7 @@ impl Mux {
                     super::tls::stalled(self.greet.deadline)
                 };
                 state.expired.push_back(Rejected {
+                    refused: false,
                     peer: greeting.peer,
                     reason,
                 });
@@ -796,6 +835,36 @@ impl Mux {
     }
 }
 
+/// The client's address as `allow=`/`deny=` see it (a PROXY header's, once read).
+fn client_ip(origin: &Addresses) -> Option<std::net::IpAddr> {
+    match origin {
+        Addresses::Inet { src, .. } => Some(src.ip()),
+        _ => None,
+    }
+}
+
+/// A connection just accepted, checked against `access`: a refused client is reset at
+/// once (nothing of it read) and comes back as a [`Rejected`] that says so.
+fn admit(access: &Access, accepted: Accepted) -> io::Result<Accepted> {
+    if !access.any() {
+        return Ok(accepted);
+    }
+    match access.check(client_ip(&accepted.origin)) {
+        Ok(()) => Ok(accepted),
+        Err(reason) => {
+            crate::sys::socket::abort_socket(accepted.fd);
+            Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                Rejected {
+                    peer: accepted.peer,
+                    reason,
+                    refused: true,
+                },
+            ))
+        }
+    }
+}
+
 fn is_out_of_fds(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
 }
@@ -814,6 +883,7 @@ fn accept_and_close(state: &mut MuxState, socket: &Socket, e: &io::Error) -> Opt
     state.reserve = reserve_fd();
     let accepted = accepted.ok()?;
     Some(Rejected {
+        refused: false,
         peer: accepted.peer,
         reason: format!("closed at once: {e}"),
     })

@@ -10,16 +10,23 @@
 //! - `proxy.rs`: the PROXY protocol v1/v2, pure (parse a header, make one).
 //! - `s3/`: `s3://BUCKET/KEY`: SigV4 signing, credentials and endpoint as the AWS CLI finds
 //!   them, S3's XML answers and errors in words.
+//! - `sockopt.rs`: `bind=`, the address family (`tcp4:`, `-4`) and the socket options of
+//!   `tcp:`/`tcp-listen:`/`udp:` (`keepalive`, `nodelay`, `mark=`...): parsed, then set.
+//! - `peer_env.rs`: the `ZEROCAT_PEER_ADDR`... a listener's `exec:`/`sh:` child gets.
+//! - `access.rs`: a listener's `allow=`/`deny=`/`allow-file=`, and the check of a client.
 //!
 //! This file holds what an endpoint is; each file has its unit tests in `FILE/tests.rs`.
 
+pub mod access;
 pub mod command;
 mod grammar;
 mod listener;
 mod open;
 pub mod outbound;
+pub mod peer_env;
 pub mod proxy;
 pub mod s3;
+pub mod sockopt;
 mod systemd;
 pub mod tls;
 pub mod udp;
@@ -49,7 +56,7 @@ pub use grammar::{
     SchemeInfo, SCHEME_TABLE,
 };
 pub use listener::{Accepted, Listener, Rejected, GREETING_DEADLINE};
-pub use open::{is_retryable_connect, predict, take_fd, Opened, Role};
+pub use open::{accept_one, is_retryable_connect, predict, take_fd, Opened, Role};
 
 /// Options that may follow a comma (`file:x,append`). Each scheme accepts only its own.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -82,6 +89,8 @@ pub struct ConnectOpts {
     pub timeout: Option<Duration>,
     /// `ws://`/`wss://`: a WebSocket client on the connection (after its TLS).
     pub ws: Option<WsOpts>,
+    /// `bind=`, `tcp4:`/`tcp6:`, `keepalive`, `nodelay`... (tcp: and tls: only).
+    pub sock: sockopt::SockOpts,
 }
 
 /// Options of a TCP listener beyond `backlog=`.
@@ -98,6 +107,11 @@ pub struct ListenOpts {
     /// `tls-listen:` (or `systemd:…,tls`): a TLS server handshake on every connection,
     /// after its PROXY header when `proxy` asks for one.
     pub tls: Option<TlsOpts>,
+    /// `keepalive`, `nodelay`, `mark=`...: set on the listening socket, inherited by every
+    /// connection it accepts.
+    pub sock: sockopt::SockOpts,
+    /// `allow=`, `deny=`, `allow-file=`: who may connect.
+    pub access: access::Access,
     /// `frame=len16`: every connection carries datagrams (a relay whose other side is UDP).
     pub frame: Option<Frame>,
     /// `ws-listen:`: a WebSocket server on every connection (after its TLS).
@@ -230,12 +244,16 @@ pub enum Endpoint {
         host: String,
         port: u16,
         size: Option<u32>,
+        /// `bind=`, `udp4:`/`udp6:`, `sndbuf=`, `mark=`...
+        sock: sockopt::SockOpts,
     },
     /// `udp-listen:[HOST:]PORT`: a bound UDP socket (127.0.0.1 when no HOST); as a source it
     /// takes the datagrams of the first peer that sends one (nc -u -l).
     UdpListen {
         host: Option<String>,
         port: u16,
+        /// `allow=`, `deny=`, `allow-file=`: whose datagrams are taken.
+        access: access::Access,
     },
     /// `exec:PROGRAM ARG...` / `sh:COMMAND`: a child's stdout (source) or stdin (sink).
     Command(command::CommandSpec),

@@ -23,6 +23,7 @@ use nix::sys::stat::{umask, Mode};
 use super::listener::{format_sockaddr, is_listening, Greet, Listener, Socket, GREETING_DEADLINE};
 use super::outbound;
 use super::proxy::{self, Addresses};
+use super::sockopt::SockOpts;
 use super::tls::{self, Handshake, Session};
 use super::{ConnectOpts, Endpoint, FileOpts, ListenOpts, UnixAddr, DEFAULT_IPV6ONLY};
 use crate::exit::{Interrupted, UsageError};
@@ -169,16 +170,18 @@ impl Endpoint {
                 let fd = self.connect_carrying(origin)?;
                 Ok(plain(self.websocket(fd, false)?))
             }
-            Endpoint::Udp { host, port, .. } => super::udp::connect(host, *port)
+            Endpoint::Udp {
+                host, port, sock, ..
+            } => super::udp::connect(host, *port, sock)
                 .with_context(|| format!("cannot connect to {self}"))
                 .map(plain),
-            Endpoint::UdpListen { host, port } => {
+            Endpoint::UdpListen { host, port, access } => {
                 let fd = super::udp::bind(host.as_deref(), *port)
                     .with_context(|| format!("cannot listen on {self}"))?;
                 if role == Role::Sink {
                     bail!("{self}: {}", self.source_only().unwrap_or("not a sink"));
                 }
-                super::udp::await_first_peer(&fd)
+                super::udp::await_first_peer(&fd, access)
                     .with_context(|| format!("cannot receive on {self}"))?;
                 Ok(plain(fd))
             }
@@ -273,7 +276,7 @@ impl Endpoint {
         opts: &ConnectOpts,
     ) -> anyhow::Result<OwnedFd> {
         // The target is not resolved here: the proxy resolves it.
-        let addrs = via_addrs(via)?;
+        let addrs = via_addrs(via, &opts.sock)?;
         let fd = self
             .connect_with_retry(&addrs, opts)
             .with_context(|| format!("cannot connect to the {} for {self}", via.name()))?;
@@ -286,16 +289,18 @@ impl Endpoint {
         &self,
         addrs: &[SockaddrStorage],
         opts: &ConnectOpts,
-    ) -> io::Result<OwnedFd> {
+    ) -> anyhow::Result<OwnedFd> {
         let mut attempt = 0;
         loop {
-            match connect_once(addrs, opts.mptcp, opts.timeout) {
+            // A socket option the kernel refuses (mark= without CAP_NET_ADMIN) is no
+            // peer that is not up yet: never retried.
+            match connect_once(addrs, opts)? {
                 Ok(fd) => return Ok(fd),
                 Err(errno) if attempt < opts.retry && is_retryable_connect(errno) => {
                     attempt += 1;
                     std::thread::sleep(opts.pause());
                 }
-                Err(errno) => return Err(io::Error::from(errno)),
+                Err(errno) => return Err(io::Error::from(errno).into()),
             }
         }
     }
@@ -312,15 +317,24 @@ impl Endpoint {
                 connect,
             } => {
                 if let Some(via) = &connect.via {
-                    return Ok((via_addrs(via)?, connect.clone()));
+                    return Ok((via_addrs(via, &connect.sock)?, connect.clone()));
                 }
-                let addrs: Vec<SockaddrStorage> = (host.as_str(), *port)
+                let resolved: Vec<SocketAddr> = (host.as_str(), *port)
                     .to_socket_addrs()
                     .with_context(|| format!("cannot resolve {self}"))?
-                    .map(SockaddrStorage::from)
+                    .collect();
+                let addrs: Vec<SockaddrStorage> = resolved
+                    .iter()
+                    .filter(|a| connect.sock.admits(a))
+                    .map(|a| SockaddrStorage::from(*a))
                     .collect();
                 if addrs.is_empty() {
-                    bail!("cannot resolve {self}: no addresses");
+                    match connect.sock.wanted_family() {
+                        Some(family) if !resolved.is_empty() => {
+                            bail!("cannot resolve {self}: no {} address", family.name())
+                        }
+                        _ => bail!("cannot resolve {self}: no addresses"),
+                    }
                 }
                 Ok((addrs, connect.clone()))
             }
@@ -402,6 +416,7 @@ impl Endpoint {
             tls,
             deadline: header_deadline.unwrap_or(GREETING_DEADLINE),
             tls_in_loop: false,
+            access: self.access().cloned().unwrap_or_default(),
         };
         let mut listener =
             Listener::new(sockets, greet).with_context(|| format!("cannot listen on {self}"))?;
@@ -425,11 +440,16 @@ fn tls_failure(endpoint: &Endpoint, reason: String) -> anyhow::Error {
 }
 
 /// The first connection `listener` accepts (then the listener closes), with the addresses
-/// a PROXY header to a backend would carry.
-fn accept_one(listener: &Listener) -> anyhow::Result<super::Accepted> {
+/// a PROXY header to a backend would carry. A client its allow/deny list refuses is said
+/// on stderr and the next one awaited.
+pub fn accept_one(listener: &Listener) -> anyhow::Result<super::Accepted> {
     loop {
         match listener.accept_from() {
             Ok(accepted) => return Ok(accepted),
+            // Refused by allow=/deny=: said, and the next client awaited (ncat's --allow).
+            Err(e) if super::Rejected::of(&e).is_some_and(|r| r.refused) => {
+                eprintln!("zerocat: {e}");
+            }
             Err(e) if e.raw_os_error() == Some(Errno::EINTR as i32) => {
                 if crate::sys::process::interrupted() {
                     return Err(Interrupted(format!(
@@ -558,6 +578,7 @@ fn listen_tcp(host: &str, port: u16, backlog: i32, opts: &ListenOpts) -> anyhow:
     let addrs: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
         .with_context(|| format!("cannot resolve '{host}'"))?
+        .filter(|a| opts.sock.admits(a))
         .collect();
     let mut last_error = None;
     for addr in addrs {
@@ -589,6 +610,8 @@ fn bind_tcp(addr: SocketAddr, backlog: i32, opts: &ListenOpts) -> anyhow::Result
             .map_err(io::Error::from)
             .context("cannot set IPV6_V6ONLY")?;
     }
+    // Every connection accepted inherits them (keepalive, nodelay, buffers, mark...).
+    opts.sock.apply(&fd, addr.is_ipv6(), true)?;
     match socket::bind(fd.as_raw_fd(), &SockaddrStorage::from(addr)) {
         Ok(()) => {}
         // The realm#124 trap: a dual-stack [::]:P also holds 0.0.0.0:P.
@@ -703,11 +726,13 @@ fn bind_unix_path(fd: &OwnedFd, path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The addresses of the proxy of `socks5=`/`connect=` (resolved now, once).
-fn via_addrs(via: &outbound::Via) -> anyhow::Result<Vec<SockaddrStorage>> {
+/// The addresses of the proxy of `socks5=`/`connect=` (resolved now, once), of the
+/// family `sock` wants (`tcp4:`, `bind=`): the socket that leaves is the proxy's.
+fn via_addrs(via: &outbound::Via, sock: &SockOpts) -> anyhow::Result<Vec<SockaddrStorage>> {
     let addrs: Vec<SockaddrStorage> = (via.host.as_str(), via.port)
         .to_socket_addrs()
         .with_context(|| format!("cannot resolve the {}", via.name()))?
+        .filter(|a| sock.admits(a))
         .map(SockaddrStorage::from)
         .collect();
     if addrs.is_empty() {
@@ -716,36 +741,54 @@ fn via_addrs(via: &outbound::Via) -> anyhow::Result<Vec<SockaddrStorage>> {
     Ok(addrs)
 }
 
-/// Connects a blocking socket (MPTCP where asked and taken) to each address in turn; the
-/// last error if none answers.
-/// One attempt at each address in turn; with `timeout`, each connect gives up after that
-/// long (SO_SNDTIMEO bounds a blocking connect; it is cleared once connected), ETIMEDOUT.
+/// One attempt at each address in turn (MPTCP where asked and taken, its socket options
+/// set and `bind=` bound first); the last errno if none answers. With `opts.timeout`, each
+/// connect gives up after that long (SO_SNDTIMEO bounds a blocking connect; it is cleared
+/// once connected), ETIMEDOUT. The outer error: a socket option the kernel refused,
+/// naming it.
 fn connect_once(
     addrs: &[SockaddrStorage],
-    mptcp: bool,
-    timeout: Option<Duration>,
-) -> Result<OwnedFd, Errno> {
+    opts: &ConnectOpts,
+) -> anyhow::Result<Result<OwnedFd, Errno>> {
+    let timeout = opts.timeout;
     let bound = |d: Duration| TimeVal::new(d.as_secs() as _, d.subsec_micros() as _);
     let mut last = Errno::EADDRNOTAVAIL;
     for addr in addrs {
         let family = addr.family().unwrap_or(AddressFamily::Unix);
-        let (fd, _) = stream_socket(family, SockFlag::SOCK_CLOEXEC, mptcp)?;
+        let fd = match stream_socket(family, SockFlag::SOCK_CLOEXEC, opts.mptcp) {
+            Ok((fd, _)) => fd,
+            Err(errno) => return Ok(Err(errno)),
+        };
+        if family != AddressFamily::Unix {
+            opts.sock.apply(&fd, family == AddressFamily::Inet6, true)?;
+        }
         if let Some(timeout) = timeout {
-            socket::setsockopt(&fd, socket::sockopt::SendTimeout, &bound(timeout))?;
+            if let Err(errno) =
+                socket::setsockopt(&fd, socket::sockopt::SendTimeout, &bound(timeout))
+            {
+                return Ok(Err(errno));
+            }
         }
         match socket::connect(fd.as_raw_fd(), addr) {
             Ok(()) => {
                 if timeout.is_some() {
-                    socket::setsockopt(&fd, socket::sockopt::SendTimeout, &bound(Duration::ZERO))?;
+                    let cleared = socket::setsockopt(
+                        &fd,
+                        socket::sockopt::SendTimeout,
+                        &bound(Duration::ZERO),
+                    );
+                    if let Err(errno) = cleared {
+                        return Ok(Err(errno));
+                    }
                 }
-                return Ok(fd);
+                return Ok(Ok(fd));
             }
             // The blocking connect's SO_SNDTIMEO ran out.
             Err(Errno::EINPROGRESS | Errno::EAGAIN) if timeout.is_some() => last = Errno::ETIMEDOUT,
             Err(errno) => last = errno,
         }
     }
-    Err(last)
+    Ok(Err(last))
 }
 
 /// Errors that mean "the peer is not up yet": worth another attempt under `retry=N`.

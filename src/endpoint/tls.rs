@@ -421,6 +421,13 @@ impl Handshake {
                 .conn
                 .alpn_protocol()
                 .map(|p| String::from_utf8_lossy(p).into_owned()),
+            peer_subject: match &self.conn {
+                Connection::Server(server) => server
+                    .peer_certificates()
+                    .and_then(|chain| chain.first())
+                    .and_then(|cert| trust::subject(cert.as_ref())),
+                Connection::Client(_) => None,
+            },
             kernel: Err(Errno::ENOENT),
         };
         match offload(self.conn, tcp.as_fd(), &info) {

@@ -12,7 +12,9 @@ use nix::sys::socket::{
     self, AddressFamily, MsgFlags, SockFlag, SockType, SockaddrLike, SockaddrStorage,
 };
 
+use super::access::Access;
 use super::listener::format_sockaddr;
+use super::sockopt::SockOpts;
 
 /// The host `udp-listen:` binds when the URI names none: never expose a port by default.
 const DEFAULT_LISTEN_HOST: &str = "127.0.0.1";
@@ -39,11 +41,20 @@ fn datagram_socket(addr: &SocketAddr, flags: SockFlag) -> Result<OwnedFd, Errno>
     )
 }
 
-/// A UDP socket connected to the first address of `host` that takes it.
-pub(super) fn connect(host: &str, port: u16) -> anyhow::Result<OwnedFd> {
+/// A UDP socket connected to the first address of `host` (of the family `sock` wants)
+/// that takes it, its socket options set and `bind=` bound first.
+pub(super) fn connect(host: &str, port: u16, sock: &SockOpts) -> anyhow::Result<OwnedFd> {
     let mut last = Errno::EADDRNOTAVAIL;
-    for addr in resolve(host, port)? {
+    let addrs: Vec<SocketAddr> = resolve(host, port)?
+        .into_iter()
+        .filter(|a| sock.admits(a))
+        .collect();
+    if let (true, Some(family)) = (addrs.is_empty(), sock.wanted_family()) {
+        return Err(anyhow!("'{host}' has no {} address", family.name()));
+    }
+    for addr in addrs {
         let fd = datagram_socket(&addr, SockFlag::empty())?;
+        sock.apply(&fd, addr.is_ipv6(), false)?;
         match socket::connect(fd.as_raw_fd(), &SockaddrStorage::from(addr)) {
             Ok(()) => return Ok(fd),
             Err(e) => last = e,
@@ -66,12 +77,25 @@ pub(super) fn bind(host: Option<&str>, port: u16) -> anyhow::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// Wait for the first datagram (left queued for the copy to read) and connect to its
-/// sender: from then on the socket takes only that peer's datagrams.
-pub fn await_first_peer(fd: &OwnedFd) -> anyhow::Result<()> {
-    let peer = peek_peer(fd)?;
-    socket::connect(fd.as_raw_fd(), &peer).context("cannot connect to the first peer")?;
-    Ok(())
+/// Wait for the first datagram (left queued for the copy to read) from a sender `access`
+/// admits, and connect to it: from then on the socket takes only that peer's datagrams.
+/// A refused sender's datagram is taken off the queue unread and said on stderr.
+pub fn await_first_peer(fd: &OwnedFd, access: &Access) -> anyhow::Result<()> {
+    loop {
+        let peer = peek_peer(fd)?;
+        let ip = format_sockaddr(&peer).and_then(|s| s.parse::<SocketAddr>().ok().map(|a| a.ip()));
+        if let Err(reason) = access.check(ip) {
+            // Dropped: a zero-length read takes the datagram whole (its bytes unread).
+            let _ = socket::recv(fd.as_raw_fd(), &mut [], MsgFlags::MSG_TRUNC);
+            eprintln!(
+                "zerocat: dropped a datagram from {}: {reason}",
+                format_sockaddr(&peer).unwrap_or_default()
+            );
+            continue;
+        }
+        socket::connect(fd.as_raw_fd(), &peer).context("cannot connect to the first peer")?;
+        return Ok(());
+    }
 }
 
 fn peek_peer(fd: &OwnedFd) -> anyhow::Result<SockaddrStorage> {
@@ -102,9 +126,12 @@ fn peek_peer(fd: &OwnedFd) -> anyhow::Result<SockaddrStorage> {
     }
 }
 
-/// A UDP socket connected to `addr` (a relay session's upstream), non-blocking.
-pub fn connect_to(addr: &SocketAddr) -> Result<OwnedFd, Errno> {
+/// A UDP socket connected to `addr` (a relay session's upstream), non-blocking, with the
+/// socket options of `sock` (checked at the relay's start: [`SockOpts::probe`]).
+pub fn connect_to(addr: &SocketAddr, sock: &SockOpts) -> Result<OwnedFd, Errno> {
     let fd = datagram_socket(addr, SockFlag::SOCK_NONBLOCK)?;
+    sock.apply(&fd, addr.is_ipv6(), false)
+        .map_err(|refused| refused.errno)?;
     socket::connect(fd.as_raw_fd(), &SockaddrStorage::from(*addr))?;
     Ok(fd)
 }
@@ -114,7 +141,7 @@ impl super::Endpoint {
     /// every client from it.
     pub fn bind_datagram(&self) -> anyhow::Result<OwnedFd> {
         match self {
-            super::Endpoint::UdpListen { host, port } => {
+            super::Endpoint::UdpListen { host, port, .. } => {
                 bind(host.as_deref(), *port).with_context(|| format!("cannot listen on {self}"))
             }
             _ => Err(anyhow!("{self} is not a udp-listen: endpoint")),
@@ -124,10 +151,12 @@ impl super::Endpoint {
     /// `udp:HOST:PORT`: the address sessions connect to (the host resolved now, once).
     pub fn datagram_target(&self) -> anyhow::Result<SocketAddr> {
         match self {
-            super::Endpoint::Udp { host, port, .. } => resolve(host, *port)
+            super::Endpoint::Udp {
+                host, port, sock, ..
+            } => resolve(host, *port)
                 .with_context(|| format!("cannot resolve {self}"))?
                 .into_iter()
-                .next()
+                .find(|a| sock.admits(a))
                 .ok_or_else(|| anyhow!("cannot resolve {self}: no addresses")),
             _ => Err(anyhow!("{self} is not a udp: endpoint")),
         }

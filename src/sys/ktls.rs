@@ -187,6 +187,9 @@ pub struct TlsInfo {
     /// The name the client sent (SNI), if any.
     pub sni: Option<String>,
     pub alpn: Option<String>,
+    /// A listener's: the subject of the certificate the client presented, if any
+    /// (`CN=client, O=Example`).
+    pub peer_subject: Option<String>,
     /// Ok: the kernel carries the records (kTLS); Err: rustls does, and the errno of the
     /// kernel's refusal.
     pub kernel: Result<(), Errno>,

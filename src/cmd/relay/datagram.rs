@@ -28,6 +28,8 @@ use super::poller::Poller;
 use super::report::{ConnReport, Datagrams, FlowReport, Gso, Tally};
 use super::upstream::Upstreams;
 use super::RelayConfig;
+use crate::endpoint::access::Access;
+use crate::endpoint::sockopt::SockOpts;
 use crate::endpoint::{udp, Endpoint};
 use crate::engine::{DataPath, Record};
 use crate::options::Options;
@@ -92,6 +94,17 @@ pub(super) fn run(
             .collect::<anyhow::Result<Vec<_>>>()?,
         None => vec![cfg.side(listens.other()).datagram_target()?],
     };
+    let sock = cfg
+        .side(listens.other())
+        .sock_opts()
+        .cloned()
+        .unwrap_or_default();
+    // A refused socket option is said once, now, not at every session.
+    if let Some(first) = targets.first() {
+        sock.probe(first, false)
+            .with_context(|| format!("cannot use {}", cfg.side(listens.other())))?;
+    }
+    let access = cfg.side(listens).access().cloned().unwrap_or_default();
     let listener = cfg.side(listens).bind_datagram()?;
     crate::sys::socket::set_nonblocking(listener.as_raw_fd())?;
     datagram::grow_receive_queue(listener.as_fd(), LISTENER_QUEUE);
@@ -101,6 +114,8 @@ pub(super) fn run(
         cfg,
         targets,
         upstreams,
+        sock,
+        access,
         listens,
         listener,
         listener_ready: false,
@@ -137,6 +152,10 @@ struct DatagramRelay<'a> {
     cfg: &'a RelayConfig,
     targets: Vec<SocketAddr>,
     upstreams: Option<&'a Upstreams>,
+    /// The socket options of the `udp:` side, set on every session's socket.
+    sock: SockOpts,
+    /// `allow=`/`deny=` of the `udp-listen:` side: whose datagrams open a session.
+    access: Access,
     /// The side that listens (A: A -> B is client -> target).
     listens: Side,
     listener: OwnedFd,
@@ -298,6 +317,15 @@ fn forward(
     out
 }
 
+/// Where a client's datagram goes: its session, or nowhere (`--max-conns` sessions are
+/// open, or no socket could be had; or `allow=`/`deny=` refuse the client).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Session(usize),
+    Full,
+    Denied,
+}
+
 fn key_of(addr: &libc::sockaddr_storage, len: libc::socklen_t) -> ClientKey {
     let mut key = [0u8; 28];
     let n = (len as usize).min(key.len());
@@ -383,7 +411,7 @@ impl DatagramRelay<'_> {
                     return;
                 }
             };
-            let sessions: Vec<Option<usize>> = (0..n)
+            let sessions: Vec<Route> = (0..n)
                 .map(|i| {
                     let (addr, len) = self.batch.addr(i);
                     let (addr, len) = (*addr, len);
@@ -394,8 +422,9 @@ impl DatagramRelay<'_> {
             while i < n {
                 let run_end = (i..n).find(|&j| sessions[j] != sessions[i]).unwrap_or(n);
                 match sessions[i] {
-                    Some(idx) => self.send_to_target(idx, i..run_end),
-                    None => self.tally.refused += (run_end - i) as u64,
+                    Route::Session(idx) => self.send_to_target(idx, i..run_end),
+                    Route::Full => self.tally.refused += (run_end - i) as u64,
+                    Route::Denied => self.tally.access_refused += (run_end - i) as u64,
                 }
                 i = run_end;
             }
@@ -462,27 +491,41 @@ impl DatagramRelay<'_> {
         }
     }
 
-    /// The session of this client, opened now if it is new and `--max-conns` allows.
-    fn session_for(
-        &mut self,
-        addr: &libc::sockaddr_storage,
-        len: libc::socklen_t,
-    ) -> Option<usize> {
+    /// The session of this client, opened now if it is new, `allow=`/`deny=` admit it
+    /// and `--max-conns` allows.
+    fn session_for(&mut self, addr: &libc::sockaddr_storage, len: libc::socklen_t) -> Route {
         let key = key_of(addr, len);
         if let Some(&idx) = self.by_client.get(&key) {
-            return Some(idx);
+            return Route::Session(idx);
+        }
+        if self.access.any() {
+            // SAFETY: the kernel filled `len` bytes of a sockaddr_storage.
+            let client = unsafe {
+                SockaddrStorage::from_raw((addr as *const _) as *const libc::sockaddr, Some(len))
+            };
+            let ip = client.and_then(|c| {
+                c.as_sockaddr_in()
+                    .map(|v4| std::net::IpAddr::V4(v4.ip()))
+                    .or_else(|| c.as_sockaddr_in6().map(|v6| std::net::IpAddr::V6(v6.ip())))
+            });
+            if self.access.check(ip).is_err() {
+                return Route::Denied;
+            }
         }
         if self.by_client.len() >= self.max {
-            return None;
+            return Route::Full;
         }
         let target = match self.upstreams {
             Some(ups) => {
                 let client = addr_text(addr, len).parse::<SocketAddr>().ok();
-                ups.pick(client.map(|a| a.ip()), 0, Instant::now())?
+                match ups.pick(client.map(|a| a.ip()), 0, Instant::now()) {
+                    Some(target) => target,
+                    None => return Route::Full,
+                }
             }
             None => 0,
         };
-        let upstream = match udp::connect_to(&self.targets[target]) {
+        let upstream = match udp::connect_to(&self.targets[target], &self.sock) {
             Ok(fd) => fd,
             Err(e) => {
                 eprintln!(
@@ -494,7 +537,7 @@ impl DatagramRelay<'_> {
                     ups.leave(target, false);
                     ups.failed(target, Instant::now());
                 }
-                return None;
+                return Route::Full;
             }
         };
         let idx = self.free.pop().unwrap_or_else(|| {
@@ -509,7 +552,7 @@ impl DatagramRelay<'_> {
         let token = self.token(idx);
         if self.poller.add(upstream.as_raw_fd(), token).is_err() {
             self.free.push(idx);
-            return None;
+            return Route::Full;
         }
         let now = Instant::now();
         self.sessions[idx] = Some(Session {
@@ -529,7 +572,7 @@ impl DatagramRelay<'_> {
         self.next_id += 1;
         self.by_client.insert(key, idx);
         self.poller.timer(now + self.idle, token | IDLE_BIT);
-        Some(idx)
+        Route::Session(idx)
     }
 
     fn idle_check(&mut self, token: u64, now: Instant) {

@@ -96,6 +96,10 @@ pub enum ConnEnd {
     /// Several upstreams, and none to be had: every one down (`--down-for`) or failed
     /// this connection before a byte moved; the last failure's words, if any.
     NoUpstream(String),
+    /// Refused by the listener's `allow=`/`deny=`/`allow-file=` (after its PROXY header,
+    /// before its TLS handshake): closed before any byte of its stream was read. The
+    /// listener's policy, not a failure.
+    Refused(String),
     IdleTimeout,
     /// A datagram session heard nothing either way for `--idle-timeout`: how a UDP
     /// session ends (datagrams have no EOF), so a clean end.
@@ -120,6 +124,7 @@ impl ConnEnd {
             ConnEnd::Tls { .. } => "tls-error",
             ConnEnd::NotServed(_) => "not-served",
             ConnEnd::NoUpstream(_) => "no-upstream",
+            ConnEnd::Refused(_) => "refused",
             ConnEnd::CommandFailed { .. } => "command-failed",
             ConnEnd::IdleTimeout => "idle-timeout",
             ConnEnd::Quiet => "quiet",
@@ -163,7 +168,7 @@ impl ConnEnd {
             }
             ConnEnd::ProxyFailed(text) => text.clone(),
             ConnEnd::Tls { side, uri, text } => format!("{} ({uri}): {text}", side.name()),
-            ConnEnd::NotServed(text) => text.clone(),
+            ConnEnd::NotServed(text) | ConnEnd::Refused(text) => text.clone(),
             ConnEnd::NoUpstream(last) if last.is_empty() => "every upstream is down".into(),
             ConnEnd::NoUpstream(last) => {
                 format!("every upstream is down or failed this connection; the last: {last}")
@@ -174,7 +179,10 @@ impl ConnEnd {
 
     /// It ended as it should: every byte (or datagram) delivered, nothing cut.
     pub fn is_clean(&self) -> bool {
-        matches!(self, ConnEnd::Eof | ConnEnd::Quiet | ConnEnd::NotServed(_))
+        matches!(
+            self,
+            ConnEnd::Eof | ConnEnd::Quiet | ConnEnd::NotServed(_) | ConnEnd::Refused(_)
+        )
     }
 
     /// Writing `side` failed because its reader went away (EPIPE): for stdout, the relay

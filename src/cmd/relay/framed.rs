@@ -606,7 +606,9 @@ impl Relay<'_> {
     fn one_session(&mut self) -> anyhow::Result<bool> {
         let dgram = self.cfg.side(self.dgram_side);
         let target = dgram.datagram_target()?;
-        let recv = udp::connect_to(&target).with_context(|| format!("cannot use {dgram}"))?;
+        let sock = dgram.sock_opts().cloned().unwrap_or_default();
+        let recv =
+            udp::connect_to(&target, &sock).with_context(|| format!("cannot use {dgram}"))?;
         set_blocking(&recv)?;
         let stream = self.open_stream()?;
         let peer = Peer {
@@ -621,7 +623,8 @@ impl Relay<'_> {
     fn first_peer(&mut self) -> anyhow::Result<bool> {
         let dgram = self.cfg.side(self.dgram_side);
         let recv = dgram.bind_datagram()?;
-        match udp::await_first_peer(&recv) {
+        let access = dgram.access().cloned().unwrap_or_default();
+        match udp::await_first_peer(&recv, &access) {
             Ok(()) => {}
             Err(e) if e.downcast_ref::<crate::exit::Interrupted>().is_some() => return Ok(true),
             Err(e) => return Err(e),
@@ -656,6 +659,7 @@ impl Relay<'_> {
     fn connections_to_target(&mut self) -> anyhow::Result<bool> {
         let stream_end = self.cfg.side(self.dgram_side.other());
         let target = self.cfg.side(self.dgram_side).datagram_target()?;
+        let sock = (self.cfg.side(self.dgram_side).sock_opts().cloned()).unwrap_or_default();
         let listener = stream_end.listen()?;
         let max = self.cfg.max_conns.unwrap_or(usize::MAX);
         let mut sessions: Vec<Running> = Vec::new();
@@ -689,7 +693,8 @@ impl Relay<'_> {
                 }
             };
             accepted_once = true;
-            let recv = match udp::connect_to(&target).and_then(|fd| set_blocking(&fd).map(|()| fd))
+            let recv = match udp::connect_to(&target, &sock)
+                .and_then(|fd| set_blocking(&fd).map(|()| fd))
             {
                 Ok(fd) => fd,
                 Err(e) => {

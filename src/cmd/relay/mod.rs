@@ -254,6 +254,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         spec(&cfg.a, cfg.connect_timeout, listens)?,
         spec(&cfg.b, cfg.connect_timeout, listens)?,
     ];
+    crate::cmd::common::say_socket_options(opts, &[&cfg.a, &cfg.b]);
     // Connections still greeting hold places of --max-conns too: a flood of silent
     // sockets sheds its own oldest, never runs the relay out of fds.
     for spec in &specs {
@@ -629,6 +630,16 @@ fn check_sides(cfg: &RelayConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// An IPv4 or IPv6 socket address, as std writes it.
+fn inet_addr(addr: &nix::sys::socket::SockaddrStorage) -> Option<std::net::SocketAddr> {
+    addr.as_sockaddr_in()
+        .map(|v4| std::net::SocketAddr::V4((*v4).into()))
+        .or_else(|| {
+            addr.as_sockaddr_in6()
+                .map(|v6| std::net::SocketAddr::V6((*v6).into()))
+        })
+}
+
 /// A side, set up; a `proxy` listener waits `header_deadline` (or 5 s) for a PROXY header.
 /// `listens`: the other side is a listener (a command's children then get process groups
 /// of their own).
@@ -647,6 +658,13 @@ fn spec(
             let (addrs, opts) = endpoint
                 .connect_addrs()
                 .with_context(|| format!("cannot use '{endpoint}'"))?;
+            // A socket option the kernel refuses (mark= without CAP_NET_ADMIN) is said
+            // now, once, not at every connection.
+            if let Some(addr) = addrs.iter().find_map(inet_addr) {
+                opts.sock
+                    .probe(&addr, true)
+                    .with_context(|| format!("cannot use '{endpoint}'"))?;
+            }
             let target = match endpoint {
                 Endpoint::Tcp { host, port, .. } => Some((host.clone(), *port)),
                 _ => None,

@@ -285,6 +285,9 @@ pub struct Tally {
     pub datagrams: Option<[Datagrams; 2]>,
     /// Datagrams from new clients refused while `--max-conns` sessions were open.
     pub refused: u64,
+    /// Refused by the listener's `allow=`/`deny=`: connections (closed before any byte
+    /// was read), or a datagram relay's datagrams (dropped, never sent on).
+    pub access_refused: u64,
     /// Clients' datagrams the kernel dropped at the listening socket (its receive queue
     /// full) before the relay could read them.
     pub lost_on_arrival: u64,
@@ -300,6 +303,9 @@ impl Tally {
         self.count += 1;
         if !report.end.is_clean() {
             self.failed += 1;
+        }
+        if matches!(report.end, ConnEnd::Refused(_)) {
+            self.access_refused += 1;
         }
         for (d, f) in report.flows.iter().enumerate() {
             self.bytes[d] += f.bytes;
@@ -323,6 +329,7 @@ impl Tally {
         self.count += other.count;
         self.failed += other.failed;
         self.refused += other.refused;
+        self.access_refused += other.access_refused;
         self.lost_on_arrival += other.lost_on_arrival;
         if let Some(dg) = other.datagrams {
             add_datagrams(&mut self.datagrams, dg);
@@ -410,6 +417,14 @@ impl Summary<'_> {
                     }
                     s.push(')');
                 }
+                if t.access_refused > 0 {
+                    let what = if t.datagrams.is_some() {
+                        "datagrams"
+                    } else {
+                        "connections"
+                    };
+                    let _ = write!(s, "; {} {what} refused by allow/deny", t.access_refused);
+                }
                 if t.failed > 0 {
                     let _ = write!(s, "; {} did not end cleanly", t.failed);
                 }
@@ -443,7 +458,7 @@ impl Summary<'_> {
                     }
                 };
                 end_json(&mut o, &ending);
-                o.num("failed", t.failed);
+                o.num("failed", t.failed).num("refused", t.access_refused);
                 if let Some([ab, ba]) = t.datagrams {
                     let mut dg = JsonObject::new();
                     dg.num("a_to_b", ab.sent)

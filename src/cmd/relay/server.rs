@@ -31,6 +31,7 @@ use super::report::{FailedLines, Tally};
 use super::{RelayConfig, Tuning};
 use crate::endpoint::command::CommandSpec;
 use crate::endpoint::outbound;
+use crate::endpoint::peer_env::PeerEnv;
 use crate::endpoint::proxy::Addresses;
 use crate::endpoint::tls::{Handshake, Session};
 use crate::endpoint::{Accepted, ConnectOpts, Endpoint, Listener};
@@ -314,8 +315,12 @@ fn out_of_fds(errno: Errno) -> bool {
 
 /// A command side for a new connection: the child started, its stdout to read and its
 /// stdin to write, both non-blocking (they are pipes of ours alone).
-fn command_side(spec: &CommandSpec, own_group: bool) -> anyhow::Result<Peer> {
-    let duplex = spec.spawn_duplex(own_group)?;
+fn command_side(
+    spec: &CommandSpec,
+    own_group: bool,
+    peer_env: Option<&PeerEnv>,
+) -> anyhow::Result<Peer> {
+    let duplex = spec.spawn_duplex_for(own_group, peer_env)?;
     set_nonblocking(duplex.read.as_raw_fd())?;
     set_nonblocking(duplex.write.as_raw_fd())?;
 
@@ -664,6 +669,11 @@ impl<'a> Server<'a> {
             client_ip: None,
         };
         self.active += 1;
+        // A command side learns the client the listener accepted (inetd style).
+        let peer_env = accepted.as_ref().map(|a| {
+            let tls = a.tls.as_ref().map(|s| s.info.peer_subject.as_deref());
+            PeerEnv::of(&a.origin, tls)
+        });
         let mut accepted = accepted;
         let mut failure = None;
         let mut picked = false;
@@ -698,7 +708,7 @@ impl<'a> Server<'a> {
                 }
                 Spec::Command {
                     spec, own_group, ..
-                } => match self.command_peer(spec, *own_group) {
+                } => match self.command_peer(spec, *own_group, peer_env.as_ref()) {
                     Ok(peer) => conn.sides[side] = peer,
                     Err(e) => {
                         failure.get_or_insert(ConnEnd::CannotRun {
@@ -736,8 +746,27 @@ impl<'a> Server<'a> {
     }
 
     /// A command side started, the growth of its pipes counted in the pipe budget.
-    fn command_peer(&mut self, spec: &CommandSpec, own_group: bool) -> anyhow::Result<Peer> {
-        let mut peer = command_side(spec, own_group)?;
+    /// What a command side of connection `idx` learns of its client (an upstream's child,
+    /// started after the connection was accepted): its addresses and TLS, as accepted.
+    pub(super) fn client_env(&self, idx: usize) -> Option<PeerEnv> {
+        let conn = self.conns.get(idx)?.as_ref()?;
+        if !matches!(self.specs[0], Spec::Listen(_)) {
+            return None;
+        }
+        let tls = conn.sides[0]
+            .tls
+            .as_ref()
+            .map(|s| s.info.peer_subject.as_deref());
+        Some(PeerEnv::of(&conn.origin, tls))
+    }
+
+    fn command_peer(
+        &mut self,
+        spec: &CommandSpec,
+        own_group: bool,
+        peer_env: Option<&PeerEnv>,
+    ) -> anyhow::Result<Peer> {
+        let mut peer = command_side(spec, own_group, peer_env)?;
         for fd in [&peer.fd, &peer.wfd].into_iter().flatten() {
             peer.held.extend(self.pools.grow_childs_pipe(fd.as_fd()));
         }

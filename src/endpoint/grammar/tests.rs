@@ -450,6 +450,12 @@ fn sample_value(form: &'static str) -> Option<&'static str> {
         "URL" => "http://127.0.0.1:9000",
         "SIZE" => "8M",
         "NAME" | "PROTOCOLS" => "h2",
+        "IP[:PORT]" => "127.0.0.1",
+        "IDLE[:INTVL:CNT]]" => "30:5:4",
+        "SIZE" => "64k",
+        "IFACE" => "lo",
+        "CIDR[;CIDR...]" => "127.0.0.1;10.0.0.0/8",
+        "PATH" => "allowed.txt",
         "sha256:HEX" => "sha256:0000000000000000000000000000000000000000000000000000000000000000",
         choice => choice.split('|').next().unwrap_or(choice),
     })

@@ -63,6 +63,14 @@ impl ServerCheck {
     }
 }
 
+/// The subject of a DER certificate as `openssl x509 -subject` names it in RFC 4514 order
+/// (`CN=client, O=Example`); None when it does not parse.
+pub fn subject(cert: &[u8]) -> Option<String> {
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    let (_, parsed) = X509Certificate::from_der(cert).ok()?;
+    Some(parsed.subject().to_string())
+}
+
 /// The SHA-256 of a certificate's DER: what `pin=` names (as LibreSSL nc's `-H` and
 /// `openssl x509 -noout -fingerprint -sha256` hash: the whole certificate).
 pub fn certificate_sha256(cert: &[u8]) -> [u8; 32] {

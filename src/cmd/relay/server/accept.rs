@@ -80,8 +80,14 @@ impl Server<'_> {
                 }
                 Err(e) if Rejected::of(&e).is_some() => {
                     let rejected = Rejected::of(&e).expect("checked");
-                    // The reason names its stage: the PROXY header, or the TLS handshake.
-                    self.rejected(rejected, ConnEnd::Unusable(rejected.reason.clone()));
+                    // The reason names its stage: the PROXY header, or the TLS handshake;
+                    // or the listener's allow/deny list refused the client.
+                    let end = if rejected.refused {
+                        ConnEnd::Refused(rejected.reason.clone())
+                    } else {
+                        ConnEnd::Unusable(rejected.reason.clone())
+                    };
+                    self.rejected(rejected, end);
                 }
                 Err(e) => match e.raw_os_error().map(Errno::from_raw) {
                     Some(Errno::EAGAIN) => return,
@@ -117,8 +123,9 @@ impl Server<'_> {
 
 impl Server<'_> {
     /// A connection closed for its PROXY header (missing, malformed, late) or its TLS
-    /// handshake (failed, stalled): never relayed,
-    /// but said (unless -q) and counted as a connection that did not end cleanly.
+    /// handshake (failed, stalled), or refused by the listener's allow/deny list: never
+    /// relayed, but said (unless -q) and counted (a refusal as `refused`, the others as
+    /// connections that did not end cleanly).
     fn rejected(&mut self, rejected: &Rejected, end: ConnEnd) {
         // Rate-limited as a failed connection's line: a flood of junk is a few lines.
         if self.opts.verbose {

@@ -506,10 +506,15 @@ impl Server<'_> {
             self.shared.bytes_done[d].fetch_add(flow.bytes, Ordering::Relaxed);
         }
         // Text mode names each connection that failed (rate-limited); a cut at a stop
-        // signal is the run's ending, and an unusable one was said where it was refused.
+        // signal is the run's ending, and an unusable or refused one was said where it was
+        // refused.
         let failed = !matches!(
             report.end,
-            ConnEnd::Eof | ConnEnd::Quiet | ConnEnd::Signal | ConnEnd::Unusable(_)
+            ConnEnd::Eof
+                | ConnEnd::Quiet
+                | ConnEnd::Signal
+                | ConnEnd::Unusable(_)
+                | ConnEnd::Refused(_)
         );
         if self.opts.verbose {
             eprintln!("zerocat: {}", printable(&errno_names(&report.line())));

@@ -41,6 +41,15 @@ impl Server<'_> {
             }
             Err(errno) => return self.dial_failed(idx, side, errno),
         };
+        if family != socket::AddressFamily::Unix {
+            // Checked at the start (SockOpts::probe); a refusal now ends this connection.
+            if let Err(refused) = opts
+                .sock
+                .apply(&fd, family == socket::AddressFamily::Inet6, true)
+            {
+                return self.finish(idx, ConnEnd::Unusable(format!("{refused}")));
+            }
+        }
         let result = socket::connect(fd.as_raw_fd(), addr);
         conn.sides[side].fd = Some(fd);
         match result {

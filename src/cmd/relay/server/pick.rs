@@ -138,7 +138,7 @@ impl<'a> Server<'a> {
             }
             Spec::Command {
                 spec, own_group, ..
-            } => match self.command_peer(spec, *own_group) {
+            } => match self.command_peer(spec, *own_group, self.client_env(idx).as_ref()) {
                 Ok(peer) => {
                     self.conn_mut(idx).sides[UPSTREAM] = peer;
                     self.register(idx, UPSTREAM);
