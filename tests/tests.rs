@@ -17,6 +17,7 @@ mod keep_open;
 mod listeners;
 mod mptcp;
 mod names;
+mod netopts;
 mod outbound;
 mod parallel;
 mod pipe;

@@ -17,13 +17,13 @@ use crate::util::*;
 /// A CA, a server certificate for localhost / 127.0.0.1 / ::1, and a client certificate;
 /// `self.pem`, self-signed for CN=localhost as `openssl req -x509` makes it (CA:TRUE, no
 /// subjectAltName), and `old.pem`, self-signed for CN=localhost, expired in 2020.
-struct Pki {
+pub(crate) struct Pki {
     dir: tempfile::TempDir,
 }
 
 impl Pki {
     /// None (with the reason printed) when openssl is not installed.
-    fn make() -> Option<Pki> {
+    pub(crate) fn make() -> Option<Pki> {
         if Command::new("openssl").arg("version").output().is_err() {
             eprintln!("skipped: openssl is not installed (apt-get install openssl)");
             return None;
@@ -56,7 +56,7 @@ openssl ca -batch -config ca.cnf -selfsign -keyfile ../old.key -in old.csr -star
         Some(Pki { dir })
     }
 
-    fn path(&self, name: &str) -> String {
+    pub(crate) fn path(&self, name: &str) -> String {
         self.dir.path().join(name).display().to_string()
     }
 

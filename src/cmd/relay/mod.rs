@@ -249,6 +249,11 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
             spec.check_runnable()?;
         }
     }
+    // A socket option the kernel refuses (mark= without CAP_NET_ADMIN) is said now, once,
+    // before anything listens, not at every connection.
+    for e in [&cfg.a, &cfg.b] {
+        check_socket_options(e)?;
+    }
     let listens = cfg.a.listens() || cfg.b.listens();
     let specs = [
         spec(&cfg.a, cfg.connect_timeout, listens)?,
@@ -630,6 +635,23 @@ fn check_sides(cfg: &RelayConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A connector's socket options, tried on a socket of its first address's family.
+fn check_socket_options(endpoint: &Endpoint) -> anyhow::Result<()> {
+    let asks = endpoint.sock_opts().is_some_and(|s| s.any());
+    if !asks || !matches!(endpoint, Endpoint::Tcp { .. }) {
+        return Ok(());
+    }
+    let (addrs, opts) = endpoint
+        .connect_addrs()
+        .with_context(|| format!("cannot use '{endpoint}'"))?;
+    if let Some(addr) = addrs.iter().find_map(inet_addr) {
+        opts.sock
+            .probe(&addr, true)
+            .with_context(|| format!("cannot use '{endpoint}'"))?;
+    }
+    Ok(())
+}
+
 /// An IPv4 or IPv6 socket address, as std writes it.
 fn inet_addr(addr: &nix::sys::socket::SockaddrStorage) -> Option<std::net::SocketAddr> {
     addr.as_sockaddr_in()
@@ -658,13 +680,6 @@ fn spec(
             let (addrs, opts) = endpoint
                 .connect_addrs()
                 .with_context(|| format!("cannot use '{endpoint}'"))?;
-            // A socket option the kernel refuses (mark= without CAP_NET_ADMIN) is said
-            // now, once, not at every connection.
-            if let Some(addr) = addrs.iter().find_map(inet_addr) {
-                opts.sock
-                    .probe(&addr, true)
-                    .with_context(|| format!("cannot use '{endpoint}'"))?;
-            }
             let target = match endpoint {
                 Endpoint::Tcp { host, port, .. } => Some((host.clone(), *port)),
                 _ => None,
