@@ -452,7 +452,6 @@ fn sample_value(form: &'static str) -> Option<&'static str> {
         "NAME" | "PROTOCOLS" => "h2",
         "IP[:PORT]" => "127.0.0.1",
         "IDLE[:INTVL:CNT]]" => "30:5:4",
-        "SIZE" => "64k",
         "IFACE" => "lo",
         "CIDR[;CIDR...]" => "127.0.0.1;10.0.0.0/8",
         "PATH" => "allowed.txt",
