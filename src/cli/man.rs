@@ -1195,6 +1195,43 @@ connected: a target that is not \fBtcp:\fR, \fBtls:\fR or \fBunix:\fR, a range w
 backwards (\fB30\-20\fR) or past the ports there are (\fB0\fR, above \fB65535\fR),
 options that would send bytes or retry (\fBproxy=\fR, \fBsocks5=\fR, \fBconnect=\fR,
 \fBretry=\fR: \fB\-\-wait\fR is probe's); \fB130\fR interrupted.
+.SH DROP-IN NAMES: NC, TEE, PV
+Called through a link named \fBnc\fR, \fBnetcat\fR, \fBncat\fR, \fBtee\fR or \fBpv\fR
+(\fBzerocat install\-links\fR \fIDIR\fR \fB[\-\-force]\fR makes them), or as \fBzerocat nc\fR
+\fIARGS\fR, \fBzerocat pv\fR \fIARGS\fR, \fBzerocat compat\fR \fINAME\fR \fIARGS\fR, zerocat
+takes that tool's own flags; the bytes move by the engine's paths as ever. \fBzerocat
+tee\fR keeps zerocat's grammar (\fISRC DST...\fR); GNU tee's is \fBzerocat compat tee\fR or
+the \fBtee\fR link. Quiet as those tools are: \fB\-\-zerocat\-report\fR[\fB=json\fR], anywhere
+on the line, prints zerocat's report at the end. A flag zerocat does not take is refused
+with the tool's usage error (nc and tee exit 1, pv 64) and a line naming the zerocat way.
+.TP
+nc
+OpenBSD netcat's \fB\-4 \-6 \-d \-k \-l \-N \-n \-U \-u \-v \-z \-e \-c \-p \-s \-w \-X \-x\fR
+(with ncat's long spellings). It connects, scans (\fB\-z\fR, port ranges \fILO\-HI\fR,
+service names) and accepts itself, so the lines scripts read are OpenBSD's
+(\fBConnection to H P port [tcp/*] succeeded!\fR, \fBnc: connect to H port P (tcp) failed:
+Connection refused\fR, \fBListening on A P\fR, \fBConnection received on A P\fR), then
+relays the connected socket with stdin and stdout (\fB\-d\fR: to stdout only; \fB\-e\fR,
+\fB\-c\fR: with a command). Exit 0 when the connection (or, with \fB\-z\fR, one port)
+answered, 1 otherwise. Differences: stdin's EOF always half-closes the connection (what
+\fB\-N\fR asks); \fB\-lk\fR without a command writes each connection to stdout in turn, whole
+(\fBpipe \-\-keep\-open\fR), and sends them nothing; addresses are printed numerically.
+Refused: \fB\-C \-D \-F \-I \-i \-M \-m \-O \-P \-r \-S \-T \-t \-V \-W \-Z\fR.
+.TP
+tee
+GNU coreutils 9's \fB\-a \-i \-p \-\-output\-error\fR[\fB=\fR\fIMODE\fR] \fB\-\-help \-\-version\fR:
+stdin to each \fIFILE\fR (always a file name: \fB\-\fR and \fBtcp:x\fR are files) and to
+stdout, by tee(2) where the kernel allows; a failed output said as GNU says it (\fBtee:
+FILE: No such file or directory\fR); the exit modes stop at an output that cannot be
+opened, as GNU's do.
+.TP
+pv
+pv's \fB\-p \-t \-e \-r \-a \-b \-n \-q \-c \-W \-f \-C \-s \-L \-i \-w \-N\fR on one \fIFILE\fR
+or stdin, to stdout: pv's display on stderr (when it is a terminal, or with \fB\-f\fR;
+\fB\-n\fR prints an integer percentage a line, for \fBdialog \-\-gauge\fR), \fB\-L\fR
+shrinking each splice as \fB\-\-limit\fR does, \fB\-C\fR forcing \fB\-\-via userspace\fR.
+Refused: line mode (\fB\-l\fR, \fB\-0\fR: zerocat does not read the bytes it moves),
+\fB\-S \-B \-R \-P \-d \-F\fR and several \fIFILE\fRs.
 .SH SIGNALS
 .TP
 SIGINT, SIGTERM
