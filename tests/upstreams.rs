@@ -567,3 +567,45 @@ fn a_udp_session_picks_its_upstream_once() {
     assert_eq!(counts(report, 0).0, 2, "{}", report["upstreams"]);
     assert_eq!(counts(report, 1).0, 2, "{}", report["upstreams"]);
 }
+
+#[test]
+fn a_tls_upstream_whose_handshake_fails_goes_on_to_the_next() {
+    let Some(pki) = crate::tls::Pki::make() else {
+        println!("SKIPPED: openssl is not installed (apt-get install openssl)");
+        return;
+    };
+    // The first speaks no TLS (it greets in plaintext at once): the handshake fails before
+    // a byte of the stream moved. The second is a TLS terminator in front of a greeter.
+    let plain = upstream("plain", Kind::Greeter(Duration::ZERO));
+    let behind = upstream("tls", Kind::Greeter(Duration::ZERO));
+    let terminator = Rig::new().relay(&[
+        &format!(
+            "tls-listen:0,cert={},key={}",
+            pki.path("server.pem"),
+            pki.path("server.key")
+        ),
+        &format!("tcp:{}", behind.addr),
+    ]);
+    let port = |addr: &str| addr.rsplit(':').next().unwrap().to_string();
+    let ca = pki.path("ca.pem");
+    let relay = Rig::new().relay(&[
+        "--down-for",
+        "0",
+        "tcp-listen:0",
+        &format!("tls:localhost:{},cafile={ca}", port(&plain.addr)),
+        &format!("tls:localhost:{},cafile={ca}", port(terminator.addr())),
+    ]);
+    for seed in 0..3 {
+        assert_eq!(client(relay.addr(), seed, 50_000), "tls");
+    }
+    let end = relay.stop();
+    let report = end.report();
+    assert_eq!(counts(report, 0), (0, 3), "{}", report["upstreams"]);
+    assert_eq!(counts(report, 1), (3, 0), "{}", report["upstreams"]);
+    for c in connections(report) {
+        assert_eq!(c["ended"], "eof", "{c}");
+    }
+    // The plaintext one got handshakes only, never a client's bytes.
+    assert!(plain.received.load(Ordering::SeqCst) < 3 * 2048);
+    drop(terminator.stop());
+}
