@@ -335,6 +335,18 @@ fn bad_addresses_and_lists_are_usage_errors_before_any_fd_opens() {
         assert!(text.contains(names), "{args:?}: {text}");
         assert!(!text.contains("listening on"), "{args:?}: {text}");
     }
+    // -6 with no HOST: the listener binds IPv6's loopback, not 127.0.0.1 (which -6 rules out).
+    let payload = data(64 << 10);
+    let mut rig = Rig::new();
+    let dst = rig.file_sink(rig.path("out.bin"));
+    let running = rig.args(["-6", "pipe", "tcp-listen:0", &dst]).listen();
+    assert!(running.addr().starts_with("[::1]:"), "{}", running.addr());
+    send_to(running.addr(), &payload);
+    let v6 = running.finish();
+    v6.assert_code(0, "-6 pipe tcp-listen:0 FILE");
+    v6.assert_held(0, &payload, "-6 pipe tcp-listen:0 FILE");
+    v6.assert_final_path("splice", "-6 pipe tcp-listen:0 FILE");
+
     let arg = format!("tcp-listen:0,allow-file={}", unreadable.display());
     let mut cmd = zerocat();
     cmd.args(["relay", &arg, "exec:cat"]);

@@ -375,7 +375,12 @@ impl Endpoint {
                 backlog,
                 listen,
             } => {
-                let host = host.as_deref().unwrap_or(DEFAULT_LISTEN_HOST);
+                // `-6` (or `tcp6:`'s family) with no HOST: IPv6's loopback, still never exposed.
+                let default = match listen.sock.family {
+                    Some(super::sockopt::Family::V6) => "::1",
+                    _ => DEFAULT_LISTEN_HOST,
+                };
+                let host = host.as_deref().unwrap_or(default);
                 let backlog = backlog.unwrap_or(DEFAULT_BACKLOG);
                 let socket = listen_tcp(host, *port, backlog, listen)
                     .with_context(|| format!("cannot listen on {self}"))?;
