@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::net::TcpStream;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::rig::*;
@@ -180,4 +181,60 @@ fn relay_idle_timeout_closes_a_quiet_unix_connection() {
     end.assert_code(1, "relay --idle-timeout unix");
     let conn = &end.connections()[0];
     assert_eq!(conn["ended"], "idle-timeout", "{conn}");
+}
+
+/// `relay --linger` (nc -q): stdin ends, the server reads everything and never answers nor
+/// closes; the connection ends cleanly that long after, every byte delivered (exit 0,
+/// `ended: linger`). The same for a listener whose client half-closes.
+#[test]
+fn relay_linger_ends_a_connection_whose_other_direction_never_ends() {
+    use std::io::Read;
+    // A server that reads to EOF, keeps what it got, and then holds the connection open.
+    let server = |n: usize| {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let got = std::thread::spawn(move || {
+            (0..n)
+                .map(|_| {
+                    let (mut s, _) = listener.accept().unwrap();
+                    let mut got = Vec::new();
+                    s.read_to_end(&mut got).unwrap();
+                    // Returned, so held open (never closed by the server) until the test ends.
+                    (got, s)
+                })
+                .collect::<Vec<_>>()
+        });
+        (addr, got)
+    };
+    let (addr, got) = server(2);
+    let payload = Arc::new(data(200_000));
+    let mut rig = Rig::new();
+    let stdin = rig.stdin(payload.clone(), Pace::Full);
+    let end = rig
+        .args(["relay", "--linger", "300ms", &stdin, &format!("tcp:{addr}")])
+        .run();
+    end.assert_code(0, "relay --linger -");
+    let conn = &end.connections()[0];
+    assert_eq!(conn["ended"], "linger", "{conn}");
+
+    let rig = Rig::new();
+    let running = rig.relay(&[
+        "--once",
+        "--linger",
+        "300ms",
+        "tcp-listen:0",
+        &format!("tcp:{addr}"),
+    ]);
+    let mut client = TcpStream::connect(running.addr()).unwrap();
+    client.write_all(&payload).unwrap();
+    client.shutdown(std::net::Shutdown::Write).unwrap();
+    let end = running.finish();
+    let mut rest = Vec::new();
+    let _ = client.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "the server sent nothing");
+    end.assert_code(0, "relay --linger tcp-listen");
+    assert_eq!(end.connections()[0]["ended"], "linger");
+    for (i, (bytes, _held)) in got.join().unwrap().iter().enumerate() {
+        assert_bytes_eq(bytes, &payload, &format!("connection {i} at the server"));
+    }
 }

@@ -1141,6 +1141,38 @@ byte for 2.00 s)\fR (JSON: \fBended\fR is \fBidle\-timeout\fR). A sink that took
 while the source had some fails the run (exit 1: "the sink took no byte for ..."): bytes
 were not delivered. \fBrelay\fR: a connection that moved no byte either way is closed,
 reported \fBidle\-timeout\fR and counted as failed (UDP: a session's end, 60 s by default).
+.SH EOF AND HALF-CLOSE
+How each command ends (nc, ncat and socat each spell these differently):
+.TP
+\fBpipe\fR, \fBtee\fR: at the source's EOF
+a socket sink gets FIN (shutdown SHUT_WR; what it sent unread is drained, not reset), a
+TLS sink close_notify, a UDP sink an empty datagram, a command's stdin is closed; exit 0.
+\fBtee\fR: a failing sink as \fB\-\-on\-error\fR says.
+.TP
+\fB\-\-idle\-timeout\fR \fID\fR (pipe, tee): no byte for \fID\fR
+as an EOF when the source was quiet (exit 0, \fBidle\-timeout\fR); a failure when the sink
+took nothing (exit 1).
+.TP
+\fBpipe \-\-keep\-open\fR: at a signal
+each connection's EOF ends that connection only; the run ends at SIGINT/SIGTERM, exit 130.
+.TP
+\fBrelay\fR: at both directions' EOF
+an EOF on one side is passed on as a half\-close (SHUT_WR) to the other, whose direction
+goes on until its own EOF (no socat \fB\-t\fR cut\-off); a reset is passed on as a reset.
+\fBrelay \- tcp:\fR...: stdin's EOF is the half\-close (nc \fB\-N\fR always on), and the
+run ends with the connection.
+.TP
+\fBrelay \-\-linger\fR \fID\fR: one direction's EOF, then \fID\fR
+the other direction gets \fID\fR more, then both sides close with FIN (\fBlinger\fR, a
+clean end: exit 0). nc \fB\-q\fR \fID\fR; \fB\-\-linger 0\fR ends at the first EOF.
+.TP
+\fBrelay \-\-idle\-timeout\fR \fID\fR: no byte either way for \fID\fR
+the connection is closed (RST), \fBidle\-timeout\fR, counted failed (exit 1 under
+\fB\-\-once\fR).
+.TP
+UDP: no EOF on the wire
+zerocat's sender ends with an empty datagram, which zerocat's receiver takes as its EOF;
+else \fB\-\-idle\-timeout\fR or a signal ends it.
 .SH KEEP OPEN
 \fBpipe \-\-keep\-open\fR (\fB\-k\fR) \fILISTENER\fR \fIDST\fR (nc \fB\-lk\fR, ncat \fB\-k\fR):
 \fIDST\fR is opened once; then the listener's connections are taken one after another,

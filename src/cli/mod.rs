@@ -707,6 +707,11 @@ pub struct RelayArgs {
     /// a `proxy` or TLS listener waits for a PROXY header and handshake (default 5 s).
     #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
     pub connect_timeout: Option<std::time::Duration>,
+    /// Once one direction of a connection has ended (EOF, passed on as a half-close), give
+    /// the other at most this long, then end the connection cleanly (nc -q, ncat -q; 0: at
+    /// once). Without it, the other direction goes on until its own EOF.
+    #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_duration)]
+    pub linger: Option<std::time::Duration>,
     /// After SIGINT/SIGTERM: stop accepting, let the connections in flight finish for this
     /// long, then cut (reset) the rest; a second signal cuts them at once. 0: cut at once.
     /// A command side's child (exec:, sh:) of a cut connection then gets SIGTERM, and
@@ -1100,6 +1105,7 @@ impl Cli {
                     max_conns: args.max_conns,
                     idle_timeout: args.idle_timeout,
                     connect_timeout: args.connect_timeout,
+                    linger: args.linger,
                     grace: args.grace,
                     log: args.log,
                     workers: args.workers,

@@ -101,6 +101,9 @@ pub enum ConnEnd {
     /// listener's policy, not a failure.
     Refused(String),
     IdleTimeout,
+    /// `--linger`: one direction ended, and the other was given that long (nc -q): a clean
+    /// end, the sockets closed with FIN.
+    Linger,
     /// A datagram session heard nothing either way for `--idle-timeout`: how a UDP
     /// session ends (datagrams have no EOF), so a clean end.
     Quiet,
@@ -127,6 +130,7 @@ impl ConnEnd {
             ConnEnd::Refused(_) => "refused",
             ConnEnd::CommandFailed { .. } => "command-failed",
             ConnEnd::IdleTimeout => "idle-timeout",
+            ConnEnd::Linger => "linger",
             ConnEnd::Quiet => "quiet",
             ConnEnd::ConnectFailed { .. } | ConnEnd::ProxyFailed(_) => "connect-failed",
             ConnEnd::Signal => "signal",
@@ -173,7 +177,11 @@ impl ConnEnd {
             ConnEnd::NoUpstream(last) => {
                 format!("every upstream is down or failed this connection; the last: {last}")
             }
-            ConnEnd::Eof | ConnEnd::IdleTimeout | ConnEnd::Quiet | ConnEnd::Signal => return None,
+            ConnEnd::Eof
+            | ConnEnd::IdleTimeout
+            | ConnEnd::Linger
+            | ConnEnd::Quiet
+            | ConnEnd::Signal => return None,
         })
     }
 
@@ -181,7 +189,11 @@ impl ConnEnd {
     pub fn is_clean(&self) -> bool {
         matches!(
             self,
-            ConnEnd::Eof | ConnEnd::Quiet | ConnEnd::NotServed(_) | ConnEnd::Refused(_)
+            ConnEnd::Eof
+                | ConnEnd::Linger
+                | ConnEnd::Quiet
+                | ConnEnd::NotServed(_)
+                | ConnEnd::Refused(_)
         )
     }
 

@@ -72,6 +72,9 @@ pub struct RelayConfig {
     pub idle_timeout: Option<Duration>,
     /// Give up a connection attempt after this long (each attempt of `retry=N`).
     pub connect_timeout: Option<Duration>,
+    /// `--linger` (nc -q): once one direction has ended, the other gets at most this long,
+    /// then the connection ends cleanly.
+    pub linger: Option<Duration>,
     /// After SIGINT/SIGTERM, how long connections in flight may go on before they are cut.
     pub grace: Duration,
     /// `--log`: a JSON line per connection into this file (`-`: stderr).
@@ -98,6 +101,7 @@ impl RelayConfig {
             max_conns: None,
             idle_timeout: None,
             connect_timeout: None,
+            linger: None,
             grace: GRACE,
             log: None,
             workers: None,
@@ -781,6 +785,9 @@ fn plan(cfg: &RelayConfig, policy: Policy) -> String {
     }
     if let Some(d) = cfg.connect_timeout {
         let _ = write!(s, "; connect timeout {:.3} s", d.as_secs_f64());
+    }
+    if let Some(d) = cfg.linger {
+        let _ = write!(s, "; linger {:.3} s", d.as_secs_f64());
     }
     if cfg.grace != GRACE {
         let _ = write!(s, "; grace {:.3} s", cfg.grace.as_secs_f64());

@@ -61,6 +61,8 @@ const CONNECT_TIMEOUT: u64 = 1; // + side
 const RETRY: u64 = 3; // + side
 /// A paced direction's tokens are back (`--limit`, `--limit-total`).
 const PACE: u64 = 5; // + direction
+/// `--linger`'s timer: one direction ended that long ago.
+const LINGER: u64 = 7;
 /// When socket() itself fails for lack of fds, try again this soon (not an attempt).
 const FD_WAIT: Duration = Duration::from_millis(50);
 const ACCEPT_BACKOFF_FIRST: Duration = Duration::from_millis(20);
@@ -211,6 +213,8 @@ struct Conn {
     started: Instant,
     last_active: Instant,
     busy: bool,
+    /// One direction ended and `--linger`'s timer runs.
+    lingering: bool,
     /// The connected upstream's address, taken at the first pump under `--log` (by the
     /// end, a closed socket has no peer to ask).
     upstream: Option<SockaddrStorage>,
@@ -629,6 +633,7 @@ impl<'a> Server<'a> {
                 conn.pace_timer[(k - PACE) as usize] = false;
                 self.pump(idx);
             }
+            LINGER => self.finish(idx, ConnEnd::Linger),
             k if (RETRY..RETRY + 2).contains(&k) => {
                 let side = (k - RETRY) as usize;
                 if conn.sides[side].dial.as_ref().is_some_and(|d| d.waiting) {
@@ -657,6 +662,7 @@ impl<'a> Server<'a> {
             started: now,
             last_active: now,
             busy: false,
+            lingering: false,
             upstream: None,
             pick: None,
             pace: [0, 1].map(|_| {

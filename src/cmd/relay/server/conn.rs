@@ -218,7 +218,14 @@ impl Server<'_> {
         }
         if done == 2 {
             self.finish(idx, ConnEnd::Eof);
-        } else if busy && !conn.busy {
+            return;
+        }
+        if let (1, false, Some(linger)) = (done, conn.lingering, self.cfg.linger) {
+            conn.lingering = true;
+            let token = slot_token(gen, idx, super::LINGER);
+            self.poller.timer(Instant::now() + linger, token);
+        }
+        if busy && !conn.busy {
             conn.busy = true;
             self.busy.push_back(slot_token(gen, idx, 0));
         }
@@ -311,7 +318,7 @@ impl Server<'_> {
                 .as_ref()
                 .map(|t| Box::new(t.info.clone()))
         });
-        let abort = !matches!(end, ConnEnd::Eof);
+        let abort = !matches!(end, ConnEnd::Eof | ConnEnd::Linger);
         let upstream = self.upstream(&conn);
         let upstream_uri = match (&self.shared.upstreams, conn.pick) {
             (Some(ups), Some(pick)) => {
