@@ -874,6 +874,25 @@ is not IP), opened with a SYN, SYN\-ACK, ACK, its bytes in segments of at most 6
 bytes whose sequence numbers are the stream's offsets + 1, and a FIN at a direction's
 EOF. Missed bytes are a jump in the sequence numbers (Wireshark: "previous segment not
 captured"). TCP checksums are 0.
+.SH WEBSOCKET
+\fBws://\fR\fIHOST\fR[\fB:\fR\fIPORT\fR]\fB/\fR\fIPATH\fR (port 80) and \fBwss://\fR (port 443,
+inside TLS, with the options of \fBtls:\fR) are RFC 6455 clients; \fBws\-listen:\fR
+[\fIHOST\fR\fB:\fR]\fIPORT\fR[\fB/\fR\fIPATH\fR] serves the upgrade (for \fIPATH\fR only,
+when given; \fBcert=\fR and \fBkey=\fR make it wss). A path is required after \fBws://\fR
+(usage error otherwise). The stream crosses as binary frames: each read of the other side
+one frame, masked from a client; a server's frames are unmasked, their payloads spliced
+from the connection's socketpair through a pipe between headers written by hand, and a
+client splices the payloads it receives from the socket. A ping is answered with a pong.
+The peer's close frame is that direction's EOF; zerocat's EOF is its close frame (1000),
+and the other direction goes on until its own close (zerocat to zerocat, a half\-close
+crosses; browsers and Python's websockets end both ways at the first close frame). A
+frame the peer must not send closes that connection, said on stderr
+(\fBzerocat: ws: \fR\fIpeer\fR\fB sent \fR\fIwhat\fR\fB: closed with \fR\fIcode\fR): a
+length with its top bit set (2^63 and more), an unmasked frame from a client, a
+fragmented or oversized control frame, an unknown opcode or reserved bit: 1002; a text
+message that is not UTF\-8: 1007. Other connections go on. Each WebSocket connection runs
+in two threads of its own between the network and a socketpair the engine or the relay
+sees as a unix socket (a relay's report shows that socket's path).
 .SH PROGRESS AND RATE LIMIT
 A progress bar is drawn on stderr when stderr is a terminal, the data does not go to
 that same terminal (zerocat as \fBcat\fR: no bar between the data's lines), and zerocat
