@@ -609,3 +609,33 @@ fn a_tls_upstream_whose_handshake_fails_goes_on_to_the_next() {
     assert!(plain.received.load(Ordering::SeqCst) < 3 * 2048);
     drop(terminator.stop());
 }
+
+#[test]
+fn dump_keeps_both_directions_of_a_connection_that_went_on_to_the_next_upstream() {
+    let flapping = upstream("flapping", Kind::Flapping);
+    let rig = Rig::new();
+    let dump = rig.path("dump");
+    let relay = rig
+        .args(["--dump"])
+        .arg(&dump)
+        .args(["--dump-format", "text"])
+        .relay(&[
+            "--once",
+            "--down-for",
+            "0",
+            "tcp-listen:127.0.0.1:0",
+            &format!("tcp:{}", flapping.addr),
+            &format!("tcp:{}", flapping.addr),
+        ]);
+    // The first try is reset at once, the second greets: the client's one connection.
+    assert_eq!(client(relay.addr(), 7, 3000), "flapping");
+    let end = relay.finish();
+    end.assert_code(0, "relay");
+    let report = end.report();
+    assert_eq!(counts(report, 0), (0, 1), "{}", report["upstreams"]);
+    let text = String::from_utf8_lossy(&std::fs::read(&dump).unwrap()).into_owned();
+    assert!(
+        text.contains("flapping"),
+        "the greeting (b -> a) is in the dump: {text}"
+    );
+}

@@ -117,7 +117,10 @@ impl<'a> Server<'a> {
         }
         let conn = self.conns[idx].as_mut().expect("a live connection");
         conn.flows[1].close(&mut self.pools);
+        // --dump's tap stays (it has seen nothing of this direction yet).
+        let tap = conn.flows[1].tap.take();
         conn.flows[1] = Flow::new(self.tuning.choice(self.policy));
+        conn.flows[1].tap = tap;
         let last = end.text().unwrap_or_else(|| end.word().into());
         let Some(next) = ups.pick(conn.client_ip, conn.tried, now) else {
             self.finish(idx, ConnEnd::NoUpstream(last));
