@@ -647,7 +647,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__pipe)
-            opts="-k -q -v -L -4 -6 -h -V --grace --idle-timeout --connect-timeout --keep-open --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3:"
+            opts="-k -q -v -L -4 -6 -h -V --grace --idle-timeout --connect-timeout --keep-open --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -805,7 +805,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__relay)
-            opts="-j -q -v -L -4 -6 -h -V --balance --down-for --check-interval --limit-total --exit-idle --once --max-conns --idle-timeout --connect-timeout --linger --grace --log --workers --splice-first --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3:"
+            opts="-j -q -v -L -4 -6 -h -V --balance --down-for --check-interval --limit-total --exit-idle --once --max-conns --idle-timeout --connect-timeout --linger --grace --log --workers --splice-first --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -903,7 +903,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__tee)
-            opts="-a -p -i -q -v -L -4 -6 -h -V --append --on-error --output-error --grace --ignore-interrupts --idle-timeout --connect-timeout --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3:"
+            opts="-a -p -i -q -v -L -4 -6 -h -V --append --on-error --output-error --grace --ignore-interrupts --idle-timeout --connect-timeout --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

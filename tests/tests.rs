@@ -12,6 +12,7 @@ mod copy_features;
 mod dump;
 mod exit_idle;
 mod faults;
+mod http;
 mod http_fault;
 mod keep_open;
 mod listeners;

@@ -1358,6 +1358,7 @@ fn stream_kind(e: &Endpoint, source: bool) -> &'static str {
         Endpoint::Udp { .. } | Endpoint::UdpListen { .. } => "a UDP socket",
         Endpoint::Command(_) => "a command's pipe",
         Endpoint::S3 { .. } => "an S3 object",
+        Endpoint::Http { .. } => "an HTTP exchange (a stream)",
     }
 }
 

@@ -8,9 +8,11 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use nix::sys::socket::{shutdown, Shutdown};
 
+use crate::endpoint::http::HttpEnd;
 use crate::endpoint::tls::{Session, TlsInfo};
 use crate::endpoint::{self, command, Endpoint, Opened, Role};
 use crate::engine::{self, DataPath, Side, Via};
+use crate::report::HttpInfo;
 use crate::sys::fdkind::FdInfo;
 use crate::sys::process::ChildExit;
 use crate::sys::socket::Mptcp;
@@ -209,6 +211,30 @@ pub fn finish_tls(
         .finish(TLS_FINISH)
         .map(|reason| format!("{endpoint}: {reason}"));
     (Some(info), failure)
+}
+
+/// Finishes an `http(s)://` endpoint's exchange (its fd closed first): what the report says
+/// of it, and its failure (the URL named) if it failed — a status not 2xx, a body cut or
+/// longer than announced, an upload the server did not take.
+pub fn finish_http(end: Option<HttpEnd>) -> (Option<HttpInfo>, Option<String>) {
+    let Some(end) = end else {
+        return (None, None);
+    };
+    let s = end.finish();
+    let info = HttpInfo {
+        method: s.method,
+        status: s.status,
+        reason: s.reason,
+        url: s.url,
+        etag: s.etag,
+        redirects: s.redirects,
+        framing: s.framing,
+        length: s.length,
+        spliced: s.spliced,
+        copied: s.copied,
+        unverified: s.unverified,
+    };
+    (Some(info), s.error)
 }
 
 /// How long an ended run waits for a TLS sink to send its last records and close_notify.

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 
 use super::common::{
-    child_failure, describe, failure_message, finish_datagram_sink, finish_socket_sink, finish_tls,
-    idle_outcome, inspect, predict, reap_child, refuse_same_file, remaining, say_socket_options,
-    stdout_gone, truncate_if_pending, IdleWatch, Quiet,
+    child_failure, describe, failure_message, finish_datagram_sink, finish_http,
+    finish_socket_sink, finish_tls, idle_outcome, inspect, predict, reap_child, refuse_same_file,
+    remaining, say_socket_options, stdout_gone, truncate_if_pending, IdleWatch, Quiet,
 };
 use crate::endpoint::proxy::Addresses;
 use crate::endpoint::{Endpoint, Role};
@@ -43,14 +43,23 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     }
     // An accepted source's client goes on in the sink's PROXY header (`proxy=v1|v2`).
     let (mut src, origin) = cfg.src.open_carrying(Role::Source, &Addresses::Unknown)?;
-    let (mut dst, _) = cfg.dst.open_carrying(Role::Sink, &origin)?;
-    say_socket_options(opts, &[&cfg.src, &cfg.dst]);
-    let tls = [src.tls.take(), dst.tls.take()];
-    let s3 = [src.s3.take(), dst.s3.take()];
     let mut src_info = inspect(src.fd.as_fd(), &cfg.src)?;
     if src_info.kind == FdKind::Datagram {
         src_info.quiet_end = cfg.idle_timeout;
     }
+    // An http(s) sink sends a regular file's size as Content-Length (the engine's sendfile
+    // then goes straight into the connection); a stream goes chunked.
+    let upload_len = (src_info.kind == FdKind::File)
+        .then(|| remaining(src.fd.as_fd(), &src_info))
+        .flatten();
+    let (mut dst, _) = cfg
+        .dst
+        .with_upload_len(upload_len)
+        .open_carrying(Role::Sink, &origin)?;
+    say_socket_options(opts, &[&cfg.src, &cfg.dst]);
+    let tls = [src.tls.take(), dst.tls.take()];
+    let s3 = [src.s3.take(), dst.s3.take()];
+    let http = [src.http.take(), dst.http.take()];
     let dst_info = inspect(dst.fd.as_fd(), &cfg.dst)?;
     refuse_same_file(&cfg.src, &src_info, &cfg.dst, &dst_info)?;
     let chain = chain_for(&src_info, &dst_info, opts.via)?;
@@ -91,7 +100,8 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     let (record, failure) = engine::transfer(&ends, &chain, middle.as_ref(), &meter);
     let timed_out = idle.map_or(Quiet::No, IdleWatch::stop);
     let (failure, idle_ending) = idle_outcome(failure, timed_out, cfg.idle_timeout);
-    if failure.is_none() && dst_info.kind == FdKind::Socket {
+    // An upload's connection stays open for the server's answer.
+    if failure.is_none() && dst_info.kind == FdKind::Socket && http[1].is_none() {
         finish_socket_sink(ends.dst);
     }
     if failure.is_none() && dst_info.kind == FdKind::Datagram {
@@ -105,6 +115,7 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     if failure.is_some() {
         // A cut stream: the TLS peer gets a reset, not a close_notify that says "complete".
         tls.iter().flatten().for_each(|session| session.cut());
+        http.iter().flatten().for_each(|end| end.cut());
     }
     let [src_child, dst_child] = [
         reap_child(&cfg.src, src, cfg.grace, interrupted)?,
@@ -113,8 +124,15 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     let [src_tls, dst_tls] = tls;
     let (src_tls, src_tls_failure) = finish_tls(&cfg.src, src_tls);
     let (dst_tls, dst_tls_failure) = finish_tls(&cfg.dst, dst_tls);
-    // A TLS end's failure explains the EOF or EPIPE the engine met on its socketpair.
-    let tls_failure = src_tls_failure.or(dst_tls_failure);
+    let [src_http, dst_http] = http;
+    let (src_http, src_http_failure) = finish_http(src_http);
+    let (dst_http, dst_http_failure) = finish_http(dst_http);
+    // A TLS end's failure explains the EOF or EPIPE the engine met on its socketpair; an
+    // http end's, the EOF of a body cut or refused.
+    let tls_failure = src_http_failure
+        .or(dst_http_failure)
+        .or(src_tls_failure)
+        .or(dst_tls_failure);
     let command_failure = child_failure(&cfg.src, src_child)
         .or_else(|| child_failure(&cfg.dst, dst_child))
         .or(tls_failure.clone());
@@ -141,12 +159,14 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
             child: src_child,
             tls: src_tls,
             requests: src_requests,
+            http: src_http,
             ..Named::of(cfg.src.to_string(), &src_info)
         },
         dst: Named {
             child: dst_child,
             tls: dst_tls,
             requests: dst_requests,
+            http: dst_http,
             ..Named::of(cfg.dst.to_string(), &dst_info)
         },
         record,

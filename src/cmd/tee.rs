@@ -8,10 +8,11 @@ use anyhow::anyhow;
 use nix::errno::Errno;
 
 use super::common::{
-    child_failure, describe, failure_message, finish_datagram_sink, finish_socket_sink,
-    idle_outcome, inspect, predict, reap_child, refuse_same_file, remaining, stdout_gone,
-    truncate_if_pending, IdleWatch, Quiet,
+    child_failure, describe, failure_message, finish_datagram_sink, finish_http,
+    finish_socket_sink, idle_outcome, inspect, predict, reap_child, refuse_same_file, remaining,
+    stdout_gone, truncate_if_pending, IdleWatch, Quiet,
 };
+use crate::endpoint::http::HttpEnd;
 use crate::endpoint::s3::Transfer;
 use crate::endpoint::{Endpoint, Opened, Role};
 use crate::engine::fanout::{self as fan, FanOut, OnError, Sink, SinkOutcome};
@@ -19,6 +20,7 @@ use crate::engine::{DataPath, Failure, Via};
 use crate::exit::{ExitCode, UsageError};
 use crate::options::Options;
 use crate::progress::{self, Watch};
+use crate::report::HttpInfo;
 use crate::report::{sinks_word, Ending, FanOutReport, Named, SinkReport};
 use crate::sys::fdkind::{FdInfo, FdKind};
 use crate::sys::process::ChildExit;
@@ -58,12 +60,15 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut src = cfg.src.open(Role::Source)?;
     let src_s3 = src.s3.take();
+    let src_http = src.http.take();
     let src_info = inspect(src.fd.as_fd(), &cfg.src)?;
     // A sink that cannot be opened is a failed sink like any other (GNU tee: said, the
     // others still get every byte, exit 1), in every --output-error mode.
     let mut opened = Vec::with_capacity(cfg.sinks.len());
     // `s3://` ends: checked (a GET) or completed or aborted (an upload) once closed.
     let mut sink_s3: Vec<Option<Transfer>> = (0..cfg.sinks.len()).map(|_| None).collect();
+    // `http(s)://` sinks: an upload answered, or cut, once closed.
+    let mut sink_http: Vec<Option<HttpEnd>> = (0..cfg.sinks.len()).map(|_| None).collect();
     let mut unopened = Vec::new();
     for (i, (sink, listener)) in cfg.sinks.iter().zip(listeners).enumerate() {
         let sink_fd = match listener {
@@ -75,6 +80,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
                     child: None,
                     tls: accepted.tls,
                     s3: None,
+                    http: None,
                 }
                 .for_role(Role::Sink)
             }
@@ -114,6 +120,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         };
         let mut sink_fd = sink_fd;
         sink_s3[i] = sink_fd.s3.take();
+        sink_http[i] = sink_fd.http.take();
         let info = inspect(sink_fd.fd.as_fd(), sink)?;
         refuse_same_file(&cfg.src, &src_info, sink, &info)?;
         opened.push((i, sink_fd, info));
@@ -183,8 +190,13 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    for (sink, result) in sinks.iter().zip(&out.sinks) {
-        if result.failure.is_none() && sink.info.kind == FdKind::Socket {
+    let http_sinks: Vec<bool> = opened
+        .iter()
+        .map(|(i, _, _)| sink_http[*i].is_some())
+        .collect();
+    for ((sink, result), http) in sinks.iter().zip(&out.sinks).zip(&http_sinks) {
+        // An upload's connection stays open for the server's answer.
+        if result.failure.is_none() && sink.info.kind == FdKind::Socket && !http {
             finish_socket_sink(sink.fd);
         }
         if result.failure.is_none() && sink.info.kind == FdKind::Datagram {
@@ -197,6 +209,15 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     // are waited for: an interrupted one gets SIGTERM, then SIGKILL after --grace.
     drop(sinks);
     let stopping = matches!(out.failure, Some(Failure::Interrupted));
+    // An upload whose sink failed, or whose source did not end well, is cut (never
+    // completed short).
+    for ((i, _, _), result) in opened.iter().zip(&out.sinks) {
+        if let Some(end) = &sink_http[*i] {
+            if out.failure.is_some() || result.failure.is_some() {
+                end.cut();
+            }
+        }
+    }
     let src_child = reap_child(&cfg.src, src, cfg.grace, stopping)?;
     let mut children = vec![None; cfg.sinks.len()];
     for (i, opened, _) in opened {
@@ -218,6 +239,8 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     let (src_requests, src_s3_failure) = src_s3
         .map(|t| t.finish(out.record.bytes(), src_whole))
         .unwrap_or_default();
+    let (src_http, src_http_failure) = finish_http(src_http);
+    let src_s3_failure = src_http_failure.or(src_s3_failure);
     let src_whole = src_whole && src_s3_failure.is_none();
     let mut s3_failures = vec![None; cfg.sinks.len()];
     let mut requests = vec![Vec::new(); cfg.sinks.len()];
@@ -229,6 +252,14 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         requests[i] = made;
         s3_failures[i] = failure.map(|f| format!("{}: {f}", cfg.sinks[i]));
     }
+    let mut sinks_http = vec![None; cfg.sinks.len()];
+    for (i, end) in sink_http.into_iter().enumerate() {
+        let (info, failure) = finish_http(end);
+        sinks_http[i] = info;
+        if failure.is_some() {
+            s3_failures[i] = failure;
+        }
+    }
     let ends = Ends {
         src_info: &src_info,
         infos: &infos,
@@ -239,6 +270,8 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         src_requests,
         s3_failures,
         requests,
+        src_http,
+        sinks_http,
     };
     conclude(opts, cfg, &ends, out, unopened, seconds)
 }
@@ -258,6 +291,9 @@ struct Ends<'a> {
     /// One per sink given: an `s3://` sink's upload that failed, and its requests.
     s3_failures: Vec<Option<String>>,
     requests: Vec<Vec<(&'static str, u64)>>,
+    /// `http(s)://` ends: the source's exchange, and one per sink given.
+    src_http: Option<HttpInfo>,
+    sinks_http: Vec<Option<HttpInfo>>,
 }
 
 /// An error that ends the run wherever it comes from: a signal, or a usage error.
@@ -412,6 +448,7 @@ fn conclude(
         src: Named {
             child: ends.src_child,
             requests: ends.src_requests.clone(),
+            http: ends.src_http.clone(),
             ..Named::of(cfg.src.to_string(), ends.src_info)
         },
         sinks: cfg
@@ -424,6 +461,7 @@ fn conclude(
                 named: Named {
                     child: ends.children[i],
                     requests: ends.requests[i].clone(),
+                    http: ends.sinks_http[i].clone(),
                     ..Named::of(uri.to_string(), info)
                 },
                 ending: sink_ending(i, &sink_errors, &ending, survivors_whole),

@@ -14,7 +14,10 @@ use super::command::{self, Program};
 use super::outbound;
 use super::proxy::Version;
 use super::sockopt::{self, SockOpts};
-use super::{ConnectOpts, Endpoint, FileOpts, Frame, ListenOpts, S3Opts, TlsOpts, UnixAddr};
+use super::{
+    ByteRange, ConnectOpts, Endpoint, FileOpts, Frame, HeaderSpec, HttpOpts, ListenOpts, S3Opts,
+    TlsOpts, UnixAddr,
+};
 
 /// A malformed endpoint argument: a usage error (exit 2).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +57,8 @@ enum Scheme {
     Exec,
     Sh,
     S3,
+    Http,
+    Https,
 }
 
 /// One option word a scheme takes: as written after its comma, and what it does.
@@ -149,6 +154,19 @@ const MODE: OptionWord = opt(
 const FRAME: OptionWord = opt(
     "frame=len16",
     "relay with udp:/udp-listen: a 2-byte length before each datagram (DNS over TCP)",
+);
+const METHOD: OptionWord = opt("method=PUT|POST", "the method of an upload (a sink; PUT)");
+const HEADER: OptionWord = opt(
+    "header=NAME:VALUE|@FILE",
+    "send this header (repeatable); @FILE: 'Name: value' lines read from FILE, out of ps",
+);
+const HEADER_ENV: OptionWord = opt(
+    "header-env=NAME:VAR",
+    "send header NAME with environment variable VAR's value (a token kept out of ps)",
+);
+const RANGE: OptionWord = opt(
+    "range=START-[END]",
+    "only these bytes (a source): Range, and a 206 whose Content-Range matches",
 );
 const STDERR: OptionWord = opt("stderr", "the child's stderr joins the stream (a source)");
 
@@ -468,6 +486,56 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
             ),
         ],
     },
+    SchemeInfo {
+        scheme: Scheme::Http,
+        name: "http",
+        aliases: &[],
+        address: "//HOST[:PORT]/PATH[?QUERY]",
+        as_source: "GET; the body spliced after the head (exit 1 on a status not 2xx)",
+        as_sink:
+            "PUT (method=POST): Content-Length and sendfile from a file, chunked from a stream",
+        options: &[
+            METHOD, HEADER, HEADER_ENV, RANGE, RETRY, INTERVAL, SOCKS5, CONNECT, PROXY_AUTH, MPTCP,
+        ],
+    },
+    SchemeInfo {
+        scheme: Scheme::Https,
+        name: "https",
+        aliases: &[],
+        address: "//HOST[:PORT]/PATH[?QUERY]",
+        as_source: "as http, over TLS (every tls: option)",
+        as_sink: "as http, over TLS",
+        options: &[
+            METHOD,
+            HEADER,
+            HEADER_ENV,
+            RANGE,
+            opt(
+                "sni=NAME",
+                "the name sent and verified (default: the URL's host, unless an address)",
+            ),
+            opt(
+                "cafile=PEM",
+                "verify the server against these CAs (or this very certificate), not the system's",
+            ),
+            opt(
+                "pin=sha256:HEX",
+                "the server's certificate must be the one whose DER has this SHA-256",
+            ),
+            opt(
+                "verify=0|1",
+                "0 takes any certificate (insecure, with a warning)",
+            ),
+            opt("cert=PEM", "a client certificate (with key=)"),
+            KEY,
+            RETRY,
+            INTERVAL,
+            SOCKS5,
+            CONNECT,
+            PROXY_AUTH,
+            MPTCP,
+        ],
+    },
 ];
 
 impl SchemeInfo {
@@ -540,18 +608,43 @@ struct RawOpts {
     tls_flag: bool,
     sock: SockOpts,
     access: Access,
+    /// `http(s)://`: method=, header=, header-env=, range=.
+    http: HttpOpts,
 }
 
 /// The option whose value is a secret: never shown ([`redact`]).
 const SECRET_OPTION: &str = "proxy-auth=";
 
-/// `arg` as a message may show it: from the value of `proxy-auth=` on, `***` (what follows
-/// may be the rest of a password holding a comma). Endpoints display without it already.
+/// Options whose values may be secrets: a message shows `***` from the value on.
+const SECRET_OPTIONS: [&str; 2] = [SECRET_OPTION, "header="];
+
+/// `arg` as a message may show it: from the value of `proxy-auth=` or `header=` on, `***`
+/// (what follows may be the rest of a password holding a comma), and a URL's password
+/// (`//user:PASS@host`) as `***`. Endpoints display without them already.
 pub fn redact(arg: &str) -> std::borrow::Cow<'_, str> {
-    match arg.to_ascii_lowercase().find(SECRET_OPTION) {
-        Some(at) => format!("{}***", &arg[..at + SECRET_OPTION.len()]).into(),
+    let lower = arg.to_ascii_lowercase();
+    let cut = SECRET_OPTIONS
+        .iter()
+        .filter_map(|secret| lower.find(secret).map(|at| at + secret.len()))
+        .min();
+    let mut shown: std::borrow::Cow<'_, str> = match cut {
+        Some(at) => format!("{}***", &arg[..at]).into(),
         None => arg.into(),
+    };
+    // `scheme://user:password@host`: the password hidden.
+    if let Some(start) = shown.find("://").map(|i| i + 3) {
+        let authority_end = shown[start..]
+            .find(['/', '?', '#', ','])
+            .map_or(shown.len(), |i| start + i);
+        let authority = &shown[start..authority_end];
+        if let Some(at) = authority.rfind('@') {
+            if let Some(colon) = authority[..at].find(':') {
+                let hidden = format!("{}***{}", &shown[..start + colon + 1], &shown[start + at..]);
+                shown = hidden.into();
+            }
+        }
     }
+    shown
 }
 
 /// Parse one endpoint argument. Pure: opens nothing.
@@ -604,6 +697,9 @@ pub fn parse(arg: &str) -> Result<Endpoint, ParseError> {
     }
     if scheme == Scheme::S3 {
         return parse_s3(rest).map_err(fail);
+    }
+    if matches!(scheme, Scheme::Http | Scheme::Https) {
+        return parse_http(scheme, rest).map_err(fail);
     }
     parse_uri(scheme, rest)
         .and_then(|endpoint| endpoint.pin_family(sockopt::family_of_word(word)))
@@ -850,6 +946,7 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
         Scheme::S3 => parse_s3(rest),
         Scheme::Ws | Scheme::Wss => parse_ws(scheme, address, opts),
         Scheme::WsListen => parse_ws_listen(address, opts),
+        Scheme::Http | Scheme::Https => parse_http(scheme, rest),
         Scheme::Systemd => {
             let name = match address {
                 "" => None,
@@ -885,6 +982,115 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
             })
         }
     }
+}
+
+/// `http://HOST[:PORT]/PATH[?QUERY][,OPTIONS]`, the URL as curl takes it, parsed by the
+/// `url` crate (WHATWG URL). A comma belongs to the URL unless an option word follows it
+/// (`/a,b.txt` is a path; `,header=…` an option; `,cafile=…` one http does not take).
+fn parse_http(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
+    let name = scheme.name();
+    let expected = format!("expected {name}://HOST[:PORT]/PATH[?QUERY]");
+    let pieces: Vec<&str> = rest.split(',').collect();
+    let first_option = pieces.iter().skip(1).position(|piece| {
+        let word = piece.split_once('=').map_or(*piece, |(word, _)| word);
+        let word = word.to_ascii_lowercase();
+        SCHEME_TABLE
+            .iter()
+            .any(|info| info.options.iter().any(|o| o.word() == word))
+    });
+    let (address, options) = match first_option {
+        Some(i) => (pieces[..=i].join(","), &pieces[i + 1..]),
+        None => (rest.to_string(), &[][..]),
+    };
+    if !address.starts_with("//") {
+        return Err(format!("'{name}:{address}' has no '//'; {expected}"));
+    }
+    // `http:///x`: the URL standard would take `x` as the host; curl says no host.
+    if address[2..].is_empty() || address[2..].starts_with(['/', '?', '#']) {
+        return Err(format!("missing HOST; {expected}"));
+    }
+    let url =
+        url::Url::parse(&format!("{name}:{address}")).map_err(|e| format!("{e}; {expected}"))?;
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("missing HOST; {expected}"));
+    }
+    if url.port() == Some(0) {
+        return Err(format!(
+            "port 0 is not a port to connect to; {expected} with PORT 1-65535"
+        ));
+    }
+    let opts = parse_options(scheme, options.iter().copied())?;
+    let mut connect = opts.connect;
+    if scheme == Scheme::Https {
+        if opts.tls.cert.is_some() != opts.tls.key.is_some() {
+            return Err("a client certificate takes both cert=PEM and key=PEM".into());
+        }
+        if opts.tls.insecure && opts.tls.pin.is_some() {
+            return Err(
+                "pin= checks the server's certificate and verify=0 skips the check: give one \
+                 of them"
+                    .into(),
+            );
+        }
+        connect.tls = Some(opts.tls);
+    }
+    Ok(Endpoint::Http {
+        url,
+        opts: HttpOpts {
+            connect,
+            ..opts.http
+        },
+        upload_len: None,
+    })
+}
+
+/// `START-[END]` with END ≥ START.
+pub fn parse_range(text: &str) -> Result<ByteRange, String> {
+    const EXPECTED: &str = "expected range=START-[END] in bytes, e.g. range=0-1023 or range=4096-";
+    let (start, end) = text
+        .split_once('-')
+        .ok_or_else(|| format!("'{text}' has no '-'; {EXPECTED}"))?;
+    let number = |s: &str| {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse::<u64>().ok())
+            .flatten()
+            .ok_or_else(|| format!("'{s}' is not a byte offset; {EXPECTED}"))
+    };
+    let start = number(start)?;
+    let end = if end.is_empty() {
+        None
+    } else {
+        Some(number(end)?)
+    };
+    if end.is_some_and(|end| end < start) {
+        return Err(format!("END is before START in '{text}'; {EXPECTED}"));
+    }
+    Ok(ByteRange { start, end })
+}
+
+/// `Name: value` or `Name:value`: a token name (RFC 9110 §5.1) and a value without CR or LF.
+pub fn split_header(text: &str) -> Result<(&str, &str), String> {
+    let (name, value) = text
+        .split_once(':')
+        .ok_or_else(|| "expected NAME:VALUE".to_string())?;
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if name.is_empty() || !name.bytes().all(token) {
+        return Err(format!("'{name}' is not a header name"));
+    }
+    if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+        return Err(format!("the value of {name} holds a line break"));
+    }
+    Ok((name, value.trim()))
+}
+
+/// `url` as shown: a password as `***`, no fragment.
+pub fn redact_url(url: &url::Url) -> String {
+    let mut shown = url.clone();
+    if shown.password().is_some() {
+        let _ = shown.set_password(Some("***"));
+    }
+    shown.set_fragment(None);
+    shown.to_string()
 }
 
 /// A TLS listener's options: its certificate and key are required.
@@ -1202,7 +1408,7 @@ fn parse_options<'a>(
                 takes()
             ));
         }
-        if seen.contains(&name) {
+        if seen.contains(&name) && !matches!(name.as_str(), "header" | "header-env") {
             return Err(format!("option '{name}' is given twice ({})", takes()));
         }
         seen.push(name.clone());
@@ -1237,6 +1443,57 @@ fn parse_options<'a>(
                 }
             }
             ("pin", value) => opts.tls.pin = Some(parse_pin(value)?),
+            ("method", value) => {
+                let method = option_value("method", value, "expected method=PUT or method=POST")?;
+                let method = method.to_ascii_uppercase();
+                if !matches!(method.as_str(), "PUT" | "POST" | "PATCH") {
+                    return Err(format!(
+                        "option 'method' takes PUT, POST or PATCH (the method of an upload), \
+                         got '{method}'"
+                    ));
+                }
+                opts.http.method = Some(method);
+            }
+            ("header", value) => {
+                let value = option_value(
+                    "header",
+                    value,
+                    "expected header=NAME:VALUE or header=@FILE",
+                )?;
+                let spec = match value.strip_prefix('@') {
+                    Some(path) if !path.is_empty() => HeaderSpec::File(PathBuf::from(path)),
+                    _ => {
+                        let (name, value) = split_header(value).map_err(|e| {
+                            format!("option 'header': {e}; expected header=NAME:VALUE")
+                        })?;
+                        HeaderSpec::Given {
+                            name: name.to_string(),
+                            value: value.to_string(),
+                        }
+                    }
+                };
+                opts.http.headers.push(spec);
+            }
+            ("header-env", value) => {
+                let expected = "expected header-env=NAME:VAR (header NAME, value from $VAR)";
+                let value = option_value("header-env", value, expected)?;
+                let (name, var) = split_header(value)
+                    .map_err(|e| format!("option 'header-env': {e}; {expected}"))?;
+                if var.is_empty() || var.contains('=') {
+                    return Err(format!(
+                        "option 'header-env': '{var}' is no variable name; {expected}"
+                    ));
+                }
+                opts.http.headers.push(HeaderSpec::Env {
+                    name: name.to_string(),
+                    var: var.to_string(),
+                });
+            }
+            ("range", value) => {
+                let value = option_value("range", value, "expected range=START-[END]")?;
+                opts.http.range =
+                    Some(parse_range(value).map_err(|e| format!("option 'range': {e}"))?);
+            }
             ("verify", value) => {
                 opts.tls.insecure = match value {
                     Some("1") => false,
@@ -1825,6 +2082,28 @@ impl fmt::Display for Endpoint {
                         f.write_str(",tls")?;
                         write_tls_opts(f, tls)
                     }
+                    None => Ok(()),
+                }
+            }
+            Endpoint::Http { url, opts, .. } => {
+                f.write_str(&redact_url(url))?;
+                if let Some(method) = &opts.method {
+                    write!(f, ",method={method}")?;
+                }
+                for header in &opts.headers {
+                    match header {
+                        // The value may be a token: never shown.
+                        HeaderSpec::Given { name, .. } => write!(f, ",header={name}:***")?,
+                        HeaderSpec::File(path) => write!(f, ",header=@{}", path.display())?,
+                        HeaderSpec::Env { name, var } => write!(f, ",header-env={name}:{var}")?,
+                    }
+                }
+                if let Some(range) = &opts.range {
+                    write!(f, ",range={range}")?;
+                }
+                write_connect_opts(f, &opts.connect)?;
+                match &opts.connect.tls {
+                    Some(tls) => write_tls_opts(f, tls),
                     None => Ok(()),
                 }
             }

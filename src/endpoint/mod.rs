@@ -14,12 +14,14 @@
 //!   `tcp:`/`tcp-listen:`/`udp:` (`keepalive`, `nodelay`, `mark=`...): parsed, then set.
 //! - `peer_env.rs`: the `ZEROCAT_PEER_ADDR`... a listener's `exec:`/`sh:` child gets.
 //! - `access.rs`: a listener's `allow=`/`deny=`/`allow-file=`, and the check of a client.
+//! - `http/`: `http://` and `https://`: the HTTP/1.1 client and its body pumps.
 //!
 //! This file holds what an endpoint is; each file has its unit tests in `FILE/tests.rs`.
 
 pub mod access;
 pub mod command;
 mod grammar;
+pub mod http;
 mod listener;
 mod open;
 pub mod outbound;
@@ -52,8 +54,8 @@ fn announce_listening(local: &str) {
 }
 
 pub use grammar::{
-    parse, parse_duration, parse_os, parse_timeout, redact, scheme_names, OptionWord, ParseError,
-    SchemeInfo, SCHEME_TABLE,
+    parse, parse_duration, parse_os, parse_range, parse_timeout, redact, redact_url, scheme_names,
+    split_header, OptionWord, ParseError, SchemeInfo, SCHEME_TABLE,
 };
 pub use listener::{Accepted, Listener, Rejected, GREETING_DEADLINE};
 pub use open::{accept_one, is_retryable_connect, predict, take_fd, Opened, Role};
@@ -161,6 +163,55 @@ pub struct S3Opts {
     pub part_size: Option<u64>,
 }
 
+/// `,header=…` in one of its forms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderSpec {
+    /// `header=NAME:VALUE`: in the command line, so in `ps` too (shown as `NAME:***`).
+    Given { name: String, value: String },
+    /// `header=@FILE`: `Name: value` lines read from FILE at open (curl's `-H @FILE`).
+    File(PathBuf),
+    /// `header-env=NAME:VAR`: the value of header NAME is environment variable VAR's.
+    Env { name: String, var: String },
+}
+
+/// `,range=START-[END]`: bytes START to END inclusive (to the end without END).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteRange {
+    pub start: u64,
+    pub end: Option<u64>,
+}
+
+impl ByteRange {
+    /// `bytes=START-[END]`, as the Range header says it.
+    pub fn header(&self) -> String {
+        match self.end {
+            Some(end) => format!("bytes={}-{end}", self.start),
+            None => format!("bytes={}-", self.start),
+        }
+    }
+}
+
+impl std::fmt::Display for ByteRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.end {
+            Some(end) => write!(f, "{}-{end}", self.start),
+            None => write!(f, "{}-", self.start),
+        }
+    }
+}
+
+/// Options of an `http(s)://` endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpOpts {
+    /// `method=POST` (a sink; PUT when not given).
+    pub method: Option<String>,
+    pub headers: Vec<HeaderSpec>,
+    pub range: Option<ByteRange>,
+    /// `retry=`, `interval=`, `socks5=`/`connect=`, `mptcp`; `tls` holds the `tls:` options
+    /// of an https URL (Some for https, None for http).
+    pub connect: ConnectOpts,
+}
+
 /// `[::]` listeners are dual-stack unless `ipv6only=1` (set explicitly, whatever the
 /// `net.ipv6.bindv6only` sysctl says).
 pub const DEFAULT_IPV6ONLY: bool = false;
@@ -171,6 +222,9 @@ impl Endpoint {
     pub fn connecting_within(mut self, timeout: Option<Duration>) -> Endpoint {
         if let Endpoint::Tcp { connect, .. } | Endpoint::Unix { connect, .. } = &mut self {
             connect.timeout = timeout.or(connect.timeout);
+        }
+        if let Endpoint::Http { opts, .. } = &mut self {
+            opts.connect.timeout = timeout.or(opts.connect.timeout);
         }
         self
     }
@@ -262,6 +316,14 @@ pub enum Endpoint {
         bucket: String,
         key: String,
         opts: S3Opts,
+    },
+    /// `http://…` / `https://…` (`opts.connect.tls` is Some for https): GET as a source,
+    /// PUT (or `method=`) as a sink. `upload_len`: the length of the body a sink will be
+    /// given when the command knows it (a regular file's size): Content-Length, else chunked.
+    Http {
+        url: url::Url,
+        opts: HttpOpts,
+        upload_len: Option<u64>,
     },
 }
 
@@ -399,6 +461,22 @@ impl Endpoint {
                 command::Program::Exec(_) => "exec",
                 command::Program::Sh(_) => "sh",
             },
+            Endpoint::Http { url, .. } if url.scheme() == "https" => "https",
+            Endpoint::Http { .. } => "http",
+        }
+    }
+
+    /// An `http(s)://` sink told the length of the body it will be given (a regular file's
+    /// size): it sends Content-Length and the engine's sendfile goes straight into the
+    /// connection. Any other endpoint as it is.
+    pub fn with_upload_len(&self, len: Option<u64>) -> Endpoint {
+        match self {
+            Endpoint::Http { url, opts, .. } => Endpoint::Http {
+                url: url.clone(),
+                opts: opts.clone(),
+                upload_len: len,
+            },
+            other => other.clone(),
         }
     }
 }

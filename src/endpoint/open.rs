@@ -59,6 +59,10 @@ pub struct Opened {
     /// `s3://`: the GET's length to check, or the upload to complete or abort
     /// ([`super::s3::Transfer::finish`]) once `fd` is closed.
     pub s3: Option<super::s3::Transfer>,
+    /// `http(s)://`: the exchange behind `fd` (a body's pump, an upload's connection), for
+    /// the caller to finish ([`super::http::HttpEnd::finish`]) once `fd` is closed, and to
+    /// report.
+    pub http: Option<super::http::HttpEnd>,
 }
 
 impl Opened {
@@ -98,6 +102,7 @@ impl Endpoint {
                 child: None,
                 tls: accepted.tls,
                 s3: None,
+                http: None,
             };
             (opened, accepted.origin)
         } else {
@@ -113,6 +118,7 @@ impl Endpoint {
             child: None,
             tls: None,
             s3: None,
+            http: None,
         };
         match self {
             Endpoint::Stdio => {
@@ -136,6 +142,7 @@ impl Endpoint {
                     child: Some(spawned.child),
                     tls: None,
                     s3: None,
+                    http: None,
                 })
             }
             Endpoint::Tcp {
@@ -170,6 +177,11 @@ impl Endpoint {
                 let fd = self.connect_carrying(origin)?;
                 Ok(plain(self.websocket(fd, false)?))
             }
+            Endpoint::Http {
+                url,
+                opts,
+                upload_len,
+            } => super::http::open(url, opts, role, *upload_len),
             Endpoint::Udp {
                 host, port, sock, ..
             } => super::udp::connect(host, *port, sock)
@@ -576,6 +588,7 @@ fn open_file(path: &Path, opts: &FileOpts, role: Role) -> anyhow::Result<Opened>
         child: None,
         tls: None,
         s3: None,
+        http: None,
     })
 }
 
@@ -845,6 +858,8 @@ pub fn predict(endpoint: &Endpoint, role: Role) -> std::io::Result<FdInfo> {
         Endpoint::Command(_) => Ok(FdInfo::assumed(FdKind::Pipe)),
         // A sink is the pipe the uploader reads; a source the GET's socket.
         Endpoint::S3 { .. } if role == Role::Sink => Ok(FdInfo::assumed(FdKind::Pipe)),
+        // A body reaches the engine through the endpoint's pipe (a chunked upload too).
+        Endpoint::Http { .. } => Ok(FdInfo::assumed(FdKind::Pipe)),
         _ => Ok(FdInfo::assumed(FdKind::Socket)),
     }
 }

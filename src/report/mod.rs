@@ -70,6 +70,74 @@ pub struct Named {
     pub tls: Option<TlsInfo>,
     /// `s3://`: the requests made, by kind (`[("GET", 1), ("retries", 2)]`).
     pub requests: Vec<(&'static str, u64)>,
+    /// `http(s)://`: the exchange (status, final URL, ETag, framing).
+    pub http: Option<HttpInfo>,
+}
+
+/// An `http(s)://` endpoint's exchange, as the report says it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpInfo {
+    pub method: String,
+    /// The status of the response whose body moved, or of an upload's answer (0: none).
+    pub status: u16,
+    pub reason: String,
+    /// The URL that answered, after redirects (a password as `***`).
+    pub url: String,
+    pub etag: Option<String>,
+    pub redirects: u32,
+    /// "content-length", "chunked", "close".
+    pub framing: &'static str,
+    pub length: Option<u64>,
+    /// Body bytes the endpoint's pump spliced between the connection and the engine's
+    /// pipe, and those it moved with read/write (where splice was refused).
+    pub spliced: u64,
+    pub copied: u64,
+    /// The body ended at the server's close, with no length to check it by.
+    pub unverified: bool,
+}
+
+impl HttpInfo {
+    /// "http 200 (1048576 bytes)", "http 200 (chunked)", "http PUT 201".
+    pub fn describe(&self) -> String {
+        let status = if self.status == 0 {
+            "(no answer)".to_string()
+        } else {
+            self.status.to_string()
+        };
+        if self.method != "GET" {
+            return format!("http {} {status}", self.method);
+        }
+        let framing = match (self.framing, self.length) {
+            (_, Some(n)) => format!("{n} bytes"),
+            ("close", _) => "to the close, unverified".to_string(),
+            (word, _) => word.to_string(),
+        };
+        let mut text = format!("http {status} ({framing})");
+        if self.copied > 0 {
+            text.push_str(&format!(" ({} bytes of it read by userspace)", self.copied));
+        }
+        text
+    }
+}
+
+/// `{"method":..,"status":..,"url":..,"etag":..,...}`
+pub fn http_json(http: &HttpInfo) -> String {
+    let mut h = JsonObject::new();
+    h.str("method", &http.method)
+        .num("status", u64::from(http.status))
+        .str("reason", &http.reason)
+        .str("url", &http.url)
+        .str_or_null("etag", http.etag.as_deref())
+        .num("redirects", u64::from(http.redirects))
+        .str("framing", http.framing);
+    match http.length {
+        Some(n) => h.num("content_length", n),
+        None => h.raw("content_length", "null"),
+    };
+    h.num("spliced", http.spliced)
+        .num("copied", http.copied)
+        .bool("unverified", http.unverified);
+    h.finish()
 }
 
 impl Named {
@@ -82,16 +150,26 @@ impl Named {
             child: None,
             tls: None,
             requests: Vec::new(),
+            http: None,
         }
     }
 
     /// The kind as the text report says it: "socket", and for `,mptcp` what ran
     /// ("socket (mptcp)", "socket (tcp: mptcp refused, ENOPROTOOPT)").
     pub fn label(&self) -> String {
-        let mut label = match self.mptcp {
+        // An http body reaches the engine through the endpoint's pipe: the report names
+        // the connection it came from.
+        let kind = match &self.http {
+            Some(_) => FdKind::Socket.to_string(),
             None => self.kind.to_string(),
-            Some(mptcp) => format!("{} ({})", self.kind, mptcp.describe()),
         };
+        let mut label = match self.mptcp {
+            None => kind,
+            Some(mptcp) => format!("{kind} ({})", mptcp.describe()),
+        };
+        if let Some(http) = &self.http {
+            label = format!("{} {label}", http.describe());
+        }
         if let Some(child) = self.child {
             label.push_str(&format!(" (child {})", child.brief()));
         }
@@ -422,6 +500,9 @@ fn named_fields(o: &mut JsonObject, named: &Named) {
         }
         o.raw("requests", &r.finish());
     }
+    if let Some(http) = &named.http {
+        o.raw("http", &http_json(http));
+    }
 }
 
 /// `{"version":"TLSv1.3","cipher":..,"sni":..,"alpn":..,"path":"userspace","ktls":false,
@@ -555,6 +636,7 @@ mod tests {
                 child: None,
                 tls: None,
                 requests: Vec::new(),
+                http: None,
             },
             record: record(bytes),
             ending,
@@ -568,6 +650,7 @@ mod tests {
                 child: None,
                 tls: None,
                 requests: Vec::new(),
+                http: None,
             },
             sinks: vec![
                 sink("a", 4, Ending::Error("disk full".into()), true),

@@ -252,6 +252,12 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         if let Endpoint::Command(spec) = e {
             spec.check_runnable()?;
         }
+        if let Endpoint::Http { .. } = e {
+            return Err(crate::exit::UsageError(format!(
+                "relay: {e} is an HTTP exchange, not a stream to relay: use pipe, tee or copy"
+            ))
+            .into());
+        }
     }
     // A socket option the kernel refuses (mark= without CAP_NET_ADMIN) is said now, once,
     // before anything listens, not at every connection.

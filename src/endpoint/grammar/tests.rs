@@ -386,7 +386,10 @@ fn unknown_schemes_are_errors_never_files() {
         "bogus:x",
         &["unknown scheme 'bogus'", "./bogus:x", "file:bogus:x"],
     );
-    err("http://example.com/", &["unknown scheme 'http'"]);
+    err(
+        "htp://example.com/",
+        &["unknown scheme 'htp'", "did you mean 'http'?"],
+    );
     // With no near word, the hint names every scheme and alias (it once left out exec,
     // sh and system).
     let hint = parse("bogus:x").unwrap_err().message;
@@ -433,6 +436,7 @@ fn sample_address(scheme: &str) -> &'static str {
         "s3" => "//b/k",
         "ws" | "wss" => "//127.0.0.1:9/p",
         "ws-listen" => "[::1]:0/p",
+        "http" | "https" => "//127.0.0.1:9/a,b",
         other => panic!("give {other}: a sample address here"),
     }
 }
@@ -449,6 +453,7 @@ fn sample_value(form: &'static str) -> Option<&'static str> {
         "PEM" => "x.pem",
         "URL" => "http://127.0.0.1:9000",
         "SIZE" => "8M",
+        "START-[END]" => "0-9",
         "NAME" | "PROTOCOLS" => "h2",
         "IP[:PORT]" => "127.0.0.1",
         "IDLE[:INTVL:CNT]]" => "30:5:4",
@@ -476,7 +481,7 @@ fn every_option_word_of_the_table_is_taken_by_its_scheme() {
                 (_, "proxy-auth") => &["socks5=127.0.0.1:1080"],
                 ("fd" | "systemd", "proxy") => &[],
                 ("fd" | "systemd", _) => &["tls", "cert=c.pem", "key=k.pem"],
-                ("tls", "cert" | "key") => &["cert=c.pem", "key=k.pem"],
+                ("tls" | "https", "cert" | "key") => &["cert=c.pem", "key=k.pem"],
                 ("ws-listen", "cert" | "key" | "cafile") => &["cert=c.pem", "key=k.pem"],
                 _ => &[],
             };
@@ -871,4 +876,49 @@ fn malformed_s3_says_what_was_expected() {
         &["option 'append' is not an option of s3:", "\\,"],
     );
     err("s3://b/k,part-size=8M,part-size=9M", &["given twice"]);
+}
+
+#[test]
+fn http_urls_parse_with_the_url_crate_and_keep_commas_that_are_no_option() {
+    let Endpoint::Http { url, opts, .. } = ok("http://127.0.0.1:8080/a,b.txt?x=1,2") else {
+        panic!("not http")
+    };
+    assert_eq!(url.as_str(), "http://127.0.0.1:8080/a,b.txt?x=1,2");
+    assert_eq!(opts, HttpOpts::default());
+    let Endpoint::Http { url, opts, .. } =
+        ok("HTTPS://[::1]/k,header=X-A:1,header=X-B:two words,range=5-,cafile=ca.pem")
+    else {
+        panic!("not https")
+    };
+    assert_eq!(url.as_str(), "https://[::1]/k");
+    assert_eq!(opts.headers.len(), 2);
+    assert_eq!(
+        opts.range,
+        Some(ByteRange {
+            start: 5,
+            end: None
+        })
+    );
+    assert!(opts.connect.tls.is_some());
+    err("http:///x", &["missing HOST"]);
+    err("http:/x", &["has no '//'"]);
+    err("http://h:70000/", &["invalid port number"]);
+    let bad = parse("http://h/,header=Bad Name:v").unwrap_err();
+    assert!(bad.message.contains("is not a header name"), "{bad}");
+    err("http://h/,tls", &["does not apply to http"]);
+}
+
+#[test]
+fn http_secrets_never_show() {
+    let shown = ok("http://u:pw@h/x,header=Authorization:Bearer SECRET").to_string();
+    assert_eq!(shown, "http://u:***@h/x,header=Authorization:***");
+    assert_eq!(
+        redact("http://u:pw@h/x,header=Authorization:Bearer SECRET"),
+        "http://u:***@h/x,header=***"
+    );
+    let e = parse("http://u:pw@h:99999/x,header=Authorization:Bearer SECRET").unwrap_err();
+    assert!(
+        !e.to_string().contains("SECRET") && !e.to_string().contains("pw"),
+        "{e}"
+    );
 }

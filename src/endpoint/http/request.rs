@@ -1,0 +1,82 @@
+//! The request head, as bytes: the request line, the headers zerocat always sends, then the
+//! caller's.
+
+use std::fmt::Write as _;
+
+use super::target::{base64, userinfo, Route};
+use super::{HttpOpts, Request, RequestBody};
+
+/// The head of `request` sent along `route`. Defaults zerocat sends unless the caller gave
+/// the same header: `User-Agent`, `Accept: */*`; always `Accept-Encoding: identity` (the
+/// body is moved as it comes, never decompressed) and `Connection: close` (one request per
+/// connection: the body ends where the framing says, and nothing follows it).
+pub fn head(request: &Request, route: &Route, _opts: &HttpOpts) -> Vec<u8> {
+    let url = &request.url;
+    let target = if route.absolute_form {
+        let mut bare = url.clone();
+        let _ = bare.set_username("");
+        let _ = bare.set_password(None);
+        bare.set_fragment(None);
+        bare.to_string()
+    } else {
+        match url.query() {
+            Some(query) => format!("{}?{query}", url.path()),
+            None => url.path().to_string(),
+        }
+    };
+    let mut text = format!("{} {target} HTTP/1.1\r\n", request.method);
+    let host = url.host_str().unwrap_or("");
+    match url.port() {
+        Some(port) => {
+            let _ = write!(text, "Host: {host}:{port}\r\n");
+        }
+        None => {
+            let _ = write!(text, "Host: {host}\r\n");
+        }
+    }
+    let given = |name: &str| {
+        request
+            .headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(name))
+    };
+    if !given("user-agent") {
+        let _ = write!(
+            text,
+            "User-Agent: zerocat/{}\r\n",
+            env!("CARGO_PKG_VERSION")
+        );
+    }
+    if !given("accept") {
+        text.push_str("Accept: */*\r\n");
+    }
+    text.push_str("Accept-Encoding: identity\r\nConnection: close\r\n");
+    if let (Some(credentials), false) = (userinfo(url), given("authorization")) {
+        let _ = write!(
+            text,
+            "Authorization: Basic {}\r\n",
+            base64(credentials.as_bytes())
+        );
+    }
+    if let Some(credentials) = &route.proxy_auth {
+        let _ = write!(
+            text,
+            "Proxy-Authorization: Basic {}\r\n",
+            base64(credentials.as_bytes())
+        );
+    }
+    match request.body {
+        RequestBody::None => {}
+        RequestBody::Length(n) => {
+            let _ = write!(text, "Content-Length: {n}\r\nExpect: 100-continue\r\n");
+        }
+        RequestBody::Chunked => {
+            text.push_str("Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n");
+        }
+    }
+    for (name, value) in &request.headers {
+        let _ = write!(text, "{name}: {value}\r\n");
+    }
+    text.push_str("\r\n");
+    text.into_bytes()
+}

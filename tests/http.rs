@@ -1,0 +1,606 @@
+//! `http://` and `https://` endpoints against real servers on loopback: nginx (a config the
+//! test writes: Range, ETag, `dav_methods PUT`, an ssl server with a test CA), and a small
+//! server of the test's own for what nginx does not do on cue (chunked bodies, bad chunk
+//! sizes, oversized heads, redirects, bodies longer or shorter than announced).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::rig::{Pace, Rig};
+use crate::util::*;
+
+/// A free port on 127.0.0.1: bound to port 0, then let go for the server to take.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// An nginx of the test's own, one process (`master_process off`), serving `root` on
+/// 127.0.0.1 with Range and ETag (its defaults), PUT under `/up/`, a redirect at `/moved`;
+/// stopped (SIGKILL, reaped) when dropped.
+struct Nginx {
+    child: Child,
+    port: u16,
+    root: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Nginx {
+    /// None (with SKIPPED printed) when nginx is not installed.
+    fn start(ssl: Option<(&str, &str)>) -> Option<Nginx> {
+        let binary = ["/usr/sbin/nginx", "/usr/bin/nginx"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())?;
+        let dir = tempdir();
+        let root = dir.path().join("www");
+        std::fs::create_dir_all(root.join("up")).unwrap();
+        let d = dir.path().display();
+        let port = free_port();
+        let listen = match ssl {
+            Some((cert, key)) => format!(
+                "listen 127.0.0.1:{port} ssl; ssl_certificate {cert}; ssl_certificate_key {key};"
+            ),
+            None => format!("listen 127.0.0.1:{port};"),
+        };
+        let conf = format!(
+            "daemon off; master_process off; pid {d}/nginx.pid; error_log {d}/error.log;
+events {{ worker_connections 64; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi;
+  uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;
+  default_type application/octet-stream;
+  server {{
+    {listen}
+    root {root};
+    location /up/ {{ dav_methods PUT; create_full_put_path on; client_max_body_size 0; }}
+    location = /moved {{ return 302 /data.bin; }}
+    location = /loop {{ return 302 /loop; }}
+  }}
+}}
+",
+            root = root.display()
+        );
+        std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
+        let child = Command::new(binary)
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-c")
+            .arg(dir.path().join("nginx.conf"))
+            .arg("-e")
+            .arg(dir.path().join("error.log"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let mut nginx = Nginx {
+            child,
+            port,
+            root,
+            _dir: dir,
+        };
+        let started = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if started.elapsed() > Duration::from_secs(10) || nginx.child.try_wait().ok()?.is_some()
+            {
+                let log = std::fs::read_to_string(nginx._dir.path().join("error.log"))
+                    .unwrap_or_default();
+                panic!("nginx did not start on port {port}: {log}");
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        Some(nginx)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// `data` as NAME under the root.
+    fn serve(&self, name: &str, data: &[u8]) {
+        std::fs::write(self.root.join(name), data).unwrap();
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+macro_rules! nginx_or_skip {
+    ($ssl:expr) => {
+        match Nginx::start($ssl) {
+            Some(n) => n,
+            None => {
+                eprintln!("SKIPPED: nginx is not installed (apt-get install nginx)");
+                return;
+            }
+        }
+    };
+}
+
+/// A server of the test's own: for each connection in turn, reads the request (head, and a
+/// body framed by Content-Length or chunked, after answering `Expect: 100-continue`), then
+/// writes the canned answer and closes. Returns each request as received (head and body).
+/// A request as the server got it: its head, and its body.
+type Received = (String, Vec<u8>);
+
+fn canned(answers: Vec<Vec<u8>>) -> (u16, thread::JoinHandle<Vec<Received>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = thread::spawn(move || {
+        let mut requests = Vec::new();
+        for answer in answers {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(DEADLINE)).unwrap();
+            let (head, body) = read_request(&mut s);
+            requests.push((head, body));
+            let _ = s.write_all(&answer);
+            let _ = s.shutdown(std::net::Shutdown::Write);
+            // Read what is left so the close is a FIN, not a reset (HAZARDS §2).
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+        }
+        requests
+    });
+    (port, handle)
+}
+
+fn read_request(s: &mut TcpStream) -> Received {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut byte).unwrap_or(0) == 0 {
+            return (String::from_utf8_lossy(&head).into_owned(), Vec::new());
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let lower = head.to_ascii_lowercase();
+    if lower.contains("expect: 100-continue") {
+        s.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").unwrap();
+    }
+    let mut body = Vec::new();
+    if let Some(len) = lower
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map(|v| v.trim().parse::<usize>().unwrap())
+    {
+        body.resize(len, 0);
+        s.read_exact(&mut body).unwrap();
+    } else if lower.contains("transfer-encoding: chunked") {
+        loop {
+            let mut line = Vec::new();
+            while !line.ends_with(b"\r\n") {
+                s.read_exact(&mut byte).unwrap();
+                line.push(byte[0]);
+            }
+            let size = usize::from_str_radix(
+                std::str::from_utf8(&line)
+                    .unwrap()
+                    .trim()
+                    .split(';')
+                    .next()
+                    .unwrap(),
+                16,
+            )
+            .unwrap();
+            let mut chunk = vec![0u8; size + 2];
+            s.read_exact(&mut chunk).unwrap();
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+    }
+    (head, body)
+}
+
+/// An answer with a Content-Length body.
+fn answer(status: &str, headers: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\n{headers}Content-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+/// `body` in chunks of the given sizes (then the rest), with an extension and a trailer.
+fn chunked(body: &[u8], sizes: &[usize]) -> Vec<u8> {
+    let mut out = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    let mut rest = body;
+    for &size in sizes {
+        let size = size.min(rest.len());
+        out.extend_from_slice(format!("{size:x};ext=1\r\n").as_bytes());
+        out.extend_from_slice(&rest[..size]);
+        out.extend_from_slice(b"\r\n");
+        rest = &rest[size..];
+    }
+    if !rest.is_empty() {
+        out.extend_from_slice(format!("{:X}\r\n", rest.len()).as_bytes());
+        out.extend_from_slice(rest);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"0\r\nX-Trailer: yes\r\n\r\n");
+    out
+}
+
+fn http_of(report: &serde_json::Value) -> &serde_json::Value {
+    &report["src"]["http"]
+}
+
+#[test]
+fn get_from_nginx_into_a_file_and_a_pipe_is_spliced_byte_exact() {
+    let nginx = nginx_or_skip!(None);
+    let payload = data(3 * 1024 * 1024 + 17);
+    nginx.serve("data.bin", &payload);
+
+    let mut rig = Rig::new();
+    let out = rig.path("out.bin");
+    let sink = rig.file_sink(out);
+    let run = rig.args(["pipe", &nginx.url("/data.bin"), &sink]).run();
+    run.assert_code(0, "GET into a file");
+    run.assert_held(0, &payload, "GET into a file");
+    run.assert_final_path("splice", "GET into a file");
+    let http = http_of(run.report());
+    assert_eq!(http["status"], 200, "{http}");
+    assert_eq!(http["framing"], "content-length", "{http}");
+    assert_eq!(http["content_length"], payload.len() as u64, "{http}");
+    assert_eq!(http["spliced"], payload.len() as u64, "{http}");
+    assert!(
+        http["etag"].as_str().is_some_and(|e| e.starts_with('"')),
+        "{http}"
+    );
+
+    let mut rig = Rig::bare();
+    let sink = rig.stdout_sink(Pace::Full);
+    let run = rig.args(["pipe", &nginx.url("/data.bin"), &sink]).run();
+    run.assert_code(0, "GET into a pipe");
+    run.assert_held(0, &payload, "GET into a pipe");
+    assert!(
+        run.stderr
+            .contains("http 200 (3145745 bytes) socket -> pipe via splice"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn copy_and_tee_take_an_http_source() {
+    let nginx = nginx_or_skip!(None);
+    let payload = data(1024 * 1024 + 3);
+    nginx.serve("data.bin", &payload);
+
+    let mut rig = Rig::new();
+    let out = rig.path("copy.bin");
+    let sink = rig.file_sink(out);
+    let run = rig.args(["copy", &nginx.url("/data.bin"), &sink]).run();
+    run.assert_code(0, "copy URL FILE");
+    run.assert_held(0, &payload, "copy URL FILE");
+    run.assert_final_path("splice", "copy URL FILE");
+
+    let mut rig = Rig::new();
+    let a = rig.path("a.bin");
+    let b = rig.path("b.bin");
+    let a = rig.file_sink(a);
+    let b = rig.file_sink(b);
+    let run = rig.args(["tee", &nginx.url("/data.bin"), &a, &b]).run();
+    run.assert_code(0, "tee URL A B");
+    run.assert_held(0, &payload, "tee: first sink");
+    run.assert_held(1, &payload, "tee: second sink");
+}
+
+#[test]
+fn a_status_not_2xx_exits_1_with_nothing_in_the_sink() {
+    let nginx = nginx_or_skip!(None);
+    let rig = Rig::bare();
+    let out = rig.path("out.bin");
+    let run = rig
+        .args(["pipe", &nginx.url("/missing"), &out.display().to_string()])
+        .run();
+    run.assert_code(1, "404");
+    assert!(run.stderr.contains("404 Not Found"), "{}", run.stderr);
+    assert!(run.stderr.contains("/missing"), "{}", run.stderr);
+    assert!(!out.exists(), "the sink of a 404 was created");
+
+    let (port, server) = canned(vec![answer(
+        "500 Internal Server Error",
+        "",
+        b"boom\x01 error body",
+    )]);
+    let mut rig = Rig::bare();
+    let sink = rig.stdout_sink(Pace::Full);
+    let run = rig
+        .args(["pipe", &format!("http://127.0.0.1:{port}/x"), &sink])
+        .run();
+    server.join().unwrap();
+    run.assert_code(1, "500");
+    run.assert_held(0, b"", "500: nothing in the sink");
+    assert!(
+        run.stderr.contains("500 Internal Server Error"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(r"boom\u{1} error body"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_range_gets_a_206_whose_content_range_matches() {
+    let nginx = nginx_or_skip!(None);
+    let payload = data(100_000);
+    nginx.serve("data.bin", &payload);
+    let mut rig = Rig::new();
+    let sink = rig.stdout_sink(Pace::Full);
+    let url = format!("{},range=1000-65999", nginx.url("/data.bin"));
+    let run = rig.args(["pipe", &url, &sink]).run();
+    run.assert_code(0, "range");
+    run.assert_held(0, &payload[1000..66000], "range");
+    run.assert_final_path("splice", "range");
+    assert_eq!(http_of(run.report())["status"], 206);
+
+    // A server that ignores the range: its 200 is never written as if it were the range.
+    let (port, server) = canned(vec![answer("200 OK", "", &payload)]);
+    let mut rig = Rig::bare();
+    let sink = rig.stdout_sink(Pace::Full);
+    let url = format!("http://127.0.0.1:{port}/x,range=10-");
+    let run = rig.args(["pipe", &url, &sink]).run();
+    let requests = server.join().unwrap();
+    run.assert_code(1, "a 200 to a range");
+    run.assert_held(0, b"", "a 200 to a range");
+    assert!(
+        requests[0].0.contains("Range: bytes=10-\r\n"),
+        "{}",
+        requests[0].0
+    );
+
+    // A 206 for other bytes than asked.
+    let wrong = answer(
+        "206 Partial Content",
+        "Content-Range: bytes 0-9/100000\r\n",
+        &payload[..10],
+    );
+    let (port, server) = canned(vec![wrong]);
+    let mut rig = Rig::bare();
+    let sink = rig.stdout_sink(Pace::Full);
+    let url = format!("http://127.0.0.1:{port}/x,range=10-19");
+    let run = rig.args(["pipe", &url, &sink]).run();
+    server.join().unwrap();
+    run.assert_code(1, "a Content-Range not asked");
+    run.assert_held(0, b"", "a Content-Range not asked");
+    assert!(run.stderr.contains("not the 10-19 asked"), "{}", run.stderr);
+}
+
+#[test]
+fn a_chunked_body_is_spliced_chunk_by_chunk() {
+    let payload = data(700_001);
+    let (port, server) = canned(vec![chunked(&payload, &[1, 4096, 65536, 300_000])]);
+    let mut rig = Rig::new();
+    let out = rig.path("out.bin");
+    let sink = rig.file_sink(out);
+    let run = rig
+        .args(["pipe", &format!("http://127.0.0.1:{port}/c"), &sink])
+        .run();
+    let requests = server.join().unwrap();
+    run.assert_code(0, "chunked");
+    run.assert_held(0, &payload, "chunked");
+    run.assert_final_path("splice", "chunked");
+    let http = http_of(run.report());
+    assert_eq!(http["framing"], "chunked", "{http}");
+    assert_eq!(http["spliced"], payload.len() as u64, "{http}");
+    let head = &requests[0].0;
+    assert!(head.starts_with("GET /c HTTP/1.1\r\n"), "{head}");
+    assert!(head.contains("Accept-Encoding: identity\r\n"), "{head}");
+}
+
+#[test]
+fn bad_framing_exits_1_naming_the_url_with_only_the_valid_body_in_the_sink() {
+    let payload = data(10_000);
+    let mut bad_chunk = chunked(&payload[..5000], &[5000]);
+    bad_chunk.truncate(bad_chunk.len() - b"0\r\nX-Trailer: yes\r\n\r\n".len());
+    bad_chunk.extend_from_slice(b"zz\r\nnot hex\r\n");
+    let mut huge_head = b"HTTP/1.1 200 OK\r\n".to_vec();
+    for i in 0..100 {
+        huge_head.extend_from_slice(format!("X-Filler-{i}: {}\r\n", "y".repeat(1000)).as_bytes());
+    }
+    huge_head.extend_from_slice(b"Content-Length: 1\r\n\r\nA");
+    let mut longer = answer("200 OK", "", &payload[..100]);
+    longer.extend_from_slice(b"and more than announced");
+    let mut shorter = answer("200 OK", "", &payload);
+    shorter.truncate(shorter.len() - 10);
+    let cases: Vec<(&str, Vec<u8>, &[u8], &str)> = vec![
+        ("a bad chunk size", bad_chunk, &payload[..5000], "bad chunk size"),
+        ("a head over 64 KiB", huge_head, b"", "larger than 64 KiB"),
+        (
+            "an invalid status line",
+            b"HTTP/1.1 2x0 Fine\r\n\r\nbody".to_vec(),
+            b"",
+            "invalid response head",
+        ),
+        (
+            "more body than announced",
+            longer,
+            &payload[..100],
+            "more than its Content-Length",
+        ),
+        ("a body cut short", shorter, &payload[..9990], "9990 of its 10000 bytes"),
+        (
+            "Content-Length with chunked",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+                .to_vec(),
+            b"",
+            "both Transfer-Encoding and Content-Length",
+        ),
+    ];
+    for (what, response, valid, said) in cases {
+        let (port, server) = canned(vec![response]);
+        let mut rig = Rig::new();
+        let sink = rig.stdout_sink(Pace::Full);
+        let url = format!("http://127.0.0.1:{port}/bad");
+        let run = rig.args(["pipe", &url, &sink]).run();
+        server.join().unwrap();
+        run.assert_code(1, what);
+        run.assert_held(0, valid, what);
+        assert!(run.stderr.contains(said), "{what}: {}", run.stderr);
+        assert!(run.stderr.contains(&url), "{what}: {}", run.stderr);
+    }
+}
+
+#[test]
+fn redirects_are_followed_but_never_from_https_to_http_nor_past_ten() {
+    let nginx = nginx_or_skip!(None);
+    let payload = data(5000);
+    nginx.serve("data.bin", &payload);
+    let mut rig = Rig::new();
+    let sink = rig.stdout_sink(Pace::Full);
+    let run = rig.args(["pipe", &nginx.url("/moved"), &sink]).run();
+    run.assert_code(0, "302");
+    run.assert_held(0, &payload, "302");
+    let http = http_of(run.report());
+    assert_eq!(http["redirects"], 1, "{http}");
+    assert_eq!(http["url"], nginx.url("/data.bin"), "{http}");
+
+    let rig = Rig::bare();
+    let run = rig.args(["pipe", &nginx.url("/loop"), "/dev/null"]).run();
+    run.assert_code(1, "a redirect loop");
+    assert!(
+        run.stderr.contains("more than 10 redirects"),
+        "{}",
+        run.stderr
+    );
+
+    // Across hosts, the user's Authorization stays behind; the other headers go.
+    let (port_b, server_b) = canned(vec![answer("200 OK", "", b"from b")]);
+    let to_b = answer(
+        "307 Temporary Redirect",
+        &format!("Location: http://localhost:{port_b}/b\r\n"),
+        b"",
+    );
+    let (port_a, server_a) = canned(vec![to_b]);
+    let mut rig = Rig::bare();
+    let sink = rig.stdout_sink(Pace::Full);
+    let url = format!(
+        "http://127.0.0.1:{port_a}/a,header=Authorization:Bearer SECRET-TOKEN,header=X-Trace:1"
+    );
+    let run = rig.args(["pipe", &url, &sink]).run();
+    let a = server_a.join().unwrap();
+    let b = server_b.join().unwrap();
+    run.assert_code(0, "cross-host redirect");
+    run.assert_held(0, b"from b", "cross-host redirect");
+    assert!(
+        a[0].0.contains("Authorization: Bearer SECRET-TOKEN\r\n"),
+        "{}",
+        a[0].0
+    );
+    assert!(!b[0].0.contains("SECRET-TOKEN"), "{}", b[0].0);
+    assert!(b[0].0.contains("X-Trace: 1\r\n"), "{}", b[0].0);
+    assert!(!run.stderr.contains("SECRET-TOKEN"), "{}", run.stderr);
+}
+
+#[test]
+fn usage_errors_exit_2_before_any_connection() {
+    for (arg, said) in [
+        ("http:///path", "missing HOST"),
+        ("http://", "missing HOST"),
+        ("http://127.0.0.1:99999/x", "invalid port"),
+        ("http://127.0.0.1:0/x", "port 0"),
+        ("http://127.0.0.1:1/x,range=9-3", "END is before START"),
+        ("http://127.0.0.1:1/x,range=abc", "has no '-'"),
+        ("http://127.0.0.1:1/x,range=a-", "not a byte offset"),
+        ("http://127.0.0.1:1/x,method=DELETE", "PUT, POST or PATCH"),
+        ("http://127.0.0.1:1/x,cafile=/x", "does not apply to http"),
+        ("htp://127.0.0.1:1/x", "did you mean 'http'"),
+    ] {
+        let out = run({
+            let mut c = zerocat();
+            c.args(["pipe", arg, "/dev/null"]);
+            c
+        });
+        assert_eq!(out.status.code(), Some(2), "{arg}: {}", stderr_text(&out));
+        assert!(
+            stderr_text(&out).contains(said),
+            "{arg}: {}",
+            stderr_text(&out)
+        );
+    }
+}
+
+#[test]
+fn put_to_nginx_from_a_file_sends_content_length_and_from_a_stream_chunks() {
+    let nginx = nginx_or_skip!(None);
+    let payload = data(2 * 1024 * 1024 + 5);
+    let rig = Rig::new();
+    let src = rig.file("src.bin", &payload);
+    let run = rig.args(["pipe", &src, &nginx.url("/up/file.bin")]).run();
+    run.assert_code(0, "PUT from a file");
+    run.assert_final_path("sendfile", "PUT from a file");
+    assert_bytes_eq(
+        &std::fs::read(nginx.root.join("up/file.bin")).unwrap(),
+        &payload,
+        "PUT from a file",
+    );
+    let http = &run.report()["dst"]["http"];
+    assert_eq!(http["status"], 201, "{http}");
+    assert_eq!(http["framing"], "content-length", "{http}");
+
+    let mut rig = Rig::new();
+    let src = rig.stdin(Arc::new(payload.clone()), Pace::Full);
+    let run = rig.args(["pipe", &src, &nginx.url("/up/stream.bin")]).run();
+    run.assert_code(0, "PUT from a stream");
+    run.assert_final_path("splice", "PUT from a stream");
+    assert_bytes_eq(
+        &std::fs::read(nginx.root.join("up/stream.bin")).unwrap(),
+        &payload,
+        "PUT from a stream",
+    );
+    assert_eq!(run.report()["dst"]["http"]["framing"], "chunked");
+}
+
+#[test]
+fn post_with_headers_from_a_file_and_the_environment() {
+    let payload = data(300_000);
+    let (port, server) = canned(vec![answer("200 OK", "", b"")]);
+    let mut rig = Rig::new();
+    let headers = rig.file(
+        "headers.txt",
+        b"X-From-File: yes\nAuthorization: Bearer FILE-TOKEN\n",
+    );
+    let src = rig.stdin(Arc::new(payload.clone()), Pace::Full);
+    let url = format!(
+        "http://127.0.0.1:{port}/post?x=1,method=POST,header=@{headers},header-env=X-Env:ZC_VAR"
+    );
+    let running = rig
+        .env("ZC_VAR", "ENV-TOKEN")
+        .args(["pipe", &src, &url])
+        .run();
+    let requests = server.join().unwrap();
+    running.assert_code(0, "POST");
+    let (head, body) = &requests[0];
+    assert!(head.starts_with("POST /post?x=1 HTTP/1.1\r\n"), "{head}");
+    assert!(head.contains("Transfer-Encoding: chunked\r\n"), "{head}");
+    assert!(head.contains("X-From-File: yes\r\n"), "{head}");
+    assert!(
+        head.contains("Authorization: Bearer FILE-TOKEN\r\n"),
+        "{head}"
+    );
+    assert!(head.contains("X-Env: ENV-TOKEN\r\n"), "{head}");
+    assert_bytes_eq(body, &payload, "POST body");
+    assert!(!running.stderr.contains("ENV-TOKEN"), "{}", running.stderr);
+    assert!(!running.stderr.contains("FILE-TOKEN"), "{}", running.stderr);
+    assert_eq!(running.report()["dst"]["http"]["method"], "POST");
+}
