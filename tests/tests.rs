@@ -25,6 +25,7 @@ mod pipe;
 mod probe;
 mod relay;
 mod relay_pace;
+mod resume;
 mod s3;
 mod tee;
 mod timeouts;

@@ -1283,6 +1283,34 @@ or stdin, to stdout: pv's display on stderr (when it is a terminal, or with \fB\
 shrinking each splice as \fB\-\-limit\fR does, \fB\-C\fR forcing \fB\-\-via userspace\fR.
 Refused: line mode (\fB\-l\fR, \fB\-0\fR: zerocat does not read the bytes it moves),
 \fB\-S \-B \-R \-P \-d \-F\fR and several \fIFILE\fRs.
+.SH HTTP: RESUME AND RANGES
+An http(s) source whose body stops short \(em the connection reset, closed before its
+Content-Length, a chunked body cut before its last chunk, or no byte for
+\fB--idle-timeout\fR (default 30 s) \(em is asked again from the next byte:
+\fBRange: bytes=\fIN\fB-\fR with \fBIf-Range:\fR the first answer's strong ETag (or its
+Last-Modified, when at least a second older than its Date). A 206 whose Content-Range starts
+at exactly \fIN\fR continues into the same sink (a file, a pipe, a socket, every sink of tee).
+A 200 (the object changed, or the server ignores ranges), a 206 naming another ETag, or a
+Content-Range other than the one asked fail the run (exit 1, "the object changed after
+\fIN\fR bytes"), with nothing of that answer written. An answer without a strong ETag or a
+Last-Modified gets no resume at all. The first attempt goes at once, the next after
+\fB--retry-wait\fR (1 s), doubled each time; \fB--retries\fR \fIN\fR (5) attempts in a row
+that move no byte end the run (0: no resume). Each resume is in the report (offset, cause)
+and in JSON (\fBhttp.resumes\fR).
+.PP
+\fBcopy --resume\fR \fIURL FILE\fR continues a partial \fIFILE\fR (curl \fB-C -\fR, wget
+\fB-c\fR): the object's validator is kept with the file, in its extended attribute
+\fBuser.zerocat.etag\fR, or, where the filesystem refuses user xattrs, in a hidden
+\fB.\fINAME\fB.zerocat-etag\fR beside it (JSON \fBhttp.validator_kept\fR says which). The
+next run asks from the file's length with If-Range that validator: the same version is
+appended, a changed one is written again from the start, never appended to. A file with no
+kept validator is fetched whole.
+.PP
+\fBcopy -j\fR \fIN URL FILE\fR (aria2c \fB-x\fR \fIN\fR): a one-byte probe, then \fIN\fR
+ranges at once, each with If-Range and each resumed on its own, into a temporary in the
+file's directory renamed over it once every range is whole (the \fB--atomic\fR rules):
+\fIFILE\fR appears whole or not at all. A server without ranges or a validator gets one
+connection. \fB-j\fR into a stream is a usage error.
 .SH SIGNALS
 .TP
 SIGINT, SIGTERM

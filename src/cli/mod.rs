@@ -356,6 +356,8 @@ pub struct PipeArgs {
     /// without closing (TCP, unix, TLS, a pipe, a terminal; UDP: no datagram), or a sink that
     /// took nothing. Bytes already taken are delivered first (then exit 0, the report ending
     /// in "idle timeout"); a sink that still takes nothing a second later fails the run.
+    /// An http(s) source: no byte of its body for this long is a cut, resumed as
+    /// --retries says (default 30s).
     #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
     pub idle_timeout: Option<std::time::Duration>,
     /// Give up connecting a tcp:, unix: or tls: endpoint after this long (each attempt of
@@ -367,6 +369,8 @@ pub struct PipeArgs {
     /// The report counts them.
     #[arg(short = 'k', long)]
     pub keep_open: bool,
+    #[command(flatten)]
+    pub resume: ResumeArgs,
 }
 
 #[derive(Debug, Args)]
@@ -390,6 +394,42 @@ pub struct ProbeTargets(Vec<Endpoint>);
 
 fn parse_probe_target(arg: &str) -> Result<ProbeTargets, String> {
     crate::cmd::probe::expand_target(arg).map(ProbeTargets)
+}
+
+/// How an http(s) source resumes a body cut short (issue 38): pipe, tee and copy.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct ResumeArgs {
+    /// An http(s) body that stops short (a reset, a close before its length, a chunked
+    /// stream cut, --idle-timeout) is asked again from the next byte (Range, and If-Range
+    /// its strong ETag or Last-Modified: another version is refused, never appended): at
+    /// most N attempts in a row that move no byte. 0: no resume.
+    #[arg(long, value_name = "N", default_value_t = crate::endpoint::http::resume::DEFAULT_POLICY.retries)]
+    pub retries: u32,
+    /// The wait before the second attempt to resume (the first goes at once), doubled after
+    /// each one that fails.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = endpoint::parse_duration)]
+    pub retry_wait: std::time::Duration,
+}
+
+impl ResumeArgs {
+    fn policy(
+        self,
+        idle: Option<std::time::Duration>,
+    ) -> crate::endpoint::http::resume::ResumePolicy {
+        crate::endpoint::http::resume::ResumePolicy {
+            retries: self.retries,
+            wait: self.retry_wait,
+            idle: idle.unwrap_or(crate::endpoint::http::resume::DEFAULT_POLICY.idle),
+        }
+    }
+}
+
+/// An http(s) source takes the command's --retries, --retry-wait and --idle-timeout.
+fn with_resume(mut e: Endpoint, policy: crate::endpoint::http::resume::ResumePolicy) -> Endpoint {
+    if let Endpoint::Http { opts, .. } = &mut e {
+        opts.resume = policy;
+    }
+    e
 }
 
 #[derive(Debug, Args)]
@@ -495,6 +535,12 @@ pub struct CopyArgs {
     /// --dereference, so the rate has the long form only).
     #[arg(long, value_name = "RATE", value_parser = crate::units::parse_rate)]
     pub limit: Option<u64>,
+    /// An http(s) source: no byte of the body for this long is a cut, resumed as --retries
+    /// says (default 30s).
+    #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
+    pub idle_timeout: Option<std::time::Duration>,
+    #[command(flatten)]
+    pub resume_http: ResumeArgs,
     /// cp -s: refused with a usage error that says so (copy makes copies; ln makes links).
     #[arg(short = 's', long, hide = true)]
     pub symbolic_link: bool,
@@ -625,6 +671,8 @@ pub struct TeeArgs {
     /// Give up connecting a tcp:, unix: or tls: endpoint after this long, as pipe's.
     #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
     pub connect_timeout: Option<std::time::Duration>,
+    #[command(flatten)]
+    pub resume: ResumeArgs,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -1049,7 +1097,8 @@ impl Cli {
                 )
                 .exit(),
             Command::Pipe(args) => Invocation::Pipe(PipeConfig {
-                src: args.src.connecting_within(args.connect_timeout),
+                src: with_resume(args.src, args.resume.policy(args.idle_timeout))
+                    .connecting_within(args.connect_timeout),
                 dst: args.dst.connecting_within(args.connect_timeout),
                 grace: args.grace,
                 idle_timeout: args.idle_timeout,
@@ -1075,7 +1124,8 @@ impl Cli {
                 )
                 .exit(),
             Command::Tee(args) => Invocation::Tee(TeeConfig {
-                src: args.src.connecting_within(args.connect_timeout),
+                src: with_resume(args.src, args.resume.policy(args.idle_timeout))
+                    .connecting_within(args.connect_timeout),
                 sinks: args
                     .dst
                     .into_iter()
@@ -1245,17 +1295,41 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
                 .exit();
         }
     }
+    let policy = args.resume_http.policy(args.idle_timeout);
+    args.paths = std::mem::take(&mut args.paths)
+        .into_iter()
+        .map(|e| with_resume(e, policy))
+        .collect();
     // One stream, or a file with options: what `pipe` does (the help says so).
     let plain = |e: &Endpoint| e.plain_file().is_some();
+    // An object into a file by ranged GETs (`-j N`), or continuing a partial file
+    // (`--resume`): copy's own (cmd/copy/ranged.rs). Anywhere else -j has no file to fill.
+    if let [Endpoint::Http { .. }] = &args.paths[..] {
+        if args.jobs.is_some() && !plain(&dest) {
+            Cli::command()
+                .error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!(
+                        "-j: ranged GETs fill a file at their offsets; '{dest}' is a stream \
+                         (use pipe, or a file path)"
+                    ),
+                )
+                .exit();
+        }
+    }
+    let object_download = matches!(&args.paths[..], [Endpoint::Http { .. }])
+        && plain(&dest)
+        && (args.jobs.is_some() || args.resume);
     // `copy -r` of a tree of objects (`s3://BUCKET/PREFIX/`) is a copy, not one stream.
     let s3 = |e: &Endpoint| matches!(e, Endpoint::S3 { .. });
     let tree_of_objects =
         (args.recursive || args.archive) && (args.paths.iter().any(s3) || s3(&dest));
+    let stream = |src: &Endpoint| !tree_of_objects && !object_download && (!plain(src) || !plain(&dest));
     if let [src] = &args.paths[..] {
-        if !tree_of_objects && (!plain(src) || !plain(&dest)) {
+        if stream(src) {
             refuse_file_options_on_a_stream(&args, src, &dest);
         }
-        if !tree_of_objects && (!plain(src) || !plain(&dest)) {
+        if stream(src) {
             return Invocation::Pipe(PipeConfig {
                 src: src.clone(),
                 dst: dest,

@@ -12,7 +12,7 @@ use crate::endpoint::http::HttpEnd;
 use crate::endpoint::tls::{Session, TlsInfo};
 use crate::endpoint::{self, command, Endpoint, Opened, Role};
 use crate::engine::{self, DataPath, Side, Via};
-use crate::report::HttpInfo;
+use crate::report::{HttpInfo, HttpResume};
 use crate::sys::fdkind::FdInfo;
 use crate::sys::process::ChildExit;
 use crate::sys::socket::Mptcp;
@@ -233,6 +233,17 @@ pub fn finish_http(end: Option<HttpEnd>) -> (Option<HttpInfo>, Option<String>) {
         spliced: s.spliced,
         copied: s.copied,
         unverified: s.unverified,
+        resumes: s
+            .resumes
+            .iter()
+            .map(|r| HttpResume {
+                offset: r.offset,
+                cause: r.cause.word(),
+                attempts: r.attempts,
+            })
+            .collect(),
+        resume_off: s.resume_off,
+        ..HttpInfo::default()
     };
     (Some(info), s.error)
 }

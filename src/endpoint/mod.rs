@@ -210,6 +210,9 @@ pub struct HttpOpts {
     /// `retry=`, `interval=`, `socks5=`/`connect=`, `mptcp`; `tls` holds the `tls:` options
     /// of an https URL (Some for https, None for http).
     pub connect: ConnectOpts,
+    /// A source's `--retries`, `--retry-wait`, `--idle-timeout` (the command's options):
+    /// how a body cut short is resumed (`http/resume.rs`).
+    pub resume: http::resume::ResumePolicy,
 }
 
 /// `[::]` listeners are dual-stack unless `ipv6only=1` (set explicitly, whatever the

@@ -94,6 +94,27 @@ pub struct HttpInfo {
     pub copied: u64,
     /// The body ended at the server's close, with no length to check it by.
     pub unverified: bool,
+    /// Where a body cut short continued, in order (issue 38 item 4).
+    pub resumes: Vec<HttpResume>,
+    /// Why a body could not have been resumed had it been cut ("no strong ETag…"); None
+    /// when it could.
+    pub resume_off: Option<&'static str>,
+    /// `copy --resume`: the object offset the run continued a partial file at (0: from
+    /// the start).
+    pub resumed_from: u64,
+    /// `copy -j`: the ranged GETs the object came in (0: not a ranged copy).
+    pub ranges: u32,
+    /// `copy --resume`/`-j`: where the object's validator is kept with the file.
+    pub validator_kept: Option<&'static str>,
+}
+
+/// One resume of a body cut short: at which object offset it continued, why it had to
+/// ("reset", "closed early", "chunked body cut", "idle"), attempts it took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpResume {
+    pub offset: u64,
+    pub cause: &'static str,
+    pub attempts: u32,
 }
 
 impl HttpInfo {
@@ -116,6 +137,23 @@ impl HttpInfo {
         if self.copied > 0 {
             text.push_str(&format!(" ({} bytes of it read by userspace)", self.copied));
         }
+        if self.ranges > 1 {
+            text.push_str(&format!(" in {} ranges", self.ranges));
+        }
+        if self.resumed_from > 0 {
+            text.push_str(&format!(
+                " (a partial file continued at {})",
+                self.resumed_from
+            ));
+        }
+        if !self.resumes.is_empty() {
+            let at: Vec<String> = self
+                .resumes
+                .iter()
+                .map(|r| format!("{} ({})", r.offset, r.cause))
+                .collect();
+            text.push_str(&format!(" (resumed at {})", at.join(", ")));
+        }
         text
     }
 }
@@ -137,6 +175,22 @@ pub fn http_json(http: &HttpInfo) -> String {
     h.num("spliced", http.spliced)
         .num("copied", http.copied)
         .bool("unverified", http.unverified);
+    let resumes: Vec<String> = http
+        .resumes
+        .iter()
+        .map(|r| {
+            let mut o = JsonObject::new();
+            o.num("offset", r.offset)
+                .str("cause", r.cause)
+                .num("attempts", u64::from(r.attempts));
+            o.finish()
+        })
+        .collect();
+    h.raw("resumes", &json_array(&resumes))
+        .str_or_null("resume_off", http.resume_off)
+        .num("resumed_from", http.resumed_from)
+        .num("ranges", u64::from(http.ranges))
+        .str_or_null("validator_kept", http.validator_kept);
     h.finish()
 }
 

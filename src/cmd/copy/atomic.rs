@@ -153,12 +153,16 @@ pub(super) fn check_directory(dest: &Path, dest_is_dir: bool) -> Result<(), Usag
 }
 
 impl Temp {
-    fn raw_fd(&self) -> i32 {
+    pub(super) fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_ref().expect("open until commit").as_fd()
+    }
+
+    pub(super) fn raw_fd(&self) -> i32 {
         self.fd.as_ref().map_or(-1, |fd| fd.as_raw_fd())
     }
 
     /// An O_TMPFILE in `target`'s directory, or where the filesystem has none, a named one.
-    fn create(target: &Path, mode: u32) -> io::Result<Temp> {
+    pub(super) fn create(target: &Path, mode: u32) -> io::Result<Temp> {
         let dir = parent_of(target).to_path_buf();
         let flags = OFlag::O_TMPFILE | OFlag::O_RDWR | OFlag::O_CLOEXEC;
         match crate::sys::open_interruptible(None, &dir, flags, Mode::from_bits_truncate(mode)) {
@@ -201,7 +205,7 @@ impl Temp {
 
     /// Gives the temporary its hidden name (an O_TMPFILE is linked in), closes it, renames
     /// it over the target; `sync`: then syncs the directory.
-    fn commit(mut self, sync: bool) -> Result<(), String> {
+    pub(super) fn commit(mut self, sync: bool) -> Result<(), String> {
         if self.name.is_none() {
             let proc_path = PathBuf::from(format!("/proc/self/fd/{}", self.raw_fd()));
             loop {

@@ -32,6 +32,7 @@ mod file;
 mod meta;
 mod path;
 mod pool;
+mod ranged;
 mod report;
 mod resume;
 mod s3tree;
@@ -139,6 +140,18 @@ impl Dereference {
 }
 
 pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
+    // `copy --resume|-j N URL FILE` (cli sends no other http source here).
+    if let [Endpoint::Http {
+        url, opts: http, ..
+    }] = &cfg.sources[..]
+    {
+        let dest = cfg
+            .dest
+            .plain_file()
+            .expect("cli routes an object into a file only");
+        let jobs = cfg.jobs.unwrap_or(1);
+        return ranged::run(opts, url, http, dest, cfg.resume, jobs, &http.resume);
+    }
     if s3tree::applies(cfg) {
         return s3tree::run(opts, cfg);
     }

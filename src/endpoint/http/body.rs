@@ -21,6 +21,7 @@ use nix::sys::socket::{recv, MsgFlags};
 use url::Url;
 
 use super::head::{retry_eintr, ResponseHead};
+use super::resume::{Cause, Resume, Resumer};
 use super::{read_answer, Connection, Response};
 use crate::endpoint::redact_url;
 use crate::sys;
@@ -70,6 +71,8 @@ pub struct PumpEnd {
     pub unverified: bool,
     /// The upload's answer (an [`UploadPump`]), as its status line.
     pub answer: Option<ResponseHead>,
+    /// Where a download stopped short and continued ([`Resumer`]), in order.
+    pub resumes: Vec<Resume>,
 }
 
 impl PumpEnd {
@@ -85,6 +88,8 @@ pub struct BodyPump {
     pub url: Url,
     pub redirects: u32,
     pub tls: Option<TlsInfo>,
+    /// Why a cut body would not be resumed (no validator, `--retries 0`): for the report.
+    pub resume_off: Option<&'static str>,
     thread: JoinHandle<PumpEnd>,
 }
 
@@ -118,7 +123,10 @@ fn join(thread: JoinHandle<PumpEnd>, limit: Duration, url: &Url) -> PumpEnd {
     })
 }
 
-pub(super) fn start_source(response: Response) -> anyhow::Result<(OwnedFd, BodyPump)> {
+pub(super) fn start_source(
+    response: Response,
+    resumer: Option<Resumer>,
+) -> anyhow::Result<(OwnedFd, BodyPump)> {
     let OwnPipe { read, write, .. } =
         OwnPipe::new().map_err(|e| anyhow::anyhow!("cannot make a pipe for the body: {e}"))?;
     let Response {
@@ -132,7 +140,7 @@ pub(super) fn start_source(response: Response) -> anyhow::Result<(OwnedFd, BodyP
     let shown = redact_url(&url);
     let thread = std::thread::Builder::new()
         .name("http-body".into())
-        .spawn(move || pump_source(conn, framing, write, &shown))?;
+        .spawn(move || pump_source(conn, framing, write, &shown, resumer))?;
     Ok((
         read,
         BodyPump {
@@ -140,21 +148,51 @@ pub(super) fn start_source(response: Response) -> anyhow::Result<(OwnedFd, BodyP
             url,
             redirects,
             tls,
+            resume_off: None,
             thread,
         },
     ))
 }
 
-fn pump_source(conn: Connection, framing: Framing, pipe: OwnedFd, url: &str) -> PumpEnd {
+fn pump_source(
+    mut conn: Connection,
+    mut framing: Framing,
+    pipe: OwnedFd,
+    url: &str,
+    mut resumer: Option<Resumer>,
+) -> PumpEnd {
     let mut end = PumpEnd::default();
     let mut mover = Mover::default();
-    let result = move_body(conn.fd.as_fd(), pipe.as_fd(), framing, &mut mover, url);
+    let idle = resumer.as_ref().map(|r| r.idle);
+    let result = loop {
+        let result = move_body(
+            conn.fd.as_fd(),
+            pipe.as_fd(),
+            framing,
+            &mut mover,
+            url,
+            idle,
+        );
+        // A body cut short continues, into the same pipe, from the answer that continues
+        // it exactly (resume.rs), or the run fails saying both why it stopped and why not.
+        let (Err(Stop::Short(message, cause)), Some(r)) = (&result, resumer.as_mut()) else {
+            break result;
+        };
+        match r.reconnect(mover.spliced + mover.copied, *cause) {
+            Ok(next) => {
+                framing = next.head.framing;
+                finish_connection(std::mem::replace(&mut conn, next.conn));
+            }
+            Err(why) => break Err(Stop::Failed(format!("{message}; {why}"))),
+        }
+    };
     end.spliced = mover.spliced;
     end.copied = mover.copied;
+    end.resumes = resumer.map(|r| r.resumes).unwrap_or_default();
     match result {
         Ok(unverified) => end.unverified = unverified,
         Err(Stop::ReaderGone) => {}
-        Err(Stop::Failed(message)) => end.error = Some(message),
+        Err(Stop::Failed(message) | Stop::Short(message, _)) => end.error = Some(message),
     }
     // The engine sees EOF once the pipe closes; the connection goes after it.
     drop(pipe);
@@ -175,6 +213,47 @@ enum Stop {
     /// The engine's end of the pipe closed: the run ends for another reason.
     ReaderGone,
     Failed(String),
+    /// The body stopped short of its framing's end (a cut a resume may mend).
+    Short(String, Cause),
+}
+
+/// What a failed read of the body means: a cut (resumable), or a failure.
+fn stop_reading(message: String, errno: Errno) -> Stop {
+    match errno {
+        Errno::ECONNRESET
+        | Errno::ECONNABORTED
+        | Errno::ETIMEDOUT
+        | Errno::EHOSTUNREACH
+        | Errno::ENETUNREACH
+        | Errno::ENETDOWN => Stop::Short(message, Cause::Reset),
+        _ => Stop::Failed(message),
+    }
+}
+
+/// Waits until `sock` has something (data, its end, an error) for at most `idle`: a body
+/// that sends nothing for that long is cut (`--idle-timeout`).
+fn idle_wait(
+    sock: BorrowedFd<'_>,
+    idle: Option<Duration>,
+    url: &str,
+    moved: u64,
+) -> Result<(), Stop> {
+    let Some(idle) = idle else { return Ok(()) };
+    match sys::wait_within(sock, PollFlags::POLLIN, idle) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Stop::Short(
+            format!(
+                "{url}: no byte of the body for {} (--idle-timeout) after {moved} bytes",
+                crate::units::human_duration(idle.as_secs_f64())
+            ),
+            Cause::Idle,
+        )),
+        Err(Errno::EINTR) => Err(Stop::ReaderGone),
+        Err(e) => Err(stop_reading(
+            format!("{url}: waiting for the body: {e:?}"),
+            e,
+        )),
+    }
 }
 
 /// Splices, or reads and writes where the kernel refuses splice for these fds.
@@ -239,34 +318,40 @@ fn move_body(
     framing: Framing,
     mover: &mut Mover,
     url: &str,
+    idle: Option<Duration>,
 ) -> Result<bool, Stop> {
     match framing {
         Framing::Length(len) => {
-            move_span(sock, pipe, len, mover, url, |moved| {
+            move_span(sock, pipe, len, mover, url, idle, |moved| {
                 format!("the body ended after {moved} of its {len} bytes (Content-Length)")
             })?;
             nothing_follows(sock, url, &format!("its Content-Length of {len} bytes"))?;
             Ok(false)
         }
         Framing::UntilClose => {
-            move_span(sock, pipe, u64::MAX, mover, url, |_| unreachable!())?;
+            move_span(sock, pipe, u64::MAX, mover, url, idle, |_| unreachable!())?;
             Ok(true)
         }
         Framing::Chunked => {
             let mut total = 0u64;
             loop {
+                idle_wait(sock, idle, url, total)?;
                 let size = chunk_size(sock, url, total)?;
                 if size == 0 {
                     trailers(sock, url)?;
                     nothing_follows(sock, url, "its last chunk")?;
                     return Ok(false);
                 }
-                move_span(sock, pipe, size, mover, url, |moved| {
+                move_span(sock, pipe, size, mover, url, idle, |moved| {
                     format!(
                         "the body ended inside a chunk ({moved} of its {size} bytes), after {} \
                          bytes",
                         total + moved
                     )
+                })
+                .map_err(|stop| match stop {
+                    Stop::Short(message, Cause::Eof) => Stop::Short(message, Cause::ChunkedCut),
+                    other => other,
                 })?;
                 total += size;
                 expect_crlf(sock, url, total)?;
@@ -282,6 +367,7 @@ fn move_span(
     len: u64,
     mover: &mut Mover,
     url: &str,
+    idle: Option<Duration>,
     short: impl Fn(u64) -> String,
 ) -> Result<(), Stop> {
     let mut moved = 0u64;
@@ -289,17 +375,21 @@ fn move_span(
         if sys::process::must_stop() {
             return Err(Stop::ReaderGone);
         }
+        idle_wait(sock, idle, url, moved)?;
         let want = (len - moved).min(SPAN as u64) as usize;
         match mover.step(sock, pipe, want) {
             Ok(0) if len == u64::MAX => return Ok(()),
-            Ok(0) => return Err(Stop::Failed(format!("{url}: {}", short(moved)))),
+            Ok(0) => return Err(Stop::Short(format!("{url}: {}", short(moved)), Cause::Eof)),
             Ok(n) => moved += n as u64,
             Err(Errno::EPIPE) => return Err(Stop::ReaderGone),
             Err(e) => {
-                return Err(Stop::Failed(format!(
-                    "{url}: reading the body after {moved} bytes: {e:?}: {}",
-                    e.desc()
-                )))
+                return Err(stop_reading(
+                    format!(
+                        "{url}: reading the body after {moved} bytes: {e:?}: {}",
+                        e.desc()
+                    ),
+                    e,
+                ))
             }
         }
     }
@@ -346,10 +436,16 @@ fn chunk_size(sock: BorrowedFd<'_>, url: &str, total: u64) -> Result<u64, Stop> 
     let mut line: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; MAX_CHUNK_LINE];
     loop {
-        let n = peek(sock, &mut buf)
-            .map_err(|e| fail(format!("reading a chunk size: {e:?}: {}", e.desc())))?;
+        let said = |what: String| format!("{url}: {what} (after {total} body bytes)");
+        let n = peek(sock, &mut buf).map_err(|e| {
+            stop_reading(
+                said(format!("reading a chunk size: {e:?}: {}", e.desc())),
+                e,
+            )
+        })?;
         if n == 0 {
-            return Err(fail("the chunked body ended before its last chunk".into()));
+            let message = said("the chunked body ended before its last chunk".into());
+            return Err(Stop::Short(message, Cause::ChunkedCut));
         }
         let mut all = line.clone();
         all.extend_from_slice(&buf[..n]);
@@ -383,6 +479,14 @@ fn expect_crlf(sock: BorrowedFd<'_>, url: &str, total: u64) -> Result<(), Stop> 
     }
     if got == 2 && crlf == *b"\r\n" {
         return Ok(());
+    }
+    if got < 2 {
+        return Err(Stop::Short(
+            format!(
+                "{url}: the chunked body ended before its last chunk (after {total} body bytes)"
+            ),
+            Cause::ChunkedCut,
+        ));
     }
     Err(Stop::Failed(format!(
         "{url}: a chunk is longer than its size said, or is cut (after {total} body bytes)"

@@ -22,6 +22,7 @@ mod body;
 mod head;
 mod open;
 mod request;
+pub mod resume;
 mod target;
 
 use std::os::fd::{AsFd, OwnedFd};
@@ -33,7 +34,7 @@ use nix::poll::PollFlags;
 use url::Url;
 
 pub use super::{parse_range, redact_url, split_header, ByteRange, HeaderSpec, HttpOpts};
-pub use body::{BodyPump, Framing, PumpEnd, UploadPump};
+pub use body::{BodyPump, Framing, PumpEnd, UploadPump, PUMP_FINISH};
 pub use head::{ResponseHead, MAX_HEAD};
 pub use open::{open, resolve_headers, HttpEnd, HttpSummary};
 pub use target::env_proxy;
@@ -236,7 +237,16 @@ impl Response {
     /// Starts the pump that splices this response's body, framed, into a new pipe; the
     /// pipe's read end is the source the engine sees. See [`BodyPump`].
     pub fn into_body(self) -> anyhow::Result<(OwnedFd, BodyPump)> {
-        body::start_source(self)
+        body::start_source(self, None)
+    }
+
+    /// [`Response::into_body`], whose pump continues a body cut short with `resumer`
+    /// (`resume.rs`).
+    pub fn into_resumable_body(
+        self,
+        resumer: Option<resume::Resumer>,
+    ) -> anyhow::Result<(OwnedFd, BodyPump)> {
+        body::start_source(self, resumer)
     }
 }
 

@@ -9,6 +9,7 @@ use nix::poll::PollFlags;
 use url::Url;
 
 use super::body::{finish_connection, BodyPump, PumpEnd, UploadPump, PUMP_FINISH};
+use super::resume::{no_resume_reason, Resume, Resumer};
 use super::{read_answer, Client, Connection, Request, RequestBody, ResponseHead, Sent};
 use crate::endpoint::{redact_url, ByteRange, HeaderSpec, HttpOpts};
 use crate::endpoint::{Opened, Role};
@@ -61,6 +62,10 @@ pub struct HttpSummary {
     pub tls: Option<TlsInfo>,
     /// Why the exchange failed, URL named, if it did.
     pub error: Option<String>,
+    /// Where a body cut short continued (`resume.rs`).
+    pub resumes: Vec<Resume>,
+    /// Why the body could not have been resumed, when it could not.
+    pub resume_off: Option<&'static str>,
 }
 
 impl HttpEnd {
@@ -83,8 +88,11 @@ impl HttpEnd {
                 let head = pump.head.clone();
                 let (url, redirects, tls) =
                     (redact_url(&pump.url), pump.redirects, pump.tls.clone());
+                let resume_off = pump.resume_off;
                 let end = pump.finish(PUMP_FINISH);
-                summary("GET", Some(&head), url, redirects, tls, end)
+                let mut s = summary("GET", Some(&head), url, redirects, tls, end);
+                s.resume_off = resume_off;
+                s
             }
             HttpEnd::Upload(pump) => {
                 let (url, tls) = (redact_url(&pump.url), pump.tls.clone());
@@ -169,6 +177,8 @@ fn summary(
         unverified: end.unverified,
         tls,
         error,
+        resumes: end.resumes,
+        resume_off: None,
     }
 }
 
@@ -234,7 +244,13 @@ pub fn open(
             if let Some(range) = &opts.range {
                 check_range(range, &response.head, &redact_url(&response.url))?;
             }
-            let (fd, pump) = response.into_body()?;
+            // A body cut short is asked again from where it stopped (resume.rs), when the
+            // answer gives a validator to hold the rest to the same version.
+            let start = opts.range.as_ref().map_or(0, |r| r.start);
+            let resume_off = no_resume_reason(&response.head, &opts.resume);
+            let resumer = Resumer::new(&client, &request, &response.head, start, &opts.resume);
+            let (fd, mut pump) = response.into_resumable_body(resumer)?;
+            pump.resume_off = resume_off;
             Ok(opened(fd, HttpEnd::Download(pump)))
         }
         Role::Sink => {
