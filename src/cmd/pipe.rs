@@ -92,10 +92,11 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     }
     let progress = watch.start(opts);
     let started = Instant::now();
-    // A datagram source ends on its own quiet (`quiet_end`); any other is watched.
+    // A datagram source ends on its own quiet (`quiet_end`); an http(s) body's quiet is a
+    // cut its pump resumes (endpoint/http/resume.rs), never the end; any other is watched.
     let idle = cfg
         .idle_timeout
-        .filter(|_| ends.src_info.kind != FdKind::Datagram)
+        .filter(|_| ends.src_info.kind != FdKind::Datagram && !cfg.src.is_http())
         .map(|idle| IdleWatch::start(meter.clone(), idle, ends.src));
     let (record, failure) = engine::transfer(&ends, &chain, middle.as_ref(), &meter);
     let timed_out = idle.map_or(Quiet::No, IdleWatch::stop);

@@ -158,9 +158,10 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     }
     let progress = watch.start(opts);
     let started = Instant::now();
+    // An http(s) body's quiet is a cut its pump resumes (endpoint/http/resume.rs).
     let idle = cfg
         .idle_timeout
-        .filter(|_| !sinks.is_empty())
+        .filter(|_| !sinks.is_empty() && !cfg.src.is_http())
         .map(|idle| IdleWatch::start(meter.clone(), idle, src.fd.as_fd()));
     let mut out = if sinks.is_empty() {
         // Not one sink opened: nothing to read the source for.

@@ -469,6 +469,11 @@ impl Endpoint {
         }
     }
 
+    /// `http://` or `https://`.
+    pub fn is_http(&self) -> bool {
+        matches!(self, Endpoint::Http { .. })
+    }
+
     /// An `http(s)://` sink told the length of the body it will be given (a regular file's
     /// size): it sends Content-Length and the engine's sendfile goes straight into the
     /// connection. Any other endpoint as it is.

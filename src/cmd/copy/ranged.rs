@@ -188,6 +188,7 @@ pub fn run(
         seconds,
         moving_seconds: meter.moving_seconds(),
         ending,
+        connections: None,
     };
     opts.print_report(&report.render(opts.stats));
     if done.interrupted {
