@@ -239,7 +239,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__copy)
-            opts="-t -r -a -n -f -u -p -j -T -i -L -H -P -s -l -q -v -4 -6 -h -V --target-directory --recursive --archive --no-clobber --force --update --preserve --reflink --sparse --resume --special --sync --verify --atomic --debug --jobs --no-target-directory --parents --interactive --dereference --dereference-command-line --no-dereference --remove-destination --limit --symbolic-link --link --via --quiet --verbose --stats --progress --no-progress --explain --stats-fd --size --dump --dump-format --help --version"
+            opts="-t -r -a -n -f -u -p -j -T -i -L -H -P -s -l -q -v -4 -6 -h -V --target-directory --recursive --archive --no-clobber --force --update --preserve --reflink --sparse --resume --special --sync --verify --atomic --debug --jobs --no-target-directory --parents --interactive --dereference --dereference-command-line --no-dereference --remove-destination --limit --idle-timeout --retries --retry-wait --symbolic-link --link --via --quiet --verbose --stats --progress --no-progress --explain --stats-fd --size --dump --dump-format --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -278,6 +278,18 @@ _zerocat() {
                     return 0
                     ;;
                 --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --idle-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --retry-wait)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -647,7 +659,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__pipe)
-            opts="-k -q -v -L -4 -6 -h -V --grace --idle-timeout --connect-timeout --keep-open --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https:"
+            opts="-k -q -v -L -4 -6 -h -V --grace --idle-timeout --connect-timeout --keep-open --retries --retry-wait --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -662,6 +674,14 @@ _zerocat() {
                     return 0
                     ;;
                 --connect-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --retry-wait)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -903,7 +923,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__tee)
-            opts="-a -p -i -q -v -L -4 -6 -h -V --append --on-error --output-error --grace --ignore-interrupts --idle-timeout --connect-timeout --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https:"
+            opts="-a -p -i -q -v -L -4 -6 -h -V --append --on-error --output-error --grace --ignore-interrupts --idle-timeout --connect-timeout --retries --retry-wait --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -930,6 +950,14 @@ _zerocat() {
                     return 0
                     ;;
                 --connect-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --retry-wait)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
