@@ -1324,7 +1324,8 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
     let s3 = |e: &Endpoint| matches!(e, Endpoint::S3 { .. });
     let tree_of_objects =
         (args.recursive || args.archive) && (args.paths.iter().any(s3) || s3(&dest));
-    let stream = |src: &Endpoint| !tree_of_objects && !object_download && (!plain(src) || !plain(&dest));
+    let stream =
+        |src: &Endpoint| !tree_of_objects && !object_download && (!plain(src) || !plain(&dest));
     if let [src] = &args.paths[..] {
         if stream(src) {
             refuse_file_options_on_a_stream(&args, src, &dest);
