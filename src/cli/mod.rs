@@ -375,7 +375,7 @@ pub struct PipeArgs {
 
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
-    /// tcp:HOST:PORT (a range: tcp:HOST:20-30), tls:HOST:PORT[,OPTIONS] or unix:PATH.
+    /// tcp:HOST:PORT (a range: tcp:HOST:20-30), tls:HOST:PORT (and its ,OPTIONS) or unix:PATH.
     #[arg(required = true, num_args = 1.., value_name = "TARGET", value_parser = parse_probe_target)]
     pub targets: Vec<ProbeTargets>,
     /// Try again (every 250 ms) the targets not open yet until all are (exit 0) or this

@@ -10,7 +10,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use super::grammar::OptionWord;
+use super::OptionWord;
 
 pub const ALLOW: OptionWord = OptionWord {
     form: "allow=CIDR[;CIDR...]",

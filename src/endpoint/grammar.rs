@@ -14,6 +14,7 @@ use super::command::{self, Program};
 use super::outbound;
 use super::proxy::Version;
 use super::sockopt::{self, SockOpts};
+use super::OptionWord;
 use super::{
     ByteRange, ConnectOpts, Endpoint, FileOpts, Frame, HeaderSpec, HttpOpts, ListenOpts, S3Opts,
     TlsOpts, UnixAddr,
@@ -59,23 +60,6 @@ enum Scheme {
     S3,
     Http,
     Https,
-}
-
-/// One option word a scheme takes: as written after its comma, and what it does.
-#[derive(Debug)]
-pub struct OptionWord {
-    /// The word, then `=VALUE` when it takes a value: `append`, `mode=OCTAL`.
-    pub form: &'static str,
-    /// What it does, in one line.
-    pub meaning: &'static str,
-}
-
-impl OptionWord {
-    /// The word alone, as the parser matches it: `mode` of `mode=OCTAL`, `keepalive` of
-    /// `keepalive[=IDLE]`.
-    pub fn word(&self) -> &'static str {
-        self.form.split(['=', '[']).next().unwrap_or(self.form)
-    }
 }
 
 /// One scheme of the grammar: its words, what it is at each end, the options it takes.

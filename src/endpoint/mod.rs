@@ -37,6 +37,23 @@ pub mod websocket;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// One option word a scheme takes: as written after its comma, and what it does.
+#[derive(Debug)]
+pub struct OptionWord {
+    /// The word, then `=VALUE` when it takes a value: `append`, `mode=OCTAL`.
+    pub form: &'static str,
+    /// What it does, in one line.
+    pub meaning: &'static str,
+}
+
+impl OptionWord {
+    /// The word alone, as the parser matches it: `mode` of `mode=OCTAL`, `keepalive` of
+    /// `keepalive[=IDLE]`.
+    pub fn word(&self) -> &'static str {
+        self.form.split(['=', '[']).next().unwrap_or(self.form)
+    }
+}
+
 /// Whether a listener says `zerocat: listening on ADDR` when it binds (tests and scripts
 /// read the port from it). The tools zerocat answers as (`nc`) print their own lines.
 static ANNOUNCE_LISTENERS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
@@ -55,7 +72,7 @@ fn announce_listening(local: &str) {
 
 pub use grammar::{
     parse, parse_duration, parse_os, parse_range, parse_timeout, redact, redact_url, scheme_names,
-    split_header, OptionWord, ParseError, SchemeInfo, SCHEME_TABLE,
+    split_header, ParseError, SchemeInfo, SCHEME_TABLE,
 };
 pub use listener::{Accepted, Listener, Rejected, GREETING_DEADLINE};
 pub use open::{accept_one, is_retryable_connect, predict, take_fd, Opened, Role};

@@ -14,7 +14,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use nix::errno::Errno;
 use nix::sys::socket::{self, sockopt, SockaddrStorage};
 
-use super::grammar::OptionWord;
+use super::OptionWord;
 
 /// An address family a name may resolve to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

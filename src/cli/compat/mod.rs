@@ -1,7 +1,7 @@
 //! Drop-in names: zerocat answers to `nc` (`netcat`, `ncat`), `tee` and `pv` with those
 //! tools' own flags, so scripts switch without a rewrite (busybox's multi-call rule).
 //!
-//! Called through a link of one of those names (argv[0]), or as `zerocat nc ARGS`,
+//! Called through a link of one of those names (`argv[0]`), or as `zerocat nc ARGS`,
 //! `zerocat pv ARGS` and `zerocat compat tee ARGS` (GNU tee's grammar — `zerocat tee`
 //! keeps zerocat's own `tee SRC DST...`, which existing users have). Each parser turns the
 //! tool's command line into the same `Options` + `Invocation` zerocat's own commands make:
@@ -32,7 +32,7 @@ pub enum Tool {
 }
 
 impl Tool {
-    /// The tool a program name (argv[0]'s file name, or `zerocat compat NAME`) calls.
+    /// The tool a program name (`argv[0]`'s file name, or `zerocat compat NAME`) calls.
     pub fn named(name: &str) -> Option<Tool> {
         match name {
             "nc" | "netcat" | "ncat" => Some(Tool::Nc),
@@ -46,7 +46,7 @@ impl Tool {
     pub const LINKS: [&'static str; 5] = ["nc", "netcat", "ncat", "tee", "pv"];
 }
 
-/// The tool argv[0] names, when zerocat was called through a link of that name.
+/// The tool `argv[0]` names, when zerocat was called through a link of that name.
 pub fn called_as(args: &[OsString]) -> Option<(Tool, String)> {
     let name = std::path::Path::new(args.first()?)
         .file_name()?

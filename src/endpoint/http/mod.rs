@@ -113,7 +113,7 @@ impl Client {
     /// without one (as curl and browsers do), https -> http is refused, and headers the user
     /// gave go to another host only if they carry no credentials (Authorization, Cookie
     /// are dropped, as curl does). Any status is returned as it is: the caller decides
-    /// (see [`ResponseHead::require_success`]).
+    /// (see [`ResponseHead::is_success`]).
     pub fn exchange(&self, request: &Request) -> anyhow::Result<Sent> {
         let mut request = request.clone();
         let origin = request.url.clone();
