@@ -5,7 +5,8 @@
  *     datagram after the first one, then prints "DATAGRAMS BYTES SECONDS BAD": SECONDS from
  *     the first datagram to the last, BAD the datagrams that came out of order (a sequence
  *     number not above the one before), or altered (a payload other than what udpb send
- *     writes). Loss is not BAD: it is the difference to the count sent.
+ *     writes). Loss is not BAD: it is the difference to the count sent. An empty datagram
+ *     (zerocat's end of stream) is not counted.
  *
  *   udpb send HOST:PORT SIZE COUNT
  *     Sends COUNT datagrams of SIZE bytes (at least 8) as fast as sendmmsg goes, 64 a call:
@@ -78,6 +79,9 @@ static int sink(void) {
         for (int i = 0; i < n; i++) {
             unsigned len = msgs[i].msg_len;
             unsigned char *d = (unsigned char *)bufs[i];
+            /* An empty datagram is a zerocat sender's end of stream (issue 40 item 3): no
+             * data, neither counted nor bad. */
+            if (len == 0) continue;
             count++;
             bytes += len;
             if (len < 8) {
