@@ -460,7 +460,8 @@ fn split_auth(auth: &str) -> Result<(&str, &str), String> {
         .ok_or_else(|| "proxy credentials are USER:PASS (no ':' found)".to_string())
 }
 
-fn base64(bytes: &[u8]) -> String {
+/// RFC 4648 base64 with padding: Basic credentials (here and http:), WebSocket keys.
+pub(crate) fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {

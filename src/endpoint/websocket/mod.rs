@@ -33,25 +33,7 @@ pub const OP_CLOSE: u8 = 8;
 pub const OP_PING: u8 = 9;
 pub const OP_PONG: u8 = 10;
 
-/// Base64 (RFC 4648, with padding).
-pub fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
+pub(crate) use super::outbound::base64;
 
 /// Sec-WebSocket-Accept for a Sec-WebSocket-Key.
 pub fn accept_key(key: &str) -> String {
