@@ -31,7 +31,6 @@ use super::RelayConfig;
 use crate::endpoint::access::Access;
 use crate::endpoint::sockopt::SockOpts;
 use crate::endpoint::{udp, Endpoint};
-use crate::engine::{DataPath, Record};
 use crate::options::Options;
 use crate::sys::datagram::{self, Batch, GSO_BYTES, GSO_SEGMENTS};
 use crate::sys::process;
@@ -633,20 +632,8 @@ impl DatagramRelay<'_> {
             },
             (end, _) => end,
         };
-        let flows = order.map(|d| FlowReport {
-            record: Record {
-                paths: if s.bytes[d] > 0 || s.datagrams[d].sent > 0 {
-                    vec![(DataPath::Userspace, s.bytes[d])]
-                } else {
-                    Vec::new()
-                },
-                fallbacks: Vec::new(),
-            },
-            bytes: s.bytes[d],
-            switches: 0,
-            ended: end.clone(),
-            undelivered: 0,
-        });
+        let flows =
+            order.map(|d| FlowReport::of_datagrams(s.bytes[d], s.datagrams[d], end.clone()));
         let report = ConnReport {
             id: s.id,
             seq: self.tally.count,

@@ -40,7 +40,6 @@ use super::log::ConnLog;
 use super::report::{ConnReport, Datagrams, FlowReport, Tally};
 use super::RelayConfig;
 use crate::endpoint::{udp, Endpoint, Frame};
-use crate::engine::{DataPath, Record};
 use crate::exit::UsageError;
 use crate::options::Options;
 use crate::sys::datagram;
@@ -540,20 +539,8 @@ impl Relay<'_> {
         } else {
             [TO_DATAGRAMS, TO_STREAM]
         };
-        let flows = order.map(|d| FlowReport {
-            record: Record {
-                paths: if counts.bytes[d] > 0 || counts.datagrams[d].sent > 0 {
-                    vec![(DataPath::Userspace, counts.bytes[d])]
-                } else {
-                    Vec::new()
-                },
-                fallbacks: Vec::new(),
-            },
-            bytes: counts.bytes[d],
-            switches: 0,
-            ended: end.clone(),
-            undelivered: 0,
-        });
+        let flows = order
+            .map(|d| FlowReport::of_datagrams(counts.bytes[d], counts.datagrams[d], end.clone()));
         let report = ConnReport {
             id,
             seq: self.tally.count,

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::end::ConnEnd;
 use super::RelayConfig;
 use crate::endpoint::Endpoint;
-use crate::engine::Record;
+use crate::engine::{DataPath, Record};
 use crate::report::{
     child_json, json_array, json_string, mptcp_json, record_json, route, tls_json, JsonObject,
     StatsFormat,
@@ -25,6 +25,27 @@ pub struct FlowReport {
     /// Bytes taken from the source that the sink would not take at the end (an abort, a
     /// signal): lost, and said so. 0 on a clean end.
     pub undelivered: u64,
+}
+
+impl FlowReport {
+    /// One direction of a datagram session, carried in userspace: its path is userspace
+    /// when it passed anything (bytes, or empty datagrams), none otherwise.
+    pub fn of_datagrams(bytes: u64, datagrams: Datagrams, ended: ConnEnd) -> FlowReport {
+        FlowReport {
+            record: Record {
+                paths: if bytes > 0 || datagrams.sent > 0 {
+                    vec![(DataPath::Userspace, bytes)]
+                } else {
+                    Vec::new()
+                },
+                fallbacks: Vec::new(),
+            },
+            bytes,
+            switches: 0,
+            ended,
+            undelivered: 0,
+        }
+    }
 }
 
 /// One direction of a datagram session: datagrams passed on, and those the kernel would
