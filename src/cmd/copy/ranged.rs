@@ -257,12 +257,7 @@ fn single(
     let mut start = 0;
     match (&kept_before, head.status) {
         (Some((v, _)), 206) => {
-            let answer = Answer {
-                status: 206,
-                content_range: head.header("content-range"),
-                etag: head.etag(),
-                last_modified: head.header("last-modified"),
-            };
+            let answer = Answer::of(&head);
             check_continuation(&answer, len, None, None, v)
                 .map_err(|r| anyhow!("{shown}: {}", refusal_text(&r, len)))?;
             start = len;
@@ -308,16 +303,30 @@ fn single(
     }
     nix::unistd::lseek(file.as_raw_fd(), start as i64, Whence::SeekSet)?;
     let resumer = Resumer::new(client, get, &head, start, policy);
-    let mut info = info_of(&response, start, 1, Vec::new(), kept_in);
+    let info = info_of(&response, start, 1, Vec::new(), kept_in);
+    let what = format!("'{}'", dest.display());
+    whole_body_into(response, resumer, file.as_fd(), meter, info, &what)
+}
+
+/// The body (resumed wherever it is cut) into `file` from its offset on; the report's
+/// figures from the pump; `what` names the file in an error.
+fn whole_body_into(
+    response: Response,
+    resumer: Option<Resumer>,
+    file: BorrowedFd<'_>,
+    meter: &Meter,
+    mut info: HttpInfo,
+    what: &str,
+) -> anyhow::Result<Done> {
     let (body, pump) = response.into_resumable_body(resumer)?;
-    let (record, failure) = into_file(body, file.as_fd(), meter, u64::MAX)?;
+    let (record, failure) = into_file(body, file, meter, u64::MAX)?;
     let end = pump.finish(PUMP_FINISH);
     info.spliced = end.spliced;
     info.copied = end.copied;
     info.resumes = end.resumes.iter().map(resume_of).collect();
     let interrupted = matches!(failure, Some(Failure::Interrupted));
     let error = end.error.or(failure.and_then(|f| match f {
-        Failure::Io(e, _) => Some(format!("'{}': {e}", dest.display())),
+        Failure::Io(e, _) => Some(format!("{what}: {e}")),
         Failure::Interrupted => None,
     }));
     Ok(Done {
@@ -513,12 +522,7 @@ fn fetch_part(
     let response = answered(client, &request)?;
     let shown = redact_url(&response.url);
     let head = &response.head;
-    let answer = Answer {
-        status: head.status,
-        content_range: head.header("content-range"),
-        etag: head.etag(),
-        last_modified: head.header("last-modified"),
-    };
+    let answer = Answer::of(head);
     check_continuation(&answer, a, Some(b), Some(total), validator)
         .map_err(|r| anyhow!("{shown}: range {a}-{b}: {}", refusal_text(&r, a)))?;
     let resumer = Resumer::new(client, get, head, a, policy);
@@ -551,27 +555,13 @@ fn single_into_temp(
     let temp = temporary(dest)?;
     let head = response.head.clone();
     let resumer = Resumer::new(client, get, &head, 0, policy);
-    let mut info = info_of(&response, 0, 1, Vec::new(), None);
-    let (body, pump) = response.into_resumable_body(resumer)?;
-    let (record, failure) = into_file(body, temp.as_fd(), meter, u64::MAX)?;
-    let end = pump.finish(PUMP_FINISH);
-    info.spliced = end.spliced;
-    info.copied = end.copied;
-    info.resumes = end.resumes.iter().map(resume_of).collect();
-    let interrupted = matches!(failure, Some(Failure::Interrupted));
-    let error = end.error.or(failure.and_then(|f| match f {
-        Failure::Io(e, _) => Some(format!("the temporary of '{}': {e}", dest.display())),
-        Failure::Interrupted => None,
-    }));
-    if error.is_none() && !interrupted {
+    let info = info_of(&response, 0, 1, Vec::new(), None);
+    let what = format!("the temporary of '{}'", dest.display());
+    let done = whole_body_into(response, resumer, temp.as_fd(), meter, info, &what)?;
+    if done.error.is_none() && !done.interrupted {
         commit(temp, dest)?;
     }
-    Ok(Done {
-        record,
-        info,
-        error,
-        interrupted,
-    })
+    Ok(done)
 }
 
 /// The `--atomic` temporary of `dest` (atomic.rs): an O_TMPFILE, or a hidden named file.

@@ -174,13 +174,7 @@ impl Resumer {
                     continue;
                 }
             };
-            let head = &response.head;
-            let answer = Answer {
-                status: head.status,
-                content_range: head.header("content-range"),
-                etag: head.etag(),
-                last_modified: head.header("last-modified"),
-            };
+            let answer = Answer::of(&response.head);
             match check_continuation(&answer, offset, self.end, self.total, &self.validator) {
                 Ok(carried) => {
                     match response.head.framing {
@@ -356,6 +350,18 @@ pub struct Answer<'a> {
     pub content_range: Option<&'a str>,
     pub etag: Option<&'a str>,
     pub last_modified: Option<&'a str>,
+}
+
+impl<'a> Answer<'a> {
+    /// What a response head says to a continuation.
+    pub fn of(head: &'a ResponseHead) -> Answer<'a> {
+        Answer {
+            status: head.status,
+            content_range: head.header("content-range"),
+            etag: head.etag(),
+            last_modified: head.header("last-modified"),
+        }
+    }
 }
 
 /// Why a later answer cannot continue the body.
