@@ -113,6 +113,27 @@ fn a_stalled_body_resumes_after_the_idle_timeout() {
     assert_resumed_with(&srv, &run, "\"v1\"");
 }
 
+/// A body that stalls twice in a row (the second answer sends nothing at all): each stall
+/// is a cut the pump resumes, never the run's end — pipe's own `--idle-timeout` watch does
+/// not arm on an http(s) source, whose quiet is the pump's to judge (with the watch armed,
+/// it stopped the run during the second stall: exit 1, "interrupted while waiting to
+/// resume at 700000").
+#[test]
+fn two_stalls_in_a_row_are_both_resumed_not_the_end_of_the_run() {
+    let body = object();
+    let srv = FaultServer::start(
+        Object::with_etag(body.clone(), "v1"),
+        vec![Fault::Stall(700_000), Fault::Stall(0)],
+    );
+    let run = run_into_file(&srv, &["--idle-timeout", "300ms"]);
+    run.assert_code(0, "two stalls");
+    run.assert_held(0, &body, "two stalls");
+    assert_eq!(
+        resumes(run.report()),
+        [(700_000, "idle".to_string()), (700_000, "idle".to_string())]
+    );
+}
+
 #[test]
 fn a_chunked_body_cut_before_its_last_chunk_resumes() {
     let body = object();
