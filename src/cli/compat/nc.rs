@@ -256,10 +256,7 @@ fn run_as(a: Asked, options: &mut Options) -> Invocation {
 /// One connected (or accepted) stream: relayed with stdin and stdout, piped to stdout
 /// (`-d`), or handed to a command (`-e`, `-c`).
 fn session(a: Asked, _options: &mut Options, peer: Endpoint) -> Invocation {
-    if let Some(command) = a.exec.as_ref().or(a.shell.as_ref()) {
-        let scheme = if a.exec.is_some() { "exec" } else { "sh" };
-        let child = endpoint::parse(&format!("{scheme}:{command}"))
-            .unwrap_or_else(|e| super::refuse("nc", &e.to_string(), "", None, 1));
+    if let Some(child) = command_side(&a) {
         return relay(a.wait, peer, child);
     }
     if a.no_stdin {
@@ -491,7 +488,7 @@ fn listen(a: Asked, options: &mut Options) -> Invocation {
 /// is for; stdin is not sent to them). With a command, each connection gets its own, one
 /// at a time, as ncat -k does.
 fn keep_open(a: Asked, listener: Endpoint) -> Invocation {
-    let Some(command) = a.exec.as_ref().or(a.shell.as_ref()) else {
+    let Some(child) = command_side(&a) else {
         return Invocation::Pipe(PipeConfig {
             src: listener,
             dst: Endpoint::Stdio,
@@ -500,9 +497,6 @@ fn keep_open(a: Asked, listener: Endpoint) -> Invocation {
             keep_open: true,
         });
     };
-    let scheme = if a.exec.is_some() { "exec" } else { "sh" };
-    let child = endpoint::parse(&format!("{scheme}:{command}"))
-        .unwrap_or_else(|e| super::refuse("nc", &e.to_string(), "", None, 1));
     Invocation::Relay(
         RelayConfig {
             idle_timeout: a.wait,
@@ -515,22 +509,28 @@ fn keep_open(a: Asked, listener: Endpoint) -> Invocation {
     )
 }
 
+/// The command `-e PROG` (exec:) or `-c CMD` (sh:) names, as a relay side.
+fn command_side(a: &Asked) -> Option<Endpoint> {
+    match (&a.exec, &a.shell) {
+        (Some(program), _) => Some(endpoint_of(&format!("exec:{program}"))),
+        (None, Some(command)) => Some(endpoint_of(&format!("sh:{command}"))),
+        (None, None) => None,
+    }
+}
+
+/// A URI made from nc's operands, or nc's error naming why it does not parse.
+fn endpoint_of(uri: &str) -> Endpoint {
+    endpoint::parse(uri).unwrap_or_else(|e| super::refuse("nc", &e.to_string(), "", None, 1))
+}
+
 /// `-U`: a unix socket, connected or (`-l`) listened on.
 fn unix(a: Asked) -> Invocation {
     let [path] = &a.operands[..] else {
         super::refuse("nc", "missing socket path", USAGE, None, 1)
     };
     let scheme = if a.listen { "unix-listen" } else { "unix" };
-    let side = endpoint::parse(&format!("{scheme}:{path}"))
-        .unwrap_or_else(|e| super::refuse("nc", &e.to_string(), "", None, 1));
-    let other = match a.exec.as_ref().or(a.shell.as_ref()) {
-        Some(command) => {
-            let scheme = if a.exec.is_some() { "exec" } else { "sh" };
-            endpoint::parse(&format!("{scheme}:{command}"))
-                .unwrap_or_else(|e| super::refuse("nc", &e.to_string(), "", None, 1))
-        }
-        None => Endpoint::Stdio,
-    };
+    let side = endpoint_of(&format!("{scheme}:{path}"));
+    let other = command_side(&a).unwrap_or(Endpoint::Stdio);
     relay(a.wait, side, other)
 }
 
@@ -549,8 +549,7 @@ fn udp(a: Asked) -> Invocation {
         (false, Some(host)) => format!("udp:{}:{port}", bracket(host)),
         (false, None) => unreachable!("a connector has a host"),
     };
-    let side =
-        endpoint::parse(&uri).unwrap_or_else(|e| super::refuse("nc", &e.to_string(), "", None, 1));
+    let side = endpoint_of(&uri);
     let (src, dst) = if a.listen {
         (side, Endpoint::Stdio)
     } else {
