@@ -14,15 +14,6 @@ use std::time::{Duration, Instant};
 use crate::rig::{Pace, Rig};
 use crate::util::*;
 
-/// A free port on 127.0.0.1: bound to port 0, then let go for the server to take.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// An nginx of the test's own, one process (`master_process off`), serving `root` on
 /// 127.0.0.1 with Range and ETag (its defaults), PUT under `/up/`, a redirect at `/moved`;
 /// stopped (SIGKILL, reaped) when dropped.

@@ -62,26 +62,6 @@ fn next(rx: &mpsc::Receiver<Vec<u8>>) -> Vec<u8> {
         .expect("the backend got a connection")
 }
 
-/// A port that was free a moment ago (for tools that cannot be told port 0).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn connect_retrying(addr: &str) -> TcpStream {
-    let started = Instant::now();
-    loop {
-        match TcpStream::connect(addr) {
-            Ok(s) => return s,
-            Err(e) if started.elapsed() > Duration::from_secs(10) => panic!("{addr}: {e}"),
-            Err(_) => thread::sleep(Duration::from_millis(20)),
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // 1. An inherited listening socket is a listener
 // ---------------------------------------------------------------------------------------

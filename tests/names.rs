@@ -5,7 +5,7 @@
 //! through `--zerocat-report`.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::thread;
@@ -194,7 +194,7 @@ fn compat_tee_moves_bytes_by_tee_and_says_so_when_asked() {
     let mut cmd = zerocat();
     cmd.args(["compat", "tee", "--zerocat-report", "copy"])
         .current_dir(dir.path());
-    let out = run_with_stdin(cmd, payload.clone());
+    let out = run_with_stdin(cmd, Some(payload.clone()));
     assert!(out.status.success(), "{}", stderr_text(&out));
     assert_bytes_eq(&out.stdout, &payload, "stdout");
     assert_bytes_eq(
@@ -220,20 +220,6 @@ fn compat_tee_moves_bytes_by_tee_and_says_so_when_asked() {
         &payload,
         "dst",
     );
-}
-
-fn run_with_stdin(mut cmd: Command, stdin: Vec<u8>) -> Output {
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let feeder = thread::spawn(move || {
-        let _ = input.write_all(&stdin);
-    });
-    let out = wait_with_deadline(child, DEADLINE);
-    feeder.join().unwrap();
-    out
 }
 
 // ---------------------------------------------------------------------------------------
@@ -438,12 +424,6 @@ fn sending_server(payload: Vec<u8>) -> (u16, thread::JoinHandle<Vec<u8>>) {
     (port, handle)
 }
 
-/// A port on 127.0.0.1 where nothing listens (bound, then closed).
-fn closed_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
 /// What a connect-mode case needs: a server of a kind, and where {P} and {C} (an open
 /// and a closed port) go in the arguments.
 #[derive(Clone, Copy)]
@@ -520,7 +500,7 @@ fn start(server: Server) -> (u16, Option<thread::JoinHandle<Vec<u8>>>) {
             });
             (port, Some(h))
         }
-        Server::None => (closed_port(), None),
+        Server::None => (free_port(), None),
     }
 }
 
@@ -537,7 +517,7 @@ fn nc_connects_scans_and_refuses_as_openbsd_netcat_does() {
         let mut results = Vec::new();
         for program in [&nc, &ours] {
             let (port, server) = start(case.server);
-            let closed = closed_port();
+            let closed = free_port();
             let args: Vec<String> = case
                 .args
                 .iter()
@@ -588,7 +568,7 @@ fn nc_listens_for_one_connection_as_openbsd_netcat_does() {
     for form in forms {
         let mut results = Vec::new();
         for program in [&nc, &ours] {
-            let port = closed_port();
+            let port = free_port();
             let args: Vec<String> = form
                 .iter()
                 .map(|a| a.replace("{P}", &port.to_string()))
@@ -603,7 +583,7 @@ fn nc_listens_for_one_connection_as_openbsd_netcat_does() {
             let mut stdin = child.stdin.take().unwrap();
             // Its stdout is read as it comes (a full pipe would stop it reading the socket).
             let waiter = thread::spawn(move || wait_with_deadline(child, DEADLINE));
-            let conn = connect_when_listening(port);
+            let conn = connect_retrying(&format!("127.0.0.1:{port}"));
             let (mut reader, mut writer) = (conn.try_clone().unwrap(), conn);
             let sent = request.clone();
             let sender = thread::spawn(move || {
@@ -647,21 +627,6 @@ fn nc_listens_for_one_connection_as_openbsd_netcat_does() {
     }
 }
 
-/// Connects to 127.0.0.1:port, retrying while nothing listens yet (bounded).
-fn connect_when_listening(port: u16) -> TcpStream {
-    let deadline = std::time::Instant::now() + DEADLINE;
-    loop {
-        match TcpStream::connect(("127.0.0.1", port)) {
-            Ok(conn) => return conn,
-            Err(e) if std::time::Instant::now() < deadline => {
-                let _ = e;
-                thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => panic!("nothing listened on {port}: {e}"),
-        }
-    }
-}
-
 /// `nc HOST PORT` through the link moves a big stream by the relay, and the report (asked
 /// with --zerocat-report) names the kernel path.
 #[test]
@@ -672,7 +637,7 @@ fn nc_relays_a_big_stream_and_the_report_names_the_path() {
     let mut cmd = Command::new(links.path().join("nc"));
     cmd.args(["-N", "--zerocat-report", "127.0.0.1", &port.to_string()])
         .env_clear();
-    let out = run_with_stdin(cmd, payload.clone());
+    let out = run_with_stdin(cmd, Some(payload.clone()));
     assert!(out.status.success(), "{}", stderr_text(&out));
     assert_bytes_eq(&server.join().unwrap(), &payload, "what the server read");
     assert_eq!(out.stdout, b"done\n");
@@ -690,7 +655,7 @@ fn nc_u_sends_stdin_as_datagrams() {
     let mut cmd = Command::new(links.path().join("nc"));
     cmd.args(["-u", "--zerocat-report", "127.0.0.1", &port.to_string()])
         .env_clear();
-    let out = run_with_stdin(cmd, b"one datagram\n".to_vec());
+    let out = run_with_stdin(cmd, Some(b"one datagram\n".to_vec()));
     assert!(out.status.success(), "{}", stderr_text(&out));
     let mut buf = [0u8; 100];
     let n = socket.recv(&mut buf).unwrap();
@@ -702,14 +667,14 @@ fn nc_u_sends_stdin_as_datagrams() {
 #[test]
 fn nc_l_e_runs_a_command_for_the_connection() {
     let links = links();
-    let port = closed_port();
+    let port = free_port();
     let mut cmd = Command::new(links.path().join("nc"));
     cmd.args(["-l", "127.0.0.1", &port.to_string(), "-e", "/bin/cat"])
         .env_clear()
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let child = cmd.spawn().unwrap();
-    let mut conn = connect_when_listening(port);
+    let mut conn = connect_retrying(&format!("127.0.0.1:{port}"));
     let payload = data(100_000);
     conn.write_all(&payload).unwrap();
     conn.shutdown(std::net::Shutdown::Write).unwrap();
@@ -731,7 +696,7 @@ fn scripts_run_unchanged_with_the_links_first_on_path() {
     std::fs::create_dir_all(tree.join("sub")).unwrap();
     write_file(&tree, "a.bin", &data(300_000));
     write_file(&tree.join("sub"), "b.txt", b"hello\n");
-    let port = closed_port();
+    let port = free_port();
     let open = TcpListener::bind("127.0.0.1:0").unwrap();
     let open_port = open.local_addr().unwrap().port();
     let path = format!(
@@ -809,7 +774,7 @@ fn install_links_makes_the_links_and_keeps_what_is_there() {
             cmd.arg(dir.path().join("f")).env_clear();
             cmd
         },
-        b"via the link\n".to_vec(),
+        Some(b"via the link\n".to_vec()),
     );
     assert!(out.status.success(), "{}", stderr_text(&out));
     assert_eq!(
@@ -842,7 +807,7 @@ fn nc_lk_takes_connection_after_connection_into_stdout() {
     let links = links();
     let dir = tempdir();
     let log = dir.path().join("log");
-    let port = closed_port();
+    let port = free_port();
     let mut cmd = Command::new(links.path().join("nc"));
     cmd.args(["-lk", "127.0.0.1", &port.to_string()])
         .env_clear()
@@ -854,7 +819,7 @@ fn nc_lk_takes_connection_after_connection_into_stdout() {
     let mut want = Vec::new();
     for i in 0..5 {
         let part = data(50_000 + i * 1000);
-        let mut conn = connect_when_listening(port);
+        let mut conn = connect_retrying(&format!("127.0.0.1:{port}"));
         conn.write_all(&part).unwrap();
         drop(conn);
         want.extend_from_slice(&part);

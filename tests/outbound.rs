@@ -16,15 +16,6 @@ struct Daemon {
     port: u16,
 }
 
-/// A free loopback port for a daemon that cannot take port 0.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// None (with the reason printed) when `path` is not installed.
 fn installed(path: &str, package: &str) -> bool {
     let there = Path::new(path).exists();

@@ -19,15 +19,6 @@ fn stdout_text(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A port where nobody listens: bound, then closed.
-fn closed_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A listener whose accept queue is full (backlog 0, never accepting, filled with
 /// connections until one is not answered): the kernel drops further SYNs, as a firewall's
 /// DROP rule would. None when the queue would not fill.
@@ -56,7 +47,7 @@ fn probe_says_open_refused_and_timeout_and_exits_1_unless_all_are_open() {
     let _unix = UnixListener::bind(&sock).unwrap();
     let open_target = format!("tcp:127.0.0.1:{open_port}");
     let unix_target = format!("unix:{}", sock.display());
-    let refused_target = format!("tcp:127.0.0.1:{}", closed_port());
+    let refused_target = format!("tcp:127.0.0.1:{}", free_port());
     let missing = format!("unix:{}", dir.path().join("none.sock").display());
 
     // Every target open: exit 0, a line each, in the order given.
@@ -158,7 +149,7 @@ fn a_port_range_probes_each_port_and_bad_ranges_are_usage_errors() {
 
 #[test]
 fn wait_retries_until_a_late_listener_is_up_or_the_time_runs_out() {
-    let port = closed_port();
+    let port = free_port();
     let target = format!("tcp:127.0.0.1:{port}");
     let mut cmd = zerocat();
     cmd.args(["probe", "--wait", "30s", &target]);
@@ -174,7 +165,7 @@ fn wait_retries_until_a_late_listener_is_up_or_the_time_runs_out() {
     assert!(text.contains(" tries)"), "more than one try: {text}");
 
     // Nobody comes: exit 1 once the wait is over, with the last try's answer.
-    let target = format!("tcp:127.0.0.1:{}", closed_port());
+    let target = format!("tcp:127.0.0.1:{}", free_port());
     let out = probe(&["--wait", "600ms", &target]);
     let text = stdout_text(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");

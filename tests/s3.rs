@@ -3,7 +3,7 @@
 //! Each test makes its own bucket; a server that is not installed is SKIPPED, said.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use nix::sys::signal::Signal;
 use zerocat::endpoint::s3::xml;
 
 use crate::rig::{Pace, Rig};
+use crate::util::free_port;
 use crate::util::{data, tempdir};
 
 const ACCESS_KEY: &str = "AKIAZEROCATTEST";
@@ -54,14 +55,6 @@ impl Drop for Running {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn installed(program: &str) -> bool {

@@ -144,20 +144,6 @@ fn run_tee(extra: &[&str], src: &str, sinks: &[Planned], stdin_data: Option<Vec<
     run_with_stdin(cmd, stdin_data)
 }
 
-fn run_with_stdin(mut cmd: Command, stdin_data: Option<Vec<u8>>) -> Output {
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    if stdin_data.is_some() {
-        cmd.stdin(Stdio::piped());
-    }
-    let mut child = cmd.spawn().expect("spawn zerocat");
-    let feeder = feed(&mut child, stdin_data);
-    let out = wait_with_deadline(child, DEADLINE);
-    if let Some(f) = feeder {
-        f.join().unwrap();
-    }
-    out
-}
-
 fn feed(child: &mut Child, data: Option<Vec<u8>>) -> Option<JoinHandle<()>> {
     let data = data?;
     let mut stdin = child.stdin.take().unwrap();

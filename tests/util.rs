@@ -482,3 +482,46 @@ pub fn strace_of(calls: &str, trace: &Path) -> Vec<OsString> {
     wrap.push(trace.into());
     wrap
 }
+
+/// A port on 127.0.0.1 that was free a moment ago (bound to 0, then let go): for a server
+/// that cannot be told port 0, or as a port where nobody listens.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Connects to `addr`, retrying while nothing listens there yet (bounded by [`DEADLINE`]).
+pub fn connect_retrying(addr: &str) -> TcpStream {
+    let started = Instant::now();
+    loop {
+        match TcpStream::connect(addr) {
+            Ok(s) => return s,
+            Err(e) if started.elapsed() > DEADLINE => panic!("nothing listened on {addr}: {e}"),
+            Err(_) => thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Runs `cmd` to completion with the deadline, feeding `stdin_data` (if any) to its stdin
+/// from a thread of its own while its output is read.
+pub fn run_with_stdin(mut cmd: Command, stdin_data: Option<Vec<u8>>) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    if stdin_data.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd.spawn().expect("spawn");
+    let feeder = stdin_data.map(|data| {
+        let mut stdin = child.stdin.take().unwrap();
+        thread::spawn(move || {
+            let _ = stdin.write_all(&data);
+        })
+    });
+    let out = wait_with_deadline(child, DEADLINE);
+    if let Some(f) = feeder {
+        f.join().unwrap();
+    }
+    out
+}
