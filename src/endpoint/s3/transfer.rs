@@ -451,15 +451,7 @@ pub fn list(client: &Client, bucket: &str, prefix: &str) -> anyhow::Result<Vec<x
         if let Some(t) = &token {
             query.push(("continuation-token".into(), t.clone()));
         }
-        let (_, body) = client.call(&Call {
-            kind: Kind::List,
-            method: "GET",
-            bucket,
-            key: "",
-            query: &query,
-            headers: &[],
-            body: Body::Empty,
-        })?;
+        let body = list_page(client, bucket, &query)?;
         let page = xml::list_objects(&body).map_err(|e| anyhow!("s3://{bucket}/{prefix}: {e}"))?;
         all.extend(page.objects);
         match page.next {
@@ -474,6 +466,20 @@ pub fn list(client: &Client, bucket: &str, prefix: &str) -> anyhow::Result<Vec<x
     }
 }
 
+/// One page of a bucket's listing (objects or uploads): a GET on the bucket with `query`.
+fn list_page(client: &Client, bucket: &str, query: &[(String, String)]) -> anyhow::Result<Vec<u8>> {
+    let (_, body) = client.call(&Call {
+        kind: Kind::List,
+        method: "GET",
+        bucket,
+        key: "",
+        query,
+        headers: &[],
+        body: Body::Empty,
+    })?;
+    Ok(body)
+}
+
 /// Every in-progress multipart upload of `bucket` (ListMultipartUploads, all pages): for
 /// tests and for the user's cleanup.
 pub fn in_progress(client: &Client, bucket: &str) -> anyhow::Result<Vec<xml::Upload>> {
@@ -485,15 +491,7 @@ pub fn in_progress(client: &Client, bucket: &str) -> anyhow::Result<Vec<xml::Upl
             query.push(("key-marker".into(), key.clone()));
             query.push(("upload-id-marker".into(), id.clone()));
         }
-        let (_, body) = client.call(&Call {
-            kind: Kind::List,
-            method: "GET",
-            bucket,
-            key: "",
-            query: &query,
-            headers: &[],
-            body: Body::Empty,
-        })?;
+        let body = list_page(client, bucket, &query)?;
         let page = xml::list_uploads(&body).map_err(|e| anyhow!("s3://{bucket}/: {e}"))?;
         all.extend(page.uploads);
         match page.next {
