@@ -20,6 +20,8 @@ use crate::util::*;
 struct Nginx {
     child: Child,
     port: u16,
+    /// "http", or "https" for the `ssl` server.
+    scheme: &'static str,
     root: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -35,9 +37,13 @@ impl Nginx {
         std::fs::create_dir_all(root.join("up")).unwrap();
         let d = dir.path().display();
         let port = free_port();
+        // The ssl server also says which name the client asked for (SNI), and redirects to
+        // plain http.
         let listen = match ssl {
             Some((cert, key)) => format!(
-                "listen 127.0.0.1:{port} ssl; ssl_certificate {cert}; ssl_certificate_key {key};"
+                "listen 127.0.0.1:{port} ssl; ssl_certificate {cert}; ssl_certificate_key {key};
+    location = /sni {{ return 200 \"$ssl_server_name\"; }}
+    location = /to-http {{ return 302 http://127.0.0.1:{port}/data.bin; }}"
             ),
             None => format!("listen 127.0.0.1:{port};"),
         };
@@ -75,6 +81,7 @@ http {{
         let mut nginx = Nginx {
             child,
             port,
+            scheme: if ssl.is_some() { "https" } else { "http" },
             root,
             _dir: dir,
         };
@@ -92,7 +99,7 @@ http {{
     }
 
     fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        format!("{}://127.0.0.1:{}{path}", self.scheme, self.port)
     }
 
     /// `data` as NAME under the root.
@@ -594,4 +601,171 @@ fn post_with_headers_from_a_file_and_the_environment() {
     assert!(!running.stderr.contains("ENV-TOKEN"), "{}", running.stderr);
     assert!(!running.stderr.contains("FILE-TOKEN"), "{}", running.stderr);
     assert_eq!(running.report()["dst"]["http"]["method"], "POST");
+}
+
+/// nginx's `ssl` server with a certificate of a test CA (tests/tls.rs' `Pki`), serving
+/// `payload` as /data.bin; None (SKIPPED printed) without openssl, nginx or its ssl module.
+fn https_nginx(payload: &[u8]) -> Option<(crate::tls::Pki, Nginx)> {
+    let Some(pki) = crate::tls::Pki::make() else {
+        eprintln!("SKIPPED: openssl is not installed (apt-get install openssl)");
+        return None;
+    };
+    let built_with = Command::new("nginx").arg("-V").output();
+    if !built_with.is_ok_and(|o| String::from_utf8_lossy(&o.stderr).contains("http_ssl_module")) {
+        eprintln!("SKIPPED: nginx is not installed or has no ssl module (apt-get install nginx)");
+        return None;
+    }
+    let (cert, key) = (pki.path("server.pem"), pki.path("server.key"));
+    let Some(nginx) = Nginx::start(Some((&cert, &key))) else {
+        eprintln!("SKIPPED: nginx is not installed (apt-get install nginx)");
+        return None;
+    };
+    nginx.serve("data.bin", payload);
+    Some((pki, nginx))
+}
+
+/// An https side's report names its TLS session as a `tls:` side's does: the version and
+/// the record layer that carried the body (rustls in userspace, or kTLS).
+#[track_caller]
+fn assert_tls_named(side: &serde_json::Value) {
+    let tls = &side["tls"];
+    assert!(
+        tls["version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("TLSv1.")),
+        "{side}"
+    );
+    let kernel = tls["ktls"] == true;
+    assert_eq!(
+        tls["path"],
+        if kernel { "ktls" } else { "userspace" },
+        "{side}"
+    );
+}
+
+#[test]
+fn https_get_and_put_against_nginx_with_a_test_ca() {
+    let payload = data(2 * 1024 * 1024 + 29);
+    let Some((pki, nginx)) = https_nginx(&payload) else {
+        return;
+    };
+    let cafile = format!(",cafile={}", pki.path("ca.pem"));
+    let get = format!("{}{cafile}", nginx.url("/data.bin"));
+
+    let mut rig = Rig::new();
+    let out = rig.path("out.bin");
+    let sink = rig.file_sink(out);
+    let run = rig.args(["pipe", &get, &sink]).run();
+    run.assert_code(0, "https GET into a file");
+    run.assert_held(0, &payload, "https GET into a file");
+    run.assert_final_path("splice", "https GET into a file");
+    let http = http_of(run.report());
+    assert_eq!(http["status"], 200, "{http}");
+    assert_eq!(http["url"], nginx.url("/data.bin"), "{http}");
+    assert_eq!(http["spliced"], payload.len() as u64, "{http}");
+    assert!(
+        http["etag"].as_str().is_some_and(|e| e.starts_with('"')),
+        "{http}"
+    );
+    assert_tls_named(&run.report()["src"]);
+
+    let mut rig = Rig::bare();
+    let sink = rig.stdout_sink(Pace::Full);
+    let run = rig.args(["pipe", &get, &sink]).run();
+    run.assert_code(0, "https GET into a pipe");
+    run.assert_held(0, &payload, "https GET into a pipe");
+    assert!(
+        run.stderr
+            .contains("http 200 (2097181 bytes) socket (tls: TLSv1."),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(") -> pipe via splice"),
+        "{}",
+        run.stderr
+    );
+
+    let rig = Rig::new();
+    let src = rig.file("src.bin", &payload);
+    let put = format!("{}{cafile}", nginx.url("/up/file.bin"));
+    let run = rig.args(["pipe", &src, &put]).run();
+    run.assert_code(0, "https PUT from a file");
+    assert_bytes_eq(
+        &std::fs::read(nginx.root.join("up/file.bin")).unwrap(),
+        &payload,
+        "https PUT from a file",
+    );
+    let http = &run.report()["dst"]["http"];
+    assert_eq!(http["status"], 201, "{http}");
+    assert_eq!(http["framing"], "content-length", "{http}");
+    assert_tls_named(&run.report()["dst"]);
+
+    let mut rig = Rig::new();
+    let src = rig.stdin(Arc::new(payload.clone()), Pace::Full);
+    let put = format!("{}{cafile}", nginx.url("/up/stream.bin"));
+    let run = rig.args(["pipe", &src, &put]).run();
+    run.assert_code(0, "https PUT from a stream");
+    assert_bytes_eq(
+        &std::fs::read(nginx.root.join("up/stream.bin")).unwrap(),
+        &payload,
+        "https PUT from a stream",
+    );
+    assert_eq!(run.report()["dst"]["http"]["framing"], "chunked");
+}
+
+#[test]
+fn https_refuses_an_untrusted_certificate_and_a_redirect_to_http() {
+    let payload = data(100_000);
+    let Some((pki, nginx)) = https_nginx(&payload) else {
+        return;
+    };
+    let cafile = format!(",cafile={}", pki.path("ca.pem"));
+    let fetch = |url: String| {
+        let mut rig = Rig::bare();
+        let sink = rig.stdout_sink(Pace::Full);
+        rig.args(["pipe", &url, &sink]).run()
+    };
+
+    // The system's roots do not hold the test CA: refused in words, nothing written.
+    let run = fetch(nginx.url("/data.bin"));
+    run.assert_code(1, "an untrusted certificate");
+    run.assert_held(0, b"", "an untrusted certificate");
+    assert!(
+        run.stderr.contains("is not signed by a CA in cafile="),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains(&nginx.url("")), "{}", run.stderr);
+
+    // verify=0 takes it, and says so.
+    let run = fetch(format!("{},verify=0", nginx.url("/data.bin")));
+    run.assert_code(0, "verify=0");
+    run.assert_held(0, &payload, "verify=0");
+    assert!(
+        run.stderr
+            .contains("verify=0: the server's certificate is not verified"),
+        "{}",
+        run.stderr
+    );
+
+    // sni= is the name sent and checked: nginx echoes it; a name the certificate does not
+    // carry is refused.
+    let run = fetch(format!("{}{cafile},sni=localhost", nginx.url("/sni")));
+    run.assert_code(0, "sni=localhost");
+    run.assert_held(0, b"localhost", "sni=localhost");
+    let run = fetch(format!("{}{cafile},sni=wrong.example", nginx.url("/sni")));
+    run.assert_code(1, "sni=wrong.example");
+    run.assert_held(0, b"", "sni=wrong.example");
+    assert!(run.stderr.contains("not valid for name"), "{}", run.stderr);
+
+    // A redirect from https to http is never followed.
+    let run = fetch(format!("{}{cafile}", nginx.url("/to-http")));
+    run.assert_code(1, "https -> http");
+    run.assert_held(0, b"", "https -> http");
+    assert!(
+        run.stderr.contains("zerocat never follows https to http"),
+        "{}",
+        run.stderr
+    );
 }

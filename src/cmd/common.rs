@@ -243,6 +243,7 @@ pub fn finish_http(end: Option<HttpEnd>) -> (Option<HttpInfo>, Option<String>) {
             })
             .collect(),
         resume_off: s.resume_off,
+        tls: s.tls,
         ..HttpInfo::default()
     };
     (Some(info), s.error)

@@ -106,6 +106,8 @@ pub struct HttpInfo {
     pub ranges: u32,
     /// `copy --resume`/`-j`: where the object's validator is kept with the file.
     pub validator_kept: Option<&'static str>,
+    /// https: the TLS session, reported as a `tls:` side's (see [`Named::tls_info`]).
+    pub tls: Option<TlsInfo>,
 }
 
 /// One resume of a body cut short: at which object offset it continued, why it had to
@@ -208,6 +210,13 @@ impl Named {
         }
     }
 
+    /// The TLS session of a `tls:` side, or of an https side's connection.
+    pub fn tls_info(&self) -> Option<&TlsInfo> {
+        self.tls
+            .as_ref()
+            .or_else(|| self.http.as_ref().and_then(|h| h.tls.as_ref()))
+    }
+
     /// The kind as the text report says it: "socket", and for `,mptcp` what ran
     /// ("socket (mptcp)", "socket (tcp: mptcp refused, ENOPROTOOPT)").
     pub fn label(&self) -> String {
@@ -227,7 +236,7 @@ impl Named {
         if let Some(child) = self.child {
             label.push_str(&format!(" (child {})", child.brief()));
         }
-        if let Some(tls) = &self.tls {
+        if let Some(tls) = self.tls_info() {
             label.push_str(&format!(" (tls: {})", tls.describe()));
         }
         if !self.requests.is_empty() {
@@ -544,7 +553,7 @@ fn named_fields(o: &mut JsonObject, named: &Named) {
     if let Some(child) = named.child {
         o.raw("child", &child_json(child));
     }
-    if let Some(tls) = &named.tls {
+    if let Some(tls) = named.tls_info() {
         o.raw("tls", &tls_json(tls));
     }
     if !named.requests.is_empty() {

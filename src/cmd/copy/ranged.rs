@@ -369,6 +369,7 @@ fn info_of(
         resumed_from,
         ranges,
         validator_kept: kept.map(Kept::word),
+        tls: response.conn.tls.as_ref().map(|s| s.info.clone()),
         ..HttpInfo::default()
     }
 }
