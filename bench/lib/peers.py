@@ -35,6 +35,8 @@ def install_peers():
             "ncat": "ncat", "danted": "dante-server",
             # the http family (issue 38): the server and the peers
             "nginx": "nginx", "curl": "curl", "wget": "wget", "aria2c": "aria2",
+            # the s3 family's peers (issue 39; the AWS CLI is pip's awscli, s3s-fs cargo's)
+            "s3cmd": "s3cmd", "rclone": "rclone",
             # /usr/bin/time: a tree copy's peak RSS (trees.py; Python's wait4 counts its own).
             "/usr/bin/time": "time"}
     missing = [pkg for cmd, pkg in want.items() if not shutil.which(cmd)]
@@ -124,4 +126,5 @@ def versions():
             first_line(["xcp", "--version"]), first_line(["cpz", "--version"]), first_line(["haproxy", "-v"]),
             first_line(["redis-server", "--version"]), first_line(["redis-benchmark", "--version"]),
             first_line(["nginx", "-v"]), first_line(["curl", "--version"]), first_line(["wget", "--version"]),
-            first_line(["aria2c", "--version"])]
+            first_line(["aria2c", "--version"]), first_line(["aws", "--version"]), first_line(["s3cmd", "--version"]),
+            first_line(["rclone", "version"]), first_line(["s3s-fs", "--version"])]

@@ -25,14 +25,16 @@ class Procs:
         self.timer.start()
         self.timed_out = False
 
-    def spawn(self, role, argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(), daemon=False):
+    def spawn(self, role, argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(), daemon=False, env=None):
         """daemon: a server that runs until told to stop (haproxy, a relay without --once,
         redis-server): wait() does not wait for it but charges it the CPU it used since
-        start_clock() (its children's too: socat fork), then stops it with SIGTERM."""
+        start_clock() (its children's too: socat fork), then stops it with SIGTERM. env: the
+        process's whole environment (None: this one's)."""
         err = tempfile.TemporaryFile()  # a file, not a pipe: a long report cannot block the tool
         cpus = self.pin.get(role)
         pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-        p = subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=err, pass_fds=pass_fds, preexec_fn=pin)
+        p = subprocess.Popen(argv, stdin=stdin, stdout=stdout, stderr=err, pass_fds=pass_fds, preexec_fn=pin,
+                             env=env)
         p.role, p.argv, p.rusage, p.io, p.err, p.errfile = role, argv, None, {}, b"", err
         p.daemon, p.cpu0, p.cpu = daemon, 0.0, None
         self.procs.append(p)
