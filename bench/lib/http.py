@@ -10,11 +10,17 @@
   so a client sees more cuts than ten), next to the same server uncut. curl's own `--retry 20 -C -` is no row:
   curl 7.88 retries without a Range (from byte 0 again, overwriting), so a download cut
   more often than it is long never completes (bench/NOTEBOOK.md#http-cut-downloads);
-- PUT into nginx (`dav_methods PUT`) vs `curl -T`;
+- PUT into nginx (`dav_methods PUT`) from a file vs `curl -T FILE`, and from a pipe (chunked,
+  fed by zcb) vs `curl -T -`; the note says nginx's CPU per GiB: the upload's receiver does
+  most of the work, and a body sent from the page cache (sendfile) costs it more to take
+  than one a client copied (bench/NOTEBOOK.md#http-targets);
+- the floor of the file rows: the tmpfs write alone (`zerocat copy --via splice` of the data,
+  file -> pipe -> file), which every tool pays;
 - the peak RSS of an object ten times the run's size (a sparse file on tmpfs, into /dev/null).
 
 nginx runs once for the family (one worker, no master: it reads the run's 0700 temp dirs
-as the user bench/run is), with sendfile on; its CPU is not charged to anyone. The cut
+as the user bench/run is), with sendfile on; its CPU is not charged to anyone (the PUT rows
+say it in their note). The cut
 server is started per run, so every run is cut at the same offsets."""
 import atexit
 import os
@@ -26,9 +32,9 @@ import time
 
 from . import common
 from .checks import Sample, check_devnull, zerocat_paths
-from .common import Failed, human
+from .common import Failed, GiB, human
 from .measure import contender, scenario
-from .procs import Procs, free_port, result, settle, timeout_for, wait_listening
+from .procs import Procs, free_port, proc_cpu, result, settle, timeout_for, wait_listening
 from .stream import run_stream
 from .tls import pki
 
@@ -91,7 +97,15 @@ http {{
     wait_listening(port)
     wait_listening(sport)
     _nginx["ports"] = (port, sport)
+    _nginx["pid"] = p.pid
     return port, sport
+
+
+def noted_server_cpu(r, cpu0, nbytes):
+    """A run's result `r` with nginx's CPU since `cpu0` (per GiB) in its note."""
+    used = proc_cpu(_nginx["pid"]) - cpu0
+    r["note"] = f"nginx CPU {used / (nbytes / GiB):.2f} s/GiB"
+    return r
 
 
 def run_get(ctx, argv, dst, https=False, devnull=False):
@@ -136,6 +150,7 @@ def run_put(ctx, argv):
     sample = Sample(ctx["data_tmpfs"], size, ctx["rng"])
     ps = Procs(timeout_for(size))
     try:
+        cpu0 = proc_cpu(_nginx["pid"])
         start = time.perf_counter()
         ps.spawn("tool", argv(ctx["data_tmpfs"], f"http://127.0.0.1:{port}/up/put.bin"))
         end = ps.wait()
@@ -143,11 +158,21 @@ def run_put(ctx, argv):
         err = sample.check_file(dst)
         if err:
             raise Failed(err)
-        return result(ps, start, end, size)
+        return noted_server_cpu(result(ps, start, end, size), cpu0, size)
     finally:
         ps.close()
         if os.path.exists(dst):
             os.unlink(dst)
+
+
+def run_put_stream(ctx, argv):
+    """TOOL sending the run's data from its stdin (a pipe the zcb feeder fills) to nginx's
+    /up/put.bin, chunked; the file nginx wrote checked."""
+    port, _ = nginx(ctx)
+    dst = os.path.join(ctx["tmpfs"], "up", "put.bin")
+    cpu0 = proc_cpu(_nginx["pid"])
+    r = run_stream(ctx, argv(f"http://127.0.0.1:{port}/up/put.bin"), feed=True, out="nothing", files=(dst,))
+    return noted_server_cpu(r, cpu0, ctx["size"])
 
 
 def run_cut(ctx, argv, cut_every):
@@ -231,7 +256,9 @@ def scenarios(ctx):
           contender("curl -o", "peer", get(lambda u, d: ["curl", "-sSf", "-o", d, u]), ("curl", "nginx")),
           contender("wget -O", "peer", get(lambda u, d: ["wget", "-q", "-O", d, u]), ("wget", "nginx")),
           contender("aria2c -x1", "peer", get(aria(1)), ("aria2c", "nginx")),
-          contender("aria2c -x4", "peer", get(aria(4)), ("aria2c", "nginx"))]
+          contender("aria2c -x4", "peer", get(aria(4)), ("aria2c", "nginx")),
+          contender("floor: the tmpfs write alone", "ceiling",
+                    get(lambda u, d: [common.ZC, "--via", "splice", "copy", ctx["data_tmpfs"], d]))]
     S.append(scenario(GROUP, f"GET {human(n)} nginx -> file (tmpfs)", n, cs))
 
     def stream(argv):
@@ -268,6 +295,12 @@ def scenarios(ctx):
     cs = [contender("zerocat", "zerocat", put(lambda f, u: [*zc, "copy", f, u]), NEEDS_ZC),
           contender("curl -T", "peer", put(lambda f, u: ["curl", "-sSf", "-T", f, u]), ("curl", "nginx"))]
     S.append(scenario(GROUP, f"PUT {human(n)} tmpfs file -> nginx", n, cs))
+
+    def put_stream(argv):
+        return lambda: run_put_stream(ctx, argv)
+    cs = [contender("zerocat", "zerocat", put_stream(lambda u: [*zc, "pipe", "-", u]), NEEDS_ZC),
+          contender("curl -T -", "peer", put_stream(lambda u: ["curl", "-sSf", "-T", "-", u]), ("curl", "nginx"))]
+    S.append(scenario(GROUP, f"PUT {human(n)} pipe -> nginx (chunked)", n, cs))
 
     big = 10 * n
 
