@@ -769,3 +769,105 @@ fn https_refuses_an_untrusted_certificate_and_a_redirect_to_http() {
         run.stderr
     );
 }
+
+/// Issue 38 item 6: a token given with `header=@FILE`, `header-env=`, `header=` or as the
+/// URL's password reaches the server and nothing else — not the report (text or JSON), not
+/// an error (a refused status, a usage error), not `relay --log`, not the command line of
+/// zerocat or of its child (read by the child itself, while zerocat runs). An inline
+/// `header=` is in zerocat's own argv by its nature: the file and the environment are the
+/// ways to keep a token out of `ps`.
+#[test]
+fn tokens_reach_the_server_and_nothing_else() {
+    let tokens = ["FILE-TOKEN", "ENV-TOKEN", "INLINE-TOKEN", "URL-TOKEN"];
+    let assert_hidden = |text: &str, what: &str| {
+        for token in tokens {
+            assert!(!text.contains(token), "{what} shows {token}: {text}");
+        }
+    };
+    let (port, server) = canned(vec![
+        answer("200 OK", "", b"the body"),
+        answer("401 Unauthorized", "", b"go away"),
+    ]);
+    let rig = Rig::new().env("ZC_TOKEN", "Bearer ENV-TOKEN");
+    let headers = rig.file("headers.txt", b"X-File-Token: FILE-TOKEN\n");
+    let url = format!(
+        "http://user:URL-TOKEN@127.0.0.1:{port}/x,header=@{headers},\
+         header-env=Authorization:ZC_TOKEN,header=X-Inline:INLINE-TOKEN"
+    );
+    let body = rig.path("body.bin");
+    let argv = rig.path("argv.txt");
+    let child = format!(
+        "sh:cat >'{}'; tr '\\0' ' ' </proc/$PPID/cmdline >'{}'; tr '\\0' ' ' </proc/self/cmdline >>'{}'",
+        body.display(),
+        argv.display(),
+        argv.display()
+    );
+    let fetched = rig.args(["pipe", &url, &child]).run();
+    fetched.assert_code(0, "tokens");
+    assert_eq!(std::fs::read(&body).unwrap(), b"the body");
+    assert_hidden(&fetched.stderr, "the report");
+    let argv = std::fs::read_to_string(&argv).unwrap();
+    assert!(argv.contains("header-env=Authorization:ZC_TOKEN"), "{argv}");
+    for token in ["FILE-TOKEN", "ENV-TOKEN"] {
+        assert!(
+            !argv.contains(token),
+            "a command line shows {token}: {argv}"
+        );
+    }
+
+    // Refused: the error names the URL, not its credentials.
+    let refused = Rig::bare()
+        .env("ZC_TOKEN", "Bearer ENV-TOKEN")
+        .args(["pipe", &url, "/dev/null"])
+        .run();
+    refused.assert_code(1, "401");
+    assert!(
+        refused.stderr.contains("401 Unauthorized"),
+        "{}",
+        refused.stderr
+    );
+    assert_hidden(&refused.stderr, "the error of a 401");
+    let requests = server.join().unwrap();
+    for (head, _) in &requests {
+        assert!(
+            head.contains("Authorization: Bearer ENV-TOKEN\r\n"),
+            "{head}"
+        );
+        assert!(head.contains("X-File-Token: FILE-TOKEN\r\n"), "{head}");
+        assert!(head.contains("X-Inline: INLINE-TOKEN\r\n"), "{head}");
+    }
+
+    // Usage errors quote the argument with its secrets hidden.
+    let inline = "header=Authorization:Bearer INLINE-TOKEN";
+    for arg in [
+        format!("htp://127.0.0.1:{port}/x,{inline}"),
+        format!("htps://user:URL-TOKEN@127.0.0.1:{port}/x"),
+        format!("http://127.0.0.1:{port}/x,{inline},range=abc"),
+        format!("http://user:URL-TOKEN@127.0.0.1:99999/x"),
+        "http://127.0.0.1:1/x,header=Bearer INLINE-TOKEN:x".to_string(),
+    ] {
+        let out = run({
+            let mut c = zerocat();
+            c.args(["pipe", &arg, "/dev/null"]);
+            c
+        });
+        assert_eq!(out.status.code(), Some(2), "{arg}: {}", stderr_text(&out));
+        assert_hidden(&stderr_text(&out), &arg);
+    }
+    let dir = tempdir();
+    let log = dir.path().join("log.jsonl");
+    let out = run({
+        let mut c = zerocat();
+        c.arg("relay").arg("--log").arg(&log).args([
+            "tcp-listen:127.0.0.1:0",
+            &format!("http://127.0.0.1:1/x,{inline}"),
+        ]);
+        c
+    });
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_text(&out));
+    assert_hidden(&stderr_text(&out), "relay's refusal");
+    assert_hidden(
+        &std::fs::read_to_string(&log).unwrap_or_default(),
+        "relay's log",
+    );
+}

@@ -657,7 +657,8 @@ pub fn parse(arg: &str) -> Result<Endpoint, ParseError> {
             opts: FileOpts::default(),
         });
     };
-    let scheme = Scheme::from_word(word).ok_or_else(|| fail(unknown_scheme_message(word, arg)))?;
+    let scheme =
+        Scheme::from_word(word).ok_or_else(|| fail(unknown_scheme_message(word, &redact(arg))))?;
     // `tcp://host:80`: URL habit; the `//` would go to the resolver as part of a name.
     // (A path may start with `//`: file: and unix: take it as it is.)
     let networked = matches!(
@@ -1058,8 +1059,12 @@ pub fn split_header(text: &str) -> Result<(&str, &str), String> {
         .split_once(':')
         .ok_or_else(|| "expected NAME:VALUE".to_string())?;
     let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    // Not echoed: text before a ':' that is no name may be a token written without one.
     if name.is_empty() || !name.bytes().all(token) {
-        return Err(format!("'{name}' is not a header name"));
+        return Err(
+            "what comes before ':' is not a header name (letters, digits and !#$%&'*+-.^_`|~)"
+                .to_string(),
+        );
     }
     if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
         return Err(format!("the value of {name} holds a line break"));
