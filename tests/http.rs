@@ -510,32 +510,70 @@ fn redirects_are_followed_but_never_from_https_to_http_nor_past_ten() {
     assert!(!run.stderr.contains("SECRET-TOKEN"), "{}", run.stderr);
 }
 
+/// Issue 38 item 6: bad input is a usage error (exit 2) before any connection — a server
+/// listening at the URL's port is never connected to — and before any sink is opened: no
+/// file is created, nothing reaches stdout.
 #[test]
 fn usage_errors_exit_2_before_any_connection() {
-    for (arg, said) in [
-        ("http:///path", "missing HOST"),
-        ("http://", "missing HOST"),
-        ("http://127.0.0.1:99999/x", "invalid port"),
-        ("http://127.0.0.1:0/x", "port 0"),
-        ("http://127.0.0.1:1/x,range=9-3", "END is before START"),
-        ("http://127.0.0.1:1/x,range=abc", "has no '-'"),
-        ("http://127.0.0.1:1/x,range=a-", "not a byte offset"),
-        ("http://127.0.0.1:1/x,method=DELETE", "PUT, POST or PATCH"),
-        ("http://127.0.0.1:1/x,cafile=/x", "does not apply to http"),
-        ("htp://127.0.0.1:1/x", "did you mean 'http'"),
-    ] {
-        let out = run({
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let live = |tail: &str| format!("http://127.0.0.1:{port}/x{tail}");
+    let dir = tempdir();
+    let out = dir.path().join("out.bin");
+    let out = out.to_str().unwrap();
+    let cases: Vec<(Vec<String>, &str)> = [
+        (vec!["pipe", "http:///path", out], "missing HOST"),
+        (vec!["pipe", "http://", out], "missing HOST"),
+        (
+            vec!["pipe", "http://127.0.0.1:99999/x", out],
+            "invalid port",
+        ),
+        (vec!["pipe", "http://127.0.0.1:0/x", out], "port 0"),
+        (
+            vec!["pipe", &live(",range=9-3"), out],
+            "END is before START",
+        ),
+        (vec!["pipe", &live(",range=abc"), out], "has no '-'"),
+        (vec!["pipe", &live(",range=a-"), out], "not a byte offset"),
+        (
+            vec!["pipe", &live(",method=DELETE"), out],
+            "PUT, POST or PATCH",
+        ),
+        (
+            vec!["pipe", &live(",cafile=/x"), out],
+            "does not apply to http",
+        ),
+        (
+            vec!["pipe", &format!("htp://127.0.0.1:{port}/x"), out],
+            "did you mean 'http'",
+        ),
+        (vec!["copy", "-j", "2", &live(""), "-"], "'-' is a stream"),
+    ]
+    .into_iter()
+    .map(|(args, said)| (args.into_iter().map(String::from).collect(), said))
+    .collect();
+    for (args, said) in cases {
+        let got = run({
             let mut c = zerocat();
-            c.args(["pipe", arg, "/dev/null"]);
+            c.args(&args);
             c
         });
-        assert_eq!(out.status.code(), Some(2), "{arg}: {}", stderr_text(&out));
+        let what = args.join(" ");
+        assert_eq!(got.status.code(), Some(2), "{what}: {}", stderr_text(&got));
         assert!(
-            stderr_text(&out).contains(said),
-            "{arg}: {}",
-            stderr_text(&out)
+            stderr_text(&got).contains(said),
+            "{what}: {}",
+            stderr_text(&got)
         );
+        assert_bytes_eq(&got.stdout, b"", &what);
+        assert!(!Path::new(out).exists(), "{what}: the sink was created");
     }
+    assert_eq!(
+        listener.accept().map(|_| ()).unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock,
+        "a usage error connected to the server"
+    );
 }
 
 #[test]

@@ -464,6 +464,42 @@ fn copy_j_of_an_object_replaced_between_ranges_leaves_no_file() {
     );
 }
 
+/// A FIFO (or a device) named as the file of `-j` or `--resume` is a stream sink too: a
+/// usage error before any connection, the FIFO left as it was. (It was replaced: -j renamed
+/// its temporary over it, exit 0 — over /dev/null too, as root.)
+#[test]
+fn copy_j_or_resume_into_a_fifo_is_a_usage_error_that_leaves_it_a_fifo() {
+    use std::os::unix::fs::FileTypeExt;
+    let srv = FaultServer::start(Object::with_etag(data(3000), "v1"), vec![]);
+    let dir = crate::util::tempdir();
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let path = fifo.display().to_string();
+    for args in [["-j", "2"], ["--resume", "--retries=0"]] {
+        let run = Rig::new()
+            .arg("copy")
+            .args(args)
+            .args([srv.url("obj"), path.clone()])
+            .run();
+        let what = args.join(" ");
+        run.assert_code(2, &what);
+        assert!(
+            run.stderr.contains("is a fifo") && run.stderr.contains(&path),
+            "{what}: {}",
+            run.stderr
+        );
+        assert!(
+            std::fs::symlink_metadata(&fifo)
+                .unwrap()
+                .file_type()
+                .is_fifo(),
+            "{what}: the FIFO was replaced"
+        );
+        assert!(srv.requests().is_empty(), "{what}: a request was sent");
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
 #[test]
 fn copy_j_into_a_stream_is_a_usage_error_before_any_connection() {
     let srv = FaultServer::start(Object::with_etag(data(10), "v1"), vec![]);

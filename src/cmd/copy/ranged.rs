@@ -45,6 +45,7 @@ use crate::report::{HttpInfo, HttpResume, Named, Report};
 use crate::sys::fdkind::{FdInfo, FdKind};
 
 use super::atomic::Temp;
+use super::entry::Kind;
 
 /// The extended attribute the validator is kept in.
 pub const XATTR: &str = "user.zerocat.etag";
@@ -138,6 +139,15 @@ pub fn run(
         )
         .into());
     }
+    // A FIFO or a device is a stream: -j would rename its temporary over it, --resume
+    // has no length to continue from.
+    if let Some(kind) = not_a_regular_file(dest) {
+        return Err(UsageError(format!(
+            "copy -j / --resume fill a regular file; '{}' is a {kind} (use pipe)",
+            dest.display()
+        ))
+        .into());
+    }
     opts.print_plan(&format!(
         "plan: copy {} -> '{}': {}{}",
         redact_url(url),
@@ -198,6 +208,12 @@ pub fn run(
         return Err(anyhow!(e));
     }
     Ok(ExitCode::Success)
+}
+
+/// What `dest` is when it exists and is no regular file (symlinks followed): "fifo"...
+fn not_a_regular_file(dest: &Path) -> Option<&'static str> {
+    let kind = Kind::of(std::fs::metadata(dest).ok()?.file_type());
+    (kind != Kind::File).then(|| kind.word())
 }
 
 /// The request `get` with a Range (and If-Range) added.
