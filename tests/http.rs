@@ -382,6 +382,11 @@ fn a_range_gets_a_206_whose_content_range_matches() {
     run.assert_code(1, "a Content-Range not asked");
     run.assert_held(0, b"", "a Content-Range not asked");
     assert!(run.stderr.contains("not the 10-19 asked"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("http://127.0.0.1:{port}/x:")),
+        "names the URL: {}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -419,6 +424,8 @@ fn bad_framing_exits_1_naming_the_url_with_only_the_valid_body_in_the_sink() {
     huge_head.extend_from_slice(b"Content-Length: 1\r\n\r\nA");
     let mut longer = answer("200 OK", "", &payload[..100]);
     longer.extend_from_slice(b"and more than announced");
+    let mut after_last_chunk = chunked(&payload[..3000], &[1000]);
+    after_last_chunk.extend_from_slice(b"and more after the last chunk");
     let mut shorter = answer("200 OK", "", &payload);
     shorter.truncate(shorter.len() - 10);
     let cases: Vec<(&str, Vec<u8>, &[u8], &str)> = vec![
@@ -435,6 +442,12 @@ fn bad_framing_exits_1_naming_the_url_with_only_the_valid_body_in_the_sink() {
             longer,
             &payload[..100],
             "more than its Content-Length",
+        ),
+        (
+            "more body than its last chunk",
+            after_last_chunk,
+            &payload[..3000],
+            "more than its last chunk",
         ),
         ("a body cut short", shorter, &payload[..9990], "9990 of its 10000 bytes"),
         (

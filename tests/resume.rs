@@ -5,10 +5,11 @@
 //! whole or not at all. The server is the tests' own fault server (tests/http_fault.rs).
 
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::http_fault::{Fault, FaultServer, Manner, Object, CHUNK};
+use crate::http_fault::{CutProxy, Fault, FaultServer, Manner, Object, CHUNK};
 use crate::rig::{Finished, Pace, Rig};
 use crate::util::{assert_bytes_eq, bin, data, json_report, wait_with_deadline, DEADLINE};
 
@@ -320,6 +321,122 @@ fn a_server_without_ranges_or_validators_gets_no_blind_resume() {
     assert_eq!(http["resumes"].as_array().map(Vec::len), Some(0), "{http}");
 }
 
+/// python's http.server on 127.0.0.1 serving a directory of the test's: HTTP/1.0 answers
+/// with Content-Length and Last-Modified, and no Range support (every GET is a 200 of the
+/// whole file). Killed when dropped.
+struct PythonHttp {
+    child: std::process::Child,
+    addr: String,
+    dir: tempfile::TempDir,
+}
+
+impl PythonHttp {
+    /// None (SKIPPED printed) without python3.
+    fn start() -> Option<PythonHttp> {
+        let dir = crate::util::tempdir();
+        let port = crate::util::free_port();
+        let child = Command::new("python3")
+            .args([
+                "-m",
+                "http.server",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+            ])
+            .arg("--directory")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let Ok(child) = child else {
+            eprintln!("SKIPPED: python3 is not installed (apt-get install python3)");
+            return None;
+        };
+        let addr = format!("127.0.0.1:{port}");
+        drop(crate::util::connect_retrying(&addr));
+        Some(PythonHttp { child, addr, dir })
+    }
+
+    /// Serves `body` as /NAME, last modified at `modified`.
+    fn serve(&self, name: &str, body: &[u8], modified: std::time::SystemTime) {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, body).unwrap();
+        let file = std::fs::File::options().write(true).open(&path).unwrap();
+        file.set_modified(modified).unwrap();
+    }
+}
+
+impl Drop for PythonHttp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A real server without Range support (python's http.server), its answers cut by a proxy
+/// of the test's own: a GET is spliced whole; a cut body asks `Range` with If-Range its
+/// Last-Modified, gets a 200 of the whole file, and stops — the second answer is never
+/// spliced after the first part; and a file whose Last-Modified is not before its answer's
+/// Date (here: set in the future; one written in the same second is the same case) gives
+/// no validator at all: no second request, no blind resume.
+#[test]
+fn python_http_server_ignores_ranges_so_a_cut_body_is_never_continued_blindly() {
+    let Some(python) = PythonHttp::start() else {
+        return;
+    };
+    let body = object();
+    let (now, hour) = (std::time::SystemTime::now(), Duration::from_secs(3600));
+    python.serve("old.bin", &body, now - hour);
+    python.serve("new.bin", &body, now + hour);
+
+    let whole = CutProxy::start(&python.addr, vec![]);
+    let mut rig = Rig::new().arg("pipe");
+    let sink = rig.stdout_sink(Pace::Full);
+    let run = rig
+        .args([format!("http://{}/old.bin", whole.addr()), sink])
+        .run();
+    run.assert_code(0, "python, whole");
+    run.assert_held(0, &body, "python, whole");
+    run.assert_final_path("splice", "python, whole");
+    assert_eq!(http_of(run.report())["status"], 200);
+
+    let cut = CutProxy::start(&python.addr, vec![700_000]);
+    let url = format!("http://{}/old.bin", cut.addr());
+    let mut rig = Rig::new().arg("pipe").args(FAST);
+    let sink = rig.stdout_sink(Pace::Full);
+    let run = rig.args([url.clone(), sink]).run();
+    run.assert_code(1, "python, cut");
+    assert!(
+        run.stderr.contains("the object changed after") && run.stderr.contains(&url),
+        "{}",
+        run.stderr
+    );
+    assert_only_a_prefix_of(run.held(0).unwrap(), &body, "python, cut");
+    assert!(run.held(0).unwrap().len() > 600_000, "the first part came");
+    assert_eq!(
+        cut.connections(),
+        2,
+        "one resume asked, then the run stopped"
+    );
+
+    let cut = CutProxy::start(&python.addr, vec![700_000]);
+    let mut rig = Rig::new().arg("pipe").args(FAST);
+    let sink = rig.stdout_sink(Pace::Full);
+    let run = rig
+        .args([format!("http://{}/new.bin", cut.addr()), sink])
+        .run();
+    run.assert_code(1, "python, no validator");
+    assert_only_a_prefix_of(run.held(0).unwrap(), &body, "python, no validator");
+    assert_eq!(
+        cut.connections(),
+        1,
+        "no second request without a validator"
+    );
+    let http = http_of(run.report());
+    assert_eq!(http["resumes"].as_array().map(Vec::len), Some(0), "{http}");
+    assert!(http["resume_off"].is_string(), "{http}");
+}
+
 #[test]
 fn a_wrong_content_range_is_refused() {
     let body = object();
@@ -330,6 +447,11 @@ fn a_wrong_content_range_is_refused() {
     let run = run_into_file(&srv, &[]);
     run.assert_code(1, "wrong Content-Range");
     assert!(run.stderr.contains("Content-Range"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("{}:", srv.url("obj"))),
+        "names the URL: {}",
+        run.stderr
+    );
     assert_only_a_prefix_of(run.held(0).unwrap(), &body, "wrong Content-Range");
     assert_eq!(run.held(0).unwrap().len(), 400_000);
 }
