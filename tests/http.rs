@@ -894,7 +894,7 @@ fn tokens_reach_the_server_and_nothing_else() {
         format!("htp://127.0.0.1:{port}/x,{inline}"),
         format!("htps://user:URL-TOKEN@127.0.0.1:{port}/x"),
         format!("http://127.0.0.1:{port}/x,{inline},range=abc"),
-        format!("http://user:URL-TOKEN@127.0.0.1:99999/x"),
+        "http://user:URL-TOKEN@127.0.0.1:99999/x".to_string(),
         "http://127.0.0.1:1/x,header=Bearer INLINE-TOKEN:x".to_string(),
     ] {
         let out = run({

@@ -403,6 +403,108 @@ fn drain_until_closed(conn: &mut TcpStream, shared: &Shared) {
     }
 }
 
+/// A TCP proxy of the tests' own in front of a real server (python's http.server): the
+/// n-th connection's answer is cut with a FIN after `cuts[n]` bytes (its head included);
+/// later connections pass whole. Stopped when dropped.
+pub struct CutProxy {
+    addr: String,
+    connections: Arc<Mutex<usize>>,
+    stop: Arc<AtomicBool>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl CutProxy {
+    pub fn start(upstream: &str, cuts: Vec<u64>) -> CutProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let connections = Arc::new(Mutex::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let acceptor = {
+            let (connections, stop) = (connections.clone(), stop.clone());
+            let upstream = upstream.to_string();
+            thread::spawn(move || {
+                let mut conns = Vec::new();
+                for client in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(client) = client else { continue };
+                    let n = {
+                        let mut count = connections.lock().unwrap();
+                        *count += 1;
+                        *count - 1
+                    };
+                    let (upstream, cut) = (upstream.clone(), cuts.get(n).copied());
+                    conns.push(thread::spawn(move || forward(client, &upstream, cut)));
+                }
+                for c in conns {
+                    let _ = c.join();
+                }
+            })
+        };
+        CutProxy {
+            addr,
+            connections,
+            stop,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    /// "127.0.0.1:PORT"
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// The connections accepted so far.
+    pub fn connections(&self) -> usize {
+        *self.connections.lock().unwrap()
+    }
+}
+
+impl Drop for CutProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(&self.addr);
+        if let Some(t) = self.acceptor.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The client's bytes to `upstream` as they come; the answer back, at most `cut` bytes,
+/// then a FIN to the client.
+fn forward(mut client: TcpStream, upstream: &str, cut: Option<u64>) {
+    let Ok(mut up) = TcpStream::connect(upstream) else {
+        return;
+    };
+    let _ = up.set_read_timeout(Some(DEADLINE));
+    let _ = client.set_read_timeout(Some(DEADLINE));
+    let (Ok(mut from_client), Ok(mut to_up)) = (client.try_clone(), up.try_clone()) else {
+        return;
+    };
+    let requests = thread::spawn(move || {
+        let _ = std::io::copy(&mut from_client, &mut to_up);
+        let _ = to_up.shutdown(Shutdown::Write);
+    });
+    let mut buf = [0u8; 16 * 1024];
+    let mut sent = 0u64;
+    let limit = cut.unwrap_or(u64::MAX);
+    while sent < limit {
+        let n = match up.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n.min((limit - sent) as usize),
+        };
+        if client.write_all(&buf[..n]).is_err() {
+            break;
+        }
+        sent += n as u64;
+    }
+    let _ = client.shutdown(Shutdown::Write);
+    // Everything the client sends is read (by `requests`) until it closes: the FIN stays
+    // a FIN.
+    let _ = requests.join();
+}
+
 /// A plain client for the server's own tests: the whole answer (head and body) to a GET
 /// with these extra header lines.
 fn get(addr: &str, extra: &str) -> (String, Vec<u8>) {
@@ -516,106 +618,4 @@ mod tests {
         ));
         assert!(all.ends_with(&data(5000)[..100]));
     }
-}
-
-/// A TCP proxy of the tests' own in front of a real server (python's http.server): the
-/// n-th connection's answer is cut with a FIN after `cuts[n]` bytes (its head included);
-/// later connections pass whole. Stopped when dropped.
-pub struct CutProxy {
-    addr: String,
-    connections: Arc<Mutex<usize>>,
-    stop: Arc<AtomicBool>,
-    acceptor: Option<JoinHandle<()>>,
-}
-
-impl CutProxy {
-    pub fn start(upstream: &str, cuts: Vec<u64>) -> CutProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let connections = Arc::new(Mutex::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let acceptor = {
-            let (connections, stop) = (connections.clone(), stop.clone());
-            let upstream = upstream.to_string();
-            thread::spawn(move || {
-                let mut conns = Vec::new();
-                for client in listener.incoming() {
-                    if stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(client) = client else { continue };
-                    let n = {
-                        let mut count = connections.lock().unwrap();
-                        *count += 1;
-                        *count - 1
-                    };
-                    let (upstream, cut) = (upstream.clone(), cuts.get(n).copied());
-                    conns.push(thread::spawn(move || forward(client, &upstream, cut)));
-                }
-                for c in conns {
-                    let _ = c.join();
-                }
-            })
-        };
-        CutProxy {
-            addr,
-            connections,
-            stop,
-            acceptor: Some(acceptor),
-        }
-    }
-
-    /// "127.0.0.1:PORT"
-    pub fn addr(&self) -> &str {
-        &self.addr
-    }
-
-    /// The connections accepted so far.
-    pub fn connections(&self) -> usize {
-        *self.connections.lock().unwrap()
-    }
-}
-
-impl Drop for CutProxy {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(&self.addr);
-        if let Some(t) = self.acceptor.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// The client's bytes to `upstream` as they come; the answer back, at most `cut` bytes,
-/// then a FIN to the client.
-fn forward(mut client: TcpStream, upstream: &str, cut: Option<u64>) {
-    let Ok(mut up) = TcpStream::connect(upstream) else {
-        return;
-    };
-    let _ = up.set_read_timeout(Some(DEADLINE));
-    let _ = client.set_read_timeout(Some(DEADLINE));
-    let (Ok(mut from_client), Ok(mut to_up)) = (client.try_clone(), up.try_clone()) else {
-        return;
-    };
-    let requests = thread::spawn(move || {
-        let _ = std::io::copy(&mut from_client, &mut to_up);
-        let _ = to_up.shutdown(Shutdown::Write);
-    });
-    let mut buf = [0u8; 16 * 1024];
-    let mut sent = 0u64;
-    let limit = cut.unwrap_or(u64::MAX);
-    while sent < limit {
-        let n = match up.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n.min((limit - sent) as usize),
-        };
-        if client.write_all(&buf[..n]).is_err() {
-            break;
-        }
-        sent += n as u64;
-    }
-    let _ = client.shutdown(Shutdown::Write);
-    // Everything the client sends is read (by `requests`) until it closes: the FIN stays
-    // a FIN.
-    let _ = requests.join();
 }
