@@ -659,7 +659,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__pipe)
-            opts="-k -q -v -L -4 -6 -h -V --grace --idle-timeout --connect-timeout --keep-open --retries --retry-wait --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https:"
+            opts="-k -q -v -L -4 -6 -h -V --grace --idle-timeout --connect-timeout --keep-open --retries --retry-wait --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: pty: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: pty: s3: http: https:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -825,7 +825,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__relay)
-            opts="-j -q -v -L -4 -6 -h -V --balance --down-for --check-interval --limit-total --exit-idle --once --max-conns --idle-timeout --connect-timeout --linger --grace --log --workers --splice-first --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https:"
+            opts="-j -q -v -L -4 -6 -h -V --balance --down-for --check-interval --limit-total --exit-idle --once --max-conns --idle-timeout --connect-timeout --linger --grace --log --workers --splice-first --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: pty: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: pty: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: pty: s3: http: https:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -923,7 +923,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__tee)
-            opts="-a -p -i -q -v -L -4 -6 -h -V --append --on-error --output-error --grace --ignore-interrupts --idle-timeout --connect-timeout --retries --retry-wait --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: s3: http: https:"
+            opts="-a -p -i -q -v -L -4 -6 -h -V --append --on-error --output-error --grace --ignore-interrupts --idle-timeout --connect-timeout --retries --retry-wait --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: pty: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: pty: s3: http: https:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -54,6 +54,19 @@ impl Invocation {
         }
     }
 
+    /// Its endpoints, for [`endpoint::pty::set_terminals`].
+    fn endpoints_mut(&mut self) -> Vec<&mut endpoint::Endpoint> {
+        match self {
+            Invocation::Pipe(cfg) => vec![&mut cfg.src, &mut cfg.dst],
+            Invocation::Tee(cfg) => std::iter::once(&mut cfg.src)
+                .chain(cfg.sinks.iter_mut())
+                .collect(),
+            Invocation::Relay(cfg, _) => vec![&mut cfg.a, &mut cfg.b],
+            // The others name no stream endpoint.
+            _ => Vec::new(),
+        }
+    }
+
     /// The subcommand's name, as reports say it.
     pub fn command(&self) -> &'static str {
         match self {
@@ -111,6 +124,16 @@ pub fn run(options: &Options, invocation: &Invocation) -> anyhow::Result<exit::E
         )
         .into());
     }
+    // A terminal asked for in raw mode (`-,raw,echo=0`) is set for the run and put back when
+    // `_terminals` drops, whatever way the run ends; the commands see the plain endpoints.
+    let mut invocation = invocation.clone();
+    let _terminals = endpoint::pty::set_terminals(invocation.endpoints_mut(), options.explain)?;
+    let result = run_plain(options, &invocation);
+    endpoint::pty::finish();
+    result
+}
+
+fn run_plain(options: &Options, invocation: &Invocation) -> anyhow::Result<exit::ExitCode> {
     let ran = match invocation {
         Invocation::Pipe(cfg) => pipe::run(options, cfg),
         Invocation::Copy(cfg) => copy::run(options, cfg),

@@ -120,7 +120,7 @@ fn bad_commands_are_usage_errors_before_any_fd_opens() {
         ("sh:", "no command"),
         ("sh:  ", "no command"),
         ("exec:echo 'open", "unbalanced single quote"),
-        ("exec:cat,pty", "'pty'"),
+        ("exec:cat,rows=10", "'rows' and 'cols'"),
         ("exec:cat,bogus", "unknown option 'bogus'"),
     ] {
         let mut cmd = zerocat();

@@ -28,6 +28,7 @@ mod relay_pace;
 mod resume;
 mod s3;
 mod tee;
+mod terminal;
 mod timeouts;
 mod tls;
 mod udp;

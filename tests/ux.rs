@@ -805,7 +805,7 @@ fn a_narrow_terminal_keeps_the_bar_on_one_line_and_ctrl_c_leaves_only_the_report
 
 /// `sh -c INNER` in a pseudo-terminal of `script`'s (what it printed comes back on stdout),
 /// with a clean environment and no stdin unless the caller gives one.
-fn in_a_terminal(inner: &str) -> Command {
+pub fn in_a_terminal(inner: &str) -> Command {
     let mut cmd = Command::new("script");
     cmd.args(["-qec", inner, "/dev/null"])
         .env_clear()

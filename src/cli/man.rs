@@ -135,7 +135,17 @@ fn endpoints_list() -> String {
 pub const SECTIONS: &str = r#".SS "Each endpoint in detail"
 .TP
 \fB\-\fR
-stdin as a source, stdout as a sink.
+stdin as a source, stdout as a sink. \fB\-,raw,echo=0\fR (and \fBfile:\fI/dev/tty...\fB,raw\fR,
+\fBecho=0|1\fR): the terminal (stdin's, when stdin is one; the file, which must be one)
+is set for the run \(em \fBraw\fR: bytes as they are, no line editing, no signals from keys
+(a Ctrl\-C goes through as a byte), no output processing; \fBecho=0\fR: no echo \(em and
+\fBalways put back\fR: at the end, after an error, on SIGINT, SIGTERM, SIGHUP and SIGQUIT
+(a handler puts it back, then the signal ends zerocat as it would have), and around
+SIGTSTP (put back while stopped, raw again when continued). The classic remote shell:
+\fBzerocat relay \-,raw,echo=0 tcp:\fIHOST\fB:\fIPORT\fR against \fBzerocat relay
+tcp\-listen:\fIPORT\fB sh:bash,pty\fR. The mode is set with SIGTTOU ignored: a zerocat
+in a background process group (a shell without job control under \fBdocker run \-ti\fR,
+\fBcmd &\fR) sets it instead of being stopped (socat's exit 150).
 .TP
 \fBfd:\fIN\fR
 the inherited file descriptor \fIN\fR. When \fIN\fR is a listening socket
@@ -311,8 +321,20 @@ and without \fBZEROCAT_PROXY_AUTH\fR. A
 child that exits non\-zero or is killed makes the run exit 1 with its status, and the
 report names it (\fBpipe (child exited 0)\fR; in JSON the end's \fBchild\fR:
 \fBpid\fR, \fBexit\fR, \fBsignal\fR). A program that cannot run is exit 1 before
-any byte moves; an empty command or an unbalanced quote is a usage error. \fBpty\fR is not
-supported. Each end of \fBtee\fR may be one (a sink child that fails is a failed sink).
+any byte moves; an empty command or an unbalanced quote is a usage error. Option
+\fBpty\fR (\fBrows=\fIN\fB,cols=\fIN\fR, 24x80 by default): the child runs on a
+pseudo\-terminal of its own \(em a session of its own (setsid) whose controlling terminal it
+is, as its stdin, stdout and stderr, with that window size (\fBstty size\fR) \(em for
+programs that want a terminal (a shell's prompt and job control, \fBsudo\fR, \fBtop\fR):
+\fBzerocat relay tcp\-listen:9000 sh:bash,pty\fR. The terminal is as a new one is (line
+editing, echo, \en written as \er\en): a client in raw mode (\fB\-,raw,echo=0\fR) sees
+what a terminal would show. zerocat keeps the terminal's master, and a thread between it
+and pipes hands the stream on (spliced like any command's): EOF from the other side is
+the terminal's end\-of\-file key (VEOF, ^D), the terminal closing (the child and what it
+started are gone) is the stream's EOF. In \fBpipe\fR a source child reads zerocat's
+stdin through its terminal, a sink child's terminal output goes to zerocat's stdout.
+\fBrows=\fR and \fBcols=\fR without \fBpty\fR, and \fBpty\fR on an endpoint that is not
+a command, are usage errors. Each end of \fBtee\fR may be one (a sink child that fails is a failed sink).
 As a side of \fBrelay\fR both its stdout and stdin are the stream, inetd style: with a
 listener each connection gets a child of its own, in a process group of its own so
 stopping it ends what it started (SIGTERM to the group when the connection is cut at a
@@ -320,6 +342,15 @@ stop, SIGKILL \fB\-\-grace\fR later); EOF from the other side closes its stdin; 
 fails counts its connection as failed (\fBcommand\-failed\fR). A listener that runs a
 command binds 127.0.0.1 unless told otherwise, like every listener: whoever can connect
 runs the command.
+.TP
+\fBpty:\fR[\fILINK\fR]
+a new pseudo\-terminal pair (socat's \fBPTY,link=\fR): zerocat reads and writes its master,
+a program opens the other side, whose name is announced on stderr (\fBzerocat: pty
+/dev/pts/\fIN\fR), and \fILINK\fR, when given, is a symlink to it (an existing symlink is
+replaced; removed at the end). The terminal is raw with no echo, so bytes pass as they are
+both ways (a virtual serial line: \fBzerocat relay pty:/tmp/ttyV0 tcp:\fIHOST\fB:\fIPORT\fR);
+zerocat holds it open for the run, so programs may open and close it in turn, and it ends
+with the other side or a signal.
 .TP
 \fBtls:\fIHOST\fB:\fIPORT\fR, \fBtls\-listen:\fR[\fIHOST\fB:\fR]\fIPORT\fB,cert=\fIPEM\fB,key=\fIPEM\fR
 TLS 1.2 and 1.3 (rustls; no older versions) over TCP. \fBtls:\fR connects (every

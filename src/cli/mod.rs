@@ -344,10 +344,10 @@ Examples:
 #[derive(Debug, Args)]
 pub struct PipeArgs {
     /// Where the bytes come from (default: stdin).
-    #[arg(default_value = "-", value_parser = EndpointParser::stream(parse_source), hide_possible_values = true)]
+    #[arg(default_value = "-", value_parser = EndpointParser::stream(parse_source), hide_possible_values = true, allow_hyphen_values = true)]
     pub src: Endpoint,
     /// Where the bytes go (default: stdout).
-    #[arg(default_value = "-", value_parser = EndpointParser::stream(parse_sink), hide_possible_values = true)]
+    #[arg(default_value = "-", value_parser = EndpointParser::stream(parse_sink), hide_possible_values = true, allow_hyphen_values = true)]
     pub dst: Endpoint,
     /// After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = endpoint::parse_duration)]
@@ -705,10 +705,10 @@ fn on_error(on_error: Option<OnErrorArg>, output_error: Option<OutputErrorArg>) 
 #[derive(Debug, Args)]
 pub struct RelayArgs {
     /// One side: a listener, a connector, `-` or fd:N.
-    #[arg(value_parser = EndpointParser::stream(parse_relay_side), hide_possible_values = true)]
+    #[arg(value_parser = EndpointParser::stream(parse_relay_side), hide_possible_values = true, allow_hyphen_values = true)]
     pub a: Endpoint,
     /// The other side.
-    #[arg(value_parser = EndpointParser::stream(parse_relay_side), hide_possible_values = true)]
+    #[arg(value_parser = EndpointParser::stream(parse_relay_side), hide_possible_values = true, allow_hyphen_values = true)]
     pub b: Endpoint,
     /// More upstreams beside B (A then listens, or is `-` or fd:N): a connection gets one,
     /// by --balance, and the next where one fails before any byte moved.
@@ -1434,6 +1434,8 @@ fn stream_kind(e: &Endpoint, source: bool) -> &'static str {
         Endpoint::Command(_) => "a command's pipe",
         Endpoint::S3 { .. } => "an S3 object",
         Endpoint::Http { .. } => "an HTTP exchange (a stream)",
+        Endpoint::Pty { .. } => "a pseudo-terminal",
+        Endpoint::Terminal { on, .. } => stream_kind(on, source),
     }
 }
 

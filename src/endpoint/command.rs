@@ -32,6 +32,8 @@ pub struct CommandSpec {
     pub program: Program,
     /// `,stderr`: the child's stderr goes where its stdout goes (as socat's `stderr`).
     pub stderr: bool,
+    /// `,pty` (`,rows=N,cols=N`): the child runs on a pseudo-terminal of its own.
+    pub pty: Option<super::pty::WindowSize>,
 }
 
 /// Split `text` as a shell word list: blanks separate words; single quotes keep everything;
@@ -152,6 +154,11 @@ impl CommandSpec {
             ))
             .into());
         }
+        if let Some(size) = self.pty {
+            let (child, fd) = super::pty::spawn(self.command(), size, role == Role::Source)
+                .with_context(|| format!("cannot run {} on a pseudo-terminal", self.name()))?;
+            return Ok(Spawned { fd, child });
+        }
         let (reads, writes) = (role == Role::Source, role == Role::Sink);
         let (mut child, read) = self.start(reads, writes, false, None)?;
         let fd: OwnedFd = match read {
@@ -178,6 +185,17 @@ impl CommandSpec {
         own_group: bool,
         peer: Option<&super::peer_env::PeerEnv>,
     ) -> anyhow::Result<Duplex> {
+        if let Some(size) = self.pty {
+            // A session of its own (setsid): a process group of its own too, whatever
+            // `own_group` says.
+            let mut command = self.command();
+            if let Some(peer) = peer {
+                peer.apply(&mut command);
+            }
+            let (child, read, write) = super::pty::spawn_duplex(command, size)
+                .with_context(|| format!("cannot run {} on a pseudo-terminal", self.name()))?;
+            return Ok(Duplex { read, write, child });
+        }
         let (mut child, read) = self.start(true, true, own_group, peer)?;
         Ok(Duplex {
             read: read.expect("piped stdout"),
@@ -195,18 +213,7 @@ impl CommandSpec {
         own_group: bool,
         peer: Option<&super::peer_env::PeerEnv>,
     ) -> anyhow::Result<(Child, Option<OwnedFd>)> {
-        let mut command = match &self.program {
-            Program::Exec(argv) => {
-                let mut c = std::process::Command::new(&argv[0]);
-                c.args(&argv[1..]);
-                c
-            }
-            Program::Sh(line) => {
-                let mut c = std::process::Command::new("/bin/sh");
-                c.arg("-c").arg(line);
-                c
-            }
-        };
+        let mut command = self.command();
         if reads {
             command.stdout(Stdio::piped());
         }
@@ -216,18 +223,8 @@ impl CommandSpec {
         if own_group {
             command.process_group(0);
         }
-        // Secrets of zerocat's own are not the child's (`exec:env` would print them): the
-        // proxy password, and the AWS keys an s3:// end signs with.
-        command.env_remove(super::outbound::AUTH_ENV);
-        for name in super::s3::config::SECRET_ENV {
-            command.env_remove(name);
-        }
         if let Some(peer) = peer {
             peer.apply(&mut command);
-        }
-        // SAFETY: between fork and exec only async-signal-safe calls (sigaction, sigprocmask).
-        unsafe {
-            command.pre_exec(crate::sys::process::reset_signals_for_child);
         }
         let mut pipe_for_stderr = None;
         if self.stderr && reads {
@@ -248,6 +245,34 @@ impl CommandSpec {
             None => None,
         };
         Ok((child, read))
+    }
+
+    /// The program as a child starts: its words, no secret of zerocat's in its
+    /// environment, its signals as a shell would leave them.
+    fn command(&self) -> std::process::Command {
+        let mut command = match &self.program {
+            Program::Exec(argv) => {
+                let mut c = std::process::Command::new(&argv[0]);
+                c.args(&argv[1..]);
+                c
+            }
+            Program::Sh(line) => {
+                let mut c = std::process::Command::new("/bin/sh");
+                c.arg("-c").arg(line);
+                c
+            }
+        };
+        // Secrets of zerocat's own are not the child's (`exec:env` would print them): the
+        // proxy password, and the AWS keys an s3:// end signs with.
+        command.env_remove(super::outbound::AUTH_ENV);
+        for name in super::s3::config::SECRET_ENV {
+            command.env_remove(name);
+        }
+        // SAFETY: between fork and exec only async-signal-safe calls (sigaction, sigprocmask).
+        unsafe {
+            command.pre_exec(crate::sys::process::reset_signals_for_child);
+        }
+        command
     }
 
     /// Whether the program can be run, looked up as exec would (PATH for a bare name), so a

@@ -60,6 +60,7 @@ enum Scheme {
     S3,
     Http,
     Https,
+    Pty,
 }
 
 /// One scheme of the grammar: its words, what it is at each end, the options it takes.
@@ -153,6 +154,17 @@ const RANGE: OptionWord = opt(
     "only these bytes (a source): Range, and a 206 whose Content-Range matches",
 );
 const STDERR: OptionWord = opt("stderr", "the child's stderr joins the stream (a source)");
+const PTY: OptionWord = opt(
+    "pty",
+    "the child runs on a pseudo-terminal of its own (setsid, controlling tty)",
+);
+const ROWS: OptionWord = opt("rows=N", "with pty: the terminal's rows (24)");
+const COLS: OptionWord = opt("cols=N", "with pty: the terminal's columns (80)");
+const RAW: OptionWord = opt(
+    "raw",
+    "a terminal in raw mode for the run (- too: stdin's terminal), always put back",
+);
+const ECHO: OptionWord = opt("echo=0|1", "a terminal's echo off or on for the run");
 
 /// Every scheme: the one table of the grammar. Parsing takes its words and checks options
 /// against it; `--help`, the man page's ENDPOINTS, the completions and the unknown-scheme
@@ -178,6 +190,8 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
             opt("append", "append instead of truncating (a sink)"),
             opt("excl", "refuse an existing file (a sink)"),
             MODE,
+            RAW,
+            ECHO,
         ],
     },
     SchemeInfo {
@@ -441,7 +455,7 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
         address: "PROGRAM ARG...",
         as_source: "the child's stdout (a pipe; words split as a shell would, no shell)",
         as_sink: "the child's stdin (relay: both, a child per connection)",
-        options: &[STDERR],
+        options: &[STDERR, PTY, ROWS, COLS],
     },
     SchemeInfo {
         scheme: Scheme::Sh,
@@ -450,7 +464,17 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
         address: "COMMAND",
         as_source: "the stdout of /bin/sh -c COMMAND",
         as_sink: "its stdin (relay: both, a child per connection)",
-        options: &[STDERR],
+        options: &[STDERR, PTY, ROWS, COLS],
+    },
+    SchemeInfo {
+        scheme: Scheme::Pty,
+        name: "pty",
+        aliases: &[],
+        address: "[LINK]",
+        as_source: "a new pseudo-terminal (raw, no echo): what a program writes to it \
+                    (its /dev/pts name on stderr; LINK: a symlink to it)",
+        as_sink: "the same: what the program reads",
+        options: &[],
     },
     SchemeInfo {
         scheme: Scheme::S3,
@@ -594,6 +618,8 @@ struct RawOpts {
     access: Access,
     /// `http(s)://`: method=, header=, header-env=, range=.
     http: HttpOpts,
+    /// `file:…,raw,echo=0`: the terminal's mode for the run.
+    terminal: crate::sys::terminal::Mode,
 }
 
 /// The option whose value is a secret: never shown ([`redact`]).
@@ -644,6 +670,9 @@ pub fn parse(arg: &str) -> Result<Endpoint, ParseError> {
     }
     if arg == "-" {
         return Ok(Endpoint::Stdio);
+    }
+    if let Some(options) = arg.strip_prefix("-,") {
+        return parse_stdio_options(options).map_err(fail);
     }
     let Some((word, rest)) = split_scheme(arg) else {
         if let Some(dash) = socat_stdio_word(arg) {
@@ -779,14 +808,15 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
         if path.is_empty() {
             return Err("empty path; expected file:PATH".into());
         }
-        return Ok(Endpoint::File {
+        let file = Endpoint::File {
             path: PathBuf::from(path),
             opts: FileOpts {
                 append: opts.append,
                 excl: opts.excl,
                 mode: opts.mode,
             },
-        });
+        };
+        return Ok(on_terminal(file, opts.terminal));
     }
     let mut pieces = rest.split(',');
     let address = pieces.next().unwrap_or("");
@@ -932,6 +962,9 @@ fn parse_uri(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
         Scheme::Ws | Scheme::Wss => parse_ws(scheme, address, opts),
         Scheme::WsListen => parse_ws_listen(address, opts),
         Scheme::Http | Scheme::Https => parse_http(scheme, rest),
+        Scheme::Pty => Ok(Endpoint::Pty {
+            link: (!address.is_empty()).then(|| PathBuf::from(address)),
+        }),
         Scheme::Systemd => {
             let name = match address {
                 "" => None,
@@ -1235,6 +1268,46 @@ fn parse_s3(rest: &str) -> Result<Endpoint, String> {
     })
 }
 
+/// `endpoint` as it is, or on a terminal set to `mode` for the run when one was asked for.
+fn on_terminal(endpoint: Endpoint, mode: crate::sys::terminal::Mode) -> Endpoint {
+    if mode == crate::sys::terminal::Mode::default() {
+        return endpoint;
+    }
+    Endpoint::Terminal {
+        on: Box::new(endpoint),
+        mode,
+    }
+}
+
+/// `echo=0|1`.
+fn parse_echo(value: Option<&str>) -> Result<bool, String> {
+    match value {
+        Some("1") => Ok(true),
+        Some("0") => Ok(false),
+        _ => Err(format!(
+            "option 'echo' takes 0 (off) or 1 (on), got '{}'",
+            value.unwrap_or("")
+        )),
+    }
+}
+
+/// `-,raw,echo=0`: stdin's terminal (when it is one) set so for the run.
+fn parse_stdio_options(options: &str) -> Result<Endpoint, String> {
+    let mut mode = crate::sys::terminal::Mode::default();
+    for option in options.split(',') {
+        match option.to_ascii_lowercase().as_str() {
+            "raw" => mode.raw = true,
+            o if o.starts_with("echo=") => mode.echo = Some(parse_echo(o.strip_prefix("echo="))?),
+            _ => {
+                return Err(format!(
+                    "'-' takes raw and echo=0|1 (its terminal's mode), not '{option}'"
+                ))
+            }
+        }
+    }
+    Ok(on_terminal(Endpoint::Stdio, mode))
+}
+
 /// `exec:PROGRAM ARG...` / `sh:COMMAND`: options follow the first comma outside quotes (a
 /// comma of the command is quoted: `sh:'echo a,b'`).
 fn parse_command(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
@@ -1243,29 +1316,55 @@ fn parse_command(scheme: Scheme, rest: &str) -> Result<Endpoint, String> {
         None => (rest, ""),
     };
     let mut stderr = false;
+    let mut pty = false;
+    let (mut rows, mut cols) = (None, None);
     for option in options.split(',').filter(|o| !o.is_empty()) {
-        match option.to_ascii_lowercase().as_str() {
-            "stderr" => stderr = true,
-            "pty" => {
-                return Err(format!(
-                    "option 'pty' is not supported ({} runs on pipes); {} takes: stderr \
-                     (quote a comma that belongs to the command)",
-                    scheme.name(),
-                    scheme.name()
-                ))
-            }
+        let lower = option.to_ascii_lowercase();
+        let (name, value) = match lower.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (lower.as_str(), None),
+        };
+        let size = |value| {
+            option_number(
+                name,
+                value,
+                &format!("expected {name}=N with N from 1 to 65535"),
+                |n: &u16| *n > 0,
+            )
+        };
+        match (name, value) {
+            ("stderr", None) => stderr = true,
+            ("pty", None) => pty = true,
+            ("rows", value) => rows = Some(size(value)?),
+            ("cols", value) => cols = Some(size(value)?),
             _ => {
                 return Err(format!(
-                    "unknown option '{option}'; {} takes: stderr (quote a comma that belongs \
+                    "unknown option '{option}'; {} takes: {} (quote a comma that belongs \
                      to the command: {}:'a,b')",
                     scheme.name(),
+                    scheme.info().option_forms(),
                     scheme.name()
                 ))
             }
         }
     }
+    if !pty && (rows.is_some() || cols.is_some()) {
+        return Err(format!(
+            "options 'rows' and 'cols' size the terminal of 'pty': {}:COMMAND,pty,rows=N,cols=N",
+            scheme.name()
+        ));
+    }
+    let default = super::pty::WindowSize::default();
+    let pty = pty.then(|| super::pty::WindowSize {
+        rows: rows.unwrap_or(default.rows),
+        cols: cols.unwrap_or(default.cols),
+    });
     let program = command::parse(scheme == Scheme::Sh, address)?;
-    Ok(Endpoint::Command(command::CommandSpec { program, stderr }))
+    Ok(Endpoint::Command(command::CommandSpec {
+        program,
+        stderr,
+        pty,
+    }))
 }
 
 /// A listener's host that could be an IPv6 address: a literal one, or a name (resolved
@@ -1410,13 +1509,15 @@ fn parse_options<'a>(
             continue;
         }
         match (name.as_str(), value) {
-            ("append" | "excl" | "reuseport" | "reuseaddr" | "mptcp" | "tls", Some(_)) => {
+            ("append" | "excl" | "reuseport" | "reuseaddr" | "mptcp" | "tls" | "raw", Some(_)) => {
                 return Err(format!(
                     "option '{name}' is a flag and takes no value ({})",
                     takes()
                 ));
             }
             ("append", None) => opts.append = true,
+            ("raw", None) => opts.terminal.raw = true,
+            ("echo", value) => opts.terminal.echo = Some(parse_echo(value)?),
             ("tls", None) => opts.tls_flag = true,
             ("sni", value) => {
                 let name = option_value("sni", value, "expected sni=NAME")?;
@@ -2110,6 +2211,26 @@ impl fmt::Display for Endpoint {
                 }
                 if spec.stderr {
                     f.write_str(",stderr")?;
+                }
+                if let Some(size) = spec.pty {
+                    f.write_str(",pty")?;
+                    if size != super::pty::WindowSize::default() {
+                        write!(f, ",rows={},cols={}", size.rows, size.cols)?;
+                    }
+                }
+                Ok(())
+            }
+            Endpoint::Pty { link } => match link {
+                Some(link) => write!(f, "pty:{}", link.display()),
+                None => f.write_str("pty:"),
+            },
+            Endpoint::Terminal { on, mode } => {
+                write!(f, "{on}")?;
+                if mode.raw {
+                    f.write_str(",raw")?;
+                }
+                if let Some(echo) = mode.echo {
+                    write!(f, ",echo={}", u8::from(echo))?;
                 }
                 Ok(())
             }

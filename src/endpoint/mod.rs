@@ -27,6 +27,7 @@ mod open;
 pub mod outbound;
 pub mod peer_env;
 pub mod proxy;
+pub mod pty;
 pub mod s3;
 pub mod sockopt;
 mod systemd;
@@ -345,6 +346,18 @@ pub enum Endpoint {
         opts: HttpOpts,
         upload_len: Option<u64>,
     },
+    /// `pty:[LINK]`: a new pseudo-terminal; zerocat reads and writes its master, a program
+    /// opens the slave (LINK: a symlink to it).
+    Pty {
+        link: Option<PathBuf>,
+    },
+    /// `-,raw,echo=0`, `file:/dev/tty…,raw`: a terminal set to `mode` for the run, then put
+    /// back. Taken apart before a command runs ([`Endpoint::take_terminal`]): no command
+    /// sees this variant.
+    Terminal {
+        on: Box<Endpoint>,
+        mode: crate::sys::terminal::Mode,
+    },
 }
 
 impl Endpoint {
@@ -483,6 +496,8 @@ impl Endpoint {
             },
             Endpoint::Http { url, .. } if url.scheme() == "https" => "https",
             Endpoint::Http { .. } => "http",
+            Endpoint::Pty { .. } => "pty",
+            Endpoint::Terminal { on, .. } => on.scheme(),
         }
     }
 

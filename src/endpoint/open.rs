@@ -210,6 +210,8 @@ impl Endpoint {
                     ..plain(fd)
                 })
             }
+            Endpoint::Pty { link } => super::pty::open(link.as_deref()).map(plain),
+            Endpoint::Terminal { on, .. } => on.open_stream(role, origin),
             Endpoint::TcpListen { .. }
             | Endpoint::UnixListen { .. }
             | Endpoint::Systemd { .. }
@@ -860,6 +862,8 @@ pub fn predict(endpoint: &Endpoint, role: Role) -> std::io::Result<FdInfo> {
         Endpoint::S3 { .. } if role == Role::Sink => Ok(FdInfo::assumed(FdKind::Pipe)),
         // A body reaches the engine through the endpoint's pipe (a chunked upload too).
         Endpoint::Http { .. } => Ok(FdInfo::assumed(FdKind::Pipe)),
+        Endpoint::Terminal { on, .. } => predict(on, role),
+        Endpoint::Pty { .. } => Ok(FdInfo::assumed(FdKind::Tty)),
         _ => Ok(FdInfo::assumed(FdKind::Socket)),
     }
 }

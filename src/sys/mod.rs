@@ -11,6 +11,7 @@ pub mod pipe;
 pub mod probe;
 pub mod process;
 pub mod socket;
+pub mod terminal;
 pub mod xattr;
 
 use std::os::fd::{AsRawFd, BorrowedFd};

@@ -483,6 +483,7 @@ fn every_option_word_of_the_table_is_taken_by_its_scheme() {
                 ("fd" | "systemd", _) => &["tls", "cert=c.pem", "key=k.pem"],
                 ("tls" | "https", "cert" | "key") => &["cert=c.pem", "key=k.pem"],
                 ("ws-listen", "cert" | "key" | "cafile") => &["cert=c.pem", "key=k.pem"],
+                ("exec" | "sh", "rows" | "cols") => &["pty"],
                 _ => &[],
             };
             let mut pieces = vec![format!("{}:{}", info.name, sample_address(info.name))];
@@ -928,5 +929,32 @@ fn http_secrets_never_show() {
             !e.to_string().contains("SECRET") && !e.to_string().contains("pw"),
             "{e}"
         );
+    }
+}
+
+#[test]
+fn pty_options_and_terminal_modes_parse_and_display_back() {
+    for uri in [
+        "exec:cat,pty",
+        "sh:bash,pty,rows=40,cols=120",
+        "pty:",
+        "pty:/tmp/ttyV0",
+        "-,raw,echo=0",
+        "-,raw",
+        "file:/dev/tty,raw,echo=0",
+    ] {
+        assert_eq!(ok(uri).to_string(), uri);
+    }
+    assert!(matches!(ok("-,RAW,ECHO=0"), Endpoint::Terminal { .. }));
+    for bad in [
+        "exec:cat,rows=3",
+        "exec:cat,pty,rows=0",
+        "tcp:h:1,pty",
+        "-,pty",
+        "-,echo=yes",
+        "file:x,raw=1",
+        "udp:h:1,raw",
+    ] {
+        assert!(parse(bad).is_err(), "{bad}");
     }
 }

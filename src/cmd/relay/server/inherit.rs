@@ -9,6 +9,15 @@ use crate::sys::socket::set_nonblocking;
 /// Opens `-` (stdin + stdout) or `fd:N` as one side: duplicated, non-blocking (the old
 /// flags are put back at the end: O_NONBLOCK is shared with whoever gave us the fd).
 pub(super) fn inherit(endpoint: &Endpoint, peer: &mut Peer) -> anyhow::Result<()> {
+    if let Endpoint::Pty { link } = endpoint {
+        // A new terminal: its master both ways (zerocat's own: no flags to put back).
+        let master = crate::endpoint::pty::open(link.as_deref())?;
+        set_nonblocking(master.as_raw_fd())?;
+        peer.wfd = Some(master.try_clone()?);
+        peer.fd = Some(master);
+        peer.socket = false;
+        return Ok(());
+    }
     let (read, write) = match endpoint {
         Endpoint::Stdio => (0, Some(1)),
         Endpoint::Fd(n) => (*n, None),
@@ -86,6 +95,8 @@ pub(super) mod shared_flags {
 
     extern "C" fn on_fatal_signal(signal: libc::c_int) {
         restore();
+        // A terminal in raw mode (`-,raw`) is put back too: this handler replaced its.
+        crate::sys::terminal::put_back();
         // SA_RESETHAND put the default action back; the signal is blocked while this runs,
         // so it kills us as soon as the handler returns.
         // SAFETY: raise is async-signal-safe.
