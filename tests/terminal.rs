@@ -409,3 +409,36 @@ fn pty_and_terminal_options_out_of_place_are_usage_errors() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {text}");
     }
 }
+
+/// SRC/DST take '-'-led values for `-,raw,echo=0`; a mistyped option in their place is still
+/// a usage error naming it, not a file named `--bogus` created or read.
+#[test]
+fn a_mistyped_option_where_an_endpoint_goes_is_a_usage_error_that_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a"), b"x").unwrap();
+    for args in [
+        vec!["pipe", "a", "--bogus"],
+        vec!["pipe", "-x", "a"],
+        vec!["pipe", "a", "-x"],
+        vec!["relay", "--bogus", "tcp:127.0.0.1:9"],
+    ] {
+        let out = crate::util::run({
+            let mut c = zerocat();
+            c.current_dir(dir.path()).args(&args);
+            c
+        });
+        let text = crate::util::stderr_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {text}");
+        let bad = args.iter().find(|a| a.starts_with('-')).unwrap();
+        assert!(
+            text.contains(&format!("unexpected argument '{bad}'")),
+            "{args:?}: {text}"
+        );
+    }
+    let mut left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["a"]);
+}

@@ -344,10 +344,10 @@ Examples:
 #[derive(Debug, Args)]
 pub struct PipeArgs {
     /// Where the bytes come from (default: stdin).
-    #[arg(default_value = "-", value_parser = EndpointParser::stream(parse_source), hide_possible_values = true, allow_hyphen_values = true)]
+    #[arg(default_value = "-", value_parser = EndpointParser::stream_or_dash(parse_source), hide_possible_values = true, allow_hyphen_values = true)]
     pub src: Endpoint,
     /// Where the bytes go (default: stdout).
-    #[arg(default_value = "-", value_parser = EndpointParser::stream(parse_sink), hide_possible_values = true, allow_hyphen_values = true)]
+    #[arg(default_value = "-", value_parser = EndpointParser::stream_or_dash(parse_sink), hide_possible_values = true, allow_hyphen_values = true)]
     pub dst: Endpoint,
     /// After SIGINT/SIGTERM, an exec:/sh: child gets SIGTERM, then SIGKILL after this long.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = endpoint::parse_duration)]
@@ -705,10 +705,10 @@ fn on_error(on_error: Option<OnErrorArg>, output_error: Option<OutputErrorArg>) 
 #[derive(Debug, Args)]
 pub struct RelayArgs {
     /// One side: a listener, a connector, `-` or fd:N.
-    #[arg(value_parser = EndpointParser::stream(parse_relay_side), hide_possible_values = true, allow_hyphen_values = true)]
+    #[arg(value_parser = EndpointParser::stream_or_dash(parse_relay_side), hide_possible_values = true, allow_hyphen_values = true)]
     pub a: Endpoint,
     /// The other side.
-    #[arg(value_parser = EndpointParser::stream(parse_relay_side), hide_possible_values = true, allow_hyphen_values = true)]
+    #[arg(value_parser = EndpointParser::stream_or_dash(parse_relay_side), hide_possible_values = true, allow_hyphen_values = true)]
     pub b: Endpoint,
     /// More upstreams beside B (A then listens, or is `-` or fd:N): a connection gets one,
     /// by --balance, and the next where one fails before any byte moved.
@@ -799,6 +799,9 @@ fn os<T: Clone + Send + Sync + 'static>(
 struct EndpointParser {
     parse: fn(OsString) -> Result<Endpoint, String>,
     offers_schemes: bool,
+    /// The argument is `allow_hyphen_values` (for `-,raw,echo=0`): a value that starts with
+    /// '-' and is neither `-` nor `-,…` is a mistyped option, not a file to create.
+    dash_opts_only: bool,
 }
 
 impl EndpointParser {
@@ -807,6 +810,15 @@ impl EndpointParser {
         EndpointParser {
             parse,
             offers_schemes: true,
+            dash_opts_only: false,
+        }
+    }
+
+    /// A stream's endpoint that may be `-,raw,echo=0` (clap takes '-'-led values for it).
+    fn stream_or_dash(parse: fn(OsString) -> Result<Endpoint, String>) -> EndpointParser {
+        EndpointParser {
+            dash_opts_only: true,
+            ..EndpointParser::stream(parse)
         }
     }
 
@@ -815,6 +827,7 @@ impl EndpointParser {
         EndpointParser {
             parse,
             offers_schemes: false,
+            dash_opts_only: false,
         }
     }
 }
@@ -829,6 +842,15 @@ impl clap::builder::TypedValueParser for EndpointParser {
         value: &std::ffi::OsStr,
     ) -> Result<Endpoint, clap::Error> {
         let shown = value.to_string_lossy();
+        if self.dash_opts_only && shown.starts_with('-') && shown != "-" && !shown.starts_with("-,")
+        {
+            return Err(cmd.clone().error(
+                clap::error::ErrorKind::UnknownArgument,
+                format!(
+                    "unexpected argument '{shown}' found\n\n  tip: a file whose name starts with '-' is './{shown}' or 'file:{shown}'"
+                ),
+            ));
+        }
         let redacted = endpoint::redact(&shown);
         if redacted == shown {
             return os(self.parse).parse_ref(cmd, arg, value);
