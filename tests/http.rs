@@ -922,3 +922,66 @@ fn tokens_reach_the_server_and_nothing_else() {
         "relay's log",
     );
 }
+
+/// An http(s) sink in `copy` (FILE URL) and among `tee`'s sinks: PUT, byte-exact.
+#[test]
+fn copy_and_tee_put_to_nginx() {
+    let nginx = nginx_or_skip!(None);
+    let payload = data(1024 * 1024 + 7);
+    let rig = Rig::new();
+    let src = rig.file("src.bin", &payload);
+    let run = rig.args(["copy", &src, &nginx.url("/up/copy.bin")]).run();
+    run.assert_code(0, "copy FILE URL");
+    assert_bytes_eq(
+        &std::fs::read(nginx.root.join("up/copy.bin")).unwrap(),
+        &payload,
+        "copy FILE URL",
+    );
+
+    let mut rig = Rig::new();
+    let src = rig.stdin(Arc::new(payload.clone()), Pace::Full);
+    let out = rig.path("tee.bin");
+    let file = rig.file_sink(out);
+    let run = rig
+        .args(["tee", &src, &nginx.url("/up/tee.bin"), &file])
+        .run();
+    run.assert_code(0, "tee - URL FILE");
+    run.assert_held(0, &payload, "tee - URL FILE: the file");
+    assert_bytes_eq(
+        &std::fs::read(nginx.root.join("up/tee.bin")).unwrap(),
+        &payload,
+        "tee - URL FILE: the upload",
+    );
+}
+
+/// A body framed by neither Content-Length nor chunked ends at the server's close: taken
+/// whole, and said unverified (nothing to check its length by).
+#[test]
+fn a_body_to_the_close_is_taken_and_said_unverified() {
+    let payload = data(200_003);
+    let mut response = b"HTTP/1.0 200 OK\r\nServer: old\r\n\r\n".to_vec();
+    response.extend_from_slice(&payload);
+    let (port, server) = canned(vec![response.clone(), response]);
+    let url = format!("http://127.0.0.1:{port}/old");
+    let mut rig = Rig::new();
+    let sink = rig.stdout_sink(Pace::Full);
+    let run = rig.args(["pipe", &url, &sink]).run();
+    run.assert_code(0, "to the close");
+    run.assert_held(0, &payload, "to the close");
+    run.assert_final_path("splice", "to the close");
+    let http = http_of(run.report());
+    assert_eq!(http["framing"], "close", "{http}");
+    assert_eq!(http["unverified"], true, "{http}");
+    assert_eq!(http["reason"], "OK", "{http}");
+    assert_eq!(http["content_length"], serde_json::Value::Null, "{http}");
+
+    let rig = Rig::bare();
+    let run = rig.args(["pipe", &url, "/dev/null"]).run();
+    server.join().unwrap();
+    run.assert_code(0, "to the close, text");
+    assert!(
+        run.stderr.contains("http 200 (to the close, unverified)"),
+        "{}",
+        run.stderr
+    );
+}

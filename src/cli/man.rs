@@ -1314,7 +1314,74 @@ or stdin, to stdout: pv's display on stderr (when it is a terminal, or with \fB\
 shrinking each splice as \fB\-\-limit\fR does, \fB\-C\fR forcing \fB\-\-via userspace\fR.
 Refused: line mode (\fB\-l\fR, \fB\-0\fR: zerocat does not read the bytes it moves),
 \fB\-S \-B \-R \-P \-d \-F\fR and several \fIFILE\fRs.
-.SH HTTP: RESUME AND RANGES
+.SH HTTP
+\fBhttp://\fIHOST\fR[\fB:\fIPORT\fR]\fB/\fIPATH\fR[\fB?\fIQUERY\fR] and \fBhttps://\fR... are
+the URL as curl takes it (parsed by the \fBurl\fR crate; a password in it is sent as Basic
+credentials and shown as \fB***\fR), then zerocat's options after commas. As a source
+(\fBpipe\fR, \fBtee\fR, \fBcopy\fR) it is a GET; as a sink (the same three) a PUT, or
+the method of \fB,method=POST\fR (\fBPATCH\fR too). HTTP/1.1, one request a connection
+(\fBConnection: close\fR), \fBAccept\-Encoding: identity\fR: the body is never decompressed,
+it is spliced. The response head is read with MSG_PEEK and parsed by httparse, never a byte
+of the body with it; a head larger than 64 KiB is refused.
+.PP
+\fB,header=\fINAME\fB:\fIVALUE\fR adds a header (repeatable; a value is never shown: the
+endpoint is printed as \fBheader=\fINAME\fB:***\fR). An inline value is in zerocat's command
+line, so \fBps\fR shows it: for a token, \fB,header=@\fIFILE\fR reads \fBName: value\fR
+lines from \fIFILE\fR when the endpoint opens, and \fB,header\-env=\fINAME\fB:\fIVAR\fR
+sends header \fINAME\fR with the value of environment variable \fIVAR\fR (a usage error
+when it is unset); neither puts the token in a command line, a report, \fB\-\-log\fR or a
+message. \fB,range=\fISTART\fB\-\fR[\fIEND\fR] asks for those bytes only (a source): the
+answer must be a 206 whose Content\-Range starts at \fISTART\fR and ends no later than
+\fIEND\fR; a 200 (a server that ignores ranges) writes nothing and exits 1.
+.PP
+\fBhttps://\fR takes every \fBtls:\fR option: \fB,cafile=\fR, \fB,pin=\fR, \fB,sni=\fR (the
+name sent and verified; by default the URL's host unless it is an address),
+\fB,verify=0\fR (insecure, with a warning), \fB,cert=\fR and \fB,key=\fR; the record layer
+is kTLS where the kernel takes the suite, else rustls in userspace, and the report names it
+as a \fBtls:\fR side's. Both take the outbound options \fBtcp:\fR takes (\fB,socks5=\fR,
+\fB,connect=\fR (an HTTP proxy's CONNECT), \fB,proxy\-auth=\fR, \fB,retry=\fR,
+\fB,interval=\fR, \fB,mptcp\fR). Without \fB,socks5=\fR or \fB,connect=\fR, the proxies
+of the environment are honoured as curl reads them: \fBhttp_proxy\fR (lower case only, as
+curl), \fBhttps_proxy\fR or \fBHTTPS_PROXY\fR, then \fBall_proxy\fR or \fBALL_PROXY\fR;
+\fBno_proxy\fR/\fBNO_PROXY\fR (\fB*\fR, or names whose suffix matches) skips them. An
+\fBhttp://\fR proxy gets an http URL in absolute form and tunnels https with CONNECT; a
+\fBsocks5://\fR proxy tunnels both; credentials in the proxy's URL are given to the proxy
+(Proxy\-Authorization, or SOCKS5's user and password).
+.PP
+Redirects (301, 302, 303, 307, 308 with a Location) are followed, at most 10: 307 and 308
+keep the method and the body, the others turn into a GET without one; a redirect from
+https to http is refused, and Authorization, Cookie and Proxy\-Authorization are not sent
+to another scheme, host or port. An upload asks \fBExpect: 100\-continue\fR and sends its
+body after the server's go (or a second of silence): \fBContent\-Length\fR and
+\fBsendfile\fR from a regular file, \fBTransfer\-Encoding: chunked\fR from a stream, each
+run of the pipe's bytes one chunk spliced. The upload's answer is awaited up to 30 s.
+.PP
+Any status other than 2xx is exit 1, the message naming the URL, the status and its
+reason, and the first bytes of the error's body, escaped (\fBcurl \-f\fR): none of it is
+written into the sink. So are, naming the URL and with nothing beyond the valid body in the
+sink: a head over 64 KiB, an invalid status line, a bad chunk size, both
+Transfer\-Encoding and Content\-Length, a Content\-Range other than the one asked, and more
+body than announced. A URL without a host, a port out of range, an unknown scheme, a
+\fB,range=\fR that does not parse, an option http does not take, and \fB\-j\fR or
+\fB\-\-resume\fR into a stream (\fB\-\fR, a FIFO, a device, a socket) are usage errors, exit
+2, before any connection and before the sink is opened. An untrusted certificate is exit 1,
+said in words with the option that would trust it.
+.PP
+The report names the exchange before the path that moved its body:
+\fBhttp 200 (1073741824 bytes) socket \-> file via splice\fR, \fBhttp 200 (chunked)\fR,
+\fBhttp 200 (to the close, unverified)\fR (no length to check the body by),
+\fBhttp PUT 201\fR; an https side adds \fB(tls: ...)\fR; resumes add \fB(resumed at
+\fIN\fB (\fIcause\fB))\fR. In JSON, the side's \fBhttp\fR object: \fBmethod\fR,
+\fBstatus\fR and \fBreason\fR (of the answer whose body moved, or of the upload's answer; 0
+when none came), \fBurl\fR (the URL that answered, after redirects), \fBetag\fR (or null),
+\fBredirects\fR, \fBframing\fR (\fBcontent\-length\fR, \fBchunked\fR, \fBclose\fR),
+\fBcontent_length\fR (or null), \fBspliced\fR and \fBcopied\fR (body bytes the endpoint
+moved by splice and by read/write), \fBunverified\fR, \fBresumes\fR (each \fBoffset\fR,
+\fBcause\fR: \fBreset\fR, \fBclosed early\fR, \fBchunked body cut\fR or \fBidle\fR, and
+\fBattempts\fR), \fBresume_off\fR (why a cut body could not have been resumed, or null),
+and for \fBcopy \-\-resume\fR/\fB\-j\fR \fBresumed_from\fR, \fBranges\fR and
+\fBvalidator_kept\fR; an https side adds \fBtls\fR as a \fBtls:\fR side does.
+.SS "Resume and ranges"
 An http(s) source whose body stops short \(em the connection reset, closed before its
 Content-Length, a chunked body cut before its last chunk, or no byte for
 \fB--idle-timeout\fR (default 30 s) \(em is asked again from the next byte:
@@ -1341,7 +1408,7 @@ kept validator is fetched whole.
 ranges at once, each with If-Range and each resumed on its own, into a temporary in the
 file's directory renamed over it once every range is whole (the \fB--atomic\fR rules):
 \fIFILE\fR appears whole or not at all. A server without ranges or a validator gets one
-connection. \fB-j\fR into a stream is a usage error.
+connection. \fB-j\fR into a stream (\fB\-\fR, a FIFO, a device) is a usage error.
 .SH SIGNALS
 .TP
 SIGINT, SIGTERM
