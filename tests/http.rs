@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::http_fault::CutProxy;
 use crate::rig::{Pace, Rig};
 use crate::util::*;
 
@@ -763,6 +764,36 @@ fn https_get_and_put_against_nginx_with_a_test_ca() {
         "https PUT from a stream",
     );
     assert_eq!(run.report()["dst"]["http"]["framing"], "chunked");
+}
+
+/// An https body cut mid-stream (a FIN from a proxy of the test's own, no close_notify) is
+/// resumed as a plain one is: Range + If-Range on a new TLS connection, nginx's 206
+/// spliced into the same pipe.
+#[test]
+fn an_https_body_cut_mid_stream_resumes_into_the_same_pipe() {
+    let payload = data(3 * 1024 * 1024 + 1);
+    let Some((pki, nginx)) = https_nginx(&payload) else {
+        return;
+    };
+    let proxy = CutProxy::start(&format!("127.0.0.1:{}", nginx.port), vec![900_000]);
+    let url = format!(
+        "https://{}/data.bin,cafile={}",
+        proxy.addr(),
+        pki.path("ca.pem")
+    );
+    let mut rig = Rig::new().args(["pipe", "--retry-wait", "10ms"]);
+    let sink = rig.stdout_sink(Pace::Full);
+    let run = rig.args([url, sink]).run();
+    run.assert_code(0, "https, cut");
+    run.assert_held(0, &payload, "https, cut");
+    run.assert_final_path("splice", "https, cut");
+    let http = http_of(run.report());
+    let resumes = http["resumes"].as_array().unwrap();
+    assert_eq!(resumes.len(), 1, "{http}");
+    let offset = resumes[0]["offset"].as_u64().unwrap();
+    assert!(offset > 0 && offset < 900_000, "{http}");
+    assert_eq!(proxy.connections(), 2, "{http}");
+    assert_tls_named(&run.report()["src"]);
 }
 
 #[test]
