@@ -1016,3 +1016,111 @@ fn a_body_to_the_close_is_taken_and_said_unverified() {
         run.stderr
     );
 }
+
+/// Proxies as curl takes them: `http_proxy` (lower case only) carries an http URL in
+/// absolute form, with the proxy URL's credentials as Proxy-Authorization; `https_proxy`
+/// tunnels https with CONNECT (the TLS still end to end, trusted by cafile=); `no_proxy`
+/// skips them; `,socks5=` goes through a SOCKS5 proxy. tinyproxy (which wants bob:s3cret)
+/// and microsocks, as tests/outbound.rs starts them.
+#[test]
+fn proxies_of_the_environment_and_socks5_carry_http_and_https() {
+    let payload = data(1024 * 1024 + 11);
+    let plain = nginx_or_skip!(None);
+    plain.serve("data.bin", &payload);
+    let Some((pki, secure)) = https_nginx(&payload) else {
+        return;
+    };
+    let dir = tempdir();
+    let (Some(tiny), Some(socks)) = (
+        crate::outbound::tinyproxy(dir.path(), secure.port),
+        crate::outbound::Microsocks::start(None),
+    ) else {
+        eprintln!("SKIPPED: tinyproxy or microsocks is not installed");
+        return;
+    };
+    let proxy = format!("http://bob:s3cret@127.0.0.1:{}", tiny.port);
+    let https_url = format!("{},cafile={}", secure.url("/data.bin"), pki.path("ca.pem"));
+    let fetch = |url: &str, env: &[(&str, &str)]| {
+        let mut rig = Rig::new();
+        for (name, value) in env {
+            rig = rig.env(name, value);
+        }
+        let sink = rig.stdout_sink(Pace::Full);
+        rig.args(["pipe", url, &sink]).run()
+    };
+    let get = plain.url("/data.bin");
+    let socks_url = format!("{get},socks5=127.0.0.1:{}", socks.port);
+    let cases = [
+        ("http_proxy", &get, vec![("http_proxy", proxy.as_str())]),
+        ("https_proxy", &https_url, vec![("https_proxy", &proxy)]),
+        (
+            "no_proxy",
+            &get,
+            vec![
+                ("http_proxy", "http://127.0.0.1:1"),
+                ("no_proxy", "127.0.0.1"),
+            ],
+        ),
+        // curl reads no HTTP_PROXY (a CGI request's Proxy: header may set it).
+        (
+            "HTTP_PROXY",
+            &get,
+            vec![("HTTP_PROXY", "http://127.0.0.1:1")],
+        ),
+        (
+            "socks5=",
+            &socks_url,
+            vec![("http_proxy", "http://127.0.0.1:1")],
+        ),
+    ];
+    for (what, url, env) in cases {
+        let run = fetch(url, &env);
+        run.assert_code(0, what);
+        run.assert_held(0, &payload, what);
+        assert_eq!(http_of(run.report())["status"], 200, "{what}");
+        assert!(!run.stderr.contains("s3cret"), "{what}: {}", run.stderr);
+    }
+
+    // The same runs with the proxy down fail: they went through it. Without the
+    // credentials tinyproxy wants: its 407.
+    let bare = format!("http://127.0.0.1:{}", tiny.port);
+    let closed = "http://127.0.0.1:1";
+    let socks_closed = format!("{},socks5=127.0.0.1:1", plain.url("/data.bin"));
+    for (what, url, env, said) in [
+        (
+            "http_proxy down",
+            plain.url("/data.bin"),
+            ("http_proxy", closed),
+            "cannot reach",
+        ),
+        (
+            "https_proxy down",
+            https_url.clone(),
+            ("https_proxy", closed),
+            "cannot reach",
+        ),
+        (
+            "socks5= down",
+            socks_closed,
+            ("no_proxy", "*"),
+            "cannot reach",
+        ),
+        (
+            "http_proxy, no credentials",
+            plain.url("/data.bin"),
+            ("http_proxy", &bare),
+            "407",
+        ),
+        (
+            "https_proxy, no credentials",
+            https_url.clone(),
+            ("https_proxy", &bare),
+            "407",
+        ),
+    ] {
+        let run = fetch(&url, &[env]);
+        run.assert_code(1, what);
+        run.assert_held(0, b"", what);
+        assert!(run.stderr.contains(said), "{what}: {}", run.stderr);
+    }
+}

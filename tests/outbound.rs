@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use crate::util::*;
 
 /// A daemon (a proxy, sshd) on a free loopback port, killed on drop.
-struct Daemon {
+pub(crate) struct Daemon {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 /// None (with the reason printed) when `path` is not installed.
@@ -43,10 +43,10 @@ impl Daemon {
 }
 
 /// A microsocks on a free loopback port; None when it is not installed.
-struct Microsocks;
+pub(crate) struct Microsocks;
 
 impl Microsocks {
-    fn start(auth: Option<(&str, &str)>) -> Option<Daemon> {
+    pub(crate) fn start(auth: Option<(&str, &str)>) -> Option<Daemon> {
         if !installed("/usr/bin/microsocks", "microsocks") {
             return None;
         }
@@ -366,7 +366,9 @@ fn a_stalled_proxy_is_cut_at_the_connect_timeout_and_named() {
 
 /// A tinyproxy on a free loopback port with its own config: CONNECT only to `allowed`,
 /// Basic auth bob:s3cret. None when tinyproxy is not installed.
-fn tinyproxy(dir: &Path, allowed: u16) -> Option<Daemon> {
+/// A tinyproxy on a free loopback port that takes CONNECT to port `allowed` only, and
+/// requests from bob:s3cret; None when it is not installed.
+pub(crate) fn tinyproxy(dir: &Path, allowed: u16) -> Option<Daemon> {
     if !installed("/usr/bin/tinyproxy", "tinyproxy") {
         return None;
     }
