@@ -38,12 +38,14 @@ impl Nginx {
         std::fs::create_dir_all(root.join("up")).unwrap();
         let d = dir.path().display();
         let port = free_port();
-        // The ssl server also says which name the client asked for (SNI), and redirects to
-        // plain http.
+        // The ssl server also says which name the client asked for (SNI) and which
+        // certificate it gave (asked for, not required), and redirects to plain http.
         let listen = match ssl {
             Some((cert, key)) => format!(
                 "listen 127.0.0.1:{port} ssl; ssl_certificate {cert}; ssl_certificate_key {key};
+    ssl_verify_client optional_no_ca;
     location = /sni {{ return 200 \"$ssl_server_name\"; }}
+    location = /client {{ return 200 \"$ssl_client_s_dn\"; }}
     location = /to-http {{ return 302 http://127.0.0.1:{port}/data.bin; }}"
             ),
             None => format!("listen 127.0.0.1:{port};"),
@@ -797,7 +799,7 @@ fn an_https_body_cut_mid_stream_resumes_into_the_same_pipe() {
 }
 
 #[test]
-fn https_refuses_an_untrusted_certificate_and_a_redirect_to_http() {
+fn https_trust_sni_client_certificates_and_no_redirect_to_http() {
     let payload = data(100_000);
     let Some((pki, nginx)) = https_nginx(&payload) else {
         return;
@@ -840,6 +842,34 @@ fn https_refuses_an_untrusted_certificate_and_a_redirect_to_http() {
     run.assert_code(1, "sni=wrong.example");
     run.assert_held(0, b"", "sni=wrong.example");
     assert!(run.stderr.contains("not valid for name"), "{}", run.stderr);
+
+    // pin= trusts that very certificate, without cafile=; another one's pin is refused.
+    let pinned = |name: &str| {
+        format!(
+            "{},pin=sha256:{}",
+            nginx.url("/data.bin"),
+            pki.fingerprint(name)
+        )
+    };
+    let run = fetch(pinned("server"));
+    run.assert_code(0, "pin=");
+    run.assert_held(0, &payload, "pin=");
+    let run = fetch(pinned("client"));
+    run.assert_code(1, "a wrong pin=");
+    run.assert_held(0, b"", "a wrong pin=");
+
+    // cert=/key= is the client certificate nginx sees.
+    let run = fetch(format!(
+        "{}{cafile},cert={},key={}",
+        nginx.url("/client"),
+        pki.path("client.pem"),
+        pki.path("client.key")
+    ));
+    run.assert_code(0, "cert=");
+    run.assert_held(0, b"CN=client", "cert=");
+    let run = fetch(format!("{}{cafile}", nginx.url("/client")));
+    run.assert_code(0, "no cert=");
+    run.assert_held(0, b"", "no cert=");
 
     // A redirect from https to http is never followed.
     let run = fetch(format!("{}{cafile}", nginx.url("/to-http")));

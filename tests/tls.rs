@@ -997,7 +997,7 @@ impl Pki {
 
     /// `openssl x509 -noout -fingerprint -sha256` of `name`.pem: "AB:CD:…", as a person
     /// copies it into pin=sha256:.
-    fn fingerprint(&self, name: &str) -> String {
+    pub(crate) fn fingerprint(&self, name: &str) -> String {
         let out = Command::new("openssl")
             .args(["x509", "-noout", "-fingerprint", "-sha256", "-in"])
             .arg(self.path(&format!("{name}.pem")))
