@@ -1288,17 +1288,24 @@ on the line, prints zerocat's report at the end. A flag zerocat does not take is
 with the tool's usage error (nc and tee exit 1, pv 64) and a line naming the zerocat way.
 .TP
 nc
-OpenBSD netcat's \fB\-4 \-6 \-d \-k \-l \-N \-n \-U \-u \-v \-z \-e \-c \-p \-s \-w \-X \-x\fR
-(with ncat's long spellings). It connects, scans (\fB\-z\fR, port ranges \fILO\-HI\fR,
-service names) and accepts itself, so the lines scripts read are OpenBSD's
+OpenBSD netcat's \fB\-4 \-6 \-d \-k \-l \-N \-n \-q \-U \-u \-v \-z \-e \-c \-p \-s \-w \-X \-x\fR
+(with ncat's long spellings). It connects, scans (\fB\-z\fR, several ports, port ranges
+\fILO\-HI\fR, service names; \fB\-uz\fR for UDP) and accepts itself, so the lines and exit
+codes scripts read are OpenBSD's
 (\fBConnection to H P port [tcp/*] succeeded!\fR, \fBnc: connect to H port P (tcp) failed:
 Connection refused\fR, \fBListening on A P\fR, \fBConnection received on A P\fR), then
 relays the connected socket with stdin and stdout (\fB\-d\fR: to stdout only; \fB\-e\fR,
 \fB\-c\fR: with a command). Exit 0 when the connection (or, with \fB\-z\fR, one port)
-answered, 1 otherwise. Differences: stdin's EOF always half-closes the connection (what
-\fB\-N\fR asks); \fB\-lk\fR without a command writes each connection to stdout in turn, whole
-(\fBpipe \-\-keep\-open\fR), and sends them nothing; addresses are printed numerically.
-Refused: \fB\-C \-D \-F \-I \-i \-M \-m \-O \-P \-r \-S \-T \-t \-V \-W \-Z\fR.
+answered, 1 otherwise; \fB\-w\fR seconds of silence end a session cleanly (exit 0).
+Differences: stdin's EOF always half-closes the connection (what \fB\-N\fR asks);
+\fB\-q\fR is Debian's (the session still ends when the peer closes) without its extra
+wait; \fB\-lk\fR without a command writes each connection to stdout in turn, whole
+(\fBpipe \-\-keep\-open\fR), and sends them nothing; a listener shows peers numerically; a
+peer's reset, or with \fB\-u\fR a refused datagram, ends with exit 1 and the error (nc: exit
+0, silent); \fB\-u\fR ends a minute after stdin's EOF without \fB\-w\fR or \fB\-q\fR (nc
+waits for ever), \fB\-q\fR there bounding the silence as \fB\-w\fR does; \fB\-uzv\fR sends
+its five X probes 100 ms apart. Refused: \fB\-C \-D \-F \-I \-i \-M \-m \-O \-P \-r \-S \-T \-t
+\-V \-W \-Z\fR, \fB\-X 4\fR.
 .TP
 tee
 GNU coreutils 9's \fB\-a \-i \-p \-\-output\-error\fR[\fB=\fR\fIMODE\fR] \fB\-\-help \-\-version\fR:

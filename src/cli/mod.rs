@@ -1176,6 +1176,7 @@ impl Cli {
                     once: args.once,
                     max_conns: args.max_conns,
                     idle_timeout: args.idle_timeout,
+                    idle_ends_cleanly: false,
                     connect_timeout: args.connect_timeout,
                     linger: args.linger,
                     grace: args.grace,

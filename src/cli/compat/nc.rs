@@ -100,6 +100,33 @@ const SPECS: &[Spec] = &[
     long("help", Arg::None, "h"),
 ];
 
+/// `-h`'s summary below the usage: the flags zerocat's nc takes.
+const HELP: &str = "\
+\tCommand Summary:
+\t\t-4\t\tUse IPv4
+\t\t-6\t\tUse IPv6
+\t\t-c cmd\t\tRun cmd with sh -c for the connection (ncat's --sh-exec)
+\t\t-d\t\tDetach from stdin
+\t\t-e prog\t\tRun prog for the connection (ncat's --exec)
+\t\t-h\t\tThis help text
+\t\t-k\t\tKeep inbound sockets open for multiple connects
+\t\t-l\t\tListen mode, for inbound connects
+\t\t-N\t\tShutdown the network socket after EOF on stdin (always)
+\t\t-n\t\tSuppress name/port resolutions
+\t\t-p port\t\tSpecify local port for remote connects
+\t\t-q secs\t\tquit after EOF on stdin and delay of secs
+\t\t-s sourceaddr\tLocal source address
+\t\t-U\t\tUse UNIX domain socket
+\t\t-u\t\tUDP mode
+\t\t-v\t\tVerbose
+\t\t-w timeout\tTimeout for connects and final net reads
+\t\t-X proto\tProxy protocol: \"5\" (SOCKS) or \"connect\"
+\t\t-x addr[:port]\tSpecify proxy address and port
+\t\t-z\t\tZero-I/O mode [used for scanning]
+\tPort numbers can be individual or ranges: lo-hi [inclusive]
+\tRefused, with the zerocat spelling: -C -D -F -I -i -M -m -O -P -r -S -T -t -V -W -Z
+\t--zerocat-report[=json]\tzerocat's report (the kernel path) at the end";
+
 const USAGE: &str = "\
 usage: nc [-46CDdFhklNnrStUuvZz] [-I length] [-i interval] [-M ttl]
 	  [-m minttl] [-O length] [-P proxy_username] [-p source_port]
@@ -155,8 +182,8 @@ pub fn parse(name: &str, args: &[OsString], options: &mut Options) -> Invocation
             "6" => a.family = Some(Family::V6),
             "d" => a.no_stdin = true,
             "h" => {
-                eprintln!("{USAGE}");
-                std::process::exit(1)
+                eprintln!("zerocat answering as OpenBSD netcat\n{USAGE}\n{HELP}");
+                std::process::exit(0)
             }
             "k" => a.keep = true,
             "l" => a.listen = true,
@@ -172,19 +199,40 @@ pub fn parse(name: &str, args: &[OsString], options: &mut Options) -> Invocation
             "p" => a.port_flag = Some(value),
             "s" => a.source = Some(value),
             "w" => a.wait = Some(secs(&value, "timeout")),
-            "q" => a.quit_after = Some(secs(&value, "quit timeout")),
-            "X" => a.proxy_kind = Some(value),
+            // Debian's -q: a negative count waits for ever, as without it.
+            "q" if value.trim_start().starts_with('-') => a.quit_after = None,
+            "q" => a.quit_after = Some(secs(&value, "quit timer")),
+            "X" => a.proxy_kind = Some(proxy_protocol(value)),
             "x" => a.proxy = Some(value),
             other => refuse_unsupported(other),
         }
     }
+    if a.keep && !a.listen {
+        super::refuse("nc", "must use -l with -k", "", None, 1);
+    }
     run_as(a, options)
 }
 
-/// `-w 2`, `-q 0.5`: seconds, or nc's own error.
+/// `-X 5|connect` as given; SOCKS4 refused with the zerocat way; anything else is nc's
+/// own error.
+fn proxy_protocol(value: String) -> String {
+    match value.as_str() {
+        "5" | "connect" => value,
+        "4" => super::refuse(
+            "nc",
+            "-X 4: not supported by zerocat's nc",
+            USAGE,
+            Some("zerocat reaches SOCKS5 (-X 5) and HTTP CONNECT (-X connect) proxies"),
+            1,
+        ),
+        _ => super::refuse("nc", "unsupported proxy protocol", "", None, 1),
+    }
+}
+
+/// `-w 2`, `-q 0.5`: seconds, or nc's own error (`nc: timeout invalid: abc`).
 fn secs(value: &str, what: &str) -> Duration {
     super::seconds(value)
-        .unwrap_or_else(|| super::refuse("nc", &format!("{what} {value} is invalid"), "", None, 1))
+        .unwrap_or_else(|| super::refuse("nc", &format!("{what} invalid: {value}"), "", None, 1))
 }
 
 /// Flags OpenBSD nc has and zerocat does not take: the usage error, and the zerocat
@@ -220,14 +268,15 @@ fn run_as(a: Asked, options: &mut Options) -> Invocation {
         return listen(a, options);
     }
     let (host, ports) = match &a.operands[..] {
-        [host, ports] => (host.clone(), ports.clone()),
+        [host, ports @ ..] if !ports.is_empty() => (host.clone(), ports),
         [] => {
             eprintln!("{USAGE}");
             std::process::exit(1)
         }
         _ => super::refuse("nc", "missing port number", "", None, 1),
     };
-    let ports = parse_ports(&ports);
+    // Each operand after the host is a port or a range, scanned in order.
+    let ports: Vec<u16> = ports.iter().flat_map(|p| parse_ports(p)).collect();
     if a.scan {
         scan(&a, &host, &ports);
     }
@@ -239,16 +288,15 @@ fn run_as(a: Asked, options: &mut Options) -> Invocation {
         connect_through_endpoint(&a, &host, port)
     } else {
         match connect(&a, &host, port, a.verbose) {
-            Some(stream) => stream,
+            Some((stream, addr)) => {
+                if a.verbose {
+                    say_succeeded(&host, addr);
+                }
+                stream
+            }
             None => std::process::exit(1),
         }
     };
-    if a.verbose {
-        eprintln!(
-            "Connection to {host} {port} port [tcp/{}] succeeded!",
-            service(port)
-        );
-    }
     let fd = stream.into_raw_fd();
     session(a, options, Endpoint::Fd(fd))
 }
@@ -257,7 +305,7 @@ fn run_as(a: Asked, options: &mut Options) -> Invocation {
 /// (`-d`), or handed to a command (`-e`, `-c`).
 fn session(a: Asked, _options: &mut Options, peer: Endpoint) -> Invocation {
     if let Some(child) = command_side(&a) {
-        return relay(a.wait, peer, child);
+        return relay(&a, peer, child);
     }
     if a.no_stdin {
         return Invocation::Pipe(PipeConfig {
@@ -268,33 +316,52 @@ fn session(a: Asked, _options: &mut Options, peer: Endpoint) -> Invocation {
             keep_open: false,
         });
     }
-    relay(a.wait, Endpoint::Stdio, peer)
+    relay(&a, Endpoint::Stdio, peer)
 }
 
-fn relay(idle: Option<Duration>, a: Endpoint, b: Endpoint) -> Invocation {
+/// One session between `x` and `y`: `-w` idle ends it cleanly ("silently closed", exit 0,
+/// as nc). `-q` changes nothing here: Debian's build half-closes at stdin's EOF (zerocat
+/// always does) and starts its timer only once the peer closed, when zerocat just ends.
+fn relay(asked: &Asked, x: Endpoint, y: Endpoint) -> Invocation {
     Invocation::Relay(
         RelayConfig {
             once: true,
-            idle_timeout: idle,
+            idle_timeout: asked.wait,
+            idle_ends_cleanly: true,
             workers: Some(1),
-            ..RelayConfig::between(a, b)
+            ..RelayConfig::between(x, y)
         },
         Tuning::default(),
     )
+}
+
+/// `Connection to H P port [tcp/SERVICE] succeeded!`, `H (IP)` when H was a name.
+fn say_succeeded(host: &str, addr: SocketAddr) {
+    eprintln!(
+        "Connection to {} {} port [tcp/{}] succeeded!",
+        shown(host, addr),
+        addr.port(),
+        service(addr.port(), "tcp")
+    );
+}
+
+/// A host as nc names it in its lines: as given, with the address after a name.
+fn shown(host: &str, addr: SocketAddr) -> String {
+    match addr.ip().to_string() {
+        ip if ip == host => host.to_string(),
+        ip => format!("{host} ({ip})"),
+    }
 }
 
 /// `-z`: connect to each port and close at once; nc's lines; exit 0 when one answered.
 fn scan(a: &Asked, host: &str, ports: &[u16]) -> ! {
     let mut any = false;
     for &port in ports {
-        if let Some(stream) = connect(a, host, port, a.verbose) {
+        if let Some((stream, addr)) = connect(a, host, port, a.verbose) {
             any = true;
             drop(stream);
             if a.verbose {
-                eprintln!(
-                    "Connection to {host} {port} port [tcp/{}] succeeded!",
-                    service(port)
-                );
+                say_succeeded(host, addr);
             }
         }
     }
@@ -320,7 +387,10 @@ fn addresses(a: &Asked, host: &str, port: u16) -> Vec<SocketAddr> {
         })
         .collect();
     if wanted.is_empty() {
-        let why = if a.numeric || host.parse::<std::net::IpAddr>().is_ok() {
+        let numeric = host.parse::<std::net::IpAddr>().is_ok();
+        let why = if numeric && a.family.is_some() {
+            "Address family for hostname not supported"
+        } else if a.numeric || numeric {
             "Name or service not known"
         } else {
             "Temporary failure in name resolution"
@@ -338,21 +408,18 @@ fn addresses(a: &Asked, host: &str, port: u16) -> Vec<SocketAddr> {
 
 /// Connects to the first address of `host` that answers (within `-w`), saying each
 /// failure as OpenBSD nc does.
-fn connect(a: &Asked, host: &str, port: u16, say: bool) -> Option<TcpStream> {
+fn connect(a: &Asked, host: &str, port: u16, say: bool) -> Option<(TcpStream, SocketAddr)> {
     for addr in addresses(a, host, port) {
         let tried = match a.wait {
             Some(limit) => TcpStream::connect_timeout(&addr, limit),
             None => TcpStream::connect(addr),
         };
         match tried {
-            Ok(stream) => return Some(stream),
+            Ok(stream) => return Some((stream, addr)),
             Err(e) if say => {
-                let shown = match addr.ip().to_string() {
-                    ip if ip == host => host.to_string(),
-                    ip => format!("{host} ({ip})"),
-                };
                 eprintln!(
-                    "nc: connect to {shown} port {port} (tcp) failed: {}",
+                    "nc: connect to {} port {port} (tcp) failed: {}",
+                    shown(host, addr),
                     strerror(&e)
                 );
             }
@@ -373,15 +440,8 @@ fn connect_through_endpoint(a: &Asked, host: &str, port: u16) -> TcpStream {
     let mut uri = format!("tcp:{host_part}:{port}");
     if let Some(proxy) = &a.proxy {
         let word = match a.proxy_kind.as_deref() {
-            None | Some("5") => "socks5",
             Some("connect") => "connect",
-            Some(other) => super::refuse(
-                "nc",
-                &format!("unknown proxy protocol {other}"),
-                USAGE,
-                Some("zerocat reaches SOCKS5 (-X 5) and HTTP CONNECT (-X connect) proxies"),
-                1,
-            ),
+            _ => "socks5",
         };
         let proxy = if proxy.contains(':') {
             proxy.clone()
@@ -393,33 +453,115 @@ fn connect_through_endpoint(a: &Asked, host: &str, port: u16) -> TcpStream {
         uri.push_str(&format!(",{word}={proxy}"));
     }
     if a.source.is_some() || a.port_flag.is_some() {
-        let ip = a.source.clone().unwrap_or_else(|| match a.family {
-            Some(Family::V6) => "::".to_string(),
-            _ => "0.0.0.0".to_string(),
-        });
-        let ip = if ip.contains(':') {
-            format!("[{ip}]")
-        } else {
-            ip
+        let ip = match &a.source {
+            Some(source) => source_address(a, source),
+            None if a.family == Some(Family::V6) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+            None => std::net::Ipv4Addr::UNSPECIFIED.into(),
         };
-        uri.push_str(&format!(
-            ",bind={ip}{}",
-            a.port_flag
-                .as_ref()
-                .map(|p| format!(":{p}"))
-                .unwrap_or_default()
-        ));
+        let port = a.port_flag.as_deref().map_or(0, source_port);
+        uri.push_str(&format!(",bind={}", SocketAddr::new(ip, port)));
     }
     let target = endpoint::parse(&uri).unwrap_or_else(|e| {
         super::refuse("nc", &e.to_string(), USAGE, None, 1);
     });
     match target.open(endpoint::Role::Sink) {
-        Ok(opened) => TcpStream::from(opened.fd),
+        Ok(opened) => {
+            let stream = TcpStream::from(opened.fd);
+            if a.verbose {
+                // Through a proxy the peer is the proxy: nc names the target as given.
+                match stream.peer_addr() {
+                    Ok(addr) if a.proxy.is_none() => say_succeeded(host, addr),
+                    _ => eprintln!(
+                        "Connection to {host} {port} port [tcp/{}] succeeded!",
+                        service(port, "tcp")
+                    ),
+                }
+            }
+            stream
+        }
         Err(e) => {
-            eprintln!("nc: connect to {host} port {port} (tcp) failed: {e:#}");
+            say_connect_failed(a, host, port, &e);
             std::process::exit(1)
         }
     }
+}
+
+/// A connection through the tcp: endpoint failed: nc's line under `-v` when it was the
+/// connect that failed (to the proxy, when there is one), else zerocat's words.
+fn say_connect_failed(a: &Asked, host: &str, port: u16, e: &anyhow::Error) {
+    let io = e.chain().find_map(|c| c.downcast_ref::<std::io::Error>());
+    let refused = io
+        .and_then(std::io::Error::raw_os_error)
+        .is_some_and(|raw| {
+            use nix::errno::Errno;
+            [
+                Errno::ECONNREFUSED,
+                Errno::ETIMEDOUT,
+                Errno::EHOSTUNREACH,
+                Errno::ENETUNREACH,
+                Errno::EADDRINUSE,
+                Errno::EADDRNOTAVAIL,
+            ]
+            .contains(&Errno::from_raw(raw))
+        });
+    match (io, &a.proxy) {
+        (Some(io), None) if refused => {
+            if a.verbose {
+                eprintln!(
+                    "nc: connect to {host} port {port} (tcp) failed: {}",
+                    strerror(io)
+                );
+            }
+        }
+        (Some(io), Some(proxy)) if refused && e.to_string().contains("cannot connect to the") => {
+            if a.verbose {
+                let (proxy_host, proxy_port) = proxy.rsplit_once(':').unwrap_or((proxy, ""));
+                eprintln!(
+                    "nc: connect to {proxy_host} port {proxy_port} (tcp) failed: {}",
+                    strerror(io)
+                );
+            }
+        }
+        _ => eprintln!("nc: {e:#}"),
+    }
+}
+
+/// `-s ADDR`: an address, or a name resolved as nc's getaddrinfo does.
+fn source_address(a: &Asked, source: &str) -> std::net::IpAddr {
+    let resolved = match source.parse::<std::net::IpAddr>() {
+        Ok(ip) => vec![ip],
+        Err(_) if a.numeric => Vec::new(),
+        Err(_) => (source, 0)
+            .to_socket_addrs()
+            .map(|addrs| addrs.map(|addr| addr.ip()).collect())
+            .unwrap_or_default(),
+    };
+    resolved
+        .into_iter()
+        .find(|ip| match a.family {
+            Some(Family::V4) => ip.is_ipv4(),
+            Some(Family::V6) => ip.is_ipv6(),
+            None => true,
+        })
+        .unwrap_or_else(|| {
+            super::refuse("nc", "getaddrinfo: Name or service not known", "", None, 1)
+        })
+}
+
+/// `-p PORT`: a number or a service name, as nc's getaddrinfo takes it.
+fn source_port(text: &str) -> u16 {
+    text.parse()
+        .ok()
+        .or_else(|| port_of_service(text))
+        .unwrap_or_else(|| {
+            super::refuse(
+                "nc",
+                "getaddrinfo: Servname not supported for ai_socktype",
+                "",
+                None,
+                1,
+            )
+        })
 }
 
 /// `-l`: binds (SO_REUSEADDR, as nc), says so under `-v`, accepts one connection and
@@ -429,8 +571,8 @@ fn listen(a: Asked, options: &mut Options) -> Invocation {
         super::refuse("nc", "cannot use -z and -l", USAGE, None, 1);
     }
     let (host, port) = match (&a.operands[..], &a.port_flag) {
-        ([], Some(port)) => (None, port.clone()),
-        ([port], None) => (None, port.clone()),
+        ([], Some(port)) => (a.source.clone(), port.clone()),
+        ([port], None) => (a.source.clone(), port.clone()),
         ([host], Some(port)) => (Some(host.clone()), port.clone()),
         ([host, port], _) => (Some(host.clone()), port.clone()),
         _ => super::refuse("nc", "missing port number", "", None, 1),
@@ -500,6 +642,7 @@ fn keep_open(a: Asked, listener: Endpoint) -> Invocation {
     Invocation::Relay(
         RelayConfig {
             idle_timeout: a.wait,
+            idle_ends_cleanly: true,
             workers: Some(1),
             // One connection at a time, as nc -k serves them: the next waits in the backlog.
             max_conns: Some(1),
@@ -531,87 +674,170 @@ fn unix(a: Asked) -> Invocation {
     let scheme = if a.listen { "unix-listen" } else { "unix" };
     let side = endpoint_of(&format!("{scheme}:{path}"));
     let other = command_side(&a).unwrap_or(Endpoint::Stdio);
-    relay(a.wait, side, other)
+    relay(&a, side, other)
 }
 
-/// `-u`: datagrams. `nc -u HOST PORT` sends stdin; `nc -lu PORT` prints what arrives.
+/// `-u`: datagrams. `nc -u HOST PORT` is a session between stdin/stdout and the peer,
+/// a read of stdin a datagram, each answer printed (ended by `-w` or `-q` seconds without
+/// a datagram either way, else a minute after stdin's EOF); `nc -uz HOST PORTS` only
+/// connects; `nc -lu PORT` prints what arrives.
 fn udp(a: Asked) -> Invocation {
-    let (host, port) = match (&a.operands[..], a.listen) {
-        ([host, port], _) => (Some(host.clone()), port.clone()),
-        ([port], true) => (None, port.clone()),
-        ([], true) if a.port_flag.is_some() => (None, a.port_flag.clone().unwrap_or_default()),
+    let bracket = |h: &str| {
+        if h.contains(':') {
+            format!("[{h}]")
+        } else {
+            h.to_string()
+        }
+    };
+    if !a.listen {
+        let (host, ports) = match &a.operands[..] {
+            [host, ports @ ..] if !ports.is_empty() => (host, ports),
+            _ => super::refuse("nc", "missing port number", "", None, 1),
+        };
+        let ports: Vec<u16> = ports.iter().flat_map(|p| parse_ports(p)).collect();
+        if a.scan {
+            udp_scan(&a, host, &ports);
+        }
+        let [port] = ports[..] else {
+            super::refuse("nc", "port range not valid", "", None, 1)
+        };
+        let peer = endpoint_of(&format!("udp:{}:{port}", bracket(host)));
+        // UDP has no EOF to wait for: -q's seconds bound the silence, as -w's do.
+        let idle = match (a.wait, a.quit_after) {
+            (Some(w), Some(q)) => Some(w.min(q)),
+            (w, q) => w.or(q),
+        };
+        return Invocation::Relay(
+            RelayConfig {
+                once: true,
+                idle_timeout: idle,
+                idle_ends_cleanly: true,
+                workers: Some(1),
+                ..RelayConfig::between(Endpoint::Stdio, peer)
+            },
+            Tuning::default(),
+        );
+    }
+    let (host, port) = match &a.operands[..] {
+        [host, port] => (Some(host.clone()), port.clone()),
+        [port] => (None, port.clone()),
+        [] if a.port_flag.is_some() => (None, a.port_flag.clone().unwrap_or_default()),
         _ => super::refuse("nc", "missing port number", "", None, 1),
     };
-    let bracket = |h: String| if h.contains(':') { format!("[{h}]") } else { h };
-    let uri = match (a.listen, host) {
-        (true, Some(host)) => format!("udp-listen:{}:{port}", bracket(host)),
-        (true, None) => format!("udp-listen:0.0.0.0:{port}"),
-        (false, Some(host)) => format!("udp:{}:{port}", bracket(host)),
-        (false, None) => unreachable!("a connector has a host"),
-    };
-    let side = endpoint_of(&uri);
-    let (src, dst) = if a.listen {
-        (side, Endpoint::Stdio)
-    } else {
-        (Endpoint::Stdio, side)
+    let uri = match host {
+        Some(host) => format!("udp-listen:{}:{port}", bracket(&host)),
+        None => format!("udp-listen:0.0.0.0:{port}"),
     };
     Invocation::Pipe(PipeConfig {
-        src,
-        dst,
+        src: endpoint_of(&uri),
+        dst: Endpoint::Stdio,
         grace: crate::cmd::relay::GRACE,
         idle_timeout: a.wait,
         keep_open: false,
     })
 }
 
-/// `80`, `20-30`, or a service name from /etc/services.
-fn parse_ports(text: &str) -> Vec<u16> {
-    let port = |p: &str| -> u16 {
-        match p.parse::<u64>() {
-            Ok(n) if n > 65535 => {
-                super::refuse("nc", &format!("port number too large: {p}"), "", None, 1)
+/// `-uz`: a UDP "connection" to each port. Quiet, nothing is sent (as nc). With `-v`,
+/// nc's udptest: five `X` datagrams, a refusal (ICMP port unreachable) on any of them
+/// fails the port, silently as nc; zerocat sends them 100 ms apart where nc takes about
+/// three seconds.
+fn udp_scan(a: &Asked, host: &str, ports: &[u16]) -> ! {
+    let mut any = false;
+    for &port in ports {
+        for addr in addresses(a, host, port) {
+            let local: SocketAddr = if addr.is_ipv4() {
+                (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+            } else {
+                (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+            };
+            let tried = std::net::UdpSocket::bind(local).and_then(|socket| {
+                socket.connect(addr)?;
+                if a.verbose {
+                    for i in 0..5 {
+                        if i > 0 {
+                            std::thread::sleep(Duration::from_millis(100));
+                        }
+                        socket.send(b"X")?;
+                    }
+                }
+                Ok(())
+            });
+            // A refusal is silent, as nc's.
+            if tried.is_ok() {
+                any = true;
+                if a.verbose {
+                    eprintln!(
+                        "Connection to {} {port} port [udp/{}] succeeded!",
+                        shown(host, addr),
+                        service(port, "udp")
+                    );
+                }
+                break;
             }
-            Ok(n) if n > 0 => n as u16,
-            _ => port_of_service(p).unwrap_or_else(|| {
-                super::refuse("nc", &format!("port number invalid: {p}"), "", None, 1)
-            }),
         }
+    }
+    std::process::exit(if any { 0 } else { 1 })
+}
+
+/// `80`, `20-30`, or a service name from /etc/services; nc's words for a bad one
+/// (`port number too small: 0`, `port number invalid: x`, the high end checked first).
+fn parse_ports(text: &str) -> Vec<u16> {
+    let refuse = |why: &str, p: &str| -> ! {
+        super::refuse("nc", &format!("port number {why}: {p}"), "", None, 1)
     };
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    match text
-        .split_once('-')
-        .filter(|(lo, hi)| digits(lo) && digits(hi))
-    {
-        Some((lo, hi)) => {
-            let (lo, hi) = (port(lo), port(hi));
+    let number = |p: &str| strtonum(p).unwrap_or_else(|why| refuse(why, p));
+    match text.split_once('-') {
+        Some((lo, hi)) if text.starts_with(|c: char| c.is_ascii_digit()) => {
+            let hi = number(hi);
+            let lo = number(lo);
             let (lo, hi) = if lo <= hi { (lo, hi) } else { (hi, lo) };
             (lo..=hi).collect()
         }
-        None => vec![port(text)],
+        _ => match strtonum(text) {
+            Ok(port) => vec![port],
+            Err("invalid") => {
+                vec![port_of_service(text).unwrap_or_else(|| refuse("invalid", text))]
+            }
+            Err(why) => refuse(why, text),
+        },
     }
 }
 
-/// The service /etc/services names for a TCP port, as nc shows it (`*` for none).
-fn service(port: u16) -> String {
-    services()
+/// A port as strtonum(3) reads it between 1 and 65535, or its word for why not.
+fn strtonum(text: &str) -> Result<u16, &'static str> {
+    let signless = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if signless.is_empty() || !signless.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("invalid");
+    }
+    match text.parse::<i64>() {
+        Ok(n) if n < 1 => Err("too small"),
+        Ok(n) => u16::try_from(n).map_err(|_| "too large"),
+        Err(_) if text.starts_with('-') => Err("too small"),
+        Err(_) => Err("too large"),
+    }
+}
+
+/// The service /etc/services names for a port of `proto`, as nc shows it (`*` for none).
+fn service(port: u16, proto: &str) -> String {
+    services(proto)
         .find(|(_, p)| *p == port)
         .map_or_else(|| "*".to_string(), |(name, _)| name)
 }
 
 fn port_of_service(name: &str) -> Option<u16> {
-    services().find(|(n, _)| n == name).map(|(_, p)| p)
+    services("tcp").find(|(n, _)| n == name).map(|(_, p)| p)
 }
 
-/// /etc/services' TCP entries: (name, port).
-fn services() -> impl Iterator<Item = (String, u16)> {
+/// /etc/services' entries of `proto` (tcp, udp): (name, port).
+fn services(proto: &str) -> impl Iterator<Item = (String, u16)> {
     let text = std::fs::read_to_string("/etc/services").unwrap_or_default();
     text.lines()
         .filter_map(|line| {
             let line = line.split('#').next()?;
             let mut words = line.split_whitespace();
             let name = words.next()?;
-            let (port, proto) = words.next()?.split_once('/')?;
-            (proto == "tcp").then(|| Some((name.to_string(), port.parse().ok()?)))?
+            let (port, its_proto) = words.next()?.split_once('/')?;
+            (its_proto == proto).then(|| Some((name.to_string(), port.parse().ok()?)))?
         })
         .collect::<Vec<_>>()
         .into_iter()

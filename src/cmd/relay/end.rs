@@ -105,7 +105,8 @@ pub enum ConnEnd {
     /// end, the sockets closed with FIN.
     Linger,
     /// A datagram session heard nothing either way for `--idle-timeout`: how a UDP
-    /// session ends (datagrams have no EOF), so a clean end.
+    /// session ends (datagrams have no EOF), so a clean end. Also a stream's idle timeout
+    /// where the relay was told that is how it ends (`idle_ends_cleanly`, nc -w).
     Quiet,
     Signal,
 }

@@ -70,6 +70,9 @@ pub struct RelayConfig {
     pub max_conns: Option<usize>,
     /// Close a connection that moved no byte either way for this long.
     pub idle_timeout: Option<Duration>,
+    /// The idle timeout is how a connection ends, cleanly (nc -w: "silently closed",
+    /// exit 0), not a failure.
+    pub idle_ends_cleanly: bool,
     /// Give up a connection attempt after this long (each attempt of `retry=N`).
     pub connect_timeout: Option<Duration>,
     /// `--linger` (nc -q): once one direction has ended, the other gets at most this long,
@@ -100,6 +103,7 @@ impl RelayConfig {
             once: false,
             max_conns: None,
             idle_timeout: None,
+            idle_ends_cleanly: false,
             connect_timeout: None,
             linger: None,
             grace: GRACE,

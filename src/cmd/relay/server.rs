@@ -613,7 +613,12 @@ impl<'a> Server<'a> {
                 };
                 let due = conn.last_active + idle;
                 if due <= now {
-                    self.finish(idx, ConnEnd::IdleTimeout);
+                    let end = if self.cfg.idle_ends_cleanly {
+                        ConnEnd::Quiet
+                    } else {
+                        ConnEnd::IdleTimeout
+                    };
+                    self.finish(idx, end);
                 } else {
                     self.poller.timer(due, token);
                 }
