@@ -424,10 +424,12 @@ impl ResumeArgs {
     }
 }
 
-/// An http(s) source takes the command's --retries, --retry-wait and --idle-timeout.
+/// An http(s) or s3 source takes the command's --retries, --retry-wait and --idle-timeout.
 fn with_resume(mut e: Endpoint, policy: crate::endpoint::http::resume::ResumePolicy) -> Endpoint {
-    if let Endpoint::Http { opts, .. } = &mut e {
-        opts.resume = policy;
+    match &mut e {
+        Endpoint::Http { opts, .. } => opts.resume = policy,
+        Endpoint::S3 { opts, .. } => opts.resume = policy,
+        _ => {}
     }
     e
 }
@@ -1327,8 +1329,13 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
     let plain = |e: &Endpoint| e.plain_file().is_some();
     // An object into a file by ranged GETs (`-j N`), or continuing a partial file
     // (`--resume`): copy's own (cmd/copy/ranged.rs). Anywhere else -j has no file to fill.
-    if let [Endpoint::Http { .. }] = &args.paths[..] {
-        if args.jobs.is_some() && !plain(&dest) {
+    // An object: an http(s) URL, or an s3:// key outside copy -r.
+    let object = |e: &Endpoint| {
+        matches!(e, Endpoint::Http { .. })
+            || matches!(e, Endpoint::S3 { .. }) && !(args.recursive || args.archive)
+    };
+    if let [src] = &args.paths[..] {
+        if object(src) && args.jobs.is_some() && !plain(&dest) {
             Cli::command()
                 .error(
                     clap::error::ErrorKind::ArgumentConflict,
@@ -1340,7 +1347,7 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
                 .exit();
         }
     }
-    let object_download = matches!(&args.paths[..], [Endpoint::Http { .. }])
+    let object_download = matches!(&args.paths[..], [src] if object(src))
         && plain(&dest)
         && (args.jobs.is_some() || args.resume);
     // `copy -r` of a tree of objects (`s3://BUCKET/PREFIX/`) is a copy, not one stream.

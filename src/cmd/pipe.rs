@@ -96,7 +96,7 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     // cut its pump resumes (endpoint/http/resume.rs), never the end; any other is watched.
     let idle = cfg
         .idle_timeout
-        .filter(|_| ends.src_info.kind != FdKind::Datagram && !cfg.src.is_http())
+        .filter(|_| ends.src_info.kind != FdKind::Datagram && !cfg.src.pumps_a_body())
         .map(|idle| IdleWatch::start(meter.clone(), idle, ends.src));
     let (record, failure) = engine::transfer(&ends, &chain, middle.as_ref(), &meter);
     let timed_out = idle.map_or(Quiet::No, IdleWatch::stop);

@@ -161,7 +161,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     // An http(s) body's quiet is a cut its pump resumes (endpoint/http/resume.rs).
     let idle = cfg
         .idle_timeout
-        .filter(|_| !sinks.is_empty() && !cfg.src.is_http())
+        .filter(|_| !sinks.is_empty() && !cfg.src.pumps_a_body())
         .map(|idle| IdleWatch::start(meter.clone(), idle, src.fd.as_fd()));
     let mut out = if sinks.is_empty() {
         // Not one sink opened: nothing to read the source for.

@@ -492,6 +492,18 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
                 "part-size=SIZE",
                 "a sink's part: one PUT up to it, multipart past it (8M; 5M-5G)",
             ),
+            opt(
+                "cafile=PEM",
+                "an https endpoint: verify it against these CAs (or this very certificate)",
+            ),
+            opt(
+                "verify=0|1",
+                "an https endpoint: 0 does not verify its certificate (insecure, said)",
+            ),
+            opt(
+                "sni=NAME",
+                "an https endpoint: the name sent and verified (default: its host)",
+            ),
         ],
     },
     SchemeInfo {
@@ -1228,6 +1240,7 @@ fn parse_s3(rest: &str) -> Result<Endpoint, String> {
         ));
     }
     let mut opts = S3Opts::default();
+    let mut verify_seen = false;
     let options = options.map(|o| std::str::from_utf8(o).expect("UTF-8 text"));
     for piece in options.into_iter().flat_map(|o| o.split(',')) {
         let (name, value) = piece.split_once('=').unwrap_or((piece, ""));
@@ -1246,7 +1259,29 @@ fn parse_s3(rest: &str) -> Result<Endpoint, String> {
                 }
                 opts.part_size = Some(size);
             }
-            "endpoint" | "part-size" => {
+            "cafile" if opts.tls.cafile.is_none() && !value.is_empty() => {
+                opts.tls.cafile = Some(PathBuf::from(value));
+            }
+            "sni" if opts.tls.sni.is_none() && !value.is_empty() => {
+                opts.tls.sni = Some(value.to_string());
+            }
+            "verify" if !verify_seen => {
+                verify_seen = true;
+                opts.tls.insecure = match value {
+                    "1" => false,
+                    "0" => true,
+                    _ => {
+                        return Err(format!(
+                            "option 'verify' takes 0 (do not verify the server: insecure) or \
+                             1, got '{value}'"
+                        ))
+                    }
+                };
+            }
+            "cafile" | "sni" if value.is_empty() => {
+                return Err(format!("option '{name}' needs a value: {name}=…"))
+            }
+            "endpoint" | "part-size" | "cafile" | "sni" | "verify" => {
                 return Err(format!(
                     "option '{name}' is given twice (s3: takes {})",
                     Scheme::S3.info().option_forms()
@@ -2152,7 +2187,7 @@ impl fmt::Display for Endpoint {
                 if let Some(size) = opts.part_size {
                     write!(f, ",part-size={size}")?;
                 }
-                Ok(())
+                write_tls_opts(f, &opts.tls)
             }
             Endpoint::UdpListen { host, port, access } => {
                 f.write_str("udp-listen:")?;

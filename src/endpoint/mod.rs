@@ -179,6 +179,10 @@ pub struct S3Opts {
     pub endpoint: Option<String>,
     /// `part-size=SIZE`: a sink's part size ([`s3::DEFAULT_PART_SIZE`] when None).
     pub part_size: Option<u64>,
+    /// `cafile=`, `verify=0`, `sni=`: how an https endpoint's certificate is checked.
+    pub tls: TlsOpts,
+    /// A source's `--retries`, `--retry-wait`, `--idle-timeout` (the command's options).
+    pub resume: http::resume::ResumePolicy,
 }
 
 /// `,header=…` in one of its forms.
@@ -504,6 +508,12 @@ impl Endpoint {
     /// `http://` or `https://`.
     pub fn is_http(&self) -> bool {
         matches!(self, Endpoint::Http { .. })
+    }
+
+    /// A source whose body the http endpoint's pump moves, watching `--idle-timeout` and
+    /// resuming a cut itself (`http(s)://`, `s3://`): the command's own idle watch stays off.
+    pub fn pumps_a_body(&self) -> bool {
+        matches!(self, Endpoint::Http { .. } | Endpoint::S3 { .. })
     }
 
     /// An `http(s)://` sink told the length of the body it will be given (a regular file's

@@ -198,12 +198,9 @@ impl Endpoint {
                 Ok(plain(fd))
             }
             Endpoint::S3 { bucket, key, opts } => {
-                let endpoint = opts.endpoint.as_deref();
                 let (fd, transfer) = match role {
-                    Role::Source => super::s3::transfer::open_source(endpoint, bucket, key)?,
-                    Role::Sink => {
-                        super::s3::transfer::open_sink(endpoint, bucket, key, opts.part_size)?
-                    }
+                    Role::Source => super::s3::transfer::open_source(opts, bucket, key)?,
+                    Role::Sink => super::s3::transfer::open_sink(opts, bucket, key)?,
                 };
                 Ok(Opened {
                     s3: Some(transfer),

@@ -155,6 +155,31 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
     if s3tree::applies(cfg) {
         return s3tree::run(opts, cfg);
     }
+    // `copy --resume|-j N s3://BUCKET/KEY FILE`: the same ranged GETs, signed, If-Match.
+    if let [Endpoint::S3 {
+        bucket,
+        key,
+        opts: s3,
+    }] = &cfg.sources[..]
+    {
+        let dest = cfg
+            .dest
+            .plain_file()
+            .expect("cli routes an object into a file only");
+        let (client, get) = crate::endpoint::s3::client::Client::from_opts(s3)?.http_request(
+            &crate::endpoint::s3::client::Call {
+                kind: crate::endpoint::s3::client::Kind::Get,
+                method: "GET",
+                bucket,
+                key,
+                query: &[],
+                headers: &[],
+                body: crate::endpoint::s3::client::Body::Empty,
+            },
+        )?;
+        let jobs = cfg.jobs.unwrap_or(1);
+        return ranged::download(opts, &client, &get, dest, cfg.resume, jobs, &s3.resume);
+    }
     let operands: Vec<&Endpoint> = cfg.sources.iter().chain([&cfg.dest]).collect();
     // cli turned a one-source copy with a stream or a file with options into `pipe`.
     let plain = |e: &Endpoint| e.plain_file().map(Path::to_path_buf);

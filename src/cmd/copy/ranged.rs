@@ -139,6 +139,37 @@ pub fn run(
         )
         .into());
     }
+    let get = Request {
+        method: "GET".to_string(),
+        url: url.clone(),
+        headers: resolve_headers(http)?,
+        body: RequestBody::None,
+        target: None,
+    };
+    download(
+        opts,
+        &Client::new(http.clone()),
+        &get,
+        dest,
+        resume,
+        jobs,
+        policy,
+    )
+}
+
+/// [`run`] with the client and the GET of the caller's: an `s3://` object's (signed at
+/// each request, held to one version by If-Match).
+#[allow(clippy::too_many_arguments)]
+pub fn download(
+    opts: &Options,
+    client: &Client,
+    get: &Request,
+    dest: &Path,
+    resume: bool,
+    jobs: usize,
+    policy: &ResumePolicy,
+) -> anyhow::Result<ExitCode> {
+    let url = &get.url;
     // A FIFO or a device is a stream: -j would rename its temporary over it, --resume
     // has no length to continue from.
     if let Some(kind) = not_a_regular_file(dest) {
@@ -168,18 +199,10 @@ pub fn run(
     }
     let started = Instant::now();
     let meter = crate::progress::meter(opts);
-    let client = Client::new(http.clone());
-    let headers = resolve_headers(http)?;
-    let get = Request {
-        method: "GET".to_string(),
-        url: url.clone(),
-        headers,
-        body: RequestBody::None,
-    };
     let done = if jobs > 1 {
-        ranged(&client, &get, dest, jobs, policy, &meter)?
+        ranged(client, get, dest, jobs, policy, &meter)?
     } else {
-        single(&client, &get, dest, resume, policy, &meter)?
+        single(client, get, dest, resume, policy, &meter)?
     };
     let seconds = started.elapsed().as_secs_f64();
     let ending = match (&done.error, done.interrupted) {
@@ -216,13 +239,19 @@ fn not_a_regular_file(dest: &Path) -> Option<&'static str> {
     (kind != Kind::File).then(|| kind.word())
 }
 
-/// The request `get` with a Range (and If-Range) added.
-fn ranged_request(get: &Request, range: String, if_range: Option<&Validator>) -> Request {
+/// The request `get` with a Range added, held to `same` version by the client's
+/// precondition (If-Range, or S3's If-Match).
+fn ranged_request(
+    client: &Client,
+    get: &Request,
+    range: String,
+    same: Option<&Validator>,
+) -> Request {
     let mut r = get.clone();
     r.headers.push(("Range".to_string(), range));
-    if let Some(v) = if_range {
-        r.headers
-            .push(("If-Range".to_string(), v.if_range().to_string()));
+    if let Some(v) = same {
+        let (name, value) = client.precondition.header(v);
+        r.headers.push((name.to_string(), value));
     }
     r
 }
@@ -264,10 +293,16 @@ fn single(
         None
     };
     let request = match &kept_before {
-        Some((v, _)) => ranged_request(get, format!("bytes={len}-"), Some(v)),
+        Some((v, _)) => ranged_request(client, get, format!("bytes={len}-"), Some(v)),
         None => get.clone(),
     };
-    let response = answered(client, &request)?;
+    let mut response = answered(client, &request)?;
+    if kept_before.is_some() && response.head.status == 412 {
+        // If-Match (S3): another version is there now; it is fetched whole, from the start,
+        // over the old bytes.
+        drop(response);
+        response = answered(client, get)?;
+    }
     let shown = redact_url(&response.url);
     let head = response.head.clone();
     let mut start = 0;
@@ -423,7 +458,7 @@ fn ranged(
     policy: &ResumePolicy,
     meter: &Arc<Meter>,
 ) -> anyhow::Result<Done> {
-    let probe = answered(client, &ranged_request(get, "bytes=0-0".to_string(), None))?;
+    let probe = answered(client, &ranged_request(client, get, "bytes=0-0".to_string(), None))?;
     let shown = redact_url(&probe.url);
     let head = probe.head.clone();
     let validator = Validator::of(
@@ -535,7 +570,7 @@ fn fetch_part(
     policy: &ResumePolicy,
     meter: &Meter,
 ) -> anyhow::Result<(Record, Option<Failure>, crate::endpoint::http::PumpEnd)> {
-    let request = ranged_request(get, format!("bytes={a}-{b}"), Some(validator));
+    let request = ranged_request(client, get, format!("bytes={a}-{b}"), Some(validator));
     let response = answered(client, &request)?;
     let shown = redact_url(&response.url);
     let head = &response.head;

@@ -89,7 +89,7 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
                     "copy -r {source}: the destination must be a directory path"
                 ))
             })?;
-            let client = Client::from_env(o.endpoint.as_deref())?;
+            let client = Client::from_opts(o)?;
             let prefix = as_prefix(key);
             let objects = transfer::list(&client, bucket, &prefix)?;
             let listed = objects.len() as u64;
@@ -130,7 +130,7 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
                     "copy -r {src}: the source must be a directory path"
                 ))
             })?;
-            let client = Client::from_env(o.endpoint.as_deref())?;
+            let client = Client::from_opts(o)?;
             let prefix = as_prefix(key);
             let mut items = Vec::new();
             walk(dir, Path::new(""), &prefix, &mut items, &tally)?;

@@ -857,10 +857,23 @@ fn s3_objects_parse_with_their_options_and_round_trip() {
             opts: S3Opts {
                 endpoint: Some("http://127.0.0.1:9000".into()),
                 part_size: Some(16 << 20),
+                ..S3Opts::default()
             },
         }
     );
     assert_eq!(parse(&ep.to_string()).unwrap(), ep);
+    let tls = ok("s3://b/k,endpoint=https://127.0.0.1:9443,cafile=/ca.pem,sni=localhost");
+    let Endpoint::S3 { opts, .. } = &tls else {
+        panic!("{tls:?}")
+    };
+    assert_eq!(opts.tls.cafile.as_deref(), Some(std::path::Path::new("/ca.pem")));
+    assert_eq!(opts.tls.sni.as_deref(), Some("localhost"));
+    assert_eq!(parse(&tls.to_string()).unwrap(), tls);
+    let Endpoint::S3 { opts, .. } = ok("s3://b/k,verify=0") else {
+        unreachable!()
+    };
+    assert!(opts.tls.insecure);
+    err("s3://b/k,verify=2", &["'verify' takes 0"]);
     assert_eq!(ok("s3://b/").to_string(), "s3://b/");
     assert_eq!(ep.scheme(), "s3");
 }

@@ -34,9 +34,10 @@ use nix::poll::PollFlags;
 use url::Url;
 
 pub use super::{parse_range, redact_url, split_header, ByteRange, HeaderSpec, HttpOpts};
-pub use body::{BodyPump, Framing, PumpEnd, UploadPump, PUMP_FINISH};
+pub use body::{finish_connection, BodyPump, Framing, PumpEnd, UploadPump, PUMP_FINISH};
 pub use head::{ResponseHead, MAX_HEAD};
 pub use open::{open, resolve_headers, HttpEnd, HttpSummary};
+pub use request::host_header;
 pub use target::env_proxy;
 
 use super::tls::Session;
@@ -59,6 +60,10 @@ pub enum RequestBody {
     Length(u64),
     /// `Transfer-Encoding: chunked`: the caller writes chunks ([`UploadPump`]).
     Chunked,
+    /// `Content-Length: N` without `Expect: 100-continue`: the caller writes the N bytes
+    /// right after the head (S3's XML bodies and parts: a server that never answers 100
+    /// would cost [`EXPECT_WAIT`] a request, and s3s-fs hangs on an empty body that asks).
+    Direct(u64),
 }
 
 /// One request: what [`Client::exchange`] sends.
@@ -70,6 +75,50 @@ pub struct Request {
     /// (Range, If-Range, Authorization, x-amz-*...). Values may be secrets: never shown.
     pub headers: Vec<(String, String)>,
     pub body: RequestBody,
+    /// The request-target as sent, when not the URL's path and query: an S3 key such as
+    /// `a/../b` is a name, which a URL would resolve to `b`. Dropped at a redirect.
+    pub target: Option<String>,
+}
+
+/// Signs a request just before it goes, its final headers in: S3's SigV4, so that a
+/// resume or a redirect long after the first request carries a fresh date and the
+/// headers it added (Range, If-Match) signed with the rest.
+pub trait Sign: Send + Sync + std::fmt::Debug {
+    /// Adds the signature's headers to `request` (replacing any of an earlier signing).
+    fn sign(&self, request: &mut Request);
+}
+
+/// How a ranged request is held to the version of the object the first answer was:
+/// `If-Range` (a plain HTTP server: a changed object comes back whole, as a 200) or
+/// `If-Match` (S3, whose documented conditions are If-Match and If-Unmodified-Since: a
+/// changed object is a 412). Either way the other version is refused, never appended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precondition {
+    #[default]
+    IfRange,
+    IfMatch,
+}
+
+impl Precondition {
+    /// The header that makes a ranged request conditional on `validator`.
+    pub fn header(self, validator: &resume::Validator) -> (&'static str, String) {
+        let value = validator.if_range().to_string();
+        match (self, validator) {
+            (Precondition::IfRange, _) => ("If-Range", value),
+            (Precondition::IfMatch, resume::Validator::ETag(_)) => ("If-Match", value),
+            (Precondition::IfMatch, resume::Validator::LastModified(_)) => {
+                ("If-Unmodified-Since", value)
+            }
+        }
+    }
+
+    /// Whether `name` is a header this module adds for a precondition (taken out of a
+    /// request before another is added).
+    pub fn is_precondition_header(name: &str) -> bool {
+        ["if-range", "if-match", "if-unmodified-since"]
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(name))
+    }
 }
 
 /// A connection to an HTTP server: the fd to read and write (a TCP socket, a kTLS socket,
@@ -95,11 +144,19 @@ pub struct Response {
 #[derive(Debug, Clone)]
 pub struct Client {
     pub opts: HttpOpts,
+    /// Signs every request this client sends (S3), redirects and resumes included.
+    pub signer: Option<std::sync::Arc<dyn Sign>>,
+    /// How ranged requests (resumes, `copy -j`) are held to one version.
+    pub precondition: Precondition,
 }
 
 impl Client {
     pub fn new(opts: HttpOpts) -> Client {
-        Client { opts }
+        Client {
+            opts,
+            signer: None,
+            precondition: Precondition::IfRange,
+        }
     }
 
     /// Connects to `url`'s server (through `socks5=`/`connect=` or the proxy the environment
@@ -163,6 +220,7 @@ impl Client {
                 request.method = "GET".to_string();
                 request.body = RequestBody::None;
             }
+            request.target = None;
             if !same_origin(&origin, &next) {
                 request
                     .headers
@@ -174,13 +232,40 @@ impl Client {
     }
 
     fn exchange_once(&self, request: &Request) -> anyhow::Result<Sent> {
+        let conn = self.connect_for(&request.url)?;
+        self.send_on(conn, request)
+    }
+
+    /// Connects to the server (or proxy) of `url`, TLS included: the first half of
+    /// [`Client::exchange`], no redirect followed. A failure here sent nothing.
+    pub fn connect_for(&self, url: &Url) -> anyhow::Result<Connection> {
+        let route = target::route(url, &self.opts)?;
+        connect(&route, &self.opts, url)
+    }
+
+    /// Sends `request` on `conn` (from [`Client::connect_for`]) and reads the answer's head,
+    /// as [`Client::exchange`] does, no redirect followed. A failure here is of a
+    /// connection that was made: the server cut it or never answered.
+    pub fn send_on(&self, conn: Connection, request: &Request) -> anyhow::Result<Sent> {
+        let signed;
+        let request = match &self.signer {
+            Some(signer) => {
+                let mut r = request.clone();
+                signer.sign(&mut r);
+                signed = r;
+                &signed
+            }
+            None => request,
+        };
         let shown = redact_url(&request.url);
         let route = target::route(&request.url, &self.opts)?;
-        let conn = connect(&route, &self.opts, &request.url)?;
         let head = request::head(request, &route, &self.opts);
         crate::sys::write_all(conn.fd.as_fd(), &head)
             .map_err(|(_, errno)| std::io::Error::from(errno))
             .with_context(|| format!("{shown}: cannot send the request"))?;
+        if let RequestBody::Direct(_) = request.body {
+            return Ok(Sent::Continue(conn, request.url.clone()));
+        }
         if request.body != RequestBody::None {
             let answered = crate::sys::wait_within(conn.fd.as_fd(), PollFlags::POLLIN, EXPECT_WAIT)
                 .map_err(std::io::Error::from)

@@ -229,6 +229,7 @@ pub fn open(
                 url: url.clone(),
                 headers,
                 body: RequestBody::None,
+                target: None,
             };
             let Sent::Answered(response) = client.exchange(&request)? else {
                 unreachable!("a request without a body is answered")
@@ -263,6 +264,7 @@ pub fn open(
                 url: url.clone(),
                 headers,
                 body: upload_len.map_or(RequestBody::Chunked, RequestBody::Length),
+                target: None,
             };
             match client.exchange(&request)? {
                 Sent::Continue(conn, url) => {

@@ -12,28 +12,18 @@ use super::{HttpOpts, Request, RequestBody};
 /// connection: the body ends where the framing says, and nothing follows it).
 pub fn head(request: &Request, route: &Route, _opts: &HttpOpts) -> Vec<u8> {
     let url = &request.url;
+    let origin_form = match (&request.target, url.query()) {
+        (Some(target), _) => target.clone(),
+        (None, Some(query)) => format!("{}?{query}", url.path()),
+        (None, None) => url.path().to_string(),
+    };
     let target = if route.absolute_form {
-        let mut bare = url.clone();
-        let _ = bare.set_username("");
-        let _ = bare.set_password(None);
-        bare.set_fragment(None);
-        bare.to_string()
+        format!("{}://{}{origin_form}", url.scheme(), host_header(url))
     } else {
-        match url.query() {
-            Some(query) => format!("{}?{query}", url.path()),
-            None => url.path().to_string(),
-        }
+        origin_form
     };
     let mut text = format!("{} {target} HTTP/1.1\r\n", request.method);
-    let host = url.host_str().unwrap_or("");
-    match url.port() {
-        Some(port) => {
-            let _ = write!(text, "Host: {host}:{port}\r\n");
-        }
-        None => {
-            let _ = write!(text, "Host: {host}\r\n");
-        }
-    }
+    let _ = write!(text, "Host: {}\r\n", host_header(url));
     let given = |name: &str| {
         request
             .headers
@@ -67,6 +57,9 @@ pub fn head(request: &Request, route: &Route, _opts: &HttpOpts) -> Vec<u8> {
     }
     match request.body {
         RequestBody::None => {}
+        RequestBody::Direct(n) => {
+            let _ = write!(text, "Content-Length: {n}\r\n");
+        }
         RequestBody::Length(n) => {
             let _ = write!(text, "Content-Length: {n}\r\nExpect: 100-continue\r\n");
         }
@@ -79,4 +72,14 @@ pub fn head(request: &Request, route: &Route, _opts: &HttpOpts) -> Vec<u8> {
     }
     text.push_str("\r\n");
     text.into_bytes()
+}
+
+/// The `Host` header of `url`: its host, and `:PORT` when the URL names one other than the
+/// scheme's (what a signer must sign as sent).
+pub fn host_header(url: &url::Url) -> String {
+    let host = url.host_str().unwrap_or("");
+    match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_string(),
+    }
 }

@@ -109,7 +109,7 @@ impl Resumer {
         };
         let mut request = request.clone();
         request.headers.retain(|(n, _)| {
-            !n.eq_ignore_ascii_case("range") && !n.eq_ignore_ascii_case("if-range")
+            !n.eq_ignore_ascii_case("range") && !super::Precondition::is_precondition_header(n)
         });
         Some(Resumer {
             client: client.clone(),
@@ -162,10 +162,8 @@ impl Resumer {
                 None => format!("bytes={offset}-"),
             };
             request.headers.push(("Range".to_string(), range));
-            request.headers.push((
-                "If-Range".to_string(),
-                self.validator.if_range().to_string(),
-            ));
+            let (name, value) = self.client.precondition.header(&self.validator);
+            request.headers.push((name.to_string(), value));
             let mut response = match self.client.exchange(&request) {
                 Ok(Sent::Answered(response)) => response,
                 Ok(Sent::Continue(..)) => unreachable!("a GET has no body to continue"),
@@ -368,7 +366,8 @@ impl<'a> Answer<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// 200: the whole object again. It changed since the first answer (If-Range said so),
-    /// or the server ignores ranges: either way not spliced after the first part.
+    /// or the server ignores ranges: either way not spliced after the first part. 412: the
+    /// If-Match of an S3 resume failed, another version is there.
     Changed { status: u16 },
     /// A 206 that names another validator than the first answer's.
     OtherVersion { named: String },
@@ -388,6 +387,11 @@ impl Refusal {
 /// The message of a refused continuation after `delivered` bytes of the body.
 pub fn refusal_text(refusal: &Refusal, delivered: u64) -> String {
     match refusal {
+        Refusal::Changed { status: 412 } => format!(
+            "the object changed after {delivered} bytes (asked to resume at {delivered} if it \
+             was still the same version, the server answered 412 Precondition Failed: another \
+             version is there now; nothing of it was written)"
+        ),
         Refusal::Changed { status } => format!(
             "the object changed after {delivered} bytes (asked to resume at {delivered}, the \
              server answered {status} with the whole object: another version, or a server \
@@ -420,7 +424,9 @@ pub fn check_continuation(
 ) -> Result<u64, Refusal> {
     match answer.status {
         206 => {}
-        200 => return Err(Refusal::Changed { status: 200 }),
+        // 200: If-Range found another version and sent it whole; 412: If-Match (S3) found
+        // another version.
+        200 | 412 => return Err(Refusal::Changed { status: answer.status }),
         s => return Err(Refusal::Status(s)),
     }
     if validator.contradicted_by(answer.etag, answer.last_modified) {
@@ -625,6 +631,11 @@ mod tests {
         assert_eq!(
             check(answer(200, None, Some("\"v1\""))),
             Err(Refusal::Changed { status: 200 })
+        );
+        assert_eq!(
+            check(answer(412, None, None)),
+            Err(Refusal::Changed { status: 412 }),
+            "If-Match failed: another version"
         );
         assert!(matches!(
             check(answer(206, Some("bytes 100-999/1000"), Some("\"v2\""))),

@@ -1,25 +1,34 @@
-//! S3 requests over HTTP/1.1: one signed request per connection (`Connection: close`), the
-//! response head read with MSG_PEEK so the socket is left exactly at the first byte of the
-//! body (a GET's body then goes through the engine, spliced, and ends at the server's close);
-//! small answers (XML) read whole. Retries with backoff on `SlowDown`, 500, 503 and on a
-//! connection reset before an answer; every request and retry counted for the report.
+//! S3 requests over the http endpoint's client (`endpoint/http`): one signed HTTP/1.1
+//! request per connection (`Connection: close`), over TCP, or TLS for an https endpoint
+//! (`cafile=`, `verify=0`, `sni=` as `tls:` takes them), the answer's head read with
+//! MSG_PEEK so the connection stays at the body's first byte. A GET's body is the http
+//! endpoint's: spliced by its pump into a pipe the engine reads, and resumed after a cut
+//! with `Range` + `If-Match` (`http/resume.rs`), each request signed again as it goes
+//! ([`Signer`]). Small answers (XML) read whole. Retries with backoff on `SlowDown`, 500,
+//! 503 and on a connection cut before an answer; every request and retry counted for the
+//! report.
 //!
-//! http:// only so far; an https:// endpoint is refused in words.
+//! The payload hash signed (`x-amz-content-sha256`): the SHA-256 of a part or a small PUT
+//! over http (the server checks the bytes, which nothing else protects there);
+//! `UNSIGNED-PAYLOAD` over https for the parts and PUTs staged in a memfd (TLS protects
+//! them, and the part is sent with sendfile without being read once more to hash it); the
+//! SHA-256 of the empty body for a GET, and of the XML for the small requests.
 
-use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail};
-use nix::sys::socket::{recv, MsgFlags};
+use url::Url;
 
-use super::config::{self, Settings, Target};
+use super::config::{self, Settings};
 use super::error::{self, Asked};
 use super::sigv4::{self, Scope};
 use super::xml;
+use crate::endpoint::http::resume::{no_resume_reason, ResumePolicy, Resumer};
+use crate::endpoint::http::{self, BodyPump, Framing, Response, Sent};
+use crate::endpoint::{ConnectOpts, HttpOpts, S3Opts};
 use crate::sys::memfd::Staged;
 
 /// Requests made, by kind, for the report and `--stats json`.
@@ -32,6 +41,8 @@ pub struct Counts {
     /// CreateMultipartUpload, CompleteMultipartUpload, AbortMultipartUpload, CreateBucket.
     pub other: AtomicU64,
     pub retry: AtomicU64,
+    /// A GET's body continued after a cut (`Range` + `If-Match`).
+    pub resume: AtomicU64,
 }
 
 impl Counts {
@@ -44,6 +55,7 @@ impl Counts {
             ("lists", &self.list),
             ("other", &self.other),
             ("retries", &self.retry),
+            ("resumes", &self.resume),
         ]
         .into_iter()
         .map(|(n, c)| (n, c.load(Ordering::Relaxed)))
@@ -81,6 +93,17 @@ impl Head {
         self.get("content-length")
             .and_then(|v| v.trim().parse().ok())
     }
+
+    fn of(head: &http::ResponseHead) -> Head {
+        Head {
+            status: head.status,
+            headers: head
+                .headers
+                .iter()
+                .map(|(n, v)| (n.clone(), String::from_utf8_lossy(v).into_owned()))
+                .collect(),
+        }
+    }
 }
 
 /// A request's body.
@@ -88,8 +111,9 @@ impl Head {
 pub enum Body<'a> {
     Empty,
     Bytes(&'a [u8]),
-    /// A part staged in a memfd: sent with sendfile, its SHA-256 signed (http; the
-    /// payload is then checked by the server, where TLS would not protect it).
+    /// A part staged in a memfd: sent with sendfile; its SHA-256 signed over http (the
+    /// server then checks the bytes, which nothing else protects there), `UNSIGNED-PAYLOAD`
+    /// over https (TLS protects them).
     Staged(&'a Staged),
 }
 
@@ -113,30 +137,46 @@ pub const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(120);
 /// The most an error or XML answer may hold.
 const MAX_ANSWER: usize = 16 << 20;
-/// The most a response head may hold.
-const MAX_HEAD: usize = 64 << 10;
 
 /// Settings and counters shared by every request of a run.
 #[derive(Debug, Clone)]
 pub struct Client {
     pub settings: Arc<Settings>,
     pub counts: Arc<Counts>,
+    /// How connections are made: an https endpoint's `tls:` options.
+    transport: HttpOpts,
+    /// How a GET's body cut short is resumed (`--retries`, `--retry-wait`,
+    /// `--idle-timeout`).
+    pub resume: ResumePolicy,
 }
 
 impl Client {
-    /// The settings the AWS CLI would use here, `endpoint` from the URI's `endpoint=`.
-    pub fn from_env(endpoint: Option<&str>) -> anyhow::Result<Client> {
-        let settings = config::resolve(&config::Process, endpoint).map_err(|e| anyhow!(e))?;
-        if settings.service.https {
+    /// The settings the AWS CLI would use here, `opts.endpoint` from the URI's
+    /// `endpoint=`, the URI's TLS options for an https endpoint.
+    pub fn from_opts(opts: &S3Opts) -> anyhow::Result<Client> {
+        let settings =
+            config::resolve(&config::Process, opts.endpoint.as_deref()).map_err(|e| anyhow!(e))?;
+        let tls_given = opts.tls != crate::endpoint::TlsOpts::default();
+        if tls_given && !settings.service.https {
             bail!(
-                "s3: https endpoints ({}) are not supported yet; name an http:// endpoint \
-                 with endpoint= or AWS_ENDPOINT_URL",
-                settings.service.host
+                "s3: cafile=, verify= and sni= are for an https:// endpoint; the endpoint is \
+                 http://{}:{}",
+                settings.service.host,
+                settings.service.port
             );
         }
+        let transport = HttpOpts {
+            connect: ConnectOpts {
+                tls: settings.service.https.then(|| opts.tls.clone()),
+                ..ConnectOpts::default()
+            },
+            ..HttpOpts::default()
+        };
         Ok(Client {
             settings: Arc::new(settings),
             counts: Arc::new(Counts::default()),
+            transport,
+            resume: opts.resume,
         })
     }
 
@@ -174,34 +214,97 @@ impl Client {
     /// Make the request, retrying what S3 asks to retry; the answer's head and its body
     /// (small: XML or nothing). An error answer is an error in words.
     pub fn call(&self, call: &Call) -> anyhow::Result<(Head, Vec<u8>)> {
-        self.with_retries(call, |stream, head| {
-            let body = read_body(stream, &head)?;
-            Ok((head, body))
+        self.with_retries(call, |mut response| {
+            let body = read_small(&mut response);
+            let head = Head::of(&response.head);
+            http::finish_connection(response.conn);
+            Ok((head, body?))
         })
     }
 
-    /// A GET whose body is the caller's: the connected socket, left at the body's first
-    /// byte, and its length (Content-Length, which S3 always sends).
-    pub fn open_body(&self, call: &Call) -> anyhow::Result<(TcpStream, Head, u64)> {
-        let (stream, head) = self.with_retries(call, |stream, head| {
-            let s = stream.try_clone()?;
-            Ok((s, head))
-        })?;
-        let length = head.content_length().ok_or_else(|| {
-            anyhow!(
+    /// A GET whose body is the caller's: the read end of the pipe the http endpoint's
+    /// pump splices the body into (resumed after a cut with `Range` + `If-Match` of its
+    /// ETag, under [`Client::resume`]), the pump, and the object's length (Content-Length,
+    /// which S3 always sends).
+    pub fn open_body(&self, call: &Call) -> anyhow::Result<(OwnedFd, BodyPump, u64)> {
+        let (client, request) = self.http_request(call)?;
+        let response = self.with_retries(call, Ok)?;
+        let Framing::Length(length) = response.head.framing else {
+            bail!(
                 "s3://{}/{}: the answer has no Content-Length",
                 call.bucket,
                 call.key
-            )
-        })?;
-        stream.set_read_timeout(None)?;
-        Ok((stream, head, length))
+            );
+        };
+        // The pump waits for the body with --idle-timeout, not with a control request's
+        // timeout.
+        answer_timeout(response.conn.fd.as_fd(), None);
+        let resume_off = no_resume_reason(&response.head, &self.resume);
+        let resumer = Resumer::new(&client, &request, &response.head, 0, &self.resume);
+        let (fd, mut pump) = response.into_resumable_body(resumer)?;
+        pump.resume_off = resume_off;
+        Ok((fd, pump, length))
+    }
+
+    /// The http client and request that carry `call`: the path as S3 encodes it (sent as
+    /// it is, never resolved as a URL would), the payload hash, and a [`Signer`] that
+    /// signs each request as it goes (a resume too, with its Range and If-Match).
+    pub fn http_request(&self, call: &Call) -> anyhow::Result<(http::Client, http::Request)> {
+        let target = self.settings.service.target(call.bucket, call.key);
+        let https = target.https;
+        let length = match call.body {
+            Body::Empty => 0,
+            Body::Bytes(b) => b.len() as u64,
+            Body::Staged(s) => s.len() as u64,
+        };
+        let payload_hash = match call.body {
+            Body::Empty => sigv4::EMPTY_SHA256.to_owned(),
+            Body::Bytes(b) => sigv4::sha256_hex(b),
+            Body::Staged(_) if https => sigv4::UNSIGNED_PAYLOAD.to_owned(),
+            Body::Staged(s) => s
+                .with_bytes(sigv4::sha256_hex)
+                .map_err(|e| anyhow!("s3://{}/{}: hashing a part: {e}", call.bucket, call.key))?,
+        };
+        let query = sigv4::canonical_query(call.query);
+        let request_target = if query.is_empty() {
+            target.path.clone()
+        } else {
+            format!("{}?{query}", target.path)
+        };
+        let scheme = if https { "https" } else { "http" };
+        let url = Url::parse(&format!("{scheme}://{}{}", target.host_header, target.path))
+            .or_else(|_| Url::parse(&format!("{scheme}://{}/", target.host_header)))
+            .expect("a host S3's endpoint parser took");
+        let mut headers = vec![("x-amz-content-sha256".to_owned(), payload_hash)];
+        headers.extend(call.headers.iter().cloned());
+        let body = match (call.body, call.method) {
+            (Body::Empty, "PUT" | "POST") => http::RequestBody::Direct(0),
+            (Body::Empty, _) => http::RequestBody::None,
+            _ => http::RequestBody::Direct(length),
+        };
+        let request = http::Request {
+            method: call.method.to_owned(),
+            url,
+            headers,
+            body,
+            target: Some(request_target),
+        };
+        let client = http::Client {
+            opts: self.transport.clone(),
+            signer: Some(Arc::new(Signer {
+                settings: self.settings.clone(),
+                path: target.path,
+                query: call.query.to_vec(),
+            })),
+            precondition: http::Precondition::IfMatch,
+        };
+        Ok((client, request))
     }
 
     fn with_retries<T>(
         &self,
         call: &Call,
-        mut done: impl FnMut(&mut TcpStream, Head) -> io::Result<T>,
+        mut done: impl FnMut(Response) -> anyhow::Result<T>,
     ) -> anyhow::Result<T> {
         let mut pause = FIRST_BACKOFF;
         for attempt in 1..=ATTEMPTS {
@@ -216,13 +319,13 @@ impl Client {
                 pause *= 2;
             }
             self.count(call.kind);
-            let (mut stream, head) = match self.send(call) {
+            let mut response = match self.send(call) {
                 Ok(sent) => sent,
                 // A connection cut before an answer: the request may be retried (S3's
                 // requests here are idempotent: a GET, a PUT of the same bytes, a part).
-                Err(e) if attempt < ATTEMPTS && retryable_io(&e) => continue,
-                Err(e) => bail!(
-                    "s3://{}/{}: {} {}:{}: {e}",
+                Err(Unanswered::Cut(_)) if attempt < ATTEMPTS => continue,
+                Err(Unanswered::Cut(e) | Unanswered::Unreached(e)) => bail!(
+                    "s3://{}/{}: {} {}:{}: {e:#}",
                     call.bucket,
                     call.key,
                     call.method,
@@ -230,243 +333,185 @@ impl Client {
                     self.settings.service.port
                 ),
             };
-            if (200..300).contains(&head.status) {
-                return done(&mut stream, head).map_err(|e| {
-                    anyhow!("s3://{}/{}: reading the answer: {e}", call.bucket, call.key)
+            if response.head.is_success() {
+                return done(response).map_err(|e| {
+                    anyhow!(
+                        "s3://{}/{}: reading the answer: {e:#}",
+                        call.bucket,
+                        call.key
+                    )
                 });
             }
-            let body = read_body(&mut stream, &head).unwrap_or_default();
+            let body = read_small(&mut response).unwrap_or_default();
+            let status = response.head.status;
+            http::finish_connection(response.conn);
             let code = xml::error(&body).map(|e| e.code);
-            if attempt < ATTEMPTS && error::is_retryable(head.status, code.as_deref()) {
+            if attempt < ATTEMPTS && error::is_retryable(status, code.as_deref()) {
                 continue;
             }
-            return Err(self.failure(call, head.status, &body));
+            return Err(self.failure(call, status, &body));
         }
         unreachable!("the last attempt returns")
     }
 
     /// One attempt: connect, send the signed request and its body, read the answer's head.
-    fn send(&self, call: &Call) -> io::Result<(TcpStream, Head)> {
-        let target = self.settings.service.target(call.bucket, call.key);
-        let (payload_hash, length) = match call.body {
-            Body::Empty => (sigv4::EMPTY_SHA256.to_owned(), 0),
-            Body::Bytes(b) => (sigv4::sha256_hex(b), b.len()),
-            Body::Staged(s) => (
-                s.with_bytes(sigv4::sha256_hex).map_err(io::Error::from)?,
-                s.len(),
-            ),
+    fn send(&self, call: &Call) -> Result<Response, Unanswered> {
+        let (client, request) = self.http_request(call).map_err(Unanswered::Unreached)?;
+        let conn = client
+            .connect_for(&request.url)
+            .map_err(Unanswered::Unreached)?;
+        answer_timeout(conn.fd.as_fd(), Some(ANSWER_TIMEOUT));
+        let cut = Unanswered::Cut;
+        let (conn, url) = match client.send_on(conn, &request).map_err(cut)? {
+            Sent::Answered(response) => return Ok(response),
+            Sent::Continue(conn, url) => (conn, url),
         };
-        let head = self.request_head(call, &target, &payload_hash, length);
-        let mut stream = connect(&target)?;
-        stream.set_read_timeout(Some(ANSWER_TIMEOUT))?;
-        stream.write_all(head.as_bytes())?;
-        match call.body {
-            Body::Empty => {}
-            Body::Bytes(b) => stream.write_all(b)?,
-            Body::Staged(s) => {
-                s.rewind()?;
-                let mut left = s.len();
-                while left > 0 {
-                    match crate::sys::sendfile(s.fd(), stream.as_fd(), left) {
-                        Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-                        Ok(n) => left -= n,
-                        Err(nix::errno::Errno::EINTR) => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-            }
-        }
-        let head = read_head(&stream)?;
-        Ok((stream, head))
+        write_body(conn.fd.as_fd(), call.body).map_err(|e| cut(anyhow!(e)))?;
+        let head = http::read_answer(&conn, &url, call.method).map_err(cut)?;
+        Ok(Response {
+            conn,
+            head,
+            url,
+            redirects: 0,
+        })
     }
+}
 
-    /// The request line and headers, signed unless anonymous.
-    fn request_head(
-        &self,
-        call: &Call,
-        target: &Target,
-        payload_hash: &str,
-        length: usize,
-    ) -> String {
+/// Why an attempt got no answer.
+enum Unanswered {
+    /// No connection was made (refused, no route, a TLS handshake refused): not retried.
+    Unreached(anyhow::Error),
+    /// The connection was cut or stayed silent after the request went: retried.
+    Cut(anyhow::Error),
+}
+
+/// Signs each request of one [`Call`] as it goes (SigV4): the path and query as S3
+/// encodes them, every header the request carries (a resume's Range and If-Match too),
+/// and the Host the http client sends; a fresh `x-amz-date` each time, so a resume long
+/// after the first request is not refused as expired.
+#[derive(Debug)]
+struct Signer {
+    settings: Arc<Settings>,
+    path: String,
+    query: Vec<(String, String)>,
+}
+
+impl http::Sign for Signer {
+    fn sign(&self, request: &mut http::Request) {
+        request.headers.retain(|(n, _)| {
+            !["authorization", "x-amz-date", "x-amz-security-token"]
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(n))
+        });
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs();
         let amz_date = sigv4::amz_date(now);
-        let mut headers: Vec<(String, String)> = vec![
-            ("host".into(), target.host_header.clone()),
-            ("x-amz-content-sha256".into(), payload_hash.to_owned()),
-            ("x-amz-date".into(), amz_date.clone()),
-        ];
-        headers.extend(call.headers.iter().cloned());
+        request.headers.push(("x-amz-date".into(), amz_date.clone()));
         let credentials = self.settings.credentials.as_ref();
         if let Some(token) = credentials.and_then(|c| c.session_token()) {
-            headers.push(("x-amz-security-token".into(), token.to_owned()));
-        }
-        let query = sigv4::canonical_query(call.query);
-        let mut text = format!(
-            "{} {}{}{} HTTP/1.1\r\n",
-            call.method,
-            target.path,
-            if query.is_empty() { "" } else { "?" },
-            query
-        );
-        if let Some(credentials) = credentials {
-            let signed = sigv4::sign(
-                credentials,
-                Scope {
-                    region: &self.settings.region,
-                    service: "s3",
-                },
-                &amz_date,
-                &sigv4::Request {
-                    method: call.method,
-                    path: &target.path,
-                    query: call.query,
-                    headers: &headers,
-                    payload_hash,
-                },
-            );
-            headers.push(("authorization".into(), signed.authorization));
-        }
-        for (name, value) in &headers {
-            text.push_str(&format!("{name}: {value}\r\n"));
-        }
-        if length > 0 || matches!(call.method, "PUT" | "POST") {
-            text.push_str(&format!("content-length: {length}\r\n"));
-        }
-        text.push_str("user-agent: zerocat/");
-        text.push_str(env!("CARGO_PKG_VERSION"));
-        text.push_str("\r\nconnection: close\r\n\r\n");
-        text
-    }
-}
-
-fn retryable_io(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::ConnectionReset
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::BrokenPipe
-            | io::ErrorKind::UnexpectedEof
-    )
-}
-
-fn connect(target: &Target) -> io::Result<TcpStream> {
-    let mut last = None;
-    for addr in (target.connect_host.as_str(), target.port).to_socket_addrs()? {
-        match TcpStream::connect_timeout(&addr, Duration::from_secs(10)) {
-            Ok(s) => {
-                let _ = s.set_nodelay(true);
-                return Ok(s);
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| io::Error::other("the host has no address")))
-}
-
-/// Read the response head and nothing past it: peek until the blank line is in, then
-/// read exactly that much.
-fn read_head(stream: &TcpStream) -> io::Result<Head> {
-    let mut buf = vec![0u8; MAX_HEAD];
-    let mut seen = 0;
-    loop {
-        // Wait for more than was seen (MSG_WAITALL), else a peek returns at once.
-        let want = (seen + 1).min(buf.len());
-        let n = loop {
-            match recv(
-                stream.as_raw_fd(),
-                &mut buf[..want],
-                MsgFlags::MSG_PEEK | MsgFlags::MSG_WAITALL,
-            ) {
-                Ok(n) => break n,
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(nix::errno::Errno::EAGAIN) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "no answer from the server",
-                    ))
-                }
-                Err(e) => return Err(e.into()),
-            }
-        };
-        if n <= seen {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the server closed the connection before its answer",
-            ));
-        }
-        // Peek everything there is now, not one byte more than waited for.
-        let n = match recv(stream.as_raw_fd(), &mut buf, MsgFlags::MSG_PEEK) {
-            Ok(m) => m.max(n),
-            Err(_) => n,
-        };
-        seen = n;
-        if let Some(end) = find_blank_line(&buf[..n]) {
-            let mut exact = vec![0u8; end];
-            (&*stream).read_exact(&mut exact)?;
-            return parse_head(&exact);
-        }
-        if n == buf.len() {
-            return Err(io::Error::other("the answer's head is over 64 KiB"));
-        }
-    }
-}
-
-fn find_blank_line(bytes: &[u8]) -> Option<usize> {
-    bytes
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|at| at + 4)
-}
-
-fn parse_head(bytes: &[u8]) -> io::Result<Head> {
-    let mut headers = [httparse::EMPTY_HEADER; 64];
-    let mut response = httparse::Response::new(&mut headers);
-    match response.parse(bytes) {
-        Ok(httparse::Status::Complete(_)) => Ok(Head {
-            status: response.code.unwrap_or(0),
-            headers: response
+            request
                 .headers
-                .iter()
-                .map(|h| {
-                    (
-                        h.name.to_owned(),
-                        String::from_utf8_lossy(h.value).into_owned(),
-                    )
-                })
-                .collect(),
-        }),
-        Ok(httparse::Status::Partial) => Err(io::Error::other("a partial answer head")),
-        Err(e) => Err(io::Error::other(format!("a malformed answer head: {e}"))),
+                .push(("x-amz-security-token".into(), token.to_owned()));
+        }
+        let Some(credentials) = credentials else {
+            return;
+        };
+        let payload_hash = request
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("x-amz-content-sha256"))
+            .map_or(sigv4::EMPTY_SHA256.to_owned(), |(_, v)| v.clone());
+        let mut signed = vec![("host".to_owned(), http::host_header(&request.url))];
+        signed.extend(request.headers.iter().cloned());
+        let signature = sigv4::sign(
+            credentials,
+            Scope {
+                region: &self.settings.region,
+                service: "s3",
+            },
+            &amz_date,
+            &sigv4::Request {
+                method: &request.method,
+                path: &self.path,
+                query: &self.query,
+                headers: &signed,
+                payload_hash: &payload_hash,
+            },
+        );
+        request
+            .headers
+            .push(("authorization".into(), signature.authorization));
+    }
+}
+
+/// SO_RCVTIMEO on a connection: how long a control request waits for its answer (None: no
+/// limit, for a body the pump watches itself).
+fn answer_timeout(fd: BorrowedFd<'_>, limit: Option<Duration>) {
+    let tv = limit.map_or(nix::sys::time::TimeVal::new(0, 0), |d| {
+        nix::sys::time::TimeVal::new(d.as_secs() as i64, 0)
+    });
+    let _ = nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::ReceiveTimeout, &tv);
+}
+
+/// Writes a request's body into the connection: bytes, or a staged part with sendfile.
+fn write_body(fd: BorrowedFd<'_>, body: Body) -> std::io::Result<()> {
+    match body {
+        Body::Empty => Ok(()),
+        Body::Bytes(b) => crate::sys::write_all(fd, b).map_err(|(_, e)| e.into()),
+        Body::Staged(s) => {
+            s.rewind()?;
+            let mut left = s.len();
+            while left > 0 {
+                match crate::sys::sendfile(s.fd(), fd, left) {
+                    Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                    Ok(n) => left -= n,
+                    Err(nix::errno::Errno::EINTR) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Ok(())
+        }
     }
 }
 
 /// A small answer's body: Content-Length bytes, chunks, or up to the close.
-fn read_body(stream: &mut TcpStream, head: &Head) -> io::Result<Vec<u8>> {
-    let chunked = head
-        .get("transfer-encoding")
-        .is_some_and(|t| t.to_ascii_lowercase().contains("chunked"));
-    let mut all = Vec::new();
-    stream.take(MAX_ANSWER as u64).read_to_end(&mut all)?;
-    if chunked {
-        return dechunk(&all);
-    }
-    if let Some(length) = head.content_length() {
-        if (all.len() as u64) < length {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("the answer ended at {} of {length} bytes", all.len()),
-            ));
+fn read_small(response: &mut Response) -> anyhow::Result<Vec<u8>> {
+    let fd = response.conn.fd.as_fd();
+    let limit = match response.head.framing {
+        Framing::Length(n) if n > MAX_ANSWER as u64 => {
+            bail!("an answer of {n} bytes, over {} MiB", MAX_ANSWER >> 20)
         }
-        all.truncate(length as usize);
+        Framing::Length(n) => n as usize,
+        Framing::Chunked | Framing::UntilClose => MAX_ANSWER,
+    };
+    let mut all = vec![0u8; limit.min(64 << 10)];
+    let mut got = 0;
+    while got < limit {
+        if got == all.len() {
+            all.resize((all.len() * 2).min(limit), 0);
+        }
+        match crate::sys::read(fd, &mut all[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(nix::errno::Errno::EAGAIN) => bail!("no answer within {} s", ANSWER_TIMEOUT.as_secs()),
+            Err(e) => bail!("{e}"),
+        }
     }
-    Ok(all)
+    all.truncate(got);
+    match response.head.framing {
+        Framing::Length(n) if (got as u64) < n => {
+            bail!("the answer ended at {got} of {n} bytes")
+        }
+        Framing::Chunked => Ok(dechunk(&all)?),
+        _ => Ok(all),
+    }
 }
 
-fn dechunk(mut bytes: &[u8]) -> io::Result<Vec<u8>> {
-    let bad = || io::Error::other("a malformed chunked answer");
+fn dechunk(mut bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    let bad = || std::io::Error::other("a malformed chunked answer");
     let mut out = Vec::new();
     loop {
         let line_end = find_crlf(bytes).ok_or_else(bad)?;

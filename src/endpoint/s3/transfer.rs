@@ -1,9 +1,11 @@
 //! An `s3://BUCKET/KEY` opened for the engine.
 //!
-//! - As a source: a signed GET; the engine gets the socket at the body's first byte and
-//!   splices it to the sink. The server closes after the body (`Connection: close`), so the
-//!   engine's EOF is the body's end; [`Transfer::finish`] checks the bytes against
-//!   Content-Length, so a cut connection is a failure, never a short object.
+//! - As a source: a signed GET whose body the http endpoint's pump splices into a pipe the
+//!   engine reads (`endpoint/http/body.rs`); a body cut short is resumed there with
+//!   `Range` + `If-Match` of its ETag, into the same pipe, so every sink sees one body, and
+//!   an object replaced meanwhile is refused ("the object changed after N bytes").
+//!   [`Transfer::finish`] takes the pump's verdict and checks the bytes against
+//!   Content-Length, so a cut that could not be mended is a failure, never a short object.
 //! - As a sink: the engine writes into a pipe; an uploader thread splices it into a memfd
 //!   part by part (no user copy; the part stays there so a retried request sends it again)
 //!   and sends each with sendfile. What fits in one part (`part-size=`, 8 MiB as the AWS
@@ -14,6 +16,7 @@
 //!   single PUT never sent.
 
 use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -23,6 +26,8 @@ use nix::fcntl::OFlag;
 
 use super::client::{Body, Call, Client, Head, Kind};
 use super::xml;
+use crate::endpoint::http::{BodyPump, PUMP_FINISH};
+use crate::endpoint::S3Opts;
 use crate::sys::memfd::Staged;
 
 /// The part size when `part-size=` is not given: the AWS CLI's multipart chunk size.
@@ -52,8 +57,8 @@ impl std::fmt::Debug for Transfer {
 }
 
 enum Job {
-    /// A GET of this many bytes.
-    Get { length: u64 },
+    /// A GET of this many bytes, its body pumped (and resumed) by the http endpoint.
+    Get { length: u64, pump: BodyPump },
     /// The uploader thread; the run's verdict goes to it once the engine is done.
     Put {
         verdict: Sender<bool>,
@@ -88,13 +93,26 @@ impl Transfer {
         complete: bool,
     ) -> (Vec<(&'static str, u64)>, Option<String>) {
         let failure = match self.job {
-            Job::Get { length } => (complete && delivered != length).then(|| {
-                format!(
-                    "{}: the object ended at {delivered} of its {length} bytes (the \
-                     connection was cut)",
-                    self.uri
-                )
-            }),
+            Job::Get { length, pump } => {
+                let end = pump.finish(PUMP_FINISH);
+                let counts = &self.client.counts;
+                for resume in &end.resumes {
+                    // Each attempt to resume was a GET; all but the first a retry too.
+                    let attempts = u64::from(resume.attempts);
+                    counts.get.fetch_add(attempts, Ordering::Relaxed);
+                    counts.retry.fetch_add(attempts, Ordering::Relaxed);
+                    counts.resume.fetch_add(1, Ordering::Relaxed);
+                }
+                end.error.or_else(|| {
+                    (complete && delivered != length).then(|| {
+                        format!(
+                            "{}: the object ended at {delivered} of its {length} bytes (the \
+                             connection was cut)",
+                            self.uri
+                        )
+                    })
+                })
+            }
             Job::Put {
                 verdict, thread, ..
             } => {
@@ -110,20 +128,17 @@ impl Transfer {
     }
 }
 
-/// Open `s3://bucket/key` as a source: the GET's socket at the body, and its [`Transfer`].
-pub fn open_source(
-    endpoint: Option<&str>,
-    bucket: &str,
-    key: &str,
-) -> anyhow::Result<(OwnedFd, Transfer)> {
-    get(&Client::from_env(endpoint)?, bucket, key)
+/// Open `s3://bucket/key` as a source: the pipe its GET's body is pumped into, and its
+/// [`Transfer`].
+pub fn open_source(opts: &S3Opts, bucket: &str, key: &str) -> anyhow::Result<(OwnedFd, Transfer)> {
+    get(&Client::from_opts(opts)?, bucket, key)
 }
 
 /// [`open_source`] with a client of the caller's (a tree's objects share its counts).
 pub fn get(client: &Client, bucket: &str, key: &str) -> anyhow::Result<(OwnedFd, Transfer)> {
     let client = client.clone();
     let uri = format!("s3://{bucket}/{key}");
-    let (stream, _head, length) = client.open_body(&Call {
+    let (body, pump, length) = client.open_body(&Call {
         kind: Kind::Get,
         method: "GET",
         bucket,
@@ -133,24 +148,19 @@ pub fn get(client: &Client, bucket: &str, key: &str) -> anyhow::Result<(OwnedFd,
         body: Body::Empty,
     })?;
     Ok((
-        OwnedFd::from(stream),
+        body,
         Transfer {
             client,
             uri,
-            job: Job::Get { length },
+            job: Job::Get { length, pump },
         },
     ))
 }
 
 /// Open `s3://bucket/key` as a sink: the write end of the pipe the uploader reads, and
 /// its [`Transfer`].
-pub fn open_sink(
-    endpoint: Option<&str>,
-    bucket: &str,
-    key: &str,
-    part_size: Option<u64>,
-) -> anyhow::Result<(OwnedFd, Transfer)> {
-    put(&Client::from_env(endpoint)?, bucket, key, part_size)
+pub fn open_sink(opts: &S3Opts, bucket: &str, key: &str) -> anyhow::Result<(OwnedFd, Transfer)> {
+    put(&Client::from_opts(opts)?, bucket, key, opts.part_size)
 }
 
 /// [`open_sink`] with a client of the caller's.
