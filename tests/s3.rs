@@ -3,9 +3,10 @@
 //! Each test makes its own bucket; a server that is not installed is SKIPPED, said.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -14,8 +15,8 @@ use nix::sys::signal::Signal;
 use zerocat::endpoint::s3::xml;
 
 use crate::rig::{Pace, Rig};
-use crate::util::free_port;
 use crate::util::{data, tempdir};
+use crate::util::{free_port, linger_zero};
 
 const ACCESS_KEY: &str = "AKIAZEROCATTEST";
 const SECRET_KEY: &str = "zerocat-test-secret";
@@ -504,4 +505,229 @@ fn copy_r_refuses_keys_that_cannot_be_paths_and_copies_the_rest() {
     );
     assert!(run.stderr.contains("'..' segment"), "{}", run.stderr);
     assert!(!dir.path().join("escape").exists());
+}
+
+/// How the fault proxy cuts an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    Fin,
+    Rst,
+}
+
+/// A TCP proxy of the tests' own between zerocat and an S3 server: every connection goes
+/// through, but the first `times` answers whose body passes `after` bytes are cut there (a
+/// FIN or an RST), once `before_cut` ran (it may replace the object: the resume then meets
+/// another version).
+struct FaultProxy {
+    port: u16,
+    left: Arc<AtomicUsize>,
+}
+
+type Hook = Arc<dyn Fn() + Send + Sync>;
+
+impl FaultProxy {
+    fn start(upstream: u16, after: u64, times: usize, how: Cut, before_cut: Hook) -> FaultProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let left = Arc::new(AtomicUsize::new(times));
+        let shared = left.clone();
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let (left, hook) = (shared.clone(), before_cut.clone());
+                thread::spawn(move || relay_cutting(client, upstream, after, how, &left, &hook));
+            }
+        });
+        FaultProxy { port, left }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The cuts made so far.
+    fn cuts(&self, times: usize) -> usize {
+        times - self.left.load(Ordering::SeqCst)
+    }
+}
+
+/// One connection through the proxy: the request passed on as it comes, the answer's head
+/// whole, its body up to `after` bytes and cut there if a cut is left.
+fn relay_cutting(
+    client: TcpStream,
+    upstream: u16,
+    after: u64,
+    how: Cut,
+    left: &AtomicUsize,
+    before_cut: &Hook,
+) {
+    let Ok(mut up) = TcpStream::connect(("127.0.0.1", upstream)) else {
+        return;
+    };
+    let (mut from_client, mut to_up) = (client.try_clone().unwrap(), up.try_clone().unwrap());
+    thread::spawn(move || {
+        let _ = std::io::copy(&mut from_client, &mut to_up);
+        let _ = to_up.shutdown(Shutdown::Write);
+    });
+    let mut client = client;
+    let mut buf = vec![0u8; 64 << 10];
+    let mut head: Vec<u8> = Vec::new();
+    let mut in_body = false;
+    let mut sent = 0u64;
+    loop {
+        let n = match up.read(&mut buf) {
+            Ok(0) | Err(_) => {
+                let _ = client.shutdown(Shutdown::Both);
+                return;
+            }
+            Ok(n) => n,
+        };
+        let mut body = buf[..n].to_vec();
+        if !in_body {
+            head.extend_from_slice(&body);
+            let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
+                continue;
+            };
+            in_body = true;
+            body = head.split_off(end + 4);
+            if client.write_all(&head).is_err() {
+                return;
+            }
+        }
+        let passes = sent + body.len() as u64 > after;
+        let cut = passes
+            && left
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+        if cut {
+            let _ = client.write_all(&body[..(after - sent) as usize]);
+            before_cut();
+            if how == Cut::Rst {
+                linger_zero(&client);
+            } else {
+                let _ = client.shutdown(Shutdown::Write);
+            }
+            // Wakes the request's copier, whose close of its duplicate is the last one.
+            let _ = client.shutdown(Shutdown::Read);
+            return;
+        }
+        if client.write_all(&body).is_err() {
+            return;
+        }
+        sent += body.len() as u64;
+    }
+}
+
+impl Running {
+    /// `bytes` as `bucket/key`, put by zerocat itself.
+    fn put(&self, bucket: &str, key: &str, bytes: &[u8]) {
+        let rig = self.rig();
+        let src = rig.file("up.bin", bytes);
+        rig.args(["pipe", &src, &format!("s3://{bucket}/{key}")])
+            .run()
+            .assert_code(0, "put");
+    }
+}
+
+/// The report's resumes of the source (`requests.resumes`).
+fn resumes_of(report: &serde_json::Value) -> u64 {
+    requests(report, "src", "resumes")
+}
+
+/// A GET cut mid-body (a FIN, an RST) continues with `Range` + `If-Match` into the same
+/// sink: the bytes whole, the resume and its retry counted.
+#[test]
+fn a_get_cut_mid_body_is_resumed_into_the_same_sink() {
+    for server in servers() {
+        let bucket = server.bucket("resume");
+        let payload = data(3_000_017);
+        server.put(&bucket, "obj.bin", &payload);
+        for how in [Cut::Fin, Cut::Rst] {
+            let what = format!("{} {how:?}", server.name());
+            let proxy = FaultProxy::start(server.port, 1_000_000, 2, how, Arc::new(|| {}));
+            let mut rig = server.rig().env("AWS_ENDPOINT_URL", proxy.endpoint());
+            let out = rig.path("out.bin");
+            let sink = rig.file_sink(out);
+            let run = rig
+                .args(["pipe", "--retry-wait", "10ms"])
+                .args([&format!("s3://{bucket}/obj.bin"), &sink])
+                .run();
+            run.assert_code(0, &what);
+            run.assert_held(0, &payload, &what);
+            run.assert_final_path("splice", &what);
+            assert_eq!(proxy.cuts(2), 2, "{what}");
+            assert_eq!(resumes_of(run.report()), 2, "{what}: {}", run.stderr);
+            assert_eq!(requests(run.report(), "src", "get"), 3, "{what}");
+            assert!(requests(run.report(), "src", "retries") >= 2, "{what}");
+        }
+    }
+}
+
+/// The object replaced between the cut and the resume: refused (exit 1, "the object
+/// changed after N bytes"), and the sink holds only bytes of the first version.
+#[test]
+fn an_object_replaced_between_the_cut_and_the_resume_is_refused() {
+    for server in servers() {
+        let what = server.name();
+        let bucket = server.bucket("changed");
+        let first = data(2_000_003);
+        server.put(&bucket, "obj.bin", &first);
+        let second: Vec<u8> = first.iter().map(|b| b ^ 0x5a).collect();
+        let server = Arc::new(server);
+        let (srv, b, again) = (server.clone(), bucket.clone(), second.clone());
+        let hook: Hook = Arc::new(move || srv.put(&b, "obj.bin", &again));
+        let proxy = FaultProxy::start(server.port, 700_000, 1, Cut::Fin, hook);
+        let rig = server.rig().env("AWS_ENDPOINT_URL", proxy.endpoint());
+        let out = rig.path("out.bin");
+        let run = rig
+            .args(["pipe", "--retry-wait", "10ms"])
+            .args([
+                &format!("s3://{bucket}/obj.bin"),
+                &out.display().to_string(),
+            ])
+            .run();
+        run.assert_code(1, what);
+        assert!(
+            run.stderr.contains("the object changed after 700000 bytes"),
+            "{what}: {}",
+            run.stderr
+        );
+        let held = std::fs::read(&out).unwrap();
+        assert_eq!(held.len(), 700_000, "{what}");
+        assert!(
+            held == first[..700_000],
+            "{what}: not the first version's bytes"
+        );
+    }
+}
+
+/// `copy -j 4 s3://B/K FILE`: four ranged GETs into the temporary, each cut range resumed
+/// on its own; the file is the object.
+#[test]
+fn copy_j_fetches_ranges_of_an_object_and_resumes_each() {
+    for server in servers() {
+        let what = server.name();
+        let bucket = server.bucket("ranges");
+        let payload = data((8 << 20) + 5);
+        server.put(&bucket, "big.bin", &payload);
+        let proxy = FaultProxy::start(server.port, 300_000, 2, Cut::Rst, Arc::new(|| {}));
+        let rig = server.rig().env("AWS_ENDPOINT_URL", proxy.endpoint());
+        let out = rig.path("big.bin");
+        let run = rig
+            .args(["copy", "-j", "4", "--retry-wait", "10ms"])
+            .arg(format!("s3://{bucket}/big.bin"))
+            .arg(&out)
+            .run();
+        run.assert_code(0, what);
+        assert!(std::fs::read(&out).unwrap() == payload, "{what}: differs");
+        let http = &run.report()["src"]["http"];
+        assert_eq!(http["ranges"], 4, "{what}: {}", run.report());
+        assert_eq!(
+            http["resumes"].as_array().map(Vec::len),
+            Some(2),
+            "{what}: {}",
+            run.report()
+        );
+        assert_eq!(proxy.cuts(2), 2, "{what}");
+    }
 }

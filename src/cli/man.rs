@@ -448,20 +448,34 @@ region: \fBAWS_REGION\fR, \fBAWS_DEFAULT_REGION\fR, the profile's \fBregion\fR, 
 us\-east\-1. The endpoint: \fB,endpoint=\fIURL\fR, \fBAWS_ENDPOINT_URL_S3\fR,
 \fBAWS_ENDPOINT_URL\fR, the profile's \fBendpoint_url\fR, else AWS; a given endpoint
 (MinIO, moto, s3s) is addressed path\-style (\fB/\fIBUCKET\fB/\fIKEY\fR), AWS
-virtual\-hosted; the profile's \fBs3 = addressing_style\fR overrides. Only http://
-endpoints so far. Requests are signed with AWS Signature Version 4; the secret key and
+virtual\-hosted; the profile's \fBs3 = addressing_style\fR overrides. An https://
+endpoint is reached over TLS as \fBhttps://\fR is, with \fB,cafile=\fIPEM\fR,
+\fB,verify=0\fR (insecure, said) and \fB,sni=\fINAME\fR on the URI; a certificate not
+trusted is refused in words. Requests go through the \fBhttp://\fR endpoint's client
+(one request a connection). Requests are signed with AWS Signature Version 4; the secret key and
 session token are never shown (messages, reports), and \fBAWS_ACCESS_KEY_ID\fR,
 \fBAWS_SECRET_ACCESS_KEY\fR and \fBAWS_SESSION_TOKEN\fR are removed from the environment
 of \fBexec:\fR/\fBsh:\fR children.
-As a source: a GET; the body is spliced from the socket and checked against its
-Content\-Length (a cut connection is exit 1, never a short object). As a sink: the stream
+As a source: a GET; the body is spliced by the http endpoint's pump and checked against
+its Content\-Length. A body cut short (a reset, a close, \fB\-\-idle\-timeout\fR) is
+asked again from the next byte with \fBRange: bytes=\fIN\fB\-\fR and \fBIf\-Match:\fR its
+ETag, signed anew, into the same sink (\fB\-\-retries\fR, \fB\-\-retry\-wait\fR as for
+http); an object replaced meanwhile (a 412, or a part of another ETag) is refused, exit 1,
+\fBthe object changed after \fIN\fB bytes\fR: two versions never meet in a sink. The
+report counts \fBresumes\fR and their \fBretries\fR. \fBcopy \-j \fIN\fB
+s3://\fIBUCKET\fB/\fIKEY\fB \fIFILE\fR fetches \fIN\fR ranges at once into the
+temporary, each resumed on its own, renamed over \fIFILE\fR once whole (as for http);
+\fBcopy \-\-resume\fR continues a partial \fIFILE\fR. As a sink: the stream
 is staged from a pipe into a memfd with \fBsplice\fR, a part at a time
 (\fB,part\-size=\fISIZE\fR, 8 MiB as the AWS CLI; 5 MiB to 5 GiB), and each part sent with
 \fBsendfile\fR: no byte is copied through a user buffer. Up to one part is one PUT (an
 empty stream, an empty object); more is a multipart upload, 4 parts sent at once while the
 next is staged (memory: 5 parts), parts doubling in size every 1,000 so a stream fits in
-10,000. Over http the SHA\-256 of each part is signed (read in place from the memfd), so
-the server checks what arrived. Nothing is made until the stream ended well: on a failure,
+10,000. The payload hash signed (\fBx\-amz\-content\-sha256\fR): over http the SHA\-256 of
+each part and PUT (read in place from the memfd), so the server checks what arrived; over
+https \fBUNSIGNED\-PAYLOAD\fR for parts and PUTs (TLS protects them, and the part is not
+read again to hash it); the SHA\-256 of the body for the small requests (create, complete,
+abort, lists, GET). Nothing is made until the stream ended well: on a failure,
 a signal, or a source command that failed, the multipart upload is aborted
 (AbortMultipartUpload) and no PUT is sent. \fBSlowDown\fR, 500 and 503 answers and a
 connection cut before an answer are retried 4 times (0.2 s, doubling). S3's errors are
@@ -469,7 +483,8 @@ said in words with their code: \fBNoSuchKey\fR, \fBNoSuchBucket\fR, \fBAccessDen
 \fBSignatureDoesNotMatch\fR (naming where the credentials came from),
 \fBRequestTimeTooSkewed\fR (naming the skew); exit 1. The report names the requests beside
 the path: \fBpipe (s3: 5 parts, 2 other)\fR; in JSON the end's \fBrequests\fR: \fBget\fR,
-\fBput\fR, \fBparts\fR, \fBlists\fR, \fBother\fR (create, complete, abort), \fBretries\fR.
+\fBput\fR, \fBparts\fR, \fBlists\fR, \fBother\fR (create, complete, abort), \fBretries\fR,
+\fBresumes\fR.
 A comma of the key is written \fB\e,\fR.
 \fBcopy \-r s3://\fIBUCKET\fB/\fIPREFIX\fB/ \fIDIR\fR copies every object under
 \fIPREFIX\fB/\fR (ListObjectsV2, every page) into \fIDIR\fR, the key's rest as the path, as

@@ -458,7 +458,10 @@ fn ranged(
     policy: &ResumePolicy,
     meter: &Arc<Meter>,
 ) -> anyhow::Result<Done> {
-    let probe = answered(client, &ranged_request(client, get, "bytes=0-0".to_string(), None))?;
+    let probe = answered(
+        client,
+        &ranged_request(client, get, "bytes=0-0".to_string(), None),
+    )?;
     let shown = redact_url(&probe.url);
     let head = probe.head.clone();
     let validator = Validator::of(

@@ -866,7 +866,10 @@ fn s3_objects_parse_with_their_options_and_round_trip() {
     let Endpoint::S3 { opts, .. } = &tls else {
         panic!("{tls:?}")
     };
-    assert_eq!(opts.tls.cafile.as_deref(), Some(std::path::Path::new("/ca.pem")));
+    assert_eq!(
+        opts.tls.cafile.as_deref(),
+        Some(std::path::Path::new("/ca.pem"))
+    );
     assert_eq!(opts.tls.sni.as_deref(), Some("localhost"));
     assert_eq!(parse(&tls.to_string()).unwrap(), tls);
     let Endpoint::S3 { opts, .. } = ok("s3://b/k,verify=0") else {

@@ -426,7 +426,11 @@ pub fn check_continuation(
         206 => {}
         // 200: If-Range found another version and sent it whole; 412: If-Match (S3) found
         // another version.
-        200 | 412 => return Err(Refusal::Changed { status: answer.status }),
+        200 | 412 => {
+            return Err(Refusal::Changed {
+                status: answer.status,
+            })
+        }
         s => return Err(Refusal::Status(s)),
     }
     if validator.contradicted_by(answer.etag, answer.last_modified) {

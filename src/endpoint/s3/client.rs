@@ -408,7 +408,9 @@ impl http::Sign for Signer {
             .unwrap_or_default()
             .as_secs();
         let amz_date = sigv4::amz_date(now);
-        request.headers.push(("x-amz-date".into(), amz_date.clone()));
+        request
+            .headers
+            .push(("x-amz-date".into(), amz_date.clone()));
         let credentials = self.settings.credentials.as_ref();
         if let Some(token) = credentials.and_then(|c| c.session_token()) {
             request
@@ -496,7 +498,9 @@ fn read_small(response: &mut Response) -> anyhow::Result<Vec<u8>> {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(nix::errno::Errno::EINTR) => {}
-            Err(nix::errno::Errno::EAGAIN) => bail!("no answer within {} s", ANSWER_TIMEOUT.as_secs()),
+            Err(nix::errno::Errno::EAGAIN) => {
+                bail!("no answer within {} s", ANSWER_TIMEOUT.as_secs())
+            }
             Err(e) => bail!("{e}"),
         }
     }

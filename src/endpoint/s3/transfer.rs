@@ -58,7 +58,7 @@ impl std::fmt::Debug for Transfer {
 
 enum Job {
     /// A GET of this many bytes, its body pumped (and resumed) by the http endpoint.
-    Get { length: u64, pump: BodyPump },
+    Get { length: u64, pump: Box<BodyPump> },
     /// The uploader thread; the run's verdict goes to it once the engine is done.
     Put {
         verdict: Sender<bool>,
@@ -152,7 +152,10 @@ pub fn get(client: &Client, bucket: &str, key: &str) -> anyhow::Result<(OwnedFd,
         Transfer {
             client,
             uri,
-            job: Job::Get { length, pump },
+            job: Job::Get {
+                length,
+                pump: Box::new(pump),
+            },
         },
     ))
 }
