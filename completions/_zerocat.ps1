@@ -175,6 +175,7 @@ Register-ArgumentCompleter -Native -CommandName 'zerocat' -ScriptBlock {
             [CompletionResult]::new('--append', '--append', [CompletionResultType]::ParameterName, 'Append to the file sinks instead of truncating them (GNU tee -a; file:X,append)')
             [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'Ignore SIGINT (GNU tee -i): a Ctrl-C meant for the command feeding the pipe does not cut the copy short; SIGTERM still stops it')
             [CompletionResult]::new('--ignore-interrupts', '--ignore-interrupts', [CompletionResultType]::ParameterName, 'Ignore SIGINT (GNU tee -i): a Ctrl-C meant for the command feeding the pipe does not cut the copy short; SIGTERM still stops it')
+            [CompletionResult]::new('--keep-open', '--keep-open', [CompletionResultType]::ParameterName, 'SRC is a listener: take its connections one after another, each whole into every DST before the next (others wait in the backlog), until SIGINT/SIGTERM, as pipe''s')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'No report line, no progress')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'No report line, no progress')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data')

@@ -923,7 +923,7 @@ _zerocat() {
             return 0
             ;;
         zerocat__subcmd__tee)
-            opts="-a -p -i -q -v -L -4 -6 -h -V --append --on-error --output-error --grace --ignore-interrupts --idle-timeout --connect-timeout --retries --retry-wait --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: pty: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: pty: s3: http: https:"
+            opts="-a -p -i -q -v -L -4 -6 -h -V --append --on-error --output-error --grace --ignore-interrupts --idle-timeout --connect-timeout --keep-open --retries --retry-wait --via --quiet --verbose --stats --progress --no-progress --explain --limit --stats-fd --size --dump --dump-format --help --version fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: pty: s3: http: https: fd: file: tcp: tcp-listen: unix: unix-listen: systemd: udp: udp-listen: tls: tls-listen: ws: wss: ws-listen: exec: sh: pty: s3: http: https:"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

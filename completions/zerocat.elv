@@ -169,6 +169,7 @@ set edit:completion:arg-completer[zerocat] = {|@words|
             cand --append 'Append to the file sinks instead of truncating them (GNU tee -a; file:X,append)'
             cand -i 'Ignore SIGINT (GNU tee -i): a Ctrl-C meant for the command feeding the pipe does not cut the copy short; SIGTERM still stops it'
             cand --ignore-interrupts 'Ignore SIGINT (GNU tee -i): a Ctrl-C meant for the command feeding the pipe does not cut the copy short; SIGTERM still stops it'
+            cand --keep-open 'SRC is a listener: take its connections one after another, each whole into every DST before the next (others wait in the backlog), until SIGINT/SIGTERM, as pipe''s'
             cand -q 'No report line, no progress'
             cand --quiet 'No report line, no progress'
             cand -v 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'

@@ -158,6 +158,7 @@ text\t''
 pcap\t''"
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s a -l append -d 'Append to the file sinks instead of truncating them (GNU tee -a; file:X,append)'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s i -l ignore-interrupts -d 'Ignore SIGINT (GNU tee -i): a Ctrl-C meant for the command feeding the pipe does not cut the copy short; SIGTERM still stops it'
+complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l keep-open -d 'SRC is a listener: take its connections one after another, each whole into every DST before the next (others wait in the backlog), until SIGINT/SIGTERM, as pipe\'s'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s q -l quiet -d 'No report line, no progress'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -s v -l verbose -d 'Also print the plan (fd kinds, chosen path, pipe sizes granted) before moving data'
 complete -c zerocat -n "__fish_zerocat_using_subcommand tee" -l progress -d 'Show a progress bar on stderr (default: only when stderr is a terminal)'

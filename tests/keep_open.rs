@@ -61,12 +61,17 @@ fn keep_open_takes_20_clients_whole_and_contiguous_into_one_log() {
     end.assert_final_path("userspace", "socket -> O_APPEND log");
     let got = std::fs::read(&log).unwrap();
     assert!(got.starts_with(b"before\n"), "appended, not truncated");
-    let mut rest = &got[b"before\n".len()..];
-    let mut seen = vec![false; CLIENTS];
+    assert_whole_blocks(&got[b"before\n".len()..], CLIENTS, LEN);
+}
+
+/// `log` holds each of `clients` clients' bytes once, whole and contiguous, in any order.
+fn assert_whole_blocks(log: &[u8], clients: usize, len: usize) {
+    let mut rest = log;
+    let mut seen = vec![false; clients];
     while !rest.is_empty() {
         let i = usize::from(rest[0]);
-        assert!(i < CLIENTS && !seen[i], "a block that starts with {i}");
-        let want = client_bytes(i, LEN);
+        assert!(i < clients && !seen[i], "a block that starts with {i}");
+        let want = client_bytes(i, len);
         assert_bytes_eq(
             &rest[..want.len().min(rest.len())],
             &want,
@@ -78,14 +83,71 @@ fn keep_open_takes_20_clients_whole_and_contiguous_into_one_log() {
     assert!(seen.iter().all(|s| *s), "every client once: {seen:?}");
 }
 
+/// `tee --keep-open`: 10 clients at once, each one's bytes whole and contiguous in both
+/// sinks, in the same order in each; the report counts the connections.
+#[test]
+fn tee_keep_open_gives_every_sink_each_client_whole() {
+    const CLIENTS: usize = 10;
+    const LEN: usize = 200_000;
+    let rig = Rig::new();
+    let (one, two) = (rig.path("one"), rig.path("two"));
+    let mut running = rig
+        .args(["tee", "--keep-open", "tcp-listen:0"])
+        .arg(&one)
+        .arg(&two)
+        .listen();
+    let addr = running.addr().to_string();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(&addr).unwrap();
+                for piece in client_bytes(i, LEN).chunks(7_000) {
+                    s.write_all(piece).unwrap();
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    let want_len = (CLIENTS * LEN) as u64;
+    for sink in [&one, &two] {
+        running.wait_until("a sink", want_len, || {
+            std::fs::metadata(sink).map_or(0, |m| m.len())
+        });
+    }
+    running.signal(Signal::SIGINT);
+    let end = running.finish();
+    end.assert_code(130, "keep-open ends at the signal");
+    let report = end.report();
+    assert_eq!(report["connections"], CLIENTS as u64, "{report}");
+    assert_eq!(report["connections_cut"], 0, "{report}");
+    assert_eq!(report["bytes"], want_len, "{report}");
+    // The kernel fan-out: tee(2) into the first sink's pipe, the last spliced.
+    for (sink, path) in [(0, "tee"), (1, "splice")] {
+        assert_eq!(report["sinks"][sink]["bytes"], want_len, "{report}");
+        assert_eq!(report["sinks"][sink]["paths"][0]["path"], path, "{report}");
+    }
+    let got = std::fs::read(&one).unwrap();
+    assert_whole_blocks(&got, CLIENTS, LEN);
+    assert_bytes_eq(&std::fs::read(&two).unwrap(), &got, "the second sink");
+}
+
 /// `--keep-open` on a source that is not a listener: a usage error naming it, nothing opened.
 #[test]
 fn keep_open_on_a_non_listener_is_a_usage_error() {
     let dir = tempdir();
     let out = dir.path().join("out");
-    for src in ["tcp:127.0.0.1:9", "-", "udp-listen:0"] {
+    for (command, src) in [
+        ("pipe", "tcp:127.0.0.1:9"),
+        ("pipe", "-"),
+        ("pipe", "udp-listen:0"),
+        ("tee", "tcp:127.0.0.1:9"),
+        ("tee", "-"),
+    ] {
         let mut cmd = zerocat();
-        cmd.args(["pipe", "--keep-open", src]).arg(&out);
+        cmd.args([command, "--keep-open", src]).arg(&out);
         let done = run(cmd);
         let err = stderr_text(&done);
         assert_eq!(done.status.code(), Some(2), "{src}: {err}");

@@ -1251,6 +1251,13 @@ The report adds \fB; 20 connections\fR (\fB, 1 cut\fR); JSON: \fBconnections\fR 
 \fBunix\-listen:\fR, \fBtls\-listen:\fR, \fBfd:\fR\fIN\fR, \fBsystemd:\fR): anything else is
 a usage error, and so is \fB\-\-idle\-timeout\fR with it (for now). For every connection
 served at once, both ways, see \fBrelay\fR.
+\fBtee \-\-keep\-open\fR \fILISTENER\fR \fIDST\fR... does the same into every \fIDST\fR:
+the sinks are opened once (one that cannot be opened ends the run before any accept), and
+each connection is fanned out whole to every sink before the next is accepted, so every
+sink holds the connections in the same order, none interleaved. A sink that fails is left
+out of the connections after, as \fB\-\-on\-error\fR says (\fBfail\fR, the default,
+ends the run, exit 1; \fBcontinue\fR goes on with the others and exits 1 at the end); the
+run ends too once no sink is left. Its report counts connections as pipe's does.
 .SH PROBE
 \fBzerocat probe\fR \fITARGET\fR... connects to each target and closes the connection at
 once (\fBnc \-z\fR; a \fBtls:\fR target after its handshake, which \fBnc\fR cannot do):

@@ -673,6 +673,10 @@ pub struct TeeArgs {
     /// Give up connecting a tcp:, unix: or tls: endpoint after this long, as pipe's.
     #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
     pub connect_timeout: Option<std::time::Duration>,
+    /// SRC is a listener: take its connections one after another, each whole into every
+    /// DST before the next (others wait in the backlog), until SIGINT/SIGTERM, as pipe's.
+    #[arg(long)]
+    pub keep_open: bool,
     #[command(flatten)]
     pub resume: ResumeArgs,
 }
@@ -1147,6 +1151,16 @@ impl Cli {
                     ),
                 )
                 .exit(),
+            Command::Tee(args) if args.keep_open && !args.src.listens() => {
+                refuse_keep_open(&args.src, "tee")
+            }
+            Command::Tee(args) if args.keep_open && args.idle_timeout.is_some() => Cli::command()
+                .error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    "--keep-open with --idle-timeout: not yet (the timeout would end the \
+                         whole run, not one connection)",
+                )
+                .exit(),
             Command::Tee(args) => Invocation::Tee(TeeConfig {
                 src: with_resume(args.src, args.resume.policy(args.idle_timeout))
                     .connecting_within(args.connect_timeout),
@@ -1164,6 +1178,7 @@ impl Cli {
                 ignore_interrupts: args.ignore_interrupts,
                 idle_timeout: args.idle_timeout,
                 gnu_words: false,
+                keep_open: args.keep_open,
             }),
             Command::Relay(args) => Invocation::Relay(
                 RelayConfig {

@@ -41,6 +41,9 @@ pub struct TeeConfig {
     /// A failed output is said as GNU tee says it (`tee: FILE: No such file or
     /// directory`): zerocat answering to the name `tee`.
     pub gnu_words: bool,
+    /// `--keep-open`: the source is a listener whose connections go to every sink one after
+    /// another, until a signal.
+    pub keep_open: bool,
 }
 
 pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
@@ -51,6 +54,9 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     }
     if opts.explain {
         return explain(opts, cfg);
+    }
+    if cfg.keep_open {
+        return keep_open(opts, cfg);
     }
     // Bind every listening sink first, so each is announced before any accept blocks.
     let listeners = cfg
@@ -474,6 +480,7 @@ fn conclude(
         seconds: seconds.0,
         moving_seconds: seconds.1,
         ending: ending.clone(),
+        connections: None,
     };
     // stdout's reader went away and stopped the run: the shell's 141, without a message
     // (DESIGN §5), like `pipe` and like GNU tee killed by SIGPIPE. GNU's `exit` mode says
@@ -621,4 +628,183 @@ fn plan_line(via: Via, cfg: &TeeConfig, src: &FdInfo, sinks: &[FdInfo]) -> Strin
         sinks_word(sinks.len()),
         lanes.join("; ")
     )
+}
+
+/// `--keep-open` (nc -lk into tee): the sinks opened once (a sink that cannot be opened ends
+/// the run before any accept), then the listener's connections one after another, each
+/// fanned out whole to every sink still writing before the next is accepted (the others wait
+/// in the backlog), so no two interleave in any sink; until SIGINT/SIGTERM (exit 130, every
+/// connection's bytes delivered). A sink that fails is left out of the connections after,
+/// as --on-error says of one run: a mode where it stops the fan-out ends the run (exit 1),
+/// as does losing the last sink. A connection cut by its client is counted, its bytes kept.
+fn keep_open(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
+    let listener = cfg.src.listen()?;
+    let mut opened = Vec::with_capacity(cfg.sinks.len());
+    for sink in &cfg.sinks {
+        let one = match sink.is_listener() {
+            true => {
+                let accepted = crate::endpoint::accept_one(&sink.listen()?)?;
+                Opened {
+                    fd: accepted.fd,
+                    truncate_pending: false,
+                    child: None,
+                    tls: accepted.tls,
+                    s3: None,
+                    http: None,
+                }
+                .for_role(Role::Sink)
+            }
+            false => sink.open(Role::Sink)?,
+        };
+        let info = inspect(one.fd.as_fd(), sink)?;
+        truncate_if_pending(&one, sink)?;
+        opened.push((one, info));
+    }
+    let infos: Vec<FdInfo> = opened.iter().map(|(_, info)| *info).collect();
+    let meter = progress::meter(opts);
+    let progress = Watch::new(&meter).start(opts);
+    let started = Instant::now();
+    let n = cfg.sinks.len();
+    let mut records = vec![crate::engine::Record::default(); n];
+    // A sink's failure, and whether it fails the run (--on-error's `counts`).
+    let mut errors: Vec<Option<(String, bool)>> = vec![None; n];
+    let (mut total, mut connections, mut cut) = (crate::engine::Record::default(), 0u64, 0u64);
+    let mut src_info = None;
+    let mut plan_said = false;
+    let ending = loop {
+        if errors.iter().all(Option::is_some) {
+            break Ending::Error("no sink left to write to".to_string());
+        }
+        let accepted = match listener.accept_from() {
+            Ok(accepted) => accepted,
+            Err(_) if crate::sys::process::interrupted() => break Ending::Signal,
+            Err(e) if e.raw_os_error() == Some(nix::libc::EINTR) => continue,
+            // A client gone before it was served, a refused PROXY header or handshake.
+            Err(e) if crate::endpoint::Rejected::of(&e).is_some() => continue,
+            Err(e) if e.raw_os_error() == Some(nix::libc::ECONNABORTED) => continue,
+            Err(e) => {
+                break Ending::Error(format!(
+                    "cannot accept a connection on {}: {e}",
+                    listener.local_addr()
+                ))
+            }
+        };
+        let info = inspect(accepted.fd.as_fd(), &cfg.src)?;
+        if !plan_said {
+            plan_said = true;
+            opts.print_plan(&plan_line(opts.via, cfg, &info, &infos));
+        }
+        let live: Vec<usize> = (0..n).filter(|&i| errors[i].is_none()).collect();
+        let sinks: Vec<Sink<'_>> = live
+            .iter()
+            .map(|&i| Sink {
+                fd: opened[i].0.fd.as_fd(),
+                info: opened[i].1,
+            })
+            .collect();
+        let out = fan::fan_out(
+            accepted.fd.as_fd(),
+            &info,
+            &sinks,
+            opts.via,
+            cfg.on_error,
+            &meter,
+        );
+        total.merge(&out.record);
+        connections += 1;
+        src_info = Some(info);
+        let mut stop = None;
+        for (&i, result) in live.iter().zip(&out.sinks) {
+            records[i].merge(&result.record);
+            if let Some(Failure::Io(err, side)) = &result.failure {
+                let message = failure_message(opts.via, &cfg.src, &cfg.sinks[i], err, *side);
+                if cfg.on_error.stops(errno_of(err)) {
+                    stop = Some(message.clone());
+                }
+                errors[i] = Some((message, cfg.on_error.counts(errno_of(err))));
+            }
+        }
+        let tls_failure = match out.failure {
+            None => super::common::finish_tls(&cfg.src, accepted.tls).1,
+            Some(_) => {
+                if let Some(session) = &accepted.tls {
+                    session.cut();
+                }
+                None
+            }
+        };
+        match out.failure {
+            None if tls_failure.is_some() => cut += 1,
+            None => {}
+            Some(Failure::Interrupted) => break Ending::Signal,
+            Some(Failure::Io(_, crate::engine::Side::Source)) => cut += 1,
+            Some(Failure::Io(err, side)) => {
+                break Ending::Error(failure_message(
+                    opts.via,
+                    &cfg.src,
+                    &cfg.sinks[0],
+                    &err,
+                    side,
+                ))
+            }
+        }
+        if let Some(message) = stop {
+            break Ending::Error(message);
+        }
+    };
+    progress.finish();
+    for ((one, info), error) in opened.iter().zip(&errors) {
+        if error.is_none() && info.kind == FdKind::Socket {
+            finish_socket_sink(one.fd.as_fd());
+        }
+        if error.is_none() && info.kind == FdKind::Datagram {
+            finish_datagram_sink(one.fd.as_fd());
+        }
+    }
+    let stopping = ending == Ending::Signal;
+    let mut children = Vec::with_capacity(n);
+    for (i, (one, _)) in opened.into_iter().enumerate() {
+        children.push(reap_child(&cfg.sinks[i], one, cfg.grace, stopping)?);
+    }
+    let failed: Vec<String> = errors
+        .iter()
+        .flatten()
+        .filter(|(_, counts)| *counts)
+        .map(|(message, _)| message.clone())
+        .collect();
+    let src_info = src_info.unwrap_or_else(|| FdInfo::assumed(FdKind::Socket));
+    let report = FanOutReport {
+        src: Named::of(cfg.src.to_string(), &src_info),
+        sinks: cfg
+            .sinks
+            .iter()
+            .zip(&infos)
+            .enumerate()
+            .map(|(i, (uri, info))| SinkReport {
+                named: Named {
+                    child: children[i],
+                    ..Named::of(uri.to_string(), info)
+                },
+                ending: match &errors[i] {
+                    Some((message, _)) => Ending::Error(message.clone()),
+                    None => ending.clone(),
+                },
+                record: std::mem::take(&mut records[i]),
+                failed_itself: errors[i].is_some(),
+            })
+            .collect(),
+        record: total,
+        seconds: started.elapsed().as_secs_f64(),
+        moving_seconds: meter.moving_seconds(),
+        ending: ending.clone(),
+        connections: Some((connections, cut)),
+    };
+    opts.print_report(&report.render(opts.stats));
+    match ending {
+        Ending::Error(message) => Err(anyhow!(message)),
+        // A sink failed on the way: said, and the run fails, as tee's without --keep-open.
+        _ if !failed.is_empty() => Err(anyhow!(failed.join("; "))),
+        Ending::Signal => Ok(ExitCode::Interrupted),
+        _ => Ok(ExitCode::Success),
+    }
 }

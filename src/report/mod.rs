@@ -277,12 +277,7 @@ impl Report {
             &self.src.label(),
             &self.dst.label(),
         );
-        let kept = match self.connections {
-            Some((n, 0)) => format!("; {n} connection{}", if n == 1 { "" } else { "s" }),
-            Some((n, cut)) => format!("; {n} connections, {cut} cut"),
-            None => String::new(),
-        };
-        line + &kept + &interrupted_words(&self.ending)
+        line + &connections_words(self.connections) + &interrupted_words(&self.ending)
     }
 
     pub fn json(&self) -> String {
@@ -331,6 +326,8 @@ pub struct FanOutReport {
     /// Of `seconds`, the span bytes were moving in (`Meter::moving_seconds`).
     pub moving_seconds: Option<f64>,
     pub ending: Ending,
+    /// `--keep-open`: as [`Report::connections`].
+    pub connections: Option<(u64, u64)>,
 }
 
 impl FanOutReport {
@@ -375,7 +372,7 @@ impl FanOutReport {
                 &sinks_word(self.sinks.len())
             ),
             sinks.join(", "),
-            interrupted_words(&self.ending)
+            connections_words(self.connections) + &interrupted_words(&self.ending)
         )
     }
 
@@ -398,10 +395,22 @@ impl FanOutReport {
             (self.seconds, self.moving_seconds),
             &self.src,
         );
+        if let Some((n, cut)) = self.connections {
+            o.num("connections", n).num("connections_cut", cut);
+        }
         record_json(&mut o, &self.record);
         ending_json(&mut o, &self.ending);
         o.raw("sinks", &json_array(&sinks));
         o.finish()
+    }
+}
+
+/// `--keep-open`'s count: "; 20 connections", "; 20 connections, 1 cut".
+fn connections_words(connections: Option<(u64, u64)>) -> String {
+    match connections {
+        Some((n, 0)) => format!("; {n} connection{}", if n == 1 { "" } else { "s" }),
+        Some((n, cut)) => format!("; {n} connections, {cut} cut"),
+        None => String::new(),
     }
 }
 
@@ -723,6 +732,7 @@ mod tests {
             seconds: 1.0,
             moving_seconds: None,
             ending: Ending::Error("disk full".into()),
+            connections: None,
         };
         let text = report.text();
         assert!(text.starts_with("zerocat: 10 B in "), "{text}");

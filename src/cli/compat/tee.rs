@@ -128,6 +128,7 @@ pub fn parse(args: &[OsString], _options: &mut Options) -> Invocation {
         ignore_interrupts,
         idle_timeout: None,
         gnu_words: true,
+        keep_open: false,
     })
 }
 
