@@ -450,8 +450,8 @@ us\-east\-1. The endpoint: \fB,endpoint=\fIURL\fR, \fBAWS_ENDPOINT_URL_S3\fR,
 (MinIO, moto, s3s) is addressed path\-style (\fB/\fIBUCKET\fB/\fIKEY\fR), AWS
 virtual\-hosted; the profile's \fBs3 = addressing_style\fR overrides. An https://
 endpoint is reached over TLS as \fBhttps://\fR is, with \fB,cafile=\fIPEM\fR,
-\fB,verify=0\fR (insecure, said) and \fB,sni=\fINAME\fR on the URI; a certificate not
-trusted is refused in words. Requests go through the \fBhttp://\fR endpoint's client
+\fB,verify=0\fR (insecure, said), \fB,sni=\fINAME\fR and \fB,pin=sha256:\fIHEX\fR on
+the URI; a certificate not trusted is refused in words. Requests go through the \fBhttp://\fR endpoint's client
 (one request a connection). Requests are signed with AWS Signature Version 4; the secret key and
 session token are never shown (messages, reports), and \fBAWS_ACCESS_KEY_ID\fR,
 \fBAWS_SECRET_ACCESS_KEY\fR and \fBAWS_SESSION_TOKEN\fR are removed from the environment

@@ -504,6 +504,10 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
                 "sni=NAME",
                 "an https endpoint: the name sent and verified (default: its host)",
             ),
+            opt(
+                "pin=sha256:HEX",
+                "an https endpoint: trust exactly the certificate of this SHA-256",
+            ),
         ],
     },
     SchemeInfo {
@@ -1278,10 +1282,11 @@ fn parse_s3(rest: &str) -> Result<Endpoint, String> {
                     }
                 };
             }
+            "pin" if opts.tls.pin.is_none() => opts.tls.pin = Some(parse_pin(Some(value))?),
             "cafile" | "sni" if value.is_empty() => {
                 return Err(format!("option '{name}' needs a value: {name}=…"))
             }
-            "endpoint" | "part-size" | "cafile" | "sni" | "verify" => {
+            "endpoint" | "part-size" | "cafile" | "sni" | "verify" | "pin" => {
                 return Err(format!(
                     "option '{name}' is given twice (s3: takes {})",
                     Scheme::S3.info().option_forms()
@@ -1295,6 +1300,12 @@ fn parse_s3(rest: &str) -> Result<Endpoint, String> {
                 ))
             }
         }
+    }
+    if opts.tls.insecure && opts.tls.pin.is_some() {
+        return Err(
+            "pin= checks the server's certificate and verify=0 skips the check: give one of them"
+                .into(),
+        );
     }
     Ok(Endpoint::S3 {
         bucket: bucket.to_string(),

@@ -179,7 +179,7 @@ pub struct S3Opts {
     pub endpoint: Option<String>,
     /// `part-size=SIZE`: a sink's part size ([`s3::DEFAULT_PART_SIZE`] when None).
     pub part_size: Option<u64>,
-    /// `cafile=`, `verify=0`, `sni=`: how an https endpoint's certificate is checked.
+    /// `cafile=`, `verify=0`, `sni=`, `pin=`: how an https endpoint's certificate is checked.
     pub tls: TlsOpts,
     /// A source's `--retries`, `--retry-wait`, `--idle-timeout` (the command's options).
     pub resume: http::resume::ResumePolicy,

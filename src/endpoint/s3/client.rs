@@ -159,7 +159,7 @@ impl Client {
         let tls_given = opts.tls != crate::endpoint::TlsOpts::default();
         if tls_given && !settings.service.https {
             bail!(
-                "s3: cafile=, verify= and sni= are for an https:// endpoint; the endpoint is \
+                "s3: cafile=, verify=, sni= and pin= are for an https:// endpoint; the endpoint is \
                  http://{}:{}",
                 settings.service.host,
                 settings.service.port
