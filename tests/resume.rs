@@ -622,6 +622,32 @@ fn copy_j_or_resume_into_a_fifo_is_a_usage_error_that_leaves_it_a_fifo() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 }
 
+/// A range of `-j` answered with bytes other than those asked (a Content-Range that does
+/// not match) fails the copy, naming the URL: no file, no temporary.
+#[test]
+fn copy_j_with_a_wrong_content_range_leaves_no_file() {
+    let body = data(6 * 1024 * 1024);
+    let srv = FaultServer::start(
+        Object::with_etag(body, "v1"),
+        vec![Fault::None, Fault::WrongContentRange(5)],
+    );
+    let dir = crate::util::tempdir();
+    let file = dir.path().join("obj.bin");
+    let run = copy(&["-j", "3", &srv.url("obj"), &file.display().to_string()]);
+    run.assert_code(1, "a wrong Content-Range in -j");
+    assert!(
+        run.stderr.contains("Content-Range") && run.stderr.contains(&srv.url("obj")),
+        "{}",
+        run.stderr
+    );
+    assert!(!file.exists(), "a file of the wrong bytes");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no temporary left"
+    );
+}
+
 #[test]
 fn copy_j_into_a_stream_is_a_usage_error_before_any_connection() {
     let srv = FaultServer::start(Object::with_etag(data(10), "v1"), vec![]);
