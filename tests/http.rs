@@ -896,9 +896,16 @@ fn tokens_reach_the_server_and_nothing_else() {
             assert!(!text.contains(token), "{what} shows {token}: {text}");
         }
     };
+    // The 401's body echoes what it was sent, as debugging servers do: shown escaped in the
+    // error, but not the secrets.
     let (port, server) = canned(vec![
         answer("200 OK", "", b"the body"),
-        answer("401 Unauthorized", "", b"go away"),
+        answer(
+            "401 Unauthorized",
+            "",
+            b"you sent Authorization: Bearer ENV-TOKEN, X-Inline: INLINE-TOKEN, \
+              X-File-Token: FILE-TOKEN, Basic dXNlcjpVUkwtVE9LRU4=; go away",
+        ),
     ]);
     let rig = Rig::new().env("ZC_TOKEN", "Bearer ENV-TOKEN");
     let headers = rig.file("headers.txt", b"X-File-Token: FILE-TOKEN\n");
@@ -939,6 +946,12 @@ fn tokens_reach_the_server_and_nothing_else() {
         refused.stderr
     );
     assert_hidden(&refused.stderr, "the error of a 401");
+    assert!(refused.stderr.contains("go away"), "{}", refused.stderr);
+    assert!(
+        !refused.stderr.contains("dXNlcjpVUkwtVE9LRU4="),
+        "{}",
+        refused.stderr
+    );
     let requests = server.join().unwrap();
     for (head, _) in &requests {
         assert!(
@@ -993,6 +1006,12 @@ fn copy_and_tee_put_to_nginx() {
     let src = rig.file("src.bin", &payload);
     let run = rig.args(["copy", &src, &nginx.url("/up/copy.bin")]).run();
     run.assert_code(0, "copy FILE URL");
+    assert_eq!(
+        run.report()["dst"]["http"]["status"],
+        201,
+        "{}",
+        run.report()
+    );
     assert_bytes_eq(
         &std::fs::read(nginx.root.join("up/copy.bin")).unwrap(),
         &payload,
@@ -1008,6 +1027,9 @@ fn copy_and_tee_put_to_nginx() {
         .run();
     run.assert_code(0, "tee - URL FILE");
     run.assert_held(0, &payload, "tee - URL FILE: the file");
+    let sink = &run.report()["sinks"][0];
+    assert_eq!(sink["http"]["status"], 201, "{sink}");
+    assert_eq!(sink["http"]["framing"], "chunked", "{sink}");
     assert_bytes_eq(
         &std::fs::read(nginx.root.join("up/tee.bin")).unwrap(),
         &payload,

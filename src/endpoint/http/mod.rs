@@ -350,6 +350,58 @@ pub fn is_credential_header(name: &str) -> bool {
         .any(|h| h.eq_ignore_ascii_case(name))
 }
 
+/// What a request carries that a message must not show, should the server echo it: every
+/// value of the user's headers (as the endpoint's display hides them) and each of its
+/// words long enough to be a token, the URL's password and its Basic credentials.
+pub fn secrets_of(headers: &[(String, String)], url: &Url) -> Vec<String> {
+    let mut secrets: Vec<String> = Vec::new();
+    for (_, value) in headers {
+        secrets.push(value.clone());
+        secrets.extend(
+            value
+                .split_whitespace()
+                .filter(|w| w.len() >= SECRET_WORD)
+                .map(str::to_string),
+        );
+    }
+    if let Some(password) = url.password() {
+        secrets.push(password.to_string());
+    }
+    if let Some(credentials) = target::userinfo(url) {
+        secrets.extend(credentials.split_once(':').map(|(_, p)| p.to_string()));
+        secrets.push(target::base64(credentials.as_bytes()));
+    }
+    secrets.retain(|s| s.len() >= SECRET_PREFIX);
+    // The longest first: a value is hidden whole before its words are.
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    secrets
+}
+
+/// A header value's word this long may be a token.
+const SECRET_WORD: usize = 8;
+/// The shortest secret (or cut-off start of one, at the end of a text) hidden.
+const SECRET_PREFIX: usize = 4;
+
+/// `text` with every one of `secrets` as `***`, and a secret's start that `text` ends with
+/// (a text cut short in the middle of it) too.
+pub fn scrub(text: &str, secrets: &[String]) -> String {
+    let mut text = text.to_string();
+    for secret in secrets {
+        text = text.replace(secret.as_str(), "***");
+    }
+    for secret in secrets {
+        let cut = (SECRET_PREFIX..secret.len())
+            .rev()
+            .filter(|&n| secret.is_char_boundary(n))
+            .find(|&n| text.ends_with(&secret[..n]));
+        if let Some(n) = cut {
+            text.truncate(text.len() - n);
+            text.push_str("***");
+        }
+    }
+    text
+}
+
 /// A Location or other server text as a message may show it: a URL's password hidden.
 fn redact_text(text: &str) -> String {
     match Url::parse(text) {
@@ -395,4 +447,34 @@ pub fn read_header_file(path: &PathBuf) -> anyhow::Result<Vec<(String, String)>>
         headers.push((name.to_string(), value.to_string()));
     }
     Ok(headers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_echoed_secret_is_hidden_whole_in_words_and_cut_short() {
+        let url = Url::parse("http://user:pa%3Ass@h/x").unwrap();
+        let headers = [
+            (
+                "Authorization".to_string(),
+                "Bearer abcdefgh123".to_string(),
+            ),
+            ("X-Trace".to_string(), "1".to_string()),
+        ];
+        let secrets = secrets_of(&headers, &url);
+        assert_eq!(
+            scrub("got Authorization: Bearer abcdefgh123.", &secrets),
+            "got Authorization: ***."
+        );
+        assert_eq!(scrub("token abcdefgh123!", &secrets), "token ***!");
+        assert_eq!(
+            scrub("X-Trace: 1, tail abcdef", &secrets),
+            "X-Trace: 1, tail ***"
+        );
+        // The password as sent (decoded) and its Basic credentials.
+        assert_eq!(scrub("pw pa:ss", &secrets), "pw ***");
+        assert_eq!(scrub("Basic dXNlcjpwYTpzcw==", &secrets), "Basic ***");
+    }
 }

@@ -217,6 +217,7 @@ pub fn open(
     upload_len: Option<u64>,
 ) -> anyhow::Result<Opened> {
     let mut headers = resolve_headers(opts)?;
+    let secrets = super::secrets_of(&headers, url);
     let client = Client::new(opts.clone());
     let shown = redact_url(url);
     match role {
@@ -235,7 +236,7 @@ pub fn open(
                 unreachable!("a request without a body is answered")
             };
             if !response.head.is_success() {
-                let said = error_body(&response.conn);
+                let said = error_body(&response.conn, &secrets);
                 bail!(
                     "{}: the server answered {}{said}",
                     redact_url(&response.url),
@@ -289,7 +290,7 @@ pub fn open(
                     Ok(opened(fd, HttpEnd::Upload(pump)))
                 }
                 Sent::Answered(response) => {
-                    let said = error_body(&response.conn);
+                    let said = error_body(&response.conn, &secrets);
                     bail!(
                         "{}: the server answered {} before the body{said}",
                         redact_url(&response.url),
@@ -345,8 +346,8 @@ fn check_range(range: &ByteRange, head: &ResponseHead, url: &str) -> anyhow::Res
 }
 
 /// The first bytes of an error's body, escaped, as the message shows them: read with a
-/// short wait, never into the sink.
-fn error_body(conn: &Connection) -> String {
+/// short wait, never into the sink; a server that echoes the request shows no `secrets`.
+fn error_body(conn: &Connection, secrets: &[String]) -> String {
     let fd = conn.fd.as_fd();
     if !crate::sys::wait_within(fd, PollFlags::POLLIN, ERROR_BODY_WAIT).unwrap_or(false) {
         return String::new();
@@ -358,7 +359,7 @@ fn error_body(conn: &Connection) -> String {
         nix::sys::socket::MsgFlags::MSG_DONTWAIT,
     )
     .unwrap_or(0);
-    let text = String::from_utf8_lossy(&buf[..n]);
+    let text = super::scrub(&String::from_utf8_lossy(&buf[..n]), secrets);
     let text = text.trim();
     if text.is_empty() {
         return String::new();
