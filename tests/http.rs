@@ -745,6 +745,7 @@ fn https_get_and_put_against_nginx_with_a_test_ca() {
     let put = format!("{}{cafile}", nginx.url("/up/file.bin"));
     let run = rig.args(["pipe", &src, &put]).run();
     run.assert_code(0, "https PUT from a file");
+    run.assert_final_path("sendfile", "https PUT from a file");
     assert_bytes_eq(
         &std::fs::read(nginx.root.join("up/file.bin")).unwrap(),
         &payload,
