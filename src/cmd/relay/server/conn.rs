@@ -124,7 +124,9 @@ impl Server<'_> {
         let mut moved = 0u64;
         let mut done = 0;
         let mut busy = false;
-        let now = Instant::now();
+        // Pacing reads the clock afresh (its tokens are time); else the turn's wake-up will do.
+        let paced = conn.pace.iter().any(Option::is_some) || self.shared.limit_total.is_some();
+        let now = if paced { Instant::now() } else { self.turn };
         for d in 0..2 {
             let other_done = conn.flows[1 - d].shut;
             let [s0, s1] = &mut conn.sides;
@@ -204,7 +206,7 @@ impl Server<'_> {
             }
         }
         if moved > 0 {
-            conn.last_active = Instant::now();
+            conn.last_active = now;
         }
         // A command's stdin is closed once its direction is over: EOF is how a child hears
         // the half-close (a pipe has no shutdown). Closing takes it out of the epoll.

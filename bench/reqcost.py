@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""bench/reqcost.py [-n ROUNDS] [-m MODES] RELAY...: where a small request's time goes, for
+each relay and for its neighbours, under relaycost.sh's redis loads (issue 45).
+
+A RELAY is `haproxy` (tcp mode, nbthread 1, as relaycost.sh configures it), `minrelay`
+(bench/minrelay.c: the least a relay can do, the floor; `minrelay-defer`: the same with a
+batch's writes after all its reads), `direct` (no relay), or `NAME=ZEROCAT_BINARY[,RELAY ARGS...]` (e.g. `main=/tmp/zc,--workers,1`). MODES:
+`ka` (keep-alive `-n 50000 -c 50 -t set,get`), `nc` (`-k 0 -n 20000 -c 20 -t ping_inline`),
+`rr` and `rn` (`ka` and `nc` with round-robin over two redis-servers; zerocat `--balance
+round-robin`, HAProxy `balance roundrobin`). The processes stay up across rounds (as in relaycost.sh); rounds are
+interleaved, and the relays' order rotates each round.
+
+Per run, per request: the relay's CPU (user+sys over all its threads, /proc/PID/stat) and its
+voluntary and involuntary context switches (summed over /proc/PID/task/*/status);
+redis-server's CPU and voluntary switches; redis-benchmark's (from wait4's rusage); the
+cores left idle (/proc/stat). The load-independent columns are the per-request ones; the
+requests/s is redis-benchmark's own figure (all tests: requests over the sum of each test's
+time). Loopback only; needs redis-server, redis-benchmark and haproxy."""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lib.procs import free_port, wait_listening  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+MODES = {
+    "ka": (["-n", "50000", "-c", "50", "-t", "set,get"], 100_000),
+    "nc": (["-n", "20000", "-c", "20", "-k", "0", "-t", "ping_inline"], 20_000),
+    "rr": (["-n", "50000", "-c", "50", "-t", "set,get"], 100_000),
+    "rn": (["-n", "20000", "-c", "20", "-k", "0", "-t", "ping_inline"], 20_000),
+}
+
+
+def proc_sample(pid):
+    """CPU seconds (all threads) and voluntary, involuntary switches summed over threads."""
+    stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    cpu = (int(stat[11]) + int(stat[12])) / TICK
+    vol = invol = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            for line in open(f"/proc/{pid}/task/{t}/status"):
+                if line.startswith("voluntary_ctxt_switches"):
+                    vol += int(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches"):
+                    invol += int(line.split()[1])
+        except FileNotFoundError:
+            pass
+    return cpu, vol, invol
+
+
+def idle_ticks():
+    f = open("/proc/stat").readline().split()
+    return int(f[4]) + int(f[5])
+
+
+class Relay:
+    def __init__(self, spec, backends, tmp, mode):
+        self.name = spec
+        self.proc = None
+        if spec == "direct":
+            self.port = backends[0]
+            return
+        self.port = free_port()
+        if spec in ("minrelay", "minrelay-defer"):
+            binary = os.path.join(tmp, "minrelay")
+            if not os.path.exists(binary):
+                here = os.path.dirname(os.path.abspath(__file__))
+                subprocess.run(["cc", "-O2", "-o", binary, os.path.join(here, "minrelay.c")], check=True)
+            env = dict(os.environ, **({"MINRELAY_DEFER": "1"} if spec.endswith("defer") else {}))
+            self.proc = subprocess.Popen([binary, str(self.port), *map(str, backends)], env=env)
+        elif spec == "haproxy":
+            servers = "\n".join(f"  server s{i} 127.0.0.1:{p}" for i, p in enumerate(backends))
+            balance = "  balance roundrobin\n" if len(backends) > 1 else ""
+            cfg = os.path.join(tmp, f"hap{self.port}.cfg")
+            with open(cfg, "w") as f:
+                f.write(f"global\n  maxconn 8192\n  nbthread 1\ndefaults\n  mode tcp\n  timeout connect 5s\n"
+                        f"  timeout client 120s\n  timeout server 120s\nlisten redis\n  bind 127.0.0.1:{self.port}\n"
+                        f"{balance}{servers}\n")
+            self.proc = subprocess.Popen(["haproxy", "-db", "-f", cfg], stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL)
+        else:
+            self.name, rest = spec.split("=", 1)
+            binary, *args = rest.split(",")
+            ups = [f"tcp:127.0.0.1:{p}" for p in backends]
+            if len(backends) > 1:
+                args += ["--balance", "round-robin"]
+            self.proc = subprocess.Popen([binary, "-q", "relay", *args, f"tcp-listen:127.0.0.1:{self.port}", *ups],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_listening(self.port, proc=self.proc)
+
+    def close(self):
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait()
+
+
+def bench(port, args):
+    p = subprocess.Popen(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-q", *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = p.stdout.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = status
+    rates = [float(v) for v in re.findall(r"([\d.]+) requests per second", out.replace("\r", "\n"))]
+    return rates, ru
+
+
+def run(relay, redis, args, n):
+    r0 = proc_sample(relay.proc.pid) if relay.proc else None
+    s0 = [proc_sample(p.pid) for p in redis]
+    i0, t0 = idle_ticks(), time.time()
+    rates, ru = bench(relay.port, args)
+    wall = time.time() - t0
+    r1 = proc_sample(relay.proc.pid) if relay.proc else None
+    s1 = [proc_sample(p.pid) for p in redis]
+    i1 = idle_ticks()
+    per_test = n / len(rates)
+    rps = n / sum(per_test / r for r in rates) if rates else 0.0
+    us = 1e6 / n
+    row = {"rps": rps, "idle": (i1 - i0) / TICK / wall,
+           "bench_cpu": (ru.ru_utime + ru.ru_stime) * us, "bench_vol": ru.ru_nvcsw / n,
+           "redis_cpu": sum(b[0] - a[0] for a, b in zip(s0, s1)) * us,
+           "redis_vol": sum(b[1] - a[1] for a, b in zip(s0, s1)) / n}
+    if r0:
+        row.update(relay_cpu=(r1[0] - r0[0]) * us, relay_vol=(r1[1] - r0[1]) / n, relay_invol=(r1[2] - r0[2]) / n)
+    return row
+
+
+COLS = [("rps", "req/s", "{:,.0f}"), ("relay_cpu", "relay µs", "{:.1f}"), ("relay_vol", "relay vol", "{:.3f}"),
+        ("relay_invol", "relay invol", "{:.3f}"), ("redis_cpu", "redis µs", "{:.1f}"),
+        ("redis_vol", "redis vol", "{:.3f}"), ("bench_cpu", "bench µs", "{:.1f}"),
+        ("bench_vol", "bench vol", "{:.3f}"), ("idle", "idle cores", "{:.2f}")]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-n", type=int, default=3)
+    ap.add_argument("-m", default="ka,nc")
+    ap.add_argument("relays", nargs="+")
+    o = ap.parse_args()
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="reqcost") as tmp:
+        for mode in o.m.split(","):
+            args, n = MODES[mode]
+            ports = [free_port() for _ in range(2 if mode in ("rr", "rn") else 1)]
+            redis = [subprocess.Popen(["redis-server", "--port", str(p), "--bind", "127.0.0.1", "--save", "",
+                                       "--appendonly", "no", "--logfile", ""], stdout=subprocess.DEVNULL)
+                     for p in ports]
+            for p, r in zip(ports, redis):
+                wait_listening(p, proc=r)
+            relays = [Relay(s, ports, tmp, mode) for s in o.relays]
+            try:
+                for i in range(o.n):
+                    k = i % len(relays)
+                    for relay in relays[k:] + relays[:k]:
+                        row = run(relay, redis, args, n)
+                        results.setdefault((mode, relay.name), []).append(row)
+                        print(f"{mode} {relay.name:10} " + " ".join(
+                            f"{h} {fmt.format(row[c])}" for c, h, fmt in COLS if c in row), flush=True)
+            finally:
+                for r in relays:
+                    r.close()
+                for r in redis:
+                    r.terminate()
+                    r.wait()
+    load = open("/proc/loadavg").read().split()[:3]
+    print(f"\n# medians of {o.n} interleaved rounds, load {' '.join(load)} at the end")
+    print("| mode | relay | " + " | ".join(h for _, h, _ in COLS) + " |")
+    print("|---|---|" + "---:|" * len(COLS))
+    for (mode, name), rows in results.items():
+        cells = []
+        for c, _, fmt in COLS:
+            vals = [r[c] for r in rows if c in r]
+            cells.append(fmt.format(statistics.median(vals)) if vals else "–")
+        print(f"| {mode} | {name} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
