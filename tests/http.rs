@@ -30,9 +30,7 @@ struct Nginx {
 impl Nginx {
     /// None (with SKIPPED printed) when nginx is not installed.
     fn start(ssl: Option<(&str, &str)>) -> Option<Nginx> {
-        let binary = ["/usr/sbin/nginx", "/usr/bin/nginx"]
-            .into_iter()
-            .find(|p| Path::new(p).exists())?;
+        let binary = nginx_binary()?;
         let dir = tempdir();
         let root = dir.path().join("www");
         std::fs::create_dir_all(root.join("up")).unwrap();
@@ -109,6 +107,13 @@ http {{
     fn serve(&self, name: &str, data: &[u8]) {
         std::fs::write(self.root.join(name), data).unwrap();
     }
+}
+
+/// Debian's nginx (/usr/sbin may not be on a user's PATH).
+fn nginx_binary() -> Option<&'static str> {
+    ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
 }
 
 impl Drop for Nginx {
@@ -664,8 +669,10 @@ fn https_nginx(payload: &[u8]) -> Option<(crate::tls::Pki, Nginx)> {
         eprintln!("SKIPPED: openssl is not installed (apt-get install openssl)");
         return None;
     };
-    let built_with = Command::new("nginx").arg("-V").output();
-    if !built_with.is_ok_and(|o| String::from_utf8_lossy(&o.stderr).contains("http_ssl_module")) {
+    let built_with = nginx_binary().map(|nginx| Command::new(nginx).arg("-V").output());
+    if !built_with.is_some_and(|o| {
+        o.is_ok_and(|o| String::from_utf8_lossy(&o.stderr).contains("http_ssl_module"))
+    }) {
         eprintln!("SKIPPED: nginx is not installed or has no ssl module (apt-get install nginx)");
         return None;
     }
