@@ -118,9 +118,14 @@ pub fn conclude(
 /// Runs one invocation. Errors are runtime failures (exit 1) unless they carry a
 /// [`exit::UsageError`] (exit 2).
 pub fn run(options: &Options, invocation: &Invocation) -> anyhow::Result<exit::ExitCode> {
-    if options.dump.is_some() && !matches!(invocation, Invocation::Relay(..)) {
+    if options.dump.is_some()
+        && !matches!(
+            invocation,
+            Invocation::Relay(..) | Invocation::Pipe(..) | Invocation::Tee(..)
+        )
+    {
         return Err(exit::UsageError(
-            "--dump: only relay dumps so far (pipe, tee and copy do not yet)".into(),
+            "--dump: relay, pipe and tee dump the bytes they move (copy does not)".into(),
         )
         .into());
     }

@@ -8,7 +8,9 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::Path;
 use std::thread;
 
-use crate::rig::{connections, dir_paths, Rig};
+use std::sync::Arc;
+
+use crate::rig::{connections, dir_paths, Pace, Rig};
 use crate::util::*;
 
 /// A backend on 127.0.0.1 that answers each connection: echo (everything back as it
@@ -105,6 +107,9 @@ fn dump_known_exchange(format: &str) -> (Vec<u8>, String, String) {
         "{}",
         end.stderr
     );
+    // The JSON report says it too, and that tee(2) fed it (the relay spliced).
+    let len = (REQUEST.len() + ANSWER.len()) as u64;
+    assert_dump_totals(end.report(), len, "teed", "relay --dump");
     (std::fs::read(&dump).unwrap(), client, backend)
 }
 
@@ -491,4 +496,197 @@ fn dump_into_a_directory_or_in_an_unknown_format_is_a_usage_error() {
         );
     }
     assert!(!Path::new(&dir.path().join("x.dump")).exists());
+}
+
+// pipe and tee: the same dump of their one stream (connection 1, a>b), fed the same way.
+
+/// The `dump` object of a pipe or tee report: the dump's bytes, what it missed, and that
+/// its copies were fed by tee(2) (`teed`) or by writes (`written`), as asked.
+#[track_caller]
+fn assert_dump_totals(report: &serde_json::Value, len: u64, fed_by: &str, what: &str) {
+    let dump = &report["dump"];
+    let (bytes, missed) = (dump["bytes"].as_u64(), dump["missed"].as_u64());
+    assert_eq!(
+        bytes.zip(missed).map(|(b, m)| b + m),
+        Some(len),
+        "{what}: {report}"
+    );
+    let other = if fed_by == "teed" { "written" } else { "teed" };
+    assert_eq!(dump[fed_by].as_u64(), bytes, "{what}: {report}");
+    assert_eq!(dump[other].as_u64(), Some(0), "{what}: {report}");
+    assert_eq!(dump["error"], serde_json::Value::Null, "{what}: {report}");
+}
+
+/// The hex dump of a pipe or tee: one stream, a>b, every byte once at its offset, then
+/// its end.
+#[track_caller]
+fn assert_stream_dumped(dump: &Path, payload: &[u8], what: &str) {
+    let text = std::fs::read_to_string(dump).unwrap();
+    assert!(
+        text.starts_with("# "),
+        "{what}: {}",
+        &text[..80.min(text.len())]
+    );
+    assert!(
+        text.trim_end()
+            .ends_with(&format!("conn 1 a>b end at {}", payload.len())),
+        "{what}: the dump ends with the stream's end"
+    );
+    let said = read_back(&text, true);
+    assert!(said.chunks[1].is_empty(), "{what}: one direction only");
+    assert_dump_matches(&said.chunks[0], said.missed[0], payload, what);
+}
+
+/// `pipe --dump` on each way its splice runs — a file into TCP (sendfile without a dump:
+/// splice through a pipe of zerocat's, teed), stdin's pipe into a file (its head teed
+/// straight from the source pipe), TCP into stdout's pipe (through a pipe of zerocat's,
+/// since the sink's pipe is read by another): every byte delivered, the path splice, and
+/// the dump holds the stream, fed by tee(2).
+#[test]
+fn pipe_dump_holds_the_stream_and_the_pipe_still_splices() {
+    let payload = Arc::new(data(3 << 20));
+    for case in ["file -> tcp", "stdin -> file", "tcp -> stdout"] {
+        let mut rig = Rig::new();
+        let dump = rig.path("dump");
+        let (src, dst) = match case {
+            "file -> tcp" => (rig.file("src", &payload), rig.tcp_sink(Pace::Full)),
+            "stdin -> file" => (
+                rig.stdin(payload.clone(), Pace::Full),
+                rig.file_sink(rig.path("dst")),
+            ),
+            _ => (
+                rig.tcp_source(payload.clone(), Pace::Full),
+                rig.stdout_sink(Pace::Full),
+            ),
+        };
+        let run = rig
+            .arg("--dump")
+            .arg(&dump)
+            .args(["pipe", &src, &dst])
+            .run();
+        run.assert_code(0, case);
+        run.assert_held(0, &payload, case);
+        run.assert_final_path("splice", case);
+        assert_dump_totals(run.report(), payload.len() as u64, "teed", case);
+        assert_stream_dumped(&dump, &payload, case);
+    }
+}
+
+/// `--via userspace`: the dump gets the very buffers written (no tee), same content.
+#[test]
+fn pipe_dump_on_the_userspace_path_is_fed_by_its_writes() {
+    let payload = data(1 << 20);
+    let mut rig = Rig::new();
+    let dump = rig.path("dump");
+    let src = rig.file("src", &payload);
+    let dst = rig.file_sink(rig.path("dst"));
+    let run = rig
+        .arg("--dump")
+        .arg(&dump)
+        .args(["--via", "userspace", "pipe", &src, &dst])
+        .run();
+    run.assert_code(0, "pipe --via userspace");
+    run.assert_held(0, &payload, "pipe --via userspace");
+    run.assert_final_path("userspace", "pipe --via userspace");
+    assert_dump_totals(run.report(), payload.len() as u64, "written", "userspace");
+    assert_stream_dumped(&dump, &payload, "pipe --via userspace");
+}
+
+/// `tee --dump`: two file sinks (one teed, one fed by splice out of the source's pipe)
+/// and one from stdin's pipe into stdout's (a source pipe not zerocat's, whose head the
+/// dump tees before it is consumed): every sink whole, the fan-out's paths as without a
+/// dump, the dump holds the source's stream once.
+#[test]
+fn tee_dump_holds_the_stream_and_the_fan_out_still_tees() {
+    let payload = Arc::new(data(3 << 20));
+    for case in ["file -> 2 files", "stdin -> stdout"] {
+        let mut rig = Rig::new();
+        let dump = rig.path("dump");
+        let args = match case {
+            "file -> 2 files" => vec![
+                rig.file("src", &payload),
+                rig.file_sink(rig.path("a")),
+                rig.file_sink(rig.path("b")),
+            ],
+            _ => vec![
+                rig.stdin(payload.clone(), Pace::Full),
+                rig.stdout_sink(Pace::Full),
+            ],
+        };
+        let run = rig.arg("--dump").arg(&dump).arg("tee").args(&args).run();
+        run.assert_code(0, case);
+        for i in 0..args.len() - 1 {
+            run.assert_held(i, &payload, case);
+        }
+        let want = if args.len() > 2 { "tee" } else { "splice" };
+        run.assert_final_path(want, case);
+        assert_dump_totals(run.report(), payload.len() as u64, "teed", case);
+        assert_stream_dumped(&dump, &payload, case);
+    }
+}
+
+/// The text report says the transfer's path, and the dump's line where it went and how it
+/// was fed.
+#[test]
+fn pipe_text_report_says_the_dump_was_fed_by_tee() {
+    let rig = Rig::bare();
+    let dump = rig.path("dump");
+    let src = rig.file("src", b"hello\n");
+    let out = rig.path("out");
+    let run = rig
+        .arg("--dump")
+        .arg(&dump)
+        .args(["--dump-format", "text", "pipe", &src])
+        .arg(&out)
+        .run();
+    run.assert_code(0, "pipe --dump");
+    let line = format!(
+        "zerocat: dump: 6 B into {} (text), 0 B missed, fed by tee(2) from the transfer's pipe",
+        dump.display()
+    );
+    assert!(
+        run.stderr.contains("via splice") && run.stderr.contains(&line),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        std::fs::read_to_string(&dump)
+            .unwrap()
+            .contains("hello\\n\n"),
+        "the text dump holds the line"
+    );
+}
+
+/// A forced path the dump cannot see (copy_file_range, sendfile: no pipe, no buffer) and
+/// `copy --dump`: usage errors before the dump file is made.
+#[test]
+fn pipe_dump_with_a_path_it_cannot_see_or_copy_dump_is_a_usage_error() {
+    let dir = tempdir();
+    let src = write_file(dir.path(), "src", b"bytes");
+    for args in [
+        vec!["--via", "copy_file_range", "pipe"],
+        vec!["--via", "sendfile", "pipe"],
+        vec!["copy"],
+    ] {
+        let mut cmd = zerocat();
+        cmd.current_dir(dir.path())
+            .args(["--dump", "x.dump"])
+            .args(&args)
+            .arg(&src)
+            .arg(dir.path().join("dst"));
+        let out = run(cmd);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr_text(&out)
+        );
+        assert!(
+            stderr_text(&out).contains("--dump"),
+            "{}",
+            stderr_text(&out)
+        );
+    }
+    assert!(!dir.path().join("dst").exists());
+    assert!(!dir.path().join("x.dump").exists());
 }

@@ -888,16 +888,25 @@ child has exited).
 Readers should ignore fields they do not know: new ones may be added.
 .SH DUMP
 \fB\-\-dump\fR \fIFILE\fR (socat's \fB\-v\fR/\fB\-x\fR, ncat's \fB\-o\fR/\fB\-x\fR) writes
-every byte \fBrelay\fR moves into \fIFILE\fR (created or truncated), per connection and
-direction, in the order each direction delivered it. A directory or an unknown
-\fB\-\-dump\-format\fR is a usage error before anything listens. The relay's own path
-does not change: a direction that splices through its pipe copies the pipe's head into
-the dump with \fBtee\fR(2) before splicing it out (a head already copied is never copied
-again); one on the userspace path writes the same bytes. The dump has a buffer of its
+every byte \fBrelay\fR, \fBpipe\fR or \fBtee\fR moves into \fIFILE\fR (created or
+truncated), per connection and direction, in the order each direction delivered it
+(\fBpipe\fR and \fBtee\fR: their one stream is connection 1, \fBa>b\fR; each
+connection of \fBpipe \-\-keep\-open\fR one of its own). A directory or an unknown
+\fB\-\-dump\-format\fR is a usage error before anything listens, and so is a forced
+\fB\-\-via copy_file_range\fR or \fBsendfile\fR (no pipe or buffer of zerocat's
+holds those bytes). The transfer's own path stays splice: a direction that splices
+through a pipe copies the pipe's head into the dump with \fBtee\fR(2) before splicing
+it out (a head already copied is never copied again; \fBpipe\fR tees the source's pipe
+when the source is one, else goes through a pipe of its own, so a file's
+copy_file_range or sendfile becomes splice; \fBtee\fR tees the source's pipe before it
+is consumed); one on the userspace path writes the same bytes. The report's JSON has
+\fBdump\fR: \fBpath\fR, \fBformat\fR, \fBbytes\fR (in the file), \fBmissed\fR,
+\fBteed\fR and \fBwritten\fR (how the copied bytes got there), \fBerror\fR. The dump has a buffer of its
 own (a pipe as large as \fIpipe\-max\-size\fR allows) and a thread that formats it: when
 that buffer is full the bytes that did not fit are \fImissed\fR, marked in the dump and
 counted on the line \fBdump: \fR\fIsize\fR\fB into \fR\fIFILE\fR\fB, \fR\fIsize\fR\fB
-missed\fR, rather than making the relay wait. \fB\-\-dump\-format\fR:
+missed, fed by tee(2) from the transfer's pipe\fR (or \fBwrites from the transfer's
+buffer\fR), rather than making the transfer wait. \fB\-\-dump\-format\fR:
 .TP
 \fBhex\fR (default)
 a line per record, \fB>\fR (A to B) or \fB<\fR (B to A), \fItime\fR (UTC, to the

@@ -164,10 +164,11 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "N", value_parser = crate::units::parse_bytes)]
     pub size: Option<u64>,
 
-    /// relay: write every byte that passes into FILE, per connection and direction, stamped
-    /// (connection, direction, offset, time), as socat -v/-x and ncat -o/-x do. The
-    /// relay's path stays the same (a splicing direction tee(2)s its
-    /// pipe); the dump never slows it: what it cannot keep up with is counted as missed.
+    /// relay, pipe, tee: write every byte that passes into FILE, per connection and
+    /// direction, stamped (connection, direction, offset, time), as socat -v/-x and ncat
+    /// -o/-x do. The transfer stays on splice (the pipe its bytes leave is tee(2)d into the
+    /// dump; copy_file_range and sendfile become splice through a pipe); the dump never
+    /// slows it: what it cannot keep up with is counted as missed.
     #[arg(long, global = true, value_name = "FILE", value_parser = parse_dump_path)]
     pub dump: Option<std::path::PathBuf>,
 

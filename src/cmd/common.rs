@@ -459,3 +459,63 @@ pub fn idle_outcome(
         other => (other, None),
     }
 }
+
+/// `--dump` for pipe and tee (and the relay's): started before any endpoint opens, so a
+/// file that cannot be written fails the run before a byte moves. A forced path whose
+/// bytes pass through no pipe or buffer of zerocat's (copy_file_range, sendfile, reflink)
+/// cannot be dumped: a usage error, before the file is made.
+pub fn start_dump(opts: &crate::options::Options) -> anyhow::Result<Option<engine::dump::Dump>> {
+    let Some(spec) = &opts.dump else {
+        return Ok(None);
+    };
+    if let Via::Forced(path) = opts.via {
+        if !matches!(path, DataPath::Splice | DataPath::Userspace | DataPath::Tee) {
+            bail!(crate::exit::UsageError(format!(
+                "--dump: --via {path} moves bytes the dump cannot see; \
+                 --via splice or userspace can be dumped"
+            )));
+        }
+    }
+    let dump = engine::dump::Dump::start(spec)
+        .with_context(|| format!("--dump {}", spec.path.display()))?;
+    Ok(Some(dump))
+}
+
+/// The dump is over: its totals, said on their own line (`zerocat: dump: ...`, whatever
+/// `--stats` is, not under `-q`) and kept for the JSON report.
+pub fn finish_dump(
+    opts: &crate::options::Options,
+    dump: Option<engine::dump::Dump>,
+) -> Option<engine::dump::DumpTotals> {
+    let totals = dump?.finish();
+    if !opts.quiet {
+        eprintln!("zerocat: {}", totals.line());
+    }
+    Some(totals)
+}
+
+/// One stream of pipe or tee in the dump, from `src` to `dst` (the peers' addresses where
+/// they are IP sockets; tee's many sinks are none).
+pub fn tap_stream(
+    dump: Option<&engine::dump::Dump>,
+    src: BorrowedFd<'_>,
+    dst: Option<BorrowedFd<'_>>,
+) -> Option<std::cell::RefCell<engine::dump::Tapped>> {
+    let tap = dump?.tap();
+    let conn = tap.next_conn();
+    let peer = engine::dump::peer_of;
+    tap.open(conn, [peer(src), dst.and_then(peer)]);
+    Some(std::cell::RefCell::new(engine::dump::Tapped::new(
+        tap, conn, 0,
+    )))
+}
+
+/// The chain under `--dump`: only paths whose bytes pass through a pipe of the
+/// transfer's (splice, which the dump tee(2)s from) or a buffer (userspace); a
+/// copy_file_range or sendfile the chain had becomes splice through a pipe of ours.
+pub fn chain_for_dump(chain: Vec<DataPath>) -> Vec<DataPath> {
+    chain
+        .into_iter()
+        .filter(|p| matches!(p, DataPath::Splice | DataPath::Userspace))
+        .collect()
+}

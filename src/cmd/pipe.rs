@@ -6,13 +6,14 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 
 use super::common::{
-    child_failure, describe, failure_message, finish_datagram_sink, finish_http,
-    finish_socket_sink, finish_tls, idle_outcome, inspect, predict, reap_child, refuse_same_file,
-    remaining, say_socket_options, stdout_gone, truncate_if_pending, IdleWatch, Quiet,
+    chain_for_dump, child_failure, describe, failure_message, finish_datagram_sink, finish_dump,
+    finish_http, finish_socket_sink, finish_tls, idle_outcome, inspect, predict, reap_child,
+    refuse_same_file, remaining, say_socket_options, start_dump, stdout_gone, tap_stream,
+    truncate_if_pending, IdleWatch, Quiet,
 };
 use crate::endpoint::proxy::Addresses;
 use crate::endpoint::{Endpoint, Role};
-use crate::engine::{self, DataPath, Ends, Failure, Via};
+use crate::engine::{self, DataPath, Ends, Failure};
 use crate::exit::{ExitCode, UsageError};
 use crate::options::Options;
 use crate::progress::{self, Watch};
@@ -38,8 +39,10 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     if opts.explain {
         return explain(opts, cfg);
     }
+    // Before any endpoint opens: a dump that cannot be written fails the run now.
+    let dump = start_dump(opts)?;
     if cfg.keep_open {
-        return keep_open(opts, cfg);
+        return keep_open(opts, cfg, dump);
     }
     // An accepted source's client goes on in the sink's PROXY header (`proxy=v1|v2`).
     let (mut src, origin) = cfg.src.open_carrying(Role::Source, &Addresses::Unknown)?;
@@ -62,15 +65,17 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     let http = [src.http.take(), dst.http.take()];
     let dst_info = inspect(dst.fd.as_fd(), &cfg.dst)?;
     refuse_same_file(&cfg.src, &src_info, &cfg.dst, &dst_info)?;
-    let chain = chain_for(&src_info, &dst_info, opts.via)?;
+    let chain = chain_for(&src_info, &dst_info, opts)?;
     truncate_if_pending(&dst, &cfg.dst)?;
 
+    let tapped = tap_stream(dump.as_ref(), src.fd.as_fd(), Some(dst.fd.as_fd()));
     let ends = Ends {
         src: src.fd.as_fd(),
         src_info,
         dst: dst.fd.as_fd(),
         dst_info,
         reserve: 0,
+        tap: tapped.as_ref(),
     };
     let middle = prepare_splice(&ends, &chain);
     let mut plan = plan_line(
@@ -99,6 +104,12 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         .filter(|_| ends.src_info.kind != FdKind::Datagram && !cfg.src.pumps_a_body())
         .map(|idle| IdleWatch::start(meter.clone(), idle, ends.src));
     let (record, failure) = engine::transfer(&ends, &chain, middle.as_ref(), &meter);
+    if let Some(tapped) = &tapped {
+        match failure {
+            None => tapped.borrow_mut().end(),
+            Some(_) => tapped.borrow_mut().settle(),
+        }
+    }
     let timed_out = idle.map_or(Quiet::No, IdleWatch::stop);
     let (failure, idle_ending) = idle_outcome(failure, timed_out, cfg.idle_timeout);
     // An upload's connection stays open for the server's answer.
@@ -154,6 +165,8 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         started.elapsed().as_secs_f64()
     };
 
+    // After the transfer's time: the dump's writer may still be formatting.
+    let dump = finish_dump(opts, dump);
     let mut report = Report {
         command: "pipe",
         src: Named {
@@ -175,6 +188,7 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         moving_seconds: meter.moving_seconds(),
         ending: idle_ending.unwrap_or(Ending::Eof),
         connections: None,
+        dump,
     };
     let Some(failure) = failure else {
         if let Some(message) = command_failure {
@@ -208,7 +222,7 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
 fn explain(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     let src_info = predict(&cfg.src, Role::Source)?;
     let dst_info = predict(&cfg.dst, Role::Sink)?;
-    let chain = chain_for(&src_info, &dst_info, opts.via)?;
+    let chain = chain_for(&src_info, &dst_info, opts)?;
     opts.print_plan(&plan_line(
         cfg,
         describe(&src_info),
@@ -219,12 +233,19 @@ fn explain(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
 }
 
 /// The engine's chain for these fds; a forced `--via` they cannot take is a usage error.
-fn chain_for(src: &FdInfo, dst: &FdInfo, via: Via) -> anyhow::Result<Vec<DataPath>> {
-    engine::chain(src, dst, via).map_err(|e| UsageError(format!("--via: {e}")).into())
+/// Under `--dump`, the paths the dump can copy from ([`chain_for_dump`]).
+fn chain_for(src: &FdInfo, dst: &FdInfo, opts: &Options) -> anyhow::Result<Vec<DataPath>> {
+    let chain = engine::chain(src, dst, opts.via)
+        .map_err(|e| anyhow::Error::from(UsageError(format!("--via: {e}"))))?;
+    match opts.dump {
+        Some(_) => Ok(chain_for_dump(chain)),
+        None => Ok(chain),
+    }
 }
 
 /// Splice goes faster through big pipes: grow the pipes on either side (ours to create
-/// when neither side is one). Best effort: the size granted is what `-v` reports.
+/// when neither side is one, or under `--dump` when the source is none: the dump tee(2)s
+/// from the pipe the bytes leave). Best effort: the size granted is what `-v` reports.
 fn prepare_splice(ends: &Ends<'_>, chain: &[DataPath]) -> Option<OwnPipe> {
     if !chain.contains(&DataPath::Splice) {
         return None;
@@ -236,7 +257,8 @@ fn prepare_splice(ends: &Ends<'_>, chain: &[DataPath]) -> Option<OwnPipe> {
             grew = true;
         }
     }
-    if grew {
+    let dumped_through_ours = ends.tap.is_some() && ends.src_info.kind != FdKind::Pipe;
+    if grew && !dumped_through_ours {
         return None;
     }
     OwnPipe::new().ok()
@@ -267,7 +289,11 @@ fn describe_fd(info: &FdInfo, fd: BorrowedFd<'_>) -> String {
 /// one after another, each moved whole before the next is accepted (the others wait in the
 /// backlog), so no two interleave; until SIGINT/SIGTERM (exit 130, every connection's bytes
 /// delivered) or the sink fails. A connection cut by its client is counted, its bytes kept.
-fn keep_open(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
+fn keep_open(
+    opts: &Options,
+    cfg: &PipeConfig,
+    dump: Option<engine::dump::Dump>,
+) -> anyhow::Result<ExitCode> {
     let listener = cfg.src.listen()?;
     let dst = cfg.dst.open(Role::Sink)?;
     let dst_info = inspect(dst.fd.as_fd(), &cfg.dst)?;
@@ -294,13 +320,16 @@ fn keep_open(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
             }
         };
         let info = inspect(accepted.fd.as_fd(), &cfg.src)?;
-        let chain = chain_for(&info, &dst_info, opts.via)?;
+        let chain = chain_for(&info, &dst_info, opts)?;
+        // Each connection is one in the dump, as the relay's are.
+        let tapped = tap_stream(dump.as_ref(), accepted.fd.as_fd(), Some(dst.fd.as_fd()));
         let ends = Ends {
             src: accepted.fd.as_fd(),
             src_info: info,
             dst: dst.fd.as_fd(),
             dst_info,
             reserve: 0,
+            tap: tapped.as_ref(),
         };
         let middle = prepare_splice(&ends, &chain);
         if !plan_said {
@@ -313,6 +342,12 @@ fn keep_open(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
             ));
         }
         let (record, failure) = engine::transfer(&ends, &chain, middle.as_ref(), &meter);
+        if let Some(tapped) = &tapped {
+            match failure {
+                None => tapped.borrow_mut().end(),
+                Some(_) => tapped.borrow_mut().settle(),
+            }
+        }
         total.merge(&record);
         connections += 1;
         src_info = Some(info);
@@ -349,6 +384,7 @@ fn keep_open(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         moving_seconds: meter.moving_seconds(),
         ending: ending.clone(),
         connections: Some((connections, cut)),
+        dump: finish_dump(opts, dump),
     };
     opts.print_report(&report.render(opts.stats));
     match ending {

@@ -8,9 +8,9 @@ use anyhow::anyhow;
 use nix::errno::Errno;
 
 use super::common::{
-    child_failure, describe, failure_message, finish_datagram_sink, finish_http,
+    child_failure, describe, failure_message, finish_datagram_sink, finish_dump, finish_http,
     finish_socket_sink, idle_outcome, inspect, predict, reap_child, refuse_same_file, remaining,
-    stdout_gone, truncate_if_pending, IdleWatch, Quiet,
+    start_dump, stdout_gone, tap_stream, truncate_if_pending, IdleWatch, Quiet,
 };
 use crate::endpoint::http::HttpEnd;
 use crate::endpoint::s3::Transfer;
@@ -55,9 +55,14 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     if opts.explain {
         return explain(opts, cfg);
     }
+    if cfg.keep_open && opts.dump.is_some() {
+        return Err(UsageError("--dump: tee --keep-open is not dumped yet (tee is)".into()).into());
+    }
     if cfg.keep_open {
         return keep_open(opts, cfg);
     }
+    // Before any endpoint opens: a dump that cannot be written fails the run now.
+    let dump = start_dump(opts)?;
     // Bind every listening sink first, so each is announced before any accept blocks.
     let listeners = cfg
         .sinks
@@ -177,14 +182,24 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
             failure: None,
         }
     } else {
-        fan::fan_out(
+        // The source's stream is one in the dump (to no one address: there are many sinks).
+        let tapped = tap_stream(dump.as_ref(), src.fd.as_fd(), None);
+        let out = fan::fan_out(
             src.fd.as_fd(),
             &src_info,
             &sinks,
             opts.via,
             cfg.on_error,
             &meter,
-        )
+            tapped.as_ref(),
+        );
+        if let Some(tapped) = &tapped {
+            match out.failure {
+                None => tapped.borrow_mut().end(),
+                Some(_) => tapped.borrow_mut().settle(),
+            }
+        }
+        out
     };
     let timed_out = idle.map_or(Quiet::No, IdleWatch::stop);
     let (failure, idle_ending) = idle_outcome(out.failure.take(), timed_out, cfg.idle_timeout);
@@ -212,6 +227,8 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     }
     let seconds = (started.elapsed().as_secs_f64(), meter.moving_seconds());
     progress.finish();
+    // After the transfer's time: the dump's writer may still be formatting.
+    let dump = finish_dump(opts, dump);
     // Every end closes (a sink child sees EOF, a source child SIGPIPE), then the children
     // are waited for: an interrupted one gets SIGTERM, then SIGKILL after --grace.
     drop(sinks);
@@ -279,6 +296,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         requests,
         src_http,
         sinks_http,
+        dump,
     };
     conclude(opts, cfg, &ends, out, unopened, seconds)
 }
@@ -301,6 +319,8 @@ struct Ends<'a> {
     /// `http(s)://` ends: the source's exchange, and one per sink given.
     src_http: Option<HttpInfo>,
     sinks_http: Vec<Option<HttpInfo>>,
+    /// `--dump`: what went into it.
+    dump: Option<crate::engine::dump::DumpTotals>,
 }
 
 /// An error that ends the run wherever it comes from: a signal, or a usage error.
@@ -481,6 +501,7 @@ fn conclude(
         moving_seconds: seconds.1,
         ending: ending.clone(),
         connections: None,
+        dump: ends.dump.clone(),
     };
     // stdout's reader went away and stopped the run: the shell's 141, without a message
     // (DESIGN §5), like `pipe` and like GNU tee killed by SIGPIPE. GNU's `exit` mode says
@@ -709,6 +730,7 @@ fn keep_open(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
             opts.via,
             cfg.on_error,
             &meter,
+            None,
         );
         total.merge(&out.record);
         connections += 1;
@@ -798,6 +820,7 @@ fn keep_open(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         moving_seconds: meter.moving_seconds(),
         ending: ending.clone(),
         connections: Some((connections, cut)),
+        dump: None,
     };
     opts.print_report(&report.render(opts.stats));
     match ending {

@@ -87,6 +87,10 @@ struct Feed {
 pub struct Tap {
     feed: Mutex<Option<Feed>>,
     missed: AtomicU64,
+    /// Bytes copied in with tee(2) from a transfer's pipe, and with a write from its
+    /// buffer: the report says which fed the dump (so which path the transfer kept).
+    teed: AtomicU64,
+    written: AtomicU64,
     next_conn: AtomicU64,
 }
 
@@ -119,6 +123,7 @@ impl Tap {
                     let _ = feed
                         .entries
                         .send(entry(conn, dir, What::Data { offset, len: n }));
+                    self.teed.fetch_add(n as u64, Ordering::Relaxed);
                     n
                 }
                 _ => 0,
@@ -132,6 +137,7 @@ impl Tap {
                 let _ = feed
                     .entries
                     .send(entry(conn, dir, What::Data { offset, len: n }));
+                self.written.fetch_add(n as u64, Ordering::Relaxed);
                 n
             }
             _ => 0,
@@ -244,6 +250,12 @@ impl Tapped {
         }
     }
 
+    /// The direction stopped without its end (a failure, a signal): the missed bytes not
+    /// yet marked are marked now, before the dump finishes.
+    pub fn settle(&mut self) {
+        self.mark_missed();
+    }
+
     fn miss(&mut self, at: u64, len: u64) {
         self.tap.missed.fetch_add(len, Ordering::Relaxed);
         if self.missed_len > 0 && self.missed_at + self.missed_len != at {
@@ -282,6 +294,10 @@ pub struct DumpTotals {
     pub dumped: u64,
     /// Bytes that passed but are not in the file (the dump fell behind, or its file failed).
     pub missed: u64,
+    /// Of the bytes copied into the dump, those tee(2)d from the transfer's pipe (its
+    /// path stayed splice) and those written from its buffer (the userspace path).
+    pub teed: u64,
+    pub written: u64,
     pub error: Option<String>,
 }
 
@@ -295,6 +311,9 @@ impl DumpTotals {
             self.format.word(),
             crate::units::human_bytes(self.missed),
         );
+        if self.teed > 0 || self.written > 0 {
+            line.push_str(&format!(", fed by {}", self.fed_by()));
+        }
         if self.missed > 0 && self.error.is_none() {
             line.push_str(" (the dump fell behind; the transfer did not wait for it)");
         }
@@ -303,6 +322,31 @@ impl DumpTotals {
         }
         line
     }
+}
+
+impl DumpTotals {
+    /// How the bytes reached the dump: `tee(2) from the transfer's pipe` (the transfer's
+    /// path stayed splice), `writes from the transfer's buffer` (userspace), or both.
+    pub fn fed_by(&self) -> &'static str {
+        match (self.teed > 0, self.written > 0) {
+            (true, false) => "tee(2) from the transfer's pipe",
+            (false, true) => "writes from the transfer's buffer",
+            (true, true) => "tee(2) from the transfer's pipe and writes from its buffer",
+            (false, false) => "nothing",
+        }
+    }
+}
+
+/// A stream end's peer address, where it is an IP socket (for the dump's `open` line
+/// and pcap's addresses).
+pub fn peer_of(fd: BorrowedFd<'_>) -> Option<SocketAddr> {
+    use nix::sys::socket::{getpeername, SockaddrStorage};
+    let addr: SockaddrStorage = getpeername(fd.as_raw_fd()).ok()?;
+    if let Some(v4) = addr.as_sockaddr_in() {
+        return Some(SocketAddr::V4((*v4).into()));
+    }
+    addr.as_sockaddr_in6()
+        .map(|v6| SocketAddr::V6((*v6).into()))
 }
 
 /// A running dump: its tap and its writer thread.
@@ -335,6 +379,8 @@ impl Dump {
                     entries: tx,
                 })),
                 missed: AtomicU64::new(0),
+                teed: AtomicU64::new(0),
+                written: AtomicU64::new(0),
                 next_conn: AtomicU64::new(1),
             }),
             writer: Some(writer),
@@ -362,6 +408,8 @@ impl Dump {
             format: self.spec.format,
             dumped,
             missed: self.tap.missed.load(Ordering::Relaxed) + lost,
+            teed: self.tap.teed.load(Ordering::Relaxed),
+            written: self.tap.written.load(Ordering::Relaxed),
             error,
         }
     }

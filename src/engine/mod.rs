@@ -214,6 +214,9 @@ pub struct Ends<'a> {
     /// Bytes the sink is about to be written with from its start, whose blocks the walk
     /// reserves before the first path that writes them ([`walk::transfer`]); 0: none.
     pub reserve: u64,
+    /// `--dump`: the direction every byte that goes out is copied into (tee(2) from the
+    /// pipe it is spliced out of, or a write of the buffer it is written from).
+    pub tap: Option<&'a std::cell::RefCell<dump::Tapped>>,
 }
 
 /// The part of `limit` one call may ask for.

@@ -233,6 +233,7 @@ mod tests {
             dst: dst.as_fd(),
             dst_info: FdInfo::of(dst.as_fd()).unwrap(),
             reserve: 0,
+            tap: None,
         }
     }
 

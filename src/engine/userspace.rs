@@ -1,6 +1,7 @@
 //! The plain read/write loop: works for every pair of fds, and is the path every chain
 //! ends in. One buffer, each byte copied once (no buffered reader in between).
 
+use std::cell::RefCell;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 use nix::errno::Errno;
@@ -8,6 +9,7 @@ use nix::poll::PollFlags;
 use nix::unistd::Whence;
 
 use super::{chunk, next_len, Failure, Outcome, Side};
+use crate::engine::dump::Tapped;
 use crate::engine::meter::Meter;
 use crate::sys;
 
@@ -19,7 +21,18 @@ pub const DATAGRAM_MAX: usize = 65_507;
 
 /// Moves bytes with read/write until EOF or `limit` bytes.
 pub fn copy_upto(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, meter: &Meter, limit: u64) -> Outcome {
-    copy_with(src, dst, meter, limit, None, BUFFER_SIZE)
+    copy_with(src, dst, meter, limit, None, BUFFER_SIZE, None)
+}
+
+/// [`copy_upto`], each buffer written also copied into `--dump`'s tap.
+pub fn copy_tapped(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    meter: &Meter,
+    limit: u64,
+    tap: Option<&RefCell<Tapped>>,
+) -> Outcome {
+    copy_with(src, dst, meter, limit, None, BUFFER_SIZE, tap)
 }
 
 /// [`copy_upto`] into a datagram socket: each read (at most `size` bytes, by default
@@ -30,8 +43,17 @@ pub fn copy_datagrams(
     meter: &Meter,
     limit: u64,
     size: Option<usize>,
+    tap: Option<&RefCell<Tapped>>,
 ) -> Outcome {
-    copy_with(src, dst, meter, limit, None, size.unwrap_or(DATAGRAM_MAX))
+    copy_with(
+        src,
+        dst,
+        meter,
+        limit,
+        None,
+        size.unwrap_or(DATAGRAM_MAX),
+        tap,
+    )
 }
 
 /// From a datagram socket: each read takes one whole datagram (into a buffer of the
@@ -46,6 +68,7 @@ pub fn copy_from_datagrams(
     limit: u64,
     size: Option<usize>,
     quiet: Option<std::time::Duration>,
+    tap: Option<&RefCell<Tapped>>,
 ) -> Outcome {
     let mut buf = vec![0u8; DATAGRAM_MAX];
     let mut written = 0u64;
@@ -74,6 +97,9 @@ pub fn copy_from_datagrams(
             }
             written += piece.len() as u64;
             meter.add(piece.len() as u64);
+            if let Some(tap) = tap {
+                tap.borrow_mut().wrote(piece);
+            }
         }
     }
 }
@@ -93,7 +119,7 @@ pub fn copy_skipping_zeros(
     limit: u64,
     skipped: &mut u64,
 ) -> Outcome {
-    copy_with(src, dst, meter, limit, Some(skipped), BUFFER_SIZE)
+    copy_with(src, dst, meter, limit, Some(skipped), BUFFER_SIZE, None)
 }
 
 /// The one read/write loop of both: with `skipped`, blocks of zeros are seeked over.
@@ -104,6 +130,7 @@ fn copy_with(
     limit: u64,
     mut skipped: Option<&mut u64>,
     buffer_size: usize,
+    tap: Option<&RefCell<Tapped>>,
 ) -> Outcome {
     let mut buf = vec![0u8; chunk(limit, buffer_size)];
     let mut written = 0u64;
@@ -134,6 +161,9 @@ fn copy_with(
                 _ => sys::write_all(dst, block).map(|()| {
                     written += block.len() as u64;
                     meter.add(block.len() as u64);
+                    if let Some(tap) = tap {
+                        tap.borrow_mut().wrote(block);
+                    }
                 }),
             };
             if let Err((done, e)) = result {

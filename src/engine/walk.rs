@@ -175,13 +175,14 @@ fn run_path(
                 limit,
                 size,
                 ends.src_info.quiet_end,
+                ends.tap,
             )
         }
         DataPath::Userspace if ends.dst_info.kind == FdKind::Datagram => {
             let size = ends.dst_info.datagram_size;
-            userspace::copy_datagrams(ends.src, ends.dst, meter, limit, size)
+            userspace::copy_datagrams(ends.src, ends.dst, meter, limit, size, ends.tap)
         }
-        DataPath::Userspace => userspace::copy_upto(ends.src, ends.dst, meter, limit),
+        DataPath::Userspace => userspace::copy_tapped(ends.src, ends.dst, meter, limit, ends.tap),
         DataPath::Tee => unreachable!("{path} is not a one-to-one path"),
     }
 }

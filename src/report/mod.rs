@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 
 pub use json::{json_array, json_string, JsonObject};
 
+use crate::engine::dump::DumpTotals;
 use crate::engine::{DataPath, Reason, Record};
 use crate::sys::fdkind::{FdInfo, FdKind};
 use crate::sys::ktls::TlsInfo;
@@ -265,6 +266,9 @@ pub struct Report {
     /// `--keep-open`: the connections taken one after another, and how many of them were
     /// cut (a reset, a TLS stream without close_notify).
     pub connections: Option<(u64, u64)>,
+    /// `--dump`: what went into the dump and how it was fed (JSON; the text line is
+    /// said on its own when the dump finishes, [`DumpTotals::line`]).
+    pub dump: Option<DumpTotals>,
 }
 
 impl Report {
@@ -293,6 +297,9 @@ impl Report {
         }
         record_json(&mut o, &self.record);
         ending_json(&mut o, &self.ending);
+        if let Some(dump) = &self.dump {
+            o.raw("dump", &dump_json(dump));
+        }
         o.finish()
     }
 
@@ -328,6 +335,9 @@ pub struct FanOutReport {
     pub ending: Ending,
     /// `--keep-open`: as [`Report::connections`].
     pub connections: Option<(u64, u64)>,
+    /// `--dump`: what went into the dump and how it was fed (JSON; the text line is
+    /// said on its own when the dump finishes, [`DumpTotals::line`]).
+    pub dump: Option<DumpTotals>,
 }
 
 impl FanOutReport {
@@ -401,6 +411,9 @@ impl FanOutReport {
         record_json(&mut o, &self.record);
         ending_json(&mut o, &self.ending);
         o.raw("sinks", &json_array(&sinks));
+        if let Some(dump) = &self.dump {
+            o.raw("dump", &dump_json(dump));
+        }
         o.finish()
     }
 }
@@ -412,6 +425,22 @@ fn connections_words(connections: Option<(u64, u64)>) -> String {
         Some((n, cut)) => format!("; {n} connections, {cut} cut"),
         None => String::new(),
     }
+}
+
+/// `--dump` in a JSON report: `{"path", "format", "bytes", "missed", "teed", "written",
+/// "error"}` — `bytes` written into the file, `missed` those that passed but are not in
+/// it, `teed`/`written` how the copied ones got there (tee(2) from the transfer's pipe,
+/// or a write from its buffer).
+pub fn dump_json(dump: &DumpTotals) -> String {
+    let mut o = JsonObject::new();
+    o.str("path", &dump.path.to_string_lossy())
+        .str("format", dump.format.word())
+        .num("bytes", dump.dumped)
+        .num("missed", dump.missed)
+        .num("teed", dump.teed)
+        .num("written", dump.written)
+        .str_or_null("error", dump.error.as_deref());
+    o.finish()
 }
 
 /// What a text report ends with after SIGINT/SIGTERM: the bytes it gives are what was
@@ -733,6 +762,7 @@ mod tests {
             moving_seconds: None,
             ending: Ending::Error("disk full".into()),
             connections: None,
+            dump: None,
         };
         let text = report.text();
         assert!(text.starts_with("zerocat: 10 B in "), "{text}");

@@ -156,6 +156,7 @@ impl Copier<'_> {
             } else {
                 0
             },
+            tap: None,
         };
         if walk {
             let sparse_source = (sst.st_blocks as u64) * 512 < src_size;

@@ -222,6 +222,7 @@ pub fn download(
         moving_seconds: meter.moving_seconds(),
         ending,
         connections: None,
+        dump: None,
     };
     opts.print_report(&report.render(opts.stats));
     if done.interrupted {
@@ -443,6 +444,7 @@ fn into_file(
         dst: file,
         dst_info,
         reserve: 0,
+        tap: None,
     };
     let got = engine::transfer_upto(&ends, &chain, None, meter, limit);
     drop(body);

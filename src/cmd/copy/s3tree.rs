@@ -336,6 +336,7 @@ fn move_bytes(
         dst,
         dst_info,
         reserve: 0,
+        tap: None,
     };
     let meter = crate::progress::meter(opts);
     Ok(engine::transfer(&ends, &chain, middle.as_ref(), &meter))

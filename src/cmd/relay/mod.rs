@@ -199,13 +199,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         return Ok(ExitCode::Success);
     }
     // Before anything listens: a dump that cannot be written fails the run now.
-    let dump = match &opts.dump {
-        Some(spec) => Some(
-            crate::engine::dump::Dump::start(spec)
-                .with_context(|| format!("--dump {}", spec.path.display()))?,
-        ),
-        None => None,
-    };
+    let dump = crate::cmd::common::start_dump(opts)?;
     let log = match &cfg.log {
         Some(path) => Some(log::ConnLog::open(
             &path.to_string_lossy(),
@@ -227,7 +221,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
             log_error,
             started,
             one_session,
-            None,
+            (None, None),
         );
     }
     if is_datagram(cfg) {
@@ -247,7 +241,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
             log_error,
             started,
             cfg.once,
-            balancer.as_ref(),
+            (balancer.as_ref(), None),
         );
     }
     // A program that is not there fails the run before anything listens (exit 1), not
@@ -332,12 +326,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
     })?;
     drop(specs);
     shared.dump = None;
-    if let Some(dump) = dump {
-        let totals = dump.finish();
-        if !opts.quiet {
-            eprintln!("zerocat: {}", totals.line());
-        }
-    }
+    let dump = crate::cmd::common::finish_dump(opts, dump);
     let log_error = shared
         .log
         .and_then(|log| log.into_inner().ok())
@@ -350,7 +339,7 @@ pub fn run(opts: &Options, cfg: &RelayConfig, tuning: &Tuning) -> anyhow::Result
         log_error,
         started,
         single_session || once,
-        shared.upstreams.as_ref(),
+        (shared.upstreams.as_ref(), dump.as_ref()),
     )
 }
 
@@ -384,7 +373,10 @@ fn conclude(
     log_error: Option<String>,
     started: Instant,
     one_session: bool,
-    upstreams: Option<&upstream::Upstreams>,
+    (upstreams, dump): (
+        Option<&upstream::Upstreams>,
+        Option<&crate::engine::dump::DumpTotals>,
+    ),
 ) -> anyhow::Result<ExitCode> {
     let seconds = started.elapsed().as_secs_f64();
     let summary = Summary {
@@ -394,6 +386,7 @@ fn conclude(
         seconds,
         interrupted,
         log_error: log_error.as_deref(),
+        dump,
     };
     opts.print_report(&summary.render(opts.stats));
     if interrupted {

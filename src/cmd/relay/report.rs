@@ -394,6 +394,8 @@ pub(super) struct Summary<'a> {
     pub(super) interrupted: bool,
     /// `--log` stopped on a write error: the error's text.
     pub(super) log_error: Option<&'a str>,
+    /// `--dump`: what went into it.
+    pub(super) dump: Option<&'a crate::engine::dump::DumpTotals>,
 }
 
 impl Summary<'_> {
@@ -504,6 +506,9 @@ impl Summary<'_> {
                     .num("connections_omitted", t.omitted());
                 if let Some(e) = self.log_error {
                     o.str("log_error", e);
+                }
+                if let Some(dump) = self.dump {
+                    o.raw("dump", &crate::report::dump_json(dump));
                 }
                 o.finish()
             }

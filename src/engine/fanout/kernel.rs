@@ -11,12 +11,14 @@
 //! lanes: what every sink has been given. Lane pipes are emptied into their sinks every
 //! round, so memory is the pipes and nothing else, and a slow sink slows everyone.
 
+use std::cell::RefCell;
 use std::os::fd::{AsFd, BorrowedFd};
 
 use nix::errno::Errno;
 use nix::poll::PollFlags;
 
 use super::{FanOut, OnError, Sink, SinkOutcome, Slowest, SCRATCH};
+use crate::engine::dump::Tapped;
 use crate::engine::meter::Meter;
 use crate::engine::userspace::read_write;
 use crate::engine::{falls_back, DataPath, Failure, Fallback, Reason, Record, Side};
@@ -38,16 +40,17 @@ pub(super) fn fan_out(
     src: BorrowedFd<'_>,
     src_info: &FdInfo,
     sinks: &[Sink<'_>],
-    path: DataPath,
-    forced: bool,
+    (path, forced): (DataPath, bool),
     on_error: OnError,
     meter: &Meter,
+    tap: Option<&RefCell<Tapped>>,
 ) -> Result<FanOut, Refusal> {
     let pipes = Pipes::new(src_info, sinks).map_err(|errno| Refusal {
         reason: Reason::Errno(errno),
         carried: None,
     })?;
     let mut kernel = Kernel::new(src, sinks, &pipes, path, forced);
+    kernel.tap = tap;
     let (reason, queued) = match kernel.run(on_error, meter) {
         Ok(()) => return Ok(kernel.finish()),
         Err(reason) => (reason, kernel.queued),
@@ -196,6 +199,8 @@ struct Kernel<'a> {
     failure: Option<Failure>,
     /// What the meter was told every live sink has got.
     slowest: Slowest,
+    /// `--dump`: gets the head of `S` (tee(2)) before it is consumed.
+    tap: Option<&'a RefCell<Tapped>>,
 }
 
 impl<'a> Kernel<'a> {
@@ -252,6 +257,7 @@ impl<'a> Kernel<'a> {
             scratch: vec![0u8; SCRATCH],
             failure: None,
             slowest: Slowest::default(),
+            tap: None,
         }
     }
 
@@ -462,7 +468,7 @@ impl<'a> Kernel<'a> {
             .filter(|l| l.live() && !matches!(l.feed, Feed::Consumer))
             .map(|l| l.ahead)
             .min();
-        let limit = match (bound, self.inbound.is_some()) {
+        let mut limit = match (bound, self.inbound.is_some()) {
             (Some(n), _) => Some(n),
             (None, true) => Some(self.queued),
             (None, false) => None,
@@ -475,6 +481,22 @@ impl<'a> Kernel<'a> {
             .iter()
             .position(|l| matches!(l.feed, Feed::Consumer))
             .expect("one lane consumes");
+        if let Some(tap) = self.tap {
+            // The dump tees the head first and no more is consumed than it has: so it
+            // needs the bytes in `S` first (a source pipe of someone else's: wait for some).
+            if limit.is_none() {
+                if !self.lanes[consumer].live() {
+                    return Ok(None);
+                }
+                match crate::engine::splice::bytes_in(head) {
+                    Ok(0) => return Ok(Some(0)),
+                    Ok(n) => limit = Some(n.min(quota)),
+                    Err(Errno::EINTR) => return Ok(None),
+                    Err(e) => return Err((consumer, e)),
+                }
+            }
+            limit = limit.map(|n| tap.borrow_mut().ahead_of_splice(head, n));
+        }
         let result = if self.lanes[consumer].live() {
             feed_consumer(
                 head,
@@ -492,6 +514,9 @@ impl<'a> Kernel<'a> {
             Ok(n) => (n, None),
             Err((n, e)) => (n, Some(e)),
         };
+        if let Some(tap) = self.tap {
+            tap.borrow_mut().spliced(taken);
+        }
         for lane in &mut self.lanes {
             lane.ahead = lane.ahead.saturating_sub(taken);
         }

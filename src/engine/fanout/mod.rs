@@ -8,11 +8,13 @@
 mod kernel;
 mod userspace;
 
+use std::cell::RefCell;
 use std::os::fd::{AsFd, BorrowedFd};
 
 use nix::errno::Errno;
 
 use super::{DataPath, Failure, Fallback, Reason, Record, Side, Via};
+use crate::engine::dump::Tapped;
 use crate::engine::meter::Meter;
 use crate::sys::fdkind::FdInfo;
 
@@ -112,7 +114,8 @@ pub struct FanOut {
 }
 
 /// Moves every byte of `src` to every sink. `via` may force `tee`/`splice` (the kernel
-/// fan-out, no fallback) or `userspace`.
+/// fan-out, no fallback) or `userspace`. `tap`: `--dump`, which the kernel fan-out feeds
+/// with tee(2) from the source's pipe before consuming it, the userspace one with a write.
 pub fn fan_out(
     src: BorrowedFd<'_>,
     src_info: &FdInfo,
@@ -120,6 +123,7 @@ pub fn fan_out(
     via: Via,
     on_error: OnError,
     meter: &Meter,
+    tap: Option<&RefCell<Tapped>>,
 ) -> FanOut {
     let kernel_path = if sinks.len() > 1 {
         DataPath::Tee
@@ -128,10 +132,18 @@ pub fn fan_out(
     };
     let forced = via != Via::Auto;
     if via == Via::Forced(DataPath::Userspace) {
-        return userspace::fan_out(src, None, sinks, on_error, meter);
+        return userspace::fan_out(src, None, sinks, on_error, meter, tap);
     }
-    let refusal = match kernel::fan_out(src, src_info, sinks, kernel_path, forced, on_error, meter)
-    {
+    let kernel = kernel::fan_out(
+        src,
+        src_info,
+        sinks,
+        (kernel_path, forced),
+        on_error,
+        meter,
+        tap,
+    );
+    let refusal = match kernel {
         Ok(out) => return out,
         Err(refusal) => refusal,
     };
@@ -158,7 +170,7 @@ pub fn fan_out(
         .carried
         .as_ref()
         .map(|(pipe, carried)| (pipe.read.as_fd(), *carried));
-    let mut out = userspace::fan_out(src, carry, sinks, on_error, meter);
+    let mut out = userspace::fan_out(src, carry, sinks, on_error, meter, tap);
     out.record.paths.insert(0, (kernel_path, 0));
     out.record.fallbacks.insert(0, fallback);
     out

@@ -1,9 +1,11 @@
 //! The userspace fan-out: one read into one buffer, written to every live sink. It
 //! serves `--via userspace` and carries on where the kernel fan-out was refused.
 
+use std::cell::RefCell;
 use std::os::fd::BorrowedFd;
 
 use super::{FanOut, OnError, Sink, SinkOutcome, Slowest, SCRATCH};
+use crate::engine::dump::Tapped;
 use crate::engine::meter::Meter;
 use crate::engine::userspace::read_step;
 use crate::engine::{DataPath, Failure, Record, Side};
@@ -17,6 +19,7 @@ pub(super) fn fan_out(
     sinks: &[Sink<'_>],
     on_error: OnError,
     meter: &Meter,
+    tap: Option<&RefCell<Tapped>>,
 ) -> FanOut {
     let (carry_fd, mut carry_left) = carry.unwrap_or((src, 0));
     let mut outs: Vec<SinkOutcome> = sinks
@@ -53,6 +56,9 @@ pub(super) fn fan_out(
         };
         carry_left = carry_left.saturating_sub(n);
         read_total += n as u64;
+        if let Some(tap) = tap {
+            tap.borrow_mut().wrote(&buf[..n]);
+        }
         for (sink, out) in sinks.iter().zip(outs.iter_mut()) {
             if out.failure.is_some() {
                 continue;
