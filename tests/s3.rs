@@ -729,6 +729,19 @@ fn copy_j_fetches_ranges_of_an_object_and_resumes_each() {
             run.report()
         );
         assert_eq!(proxy.cuts(2), 2, "{what}");
+
+        let missing = server
+            .rig()
+            .args(["copy", "-j", "4"])
+            .arg(format!("s3://{bucket}/no/such/key"))
+            .arg(out.with_file_name("missing.bin"))
+            .run();
+        missing.assert_code(1, what);
+        assert!(
+            missing.stderr.contains("no such object (NoSuchKey)"),
+            "{what}: {}",
+            missing.stderr
+        );
     }
 }
 

@@ -332,9 +332,7 @@ fn single(
             bail!("{shown}: the server answered 416 to a resume at {len}");
         }
         (_, 200) => {}
-        (_, _) if !head.is_success() => {
-            bail!("{shown}: the server answered {}", head.status_line())
-        }
+        (_, _) if !head.is_success() => bail!(client.refusal(response)),
         (_, status) => bail!("{shown}: the server answered {status} to a GET of the whole object"),
     }
     // The validator goes with the file before its first new byte.
@@ -478,7 +476,7 @@ fn ranged(
             drop(probe);
             return single_into_temp(client, get, dest, policy, meter);
         }
-        _ if !head.is_success() => bail!("{shown}: the server answered {}", head.status_line()),
+        _ if !head.is_success() => bail!(client.refusal(probe)),
         (status, ..) => bail!("{shown}: the server answered {status} to a probe of one byte"),
     };
     drop(probe);
@@ -602,12 +600,8 @@ fn single_into_temp(
     meter: &Arc<Meter>,
 ) -> anyhow::Result<Done> {
     let response = answered(client, get)?;
-    let shown = redact_url(&response.url);
     if !response.head.is_success() {
-        bail!(
-            "{shown}: the server answered {}",
-            response.head.status_line()
-        );
+        bail!(client.refusal(response));
     }
     let temp = temporary(dest)?;
     let head = response.head.clone();

@@ -80,12 +80,20 @@ pub struct Request {
     pub target: Option<String>,
 }
 
-/// Signs a request just before it goes, its final headers in: S3's SigV4, so that a
-/// resume or a redirect long after the first request carries a fresh date and the
-/// headers it added (Range, If-Match) signed with the rest.
-pub trait Sign: Send + Sync + std::fmt::Debug {
+/// What a service built on HTTP adds to each exchange (S3): its signature, put on a request
+/// just before it goes, its final headers in (so a resume or a redirect long after the first
+/// request carries a fresh date and the headers it added, Range and If-Match, signed with
+/// the rest); and its words for an error answer.
+pub trait Service: Send + Sync + std::fmt::Debug {
     /// Adds the signature's headers to `request` (replacing any of an earlier signing).
     fn sign(&self, request: &mut Request);
+
+    /// The service's words for an error answer of `status` whose body begins with `body`
+    /// (S3's XML error: "no such object (NoSuchKey)"); None: the status line says it.
+    fn refusal(&self, status: u16, body: &[u8]) -> Option<String> {
+        let _ = (status, body);
+        None
+    }
 }
 
 /// How a ranged request is held to the version of the object the first answer was:
@@ -144,8 +152,9 @@ pub struct Response {
 #[derive(Debug, Clone)]
 pub struct Client {
     pub opts: HttpOpts,
-    /// Signs every request this client sends (S3), redirects and resumes included.
-    pub signer: Option<std::sync::Arc<dyn Sign>>,
+    /// Signs every request this client sends (S3), redirects and resumes included, and
+    /// says its error answers.
+    pub service: Option<std::sync::Arc<dyn Service>>,
     /// How ranged requests (resumes, `copy -j`) are held to one version.
     pub precondition: Precondition,
 }
@@ -154,7 +163,7 @@ impl Client {
     pub fn new(opts: HttpOpts) -> Client {
         Client {
             opts,
-            signer: None,
+            service: None,
             precondition: Precondition::IfRange,
         }
     }
@@ -248,10 +257,10 @@ impl Client {
     /// connection that was made: the server cut it or never answered.
     pub fn send_on(&self, conn: Connection, request: &Request) -> anyhow::Result<Sent> {
         let signed;
-        let request = match &self.signer {
-            Some(signer) => {
+        let request = match &self.service {
+            Some(service) => {
                 let mut r = request.clone();
-                signer.sign(&mut r);
+                service.sign(&mut r);
                 signed = r;
                 &signed
             }
@@ -316,6 +325,45 @@ pub fn read_answer(conn: &Connection, url: &Url, method: &str) -> anyhow::Result
         Err(e) => return Err(anyhow!("{shown}: waiting for the answer: {e}")),
     }
     head::read(conn.fd.as_fd(), &shown, method, false)
+}
+
+/// How long an error answer's body is waited for, to be said.
+const REFUSAL_WAIT: Duration = Duration::from_secs(2);
+/// The most of an error answer's body read to be said.
+const REFUSAL_BODY: usize = 64 << 10;
+
+impl Client {
+    /// An error answer in words: the service's (S3's XML error, read from the body) when
+    /// it has some, else the status line. The body is read here, never into a sink.
+    pub fn refusal(&self, response: Response) -> String {
+        let shown = redact_url(&response.url);
+        let plain = format!(
+            "{shown}: the server answered {}",
+            response.head.status_line()
+        );
+        let Some(service) = &self.service else {
+            return plain;
+        };
+        let want = match response.head.framing {
+            Framing::Length(n) => (n as usize).min(REFUSAL_BODY),
+            _ => REFUSAL_BODY,
+        };
+        let fd = response.conn.fd.as_fd();
+        let mut body = vec![0u8; want];
+        let mut got = 0;
+        while got < want
+            && crate::sys::wait_within(fd, PollFlags::POLLIN, REFUSAL_WAIT).unwrap_or(false)
+        {
+            match crate::sys::read(fd, &mut body[got..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got += n,
+            }
+        }
+        body.truncate(got);
+        service
+            .refusal(response.head.status, &body)
+            .unwrap_or(plain)
+    }
 }
 
 impl Response {

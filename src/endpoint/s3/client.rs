@@ -291,8 +291,10 @@ impl Client {
         };
         let client = http::Client {
             opts: self.transport.clone(),
-            signer: Some(Arc::new(Signer {
+            service: Some(Arc::new(Signer {
                 settings: self.settings.clone(),
+                uri: format!("s3://{}/{}", call.bucket, call.key),
+                bucket: call.bucket.to_owned(),
                 path: target.path,
                 query: call.query.to_vec(),
             })),
@@ -392,11 +394,31 @@ enum Unanswered {
 #[derive(Debug)]
 struct Signer {
     settings: Arc<Settings>,
+    /// `s3://BUCKET/KEY` and the bucket, for an error in words.
+    uri: String,
+    bucket: String,
     path: String,
     query: Vec<(String, String)>,
 }
 
-impl http::Sign for Signer {
+impl http::Service for Signer {
+    fn refusal(&self, status: u16, body: &[u8]) -> Option<String> {
+        let parsed = xml::error(body);
+        Some(error::in_words(
+            status,
+            parsed.as_ref(),
+            Asked {
+                uri: &self.uri,
+                bucket: &self.bucket,
+                credentials: self
+                    .settings
+                    .credentials
+                    .as_ref()
+                    .map(|c| c.source.as_str()),
+            },
+        ))
+    }
+
     fn sign(&self, request: &mut http::Request) {
         request.headers.retain(|(n, _)| {
             !["authorization", "x-amz-date", "x-amz-security-token"]
