@@ -470,6 +470,41 @@ fn retries_run_out_after_n_attempts_in_a_row() {
     assert_only_a_prefix_of(run.held(0).unwrap(), &body, "retries");
 }
 
+/// A server that breaks every connection after a few bytes is not hammered: a resumed
+/// connection cut before it carried 1 MiB, within --retry-wait, is one more failed attempt,
+/// so the waits double and --retries ends the run. Seen before the rule: each 1,000 bytes
+/// counted as progress, the reconnections went at once and without end (exit 0 after 41
+/// requests, one per cut, until the script ran out).
+#[test]
+fn a_server_that_cuts_every_connection_early_is_not_hammered() {
+    let body = object();
+    let script = (0..40).map(|_| Fault::CutFin(1_000)).collect();
+    let srv = FaultServer::start(Object::with_etag(body.clone(), "v1"), script);
+    let mut rig = Rig::new()
+        .arg("pipe")
+        .args(["--retries", "2", "--retry-wait", "1s"]);
+    let out = rig.path("out.bin");
+    let sink = rig.file_sink(out);
+    let run = rig.args([srv.url("obj"), sink]).run();
+    run.assert_code(1, "early cuts");
+    assert!(
+        run.stderr.contains("2 attempt(s) in a row"),
+        "{}",
+        run.stderr
+    );
+    // The first answer and two resumes, each cut after its 1,000 bytes; each resume took
+    // one reconnection (the second after a wait), not the count in a row.
+    assert_eq!(srv.requests().len(), 3, "{}", run.stderr);
+    assert_bytes_eq(run.held(0).unwrap(), &body[..3_000], "early cuts");
+    let attempts: Vec<u64> = http_of(run.report())["resumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["attempts"].as_u64().unwrap())
+        .collect();
+    assert_eq!(attempts, [1, 1], "{}", run.report());
+}
+
 // ---- copy --resume URL FILE: across runs ----
 
 fn copy(args: &[&str]) -> Finished {

@@ -1431,7 +1431,9 @@ Content-Range other than the one asked fail the run (exit 1, "the object changed
 \fIN\fR bytes"), with nothing of that answer written. An answer without a strong ETag or a
 Last-Modified gets no resume at all. The first attempt goes at once, the next after
 \fB--retry-wait\fR (1 s), doubled each time; \fB--retries\fR \fIN\fR (5) attempts in a row
-that move no byte end the run (0: no resume). Each resume is in the report (offset, cause)
+that get nowhere end the run (0: no resume). A resumed connection that breaks before it
+carried 1 MiB or lasted \fB--retry-wait\fR is such an attempt, so a server that cuts every
+connection early sees \fIN\fR reconnections spaced out, not one every few bytes. Each resume is in the report (offset, cause)
 and in JSON (\fBhttp.resumes\fR).
 .PP
 \fBcopy --resume\fR \fIURL FILE\fR continues a partial \fIFILE\fR (curl \fB-C -\fR, wget

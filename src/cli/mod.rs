@@ -403,7 +403,8 @@ pub struct ResumeArgs {
     /// An http(s) body that stops short (a reset, a close before its length, a chunked
     /// stream cut, --idle-timeout) is asked again from the next byte (Range, and If-Range
     /// its strong ETag or Last-Modified: another version is refused, never appended): at
-    /// most N attempts in a row that move no byte. 0: no resume.
+    /// most N attempts in a row that get nowhere (a connection cut before it carried 1 MiB
+    /// or lasted --retry-wait counts as one). 0: no resume.
     #[arg(long, value_name = "N", default_value_t = crate::endpoint::http::resume::DEFAULT_POLICY.retries)]
     pub retries: u32,
     /// The wait before the second attempt to resume (the first goes at once), doubled after

@@ -24,7 +24,8 @@ use super::{Client, Framing, Request, Response, ResponseHead, Sent};
 /// `--retries`, `--retry-wait` and `--idle-timeout` as an http source takes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ResumePolicy {
-    /// Reconnections in a row that move nothing before giving up (0: never resume).
+    /// Reconnections in a row that make no headway ([`HEADWAY`]) before giving up (0:
+    /// never resume).
     pub retries: u32,
     /// The wait before the second attempt after a cut; doubled after each failed one.
     pub wait: Duration,
@@ -85,6 +86,8 @@ pub struct Resumer {
     pub idle: Duration,
     /// The furthest offset a resume continued at: beyond it is progress.
     furthest: u64,
+    /// When the connection now moving the body was taken (its answer accepted).
+    since: Instant,
     pub resumes: Vec<Resume>,
 }
 
@@ -121,6 +124,7 @@ impl Resumer {
             backoff: Backoff::new(policy.retries, policy.wait),
             idle: policy.idle,
             furthest: start,
+            since: Instant::now(),
             resumes: Vec::new(),
         })
     }
@@ -138,24 +142,43 @@ impl Resumer {
     pub fn reconnect(&mut self, delivered: u64, cause: Cause) -> Result<Response, String> {
         let offset = self.start + delivered;
         let shown = redact_url(&self.request.url);
+        // Headway starts the count over, and so the next attempt goes at once; a connection
+        // that broke after a few bytes, quickly, is one more failed attempt, so a server
+        // that cuts every connection early is not hammered with immediate reconnections.
         if offset > self.furthest {
+            let moved = offset - self.furthest;
             self.furthest = offset;
-            self.backoff.progressed();
+            if moved >= HEADWAY || self.since.elapsed() >= self.backoff.wait {
+                self.backoff.progressed();
+            }
         }
         let mut last = String::new();
+        // This resume's own reconnections (the count in a row may include earlier ones).
+        let mut tried = 0;
         loop {
             let Some(wait) = self.backoff.next_wait() else {
-                return Err(format!(
-                    "{shown}: the body stopped after {offset} bytes ({}); {} attempt(s) to                      resume there failed, the last: {last}",
-                    cause.word(),
-                    self.backoff.attempts()
-                ));
+                let attempts = self.backoff.attempts();
+                let word = cause.word();
+                return Err(if last.is_empty() {
+                    format!(
+                        "{shown}: the body stopped after {offset} bytes ({word}); {attempts} \
+                         attempt(s) in a row to resume each broke before moving {} KiB or \
+                         lasting --retry-wait",
+                        HEADWAY / 1024
+                    )
+                } else {
+                    format!(
+                        "{shown}: the body stopped after {offset} bytes ({word}); {attempts} \
+                         attempt(s) to resume there failed, the last: {last}"
+                    )
+                });
             };
             if !pause(wait) {
                 return Err(format!(
                     "{shown}: interrupted while waiting to resume at {offset}"
                 ));
             }
+            tried += 1;
             let mut request = self.request.clone();
             let range = match self.end {
                 Some(end) => format!("bytes={offset}-{end}"),
@@ -178,7 +201,8 @@ impl Resumer {
                     match response.head.framing {
                         Framing::Length(n) if n != carried => {
                             return Err(format!(
-                                "{shown}: the answer to the resume at {offset} says Content-Range                                  of {carried} bytes and Content-Length {n}"
+                                "{shown}: the answer to the resume at {offset} says \
+                                 Content-Range of {carried} bytes and Content-Length {n}"
                             ));
                         }
                         Framing::UntilClose => response.head.framing = Framing::Length(carried),
@@ -187,8 +211,9 @@ impl Resumer {
                     self.resumes.push(Resume {
                         offset,
                         cause,
-                        attempts: self.backoff.attempts(),
+                        attempts: tried,
                     });
+                    self.since = Instant::now();
                     return Ok(response);
                 }
                 Err(refusal) if refusal.may_pass() => {
@@ -499,10 +524,18 @@ pub struct Resume {
     pub attempts: u32,
 }
 
+/// How far a connection must carry the body, or how long (`--retry-wait`), for its cut to
+/// count as headway: the count of attempts starts over and the next one goes at once. A
+/// connection cut sooner is one more failed attempt (the waits keep doubling), so a server
+/// that breaks every connection after a few bytes sees `--retries` reconnections, spaced
+/// out, not one per few bytes (bench/NOTEBOOK.md#http-targets).
+pub const HEADWAY: u64 = 1 << 20;
+
 /// `--retries N` and `--retry-wait D`: after a cut, the first reconnection goes at once
-/// (the connection dropped; the server is likely fine), each failed one waits twice the
-/// last wait, starting at `wait`. Progress (a byte delivered since) starts the count over:
-/// `retries` bounds the attempts in a row that move nothing, not a long download's cuts.
+/// (the connection dropped; the server is likely fine; curl and wget wait 1 s before
+/// theirs), each failed one waits twice the last wait, starting at `wait`. Headway
+/// ([`HEADWAY`]) starts the count over: `retries` bounds the attempts in a row that get
+/// nowhere, not a long download's cuts.
 #[derive(Debug, Clone, Copy)]
 pub struct Backoff {
     pub retries: u32,
@@ -519,7 +552,7 @@ impl Backoff {
         }
     }
 
-    /// A byte was delivered since the last attempt: the count starts over.
+    /// The body made headway since the last attempt: the count starts over.
     pub fn progressed(&mut self) {
         self.failed = 0;
     }
