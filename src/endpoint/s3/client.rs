@@ -261,8 +261,7 @@ impl Client {
             Body::Empty => sigv4::EMPTY_SHA256.to_owned(),
             Body::Bytes(b) => sigv4::sha256_hex(b),
             Body::Staged(_) if https => sigv4::UNSIGNED_PAYLOAD.to_owned(),
-            Body::Staged(s) => s
-                .with_bytes(sigv4::sha256_hex)
+            Body::Staged(s) => sigv4::sha256_hex_pieces(|add| s.each_window(add))
                 .map_err(|e| anyhow!("s3://{}/{}: hashing a part: {e}", call.bucket, call.key))?,
         };
         let query = sigv4::canonical_query(call.query);

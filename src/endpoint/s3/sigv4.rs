@@ -172,6 +172,16 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(digest::digest(&digest::SHA256, bytes).as_ref())
 }
 
+/// Hex SHA-256 of the bytes `feed` hands over piece by piece (a staged part, a window at a
+/// time); `feed`'s failure is returned as it is.
+pub fn sha256_hex_pieces<E>(
+    feed: impl FnOnce(&mut dyn FnMut(&[u8])) -> Result<(), E>,
+) -> Result<String, E> {
+    let mut context = digest::Context::new(&digest::SHA256);
+    feed(&mut |piece| context.update(piece))?;
+    Ok(hex(context.finish().as_ref()))
+}
+
 fn hex(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {

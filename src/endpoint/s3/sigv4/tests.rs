@@ -373,3 +373,16 @@ fn amz_date_is_basic_iso_8601_utc() {
     assert_eq!(amz_date(1_440_938_160), "20150830T123600Z");
     assert_eq!(amz_date(1_369_353_600), "20130524T000000Z");
 }
+
+#[test]
+fn a_payload_hashed_in_pieces_is_the_payload_hashed_whole() {
+    let payload: Vec<u8> = (0..100_000u32).map(|i| (i % 253) as u8).collect();
+    let pieces = sha256_hex_pieces::<()>(|add| {
+        for chunk in payload.chunks(4096 + 7) {
+            add(chunk);
+        }
+        Ok(())
+    });
+    assert_eq!(pieces, Ok(sha256_hex(&payload)));
+    assert_eq!(sha256_hex_pieces::<()>(|_| Ok(())), Ok(EMPTY_SHA256.to_owned()));
+}
