@@ -253,6 +253,42 @@ fn a_stream_goes_up_in_parts_and_comes_back_whole() {
     }
 }
 
+/// `parts=1` (one part at a time) and copy's `-j 8` (eight at once, more senders than
+/// parts): the same object either way, every part counted.
+#[test]
+fn parts_in_flight_one_or_eight_make_the_same_object() {
+    for server in servers() {
+        let what = server.name();
+        let bucket = server.bucket("inflight");
+        // Three parts of 5 MiB and a short fourth.
+        let payload = Arc::new(data((15 << 20) + 4321));
+        for (i, how) in [["pipe", ",parts=1"], ["copy -j 8", ""]].iter().enumerate() {
+            let what = format!("{what}, {}{}", how[0], how[1]);
+            let uri = format!("s3://{bucket}/s{i}.bin");
+            let mut up = server.rig();
+            let src = up.stdin(payload.clone(), Pace::Full);
+            let run = up
+                .args(how[0].split(' '))
+                .args([&src, &format!("{uri},part-size=5M{}", how[1])])
+                .run();
+            run.assert_code(0, &what);
+            assert_eq!(
+                requests(run.report(), "dst", "parts"),
+                4,
+                "{what}: {}",
+                run.stderr
+            );
+            run.assert_final_path("splice", &what);
+
+            let mut down = server.rig();
+            let out = down.stdout_sink(Pace::Full);
+            let run = down.args(["pipe", &uri, &out]).run();
+            run.assert_code(0, &what);
+            run.assert_held(0, &payload, &what);
+        }
+    }
+}
+
 #[test]
 fn an_empty_stream_makes_an_empty_object() {
     for server in servers() {
@@ -438,6 +474,8 @@ fn copy_r_moves_a_tree_of_files_both_ways() {
         up.assert_code(0, what);
         assert_eq!(up.report()["files"], 1100, "{what}: {}", up.stderr);
         assert_eq!(up.report()["requests"]["put"], 1100, "{what}");
+        // Each file is at most a part: one PUT sent from the file itself.
+        up.assert_final_path("sendfile", what);
 
         let out = dir.path().join("out");
         let down = server.rig().args(["copy", "-r", &uri]).arg(&out).run();

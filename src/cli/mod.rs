@@ -508,6 +508,8 @@ pub struct CopyArgs {
     /// created before their entries and get their mode and times after them; the report
     /// and -v list entries in the walk's order. Default: twice the CPUs available
     /// (sched_getaffinity), at most 8; -j 1 copies on one thread; -j takes at most 256.
+    /// To or from s3://: N objects at once in copy -r (default 8); one object up, N parts
+    /// of its multipart upload at once (its parts=, default 4; at most 64).
     #[arg(short = 'j', long, value_name = "N", value_parser = parse_jobs)]
     pub jobs: Option<usize>,
     /// DEST is the copy itself, even when it is a directory (cp -T): one source.
@@ -1371,6 +1373,13 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
     let s3 = |e: &Endpoint| matches!(e, Endpoint::S3 { .. });
     let tree_of_objects =
         (args.recursive || args.archive) && (args.paths.iter().any(s3) || s3(&dest));
+    // One object up: -j N is its multipart upload's parts in flight (parts= first).
+    let mut dest = dest;
+    if let (Endpoint::S3 { opts, .. }, Some(jobs), false) = (&mut dest, args.jobs, tree_of_objects)
+    {
+        opts.parts
+            .get_or_insert(jobs.min(crate::endpoint::s3::MAX_PARTS_IN_FLIGHT));
+    }
     let stream =
         |src: &Endpoint| !tree_of_objects && !object_download && (!plain(src) || !plain(&dest));
     if let [src] = &args.paths[..] {

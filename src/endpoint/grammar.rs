@@ -493,6 +493,10 @@ pub const SCHEME_TABLE: &[SchemeInfo] = &[
                 "a sink's part: one PUT up to it, multipart past it (8M; 5M-5G)",
             ),
             opt(
+                "parts=N",
+                "a sink's parts sent at once (4; 1-64; copy -j N); memory: N+1 parts",
+            ),
+            opt(
                 "cafile=PEM",
                 "an https endpoint: verify it against these CAs (or this very certificate)",
             ),
@@ -1222,7 +1226,7 @@ fn server_tls(tls: TlsOpts, expected: &str) -> Result<TlsOpts, String> {
     Ok(tls)
 }
 
-/// `s3://BUCKET/KEY[,endpoint=URL][,part-size=SIZE]`: a comma of the key is written `\,`
+/// `s3://BUCKET/KEY[,endpoint=URL][,part-size=SIZE][,parts=N]`: a comma of the key is written `\,`
 /// (as in a `file:` path).
 fn parse_s3(rest: &str) -> Result<Endpoint, String> {
     let expected = "expected s3://BUCKET/KEY";
@@ -1286,7 +1290,18 @@ fn parse_s3(rest: &str) -> Result<Endpoint, String> {
             "cafile" | "sni" if value.is_empty() => {
                 return Err(format!("option '{name}' needs a value: {name}=…"))
             }
-            "endpoint" | "part-size" | "cafile" | "sni" | "verify" | "pin" => {
+            "parts" if opts.parts.is_none() => {
+                let max = super::s3::MAX_PARTS_IN_FLIGHT;
+                match value.parse::<usize>() {
+                    Ok(n) if (1..=max).contains(&n) => opts.parts = Some(n),
+                    _ => {
+                        return Err(format!(
+                            "parts={value}: parts sent at once is a count from 1 to {max}"
+                        ))
+                    }
+                }
+            }
+            "endpoint" | "part-size" | "parts" | "cafile" | "sni" | "verify" | "pin" => {
                 return Err(format!(
                     "option '{name}' is given twice (s3: takes {})",
                     Scheme::S3.info().option_forms()
@@ -2197,6 +2212,9 @@ impl fmt::Display for Endpoint {
                 }
                 if let Some(size) = opts.part_size {
                     write!(f, ",part-size={size}")?;
+                }
+                if let Some(n) = opts.parts {
+                    write!(f, ",parts={n}")?;
                 }
                 write_tls_opts(f, &opts.tls)
             }

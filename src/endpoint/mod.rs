@@ -183,6 +183,9 @@ pub struct S3Opts {
     pub tls: TlsOpts,
     /// A source's `--retries`, `--retry-wait`, `--idle-timeout` (the command's options).
     pub resume: http::resume::ResumePolicy,
+    /// `parts=N`: a sink's parts sent at once ([`s3::PARTS_IN_FLIGHT`] when None; copy's
+    /// `-j N` for a one-object copy).
+    pub parts: Option<usize>,
 }
 
 /// `,header=…` in one of its forms.

@@ -1,6 +1,7 @@
 //! A memfd as a staging buffer in the page cache: filled from a pipe with splice, sent with
 //! sendfile, read in place through a read-only mapping (to hash it), rewound to send again.
-//! No byte passes through a user buffer.
+//! No byte passes through a user buffer. A regular file can stand in for one, to be sent
+//! as it is ([`Staged::holding`]).
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::ptr;
@@ -25,6 +26,13 @@ impl Staged {
             fd: memfd_create(name, MemFdCreateFlag::MFD_CLOEXEC)?,
             len: 0,
         })
+    }
+
+    /// Bytes already in a regular file, `len` of them from its start, to send as they are
+    /// (a small file put as one object: no memfd, no pipe, no copy). Only the reading half
+    /// is used: [`Staged::rewind`], [`Staged::each_window`], [`Staged::fd`].
+    pub fn holding(file: OwnedFd, len: usize) -> Staged {
+        Staged { fd: file, len }
     }
 
     pub fn len(&self) -> usize {
@@ -126,6 +134,9 @@ mod tests {
             })
             .unwrap();
         assert_eq!(sizes, [WINDOW, WINDOW, 12_345]);
-        assert!(seen == bytes, "the windows' bytes differ from what was written");
+        assert!(
+            seen == bytes,
+            "the windows' bytes differ from what was written"
+        );
     }
 }

@@ -21,7 +21,7 @@ use anyhow::{anyhow, Context};
 use super::CopyConfig;
 use crate::endpoint::s3::client::Client;
 use crate::endpoint::s3::transfer;
-use crate::endpoint::Endpoint;
+use crate::endpoint::{Endpoint, S3Opts};
 use crate::engine::{self, DataPath, Failure, Record};
 use crate::exit::{ExitCode, UsageError};
 use crate::options::Options;
@@ -135,7 +135,7 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
             let mut items = Vec::new();
             walk(dir, Path::new(""), &prefix, &mut items, &tally)?;
             each(jobs, items, |item| {
-                upload(opts, &client, bucket, item, o.part_size, &tally)
+                upload(opts, &client, bucket, item, o, &tally)
             });
             (None, client)
         }
@@ -255,19 +255,26 @@ fn download(opts: &Options, client: &Client, bucket: &str, item: Item, tally: &T
     tally.count(&uri, result);
 }
 
-fn upload(
-    opts: &Options,
-    client: &Client,
-    bucket: &str,
-    item: Item,
-    part_size: Option<u64>,
-    tally: &Tally,
-) {
+fn upload(opts: &Options, client: &Client, bucket: &str, item: Item, o: &S3Opts, tally: &Tally) {
     let uri = format!("s3://{bucket}/{}", item.key);
     let result = (|| -> anyhow::Result<u64> {
         let file = fs::File::open(&item.path)
             .with_context(|| format!("cannot open {}", item.path.display()))?;
-        let (pipe, put) = transfer::put(client, bucket, &item.key, part_size)?;
+        let meta = file.metadata()?;
+        let len = meta.len();
+        if meta.is_file() && len <= o.part_size.unwrap_or(transfer::DEFAULT_PART_SIZE) {
+            // One PUT sent from the file itself, on this thread: an uploader thread, its
+            // pipe and memfd for every small file were most of a tree's system time.
+            transfer::put_file(client, bucket, &item.key, file, len)?;
+            tally.merge(Record {
+                paths: vec![(DataPath::Sendfile, len)],
+                fallbacks: Vec::new(),
+            });
+            return Ok(len);
+        }
+        // Objects go up -j at a time: each sends its parts one at a time unless parts= says.
+        let parts = Some(o.parts.unwrap_or(1));
+        let (pipe, put) = transfer::put(client, bucket, &item.key, o.part_size, parts)?;
         let (record, failure) = move_bytes(opts, file.as_fd(), pipe.as_fd())?;
         drop(pipe);
         let bytes = record.bytes();

@@ -848,7 +848,7 @@ fn s3_objects_parse_with_their_options_and_round_trip() {
             opts: S3Opts::default(),
         }
     );
-    let ep = ok(r"S3://b/a\,b,endpoint=http://127.0.0.1:9000,part-size=16M");
+    let ep = ok(r"S3://b/a\,b,endpoint=http://127.0.0.1:9000,part-size=16M,parts=8");
     assert_eq!(
         ep,
         Endpoint::S3 {
@@ -857,6 +857,7 @@ fn s3_objects_parse_with_their_options_and_round_trip() {
             opts: S3Opts {
                 endpoint: Some("http://127.0.0.1:9000".into()),
                 part_size: Some(16 << 20),
+                parts: Some(8),
                 ..S3Opts::default()
             },
         }
@@ -887,6 +888,9 @@ fn malformed_s3_says_what_was_expected() {
     err("s3:///k", &["missing BUCKET"]);
     err("s3://b?x/k", &["not a bucket name"]);
     err("s3://b/k,part-size=1M", &["5 MiB to 5 GiB"]);
+    err("s3://b/k,parts=0", &["parts=0", "from 1 to 64"]);
+    err("s3://b/k,parts=65", &["from 1 to 64"]);
+    err("s3://b/k,parts=2,parts=3", &["given twice"]);
     err("s3://b/k,endpoint=ftp://h", &["not an http"]);
     err(
         "s3://b/k,append",

@@ -20,4 +20,6 @@ pub mod transfer;
 pub mod xml;
 
 pub use config::{Credentials, Secret, Service, Settings, Target};
-pub use transfer::{Transfer, DEFAULT_PART_SIZE, MAX_PART_SIZE, MIN_PART_SIZE};
+pub use transfer::{
+    Transfer, DEFAULT_PART_SIZE, MAX_PARTS_IN_FLIGHT, MAX_PART_SIZE, MIN_PART_SIZE, PARTS_IN_FLIGHT,
+};

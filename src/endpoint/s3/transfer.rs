@@ -10,8 +10,10 @@
 //!   part by part (no user copy; the part stays there so a retried request sends it again)
 //!   and sends each with sendfile. What fits in one part (`part-size=`, 8 MiB as the AWS
 //!   CLI) is one PUT, a 0-byte stream an empty object; more is a multipart upload, parts
-//!   sent by [`PARTS_IN_FLIGHT`] threads while the next is staged (memory: parts in flight +
-//!   1, times the part size). Nothing is created until the run says the stream ended well:
+//!   sent by `parts=N` threads ([`PARTS_IN_FLIGHT`] unless given; copy's `-j N`) while the
+//!   next is staged (memory: parts in flight + 1, times the part size, in memfds: page
+//!   cache, not the process's RSS, which holds one 1 MiB window a sender while it hashes).
+//!   Nothing is created until the run says the stream ended well:
 //!   on a failure or a signal the multipart upload is aborted (AbortMultipartUpload) and a
 //!   single PUT never sent.
 
@@ -38,8 +40,10 @@ pub const MIN_PART_SIZE: u64 = 5 << 20;
 pub const MAX_PART_SIZE: u64 = 5 << 30;
 /// S3's most parts in one upload.
 pub const MAX_PARTS: u32 = 10_000;
-/// Parts sent at once while the next is staged.
+/// Parts sent at once while the next is staged, when `parts=` does not say.
 pub const PARTS_IN_FLIGHT: usize = 4;
+/// The most `parts=` takes: 64 parts of 8 MiB in flight is half a GiB of memfds already.
+pub const MAX_PARTS_IN_FLIGHT: usize = 64;
 
 /// An S3 endpoint's side of a run: what to check or commit when the engine is done.
 pub struct Transfer {
@@ -163,15 +167,23 @@ pub fn get(client: &Client, bucket: &str, key: &str) -> anyhow::Result<(OwnedFd,
 /// Open `s3://bucket/key` as a sink: the write end of the pipe the uploader reads, and
 /// its [`Transfer`].
 pub fn open_sink(opts: &S3Opts, bucket: &str, key: &str) -> anyhow::Result<(OwnedFd, Transfer)> {
-    put(&Client::from_opts(opts)?, bucket, key, opts.part_size)
+    put(
+        &Client::from_opts(opts)?,
+        bucket,
+        key,
+        opts.part_size,
+        opts.parts,
+    )
 }
 
-/// [`open_sink`] with a client of the caller's.
+/// [`open_sink`] with a client of the caller's; `parts`: sent at once (None:
+/// [`PARTS_IN_FLIGHT`]).
 pub fn put(
     client: &Client,
     bucket: &str,
     key: &str,
     part_size: Option<u64>,
+    parts: Option<usize>,
 ) -> anyhow::Result<(OwnedFd, Transfer)> {
     let client = client.clone();
     let uri = format!("s3://{bucket}/{key}");
@@ -186,6 +198,9 @@ pub fn put(
         bucket: bucket.to_owned(),
         key: key.to_owned(),
         part_size,
+        parts: parts
+            .unwrap_or(PARTS_IN_FLIGHT)
+            .clamp(1, MAX_PARTS_IN_FLIGHT),
     };
     let shared = failure.clone();
     let thread = thread::Builder::new()
@@ -212,12 +227,36 @@ pub fn put(
     ))
 }
 
+/// A regular file of `len` bytes (at most a part) as the object `bucket/key`: one PUT,
+/// its body sent from the file with sendfile, on the caller's thread.
+pub fn put_file(
+    client: &Client,
+    bucket: &str,
+    key: &str,
+    file: std::fs::File,
+    len: u64,
+) -> anyhow::Result<()> {
+    let body = Staged::holding(file.into(), len as usize);
+    client.call(&Call {
+        kind: Kind::Put,
+        method: "PUT",
+        bucket,
+        key,
+        query: &[],
+        headers: &[],
+        body: Body::Staged(&body),
+    })?;
+    Ok(())
+}
+
 struct Upload {
     client: Client,
     uri: String,
     bucket: String,
     key: String,
     part_size: u64,
+    /// Parts sent at once.
+    parts: usize,
 }
 
 /// The size of part `number` (from 1): the part size, doubled every 1,000 parts so a
@@ -327,7 +366,7 @@ impl Upload {
         let rx = Arc::new(Mutex::new(rx));
         let (free_tx, free_rx) = mpsc::channel::<Staged>();
         thread::scope(|scope| {
-            for _ in 0..PARTS_IN_FLIGHT {
+            for _ in 0..self.parts {
                 let rx = rx.clone();
                 let etags = etags.clone();
                 let error = error.clone();

@@ -384,5 +384,8 @@ fn a_payload_hashed_in_pieces_is_the_payload_hashed_whole() {
         Ok(())
     });
     assert_eq!(pieces, Ok(sha256_hex(&payload)));
-    assert_eq!(sha256_hex_pieces::<()>(|_| Ok(())), Ok(EMPTY_SHA256.to_owned()));
+    assert_eq!(
+        sha256_hex_pieces::<()>(|_| Ok(())),
+        Ok(EMPTY_SHA256.to_owned())
+    );
 }
