@@ -2,7 +2,8 @@
 same command lines: a file through `nc -N HOST PORT` into a TCP sink and a connection
 through `nc -l PORT` into a file (vs OpenBSD netcat), stdin through `tee` into two pipes
 (vs GNU tee), and `pv -q` / `pv -q -L` from a pipe into a pipe (vs pv). The zerocat rows
-ask for zerocat's report with --zerocat-report=json (the path column)."""
+ask for zerocat's report with --zerocat-report=json (the path column); the receive row
+also runs zerocat's own `pipe tcp-listen: -`, the engine without the name."""
 import os
 import subprocess
 import time
@@ -78,7 +79,7 @@ def scenarios(ctx):
     cs = [contender("zerocat as nc", "zerocat", send(lambda s: [zc, "nc", report, "-N", "127.0.0.1", s])),
           contender("nc (OpenBSD)", "peer", send(lambda s: [NC, "-N", "127.0.0.1", s]), (NC,)),
           contender("direct (src -> sink)", "ceiling", send(None))]
-    S.append(scenario(GROUP, "file | nc -N -> tcp", n, cs))
+    S.append(scenario(GROUP, "file | nc -N -> tcp", n, cs, ref="zerocat as nc"))
 
     out = os.path.join(WORK, "nc.out")
 
@@ -86,24 +87,27 @@ def scenarios(ctx):
         return lambda: run_nc_receive(ctx, tool, out)
     cs = [contender("zerocat as nc", "zerocat",
                     receive(lambda p: [zc, "nc", report, "-l", "127.0.0.1", str(p)])),
-          contender("nc (OpenBSD)", "peer", receive(lambda p: [NC, "-l", "127.0.0.1", str(p)]), (NC,))]
-    S.append(scenario(GROUP, "tcp -> nc -l > file (ext4)", n, cs))
+          contender("nc (OpenBSD)", "peer", receive(lambda p: [NC, "-l", "127.0.0.1", str(p)]), (NC,)),
+          # The engine without the name: what nc -l's relay (both ways) costs over a pipe.
+          contender("zerocat pipe tcp-listen: -", "zerocat",
+                    receive(lambda p: [zc, "--stats", "json", "pipe", f"tcp-listen:127.0.0.1:{p}", "-"]))]
+    S.append(scenario(GROUP, "tcp -> nc -l > file (ext4)", n, cs, ref="zerocat as nc"))
 
     cs = [contender("zerocat as tee", "zerocat",
                     lambda: run_stream(ctx, [zc, "compat", "tee", report, "/dev/fd/{fd3}"], True, fd3=True)),
           contender("tee (GNU)", "peer", lambda: run_stream(ctx, ["tee", "/dev/fd/{fd3}"], True, fd3=True)),
           contender("ceiling (src -> sink)", "ceiling", lambda: run_stream(ctx, None, True))]
-    S.append(scenario(GROUP, "tee -> 2 pipes (as tee)", n, cs))
+    S.append(scenario(GROUP, "tee -> 2 pipes (as tee)", n, cs, ref="zerocat as tee"))
 
     cs = [contender("zerocat as pv", "zerocat", lambda: run_stream(ctx, [zc, "pv", report, "-q"], True)),
           contender("pv -q", "peer", lambda: run_stream(ctx, ["pv", "-q"], True), ("pv",)),
           contender("ceiling (src -> sink)", "ceiling", lambda: run_stream(ctx, None, True))]
-    S.append(scenario(GROUP, "pipe -> pv -q -> pipe", n, cs))
+    S.append(scenario(GROUP, "pipe -> pv -q -> pipe", n, cs, ref="zerocat as pv"))
 
     # At 1 GiB: 4 s at the limit; the row says how close each holds to it.
     rate = "256m"
     cs = [contender("zerocat as pv -L", "zerocat",
                     lambda: run_stream(ctx, [zc, "pv", report, "-q", "-L", rate], True)),
           contender("pv -q -L", "peer", lambda: run_stream(ctx, ["pv", "-q", "-L", rate], True), ("pv",))]
-    S.append(scenario(GROUP, f"pipe -> pv -L {rate} -> pipe", n, cs))
+    S.append(scenario(GROUP, f"pipe -> pv -L {rate} -> pipe", n, cs, ref="zerocat as pv -L"))
     return S
