@@ -883,4 +883,22 @@ fn an_https_endpoint_round_trips_and_refuses_an_untrusted_certificate() {
     run.assert_code(0, "verify=0");
     run.assert_held(0, &payload, "verify=0");
     assert!(run.stderr.contains("verify=0"), "{}", run.stderr);
+
+    // An upload opens a connection a request: one warning says it for all of them.
+    let mut up = server.rig();
+    let src = up.stdin(payload.clone(), Pace::Full);
+    let run = up
+        .args([
+            "pipe",
+            &src,
+            &format!("s3://{bucket}/again.bin,{https},verify=0,part-size=5M"),
+        ])
+        .run();
+    run.assert_code(0, "a multipart upload with verify=0");
+    assert_eq!(
+        run.stderr.matches("is not verified").count(),
+        1,
+        "{}",
+        run.stderr
+    );
 }

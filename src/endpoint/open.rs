@@ -157,7 +157,7 @@ impl Endpoint {
             } => {
                 let config = tls::client_config(opts).with_context(|| format!("{self}"))?;
                 if opts.insecure {
-                    eprintln!("{}", tls::insecure_warning(&self.to_string()));
+                    tls::warn_insecure_once(&self.to_string());
                 }
                 let fd = self.connect_carrying(origin)?;
                 let name = opts.sni.as_deref().unwrap_or(host);

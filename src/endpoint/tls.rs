@@ -195,6 +195,18 @@ pub fn insecure_warning(endpoint: &str) -> String {
     )
 }
 
+/// Prints [`insecure_warning`] the first time `endpoint` opens in this process: an s3://
+/// or https:// endpoint opens a connection a request (parts, resumes), and one warning
+/// says it for all of them.
+pub fn warn_insecure_once(endpoint: &str) {
+    static WARNED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    if !warned.iter().any(|w| w == endpoint) {
+        warned.push(endpoint.to_string());
+        eprintln!("{}", insecure_warning(endpoint));
+    }
+}
+
 /// A socket as rustls' reader and writer: EAGAIN comes back as WouldBlock.
 struct FdIo<'a>(BorrowedFd<'a>);
 
