@@ -332,8 +332,19 @@ fn frames_a_client_must_not_send_close_that_connection_with_the_rfc_code() {
     let mut echoed = [0u8; 10];
     good.read_exact(&mut echoed).unwrap();
     assert_eq!(&echoed, b"still here");
+    // A ping is answered with its payload, and counted.
+    good.write_all(&masked(0x89, b"p1")).unwrap();
+    let mut pong = [0u8; 4];
+    good.read_exact(&mut pong).unwrap();
+    assert_eq!(&pong, b"\x8a\x02p1", "the pong");
     drop(good);
     let end = relay.stop();
+    // The JSON report counts the closes by code, and the ping.
+    let ws = &end.report()["websocket"];
+    assert_eq!(ws["closed_1002"].as_u64(), Some(3), "{}", end.report());
+    assert_eq!(ws["closed_1007"].as_u64(), Some(1), "{}", end.report());
+    assert_eq!(ws["pings"].as_u64(), Some(1), "{}", end.report());
+    assert!(ws["copied"].as_u64() >= Some(10), "{}", end.report());
     for (what, _, code) in &faults {
         let _ = what;
         assert!(

@@ -945,7 +945,10 @@ frame the peer must not send closes that connection, said on stderr
 (\fBzerocat: ws: \fR\fIpeer\fR\fB sent \fR\fIwhat\fR\fB: closed with \fR\fIcode\fR): a
 length with its top bit set (2^63 and more), an unmasked frame from a client, a
 fragmented or oversized control frame, an unknown opcode or reserved bit: 1002; a text
-message that is not UTF\-8: 1007. Other connections go on. Each WebSocket connection runs
+message that is not UTF\-8: 1007. Other connections go on. A relay with a WebSocket end
+has \fBwebsocket\fR in its JSON report: \fBspliced\fR and \fBcopied\fR payload bytes,
+\fBclosed_1002\fR and \fBclosed_1007\fR (connections closed for such a frame) and
+\fBpings\fR (answered). Each WebSocket connection runs
 in two threads of its own between the network and a socketpair the engine or the relay
 sees as a unix socket (a relay's report shows that socket's path).
 .SH PROGRESS AND RATE LIMIT

@@ -508,6 +508,15 @@ impl Endpoint {
         }
     }
 
+    /// `ws://`, `wss://`, `ws-listen:` (also behind TLS).
+    pub fn is_websocket(&self) -> bool {
+        match self {
+            Endpoint::Tcp { connect, .. } => connect.ws.is_some(),
+            Endpoint::TcpListen { listen, .. } => listen.ws.is_some(),
+            _ => false,
+        }
+    }
+
     /// `http://` or `https://`.
     pub fn is_http(&self) -> bool {
         matches!(self, Endpoint::Http { .. })

@@ -510,10 +510,26 @@ impl Summary<'_> {
                 if let Some(dump) = self.dump {
                     o.raw("dump", &crate::report::dump_json(dump));
                 }
+                if self.cfg.a.is_websocket() || self.cfg.b.is_websocket() {
+                    o.raw("websocket", &websocket_json());
+                }
                 o.finish()
             }
         }
     }
+}
+
+/// The run's WebSocket counts: `{"spliced", "copied"}` payload bytes, `closed_1002` and
+/// `closed_1007` connections closed for a frame the peer must not send, `pings` answered.
+fn websocket_json() -> String {
+    let c = crate::endpoint::websocket::bridge::counts();
+    let mut o = JsonObject::new();
+    o.num("spliced", c.spliced)
+        .num("copied", c.copied)
+        .num("closed_1002", c.closed_1002)
+        .num("closed_1007", c.closed_1007)
+        .num("pings", c.pings);
+    o.finish()
 }
 
 fn uri_json(e: &Endpoint) -> String {

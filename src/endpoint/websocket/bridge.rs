@@ -14,7 +14,7 @@
 //! Ends: the peer's close frame is EOF on the socketpair (shutdown), our end's EOF is a
 //! close frame (1000); once both went, the socket is shut. A frame the peer must not send
 //! closes the connection with the RFC's code (1002, 1007), said on stderr and counted
-//! ([`faults`]); other connections go on.
+//! ([`counts`], in the relay's JSON report); other connections go on.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -40,11 +40,34 @@ const HEAD_MAX: usize = 16 * 1024;
 const CHUNK: usize = 256 * 1024;
 const STACK: usize = 256 * 1024;
 
-/// Connections closed for a frame the peer must not send, over the whole run.
-static FAULTS: AtomicU64 = AtomicU64::new(0);
+/// Connections closed for a frame the peer must not send, over the whole run, by close
+/// code: 1002 (protocol error), 1007 (text not UTF-8).
+static CLOSED_PROTOCOL_ERROR: AtomicU64 = AtomicU64::new(0);
+static CLOSED_INVALID_DATA: AtomicU64 = AtomicU64::new(0);
+/// Pings the peers sent (each answered with a pong unless our close had gone).
+static PINGS: AtomicU64 = AtomicU64::new(0);
 
-pub fn faults() -> u64 {
-    FAULTS.load(Ordering::Relaxed)
+/// The run's WebSocket counts, for the reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Payload bytes spliced, and carried through a buffer.
+    pub spliced: u64,
+    pub copied: u64,
+    /// Connections closed with 1002 and with 1007.
+    pub closed_1002: u64,
+    pub closed_1007: u64,
+    pub pings: u64,
+}
+
+pub fn counts() -> Counts {
+    let (spliced, copied) = paths();
+    Counts {
+        spliced,
+        copied,
+        closed_1002: CLOSED_PROTOCOL_ERROR.load(Ordering::Relaxed),
+        closed_1007: CLOSED_INVALID_DATA.load(Ordering::Relaxed),
+        pings: PINGS.load(Ordering::Relaxed),
+    }
 }
 
 /// Which end of the WebSocket zerocat is.
@@ -193,7 +216,11 @@ fn run(net: OwnedFd, local: OwnedFd, role: Role, shared: Arc<Shared>, peer: Stri
             let _ = socket::shutdown(local.as_raw_fd(), Shutdown::Write);
         }
         Err(End::Fault(v)) => {
-            FAULTS.fetch_add(1, Ordering::Relaxed);
+            match v.code {
+                INVALID_DATA => &CLOSED_INVALID_DATA,
+                _ => &CLOSED_PROTOCOL_ERROR,
+            }
+            .fetch_add(1, Ordering::Relaxed);
             let text = format!("{peer} sent {}: closed with {}", v.why, v.code);
             eprintln!("zerocat: ws: {text}");
             fail(&shared, text);
@@ -332,6 +359,7 @@ impl Reader<'_> {
                     match header.opcode {
                         OP_CLOSE => return check_close(&payload),
                         OP_PING => {
+                            PINGS.fetch_add(1, Ordering::Relaxed);
                             let _guard =
                                 self.shared.write.lock().unwrap_or_else(|e| e.into_inner());
                             if !self.shared.sent_close.load(Ordering::SeqCst) {
