@@ -595,3 +595,79 @@ fn a_tls_listener_refuses_before_the_handshake_and_names_the_client_certificate(
 fn relay_port(addr: &str) -> u16 {
     addr.parse::<SocketAddr>().unwrap().port()
 }
+
+/// pipe's and tee's `exec:`/`sh:` children learn the socket at the other end as a relay's
+/// do: a command source whose sink connects (it starts once connected: the peer is the
+/// server), a command sink of an accepted source (the peer is the client), and tee's command
+/// sinks of a listener. A variable of the same name in zerocat's own environment is not
+/// passed on.
+#[test]
+fn pipe_and_tee_children_get_the_socket_at_the_other_end_in_their_environment() {
+    // A command source into a connector.
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    let server_addr = server.local_addr().unwrap();
+    let running = Rig::new()
+        .env("ZEROCAT_TLS_CLIENT_SUBJECT", "stale")
+        .args(["pipe", "sh:env"])
+        .arg(format!("tcp:{server_addr}"))
+        .start();
+    let (mut conn, zerocat_addr) = server.accept().unwrap();
+    let mut env = Vec::new();
+    conn.read_to_end(&mut env).unwrap();
+    let end = running.finish();
+    end.assert_code(0, "pipe sh:env tcp:");
+    end.assert_final_path("splice", "a command's pipe into a socket");
+    assert_eq!(end.report_bytes(), env.len() as u64);
+    let vars = zerocat_vars(&env);
+    assert_eq!(vars["ZEROCAT_PEER_ADDR"], "127.0.0.1", "{vars:?}");
+    assert_eq!(
+        vars["ZEROCAT_PEER_PORT"],
+        server_addr.port().to_string(),
+        "{vars:?}"
+    );
+    assert_eq!(
+        vars["ZEROCAT_LOCAL_PORT"],
+        zerocat_addr.port().to_string(),
+        "{vars:?}"
+    );
+    assert_eq!(vars["ZEROCAT_PROTO"], "tcp", "{vars:?}");
+    assert!(!vars.contains_key("ZEROCAT_TLS_CLIENT_SUBJECT"), "{vars:?}");
+
+    // An accepted client into a command sink (pipe), and into two sinks (tee).
+    let rig = Rig::new();
+    let (piped, teed, copy) = (rig.path("piped"), rig.path("teed"), rig.path("copy"));
+    let sink = |out: &std::path::Path| format!("sh:cat >/dev/null; env > {}", out.display());
+    for (command, extra) in [("pipe", None), ("tee", Some(&copy))] {
+        let out = if command == "pipe" { &piped } else { &teed };
+        let mut rig = Rig::new().args([command, "tcp-listen:0"]).arg(sink(out));
+        if let Some(copy) = extra {
+            rig = rig.arg(copy);
+        }
+        let running = rig.listen();
+        let local: SocketAddr = running.addr().parse().unwrap();
+        let mut stream = connect_from("127.0.0.2", running.addr());
+        let client = stream.local_addr().unwrap();
+        stream.write_all(b"payload").unwrap();
+        drop(stream);
+        let end = running.finish();
+        end.assert_code(0, command);
+        assert_eq!(end.report_bytes(), 7, "{command}");
+        let vars = zerocat_vars(&std::fs::read(out).unwrap());
+        assert_eq!(
+            vars["ZEROCAT_PEER_ADDR"], "127.0.0.2",
+            "{command}: {vars:?}"
+        );
+        assert_eq!(
+            vars["ZEROCAT_PEER_PORT"],
+            client.port().to_string(),
+            "{command}: {vars:?}"
+        );
+        assert_eq!(
+            vars["ZEROCAT_LOCAL_PORT"],
+            local.port().to_string(),
+            "{command}: {vars:?}"
+        );
+        assert_eq!(vars["ZEROCAT_PROTO"], "tcp", "{command}: {vars:?}");
+    }
+    assert_eq!(std::fs::read(&copy).unwrap(), b"payload");
+}

@@ -564,6 +564,15 @@ client; with \fBproxy\fR, the one its PROXY header named), \fBZEROCAT_LOCAL_ADDR
 (\fBcafile=\fR on the listener), \fBZEROCAT_TLS_CLIENT_SUBJECT\fR
 (\fBCN=client, O=Example\fR). IPv4 clients of a dual\-stack listener are written as
 IPv4 addresses. Variables of these names zerocat itself inherited are removed first.
+\fBpipe\fR's and \fBtee\fR's \fBexec:\fR/\fBsh:\fR ends get the same variables when
+the other end is a TCP, unix or TLS socket, accepted or connected (not a WebSocket or
+datagram socket): of a connector, \fBZEROCAT_PEER_*\fR name the server and
+\fBZEROCAT_LOCAL_*\fR the address zerocat left from. A command source whose sink is such
+a socket is started once the sink is connected or accepted (\fBnc \-e\fR's order), so
+\fBzerocat pipe sh:handler tcp\-listen:9000\fR serves one client as
+\fBnc \-l \-e\fR does. \fBtee\fR's command sinks learn its source socket (not with
+\fB\-\-keep\-open\fR, whose sinks start before any connection); a command source
+of \fBtee\fR starts first and learns nothing.
 .SH PATHS
 Each fd is classified with \fBfstat\fR(2): regular file, pipe or FIFO, socket, terminal,
 other character device.

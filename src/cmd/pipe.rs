@@ -11,8 +11,9 @@ use super::common::{
     refuse_same_file, remaining, say_socket_options, start_dump, stdout_gone, tap_stream,
     truncate_if_pending, IdleWatch, Quiet,
 };
+use crate::endpoint::peer_env::PeerEnv;
 use crate::endpoint::proxy::Addresses;
-use crate::endpoint::{Endpoint, Role};
+use crate::endpoint::{Endpoint, Opened, Role};
 use crate::engine::{self, DataPath, Ends, Failure};
 use crate::exit::{ExitCode, UsageError};
 use crate::options::Options;
@@ -44,8 +45,19 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     if cfg.keep_open {
         return keep_open(opts, cfg, dump);
     }
+    // A command source whose sink is a socket starts once that socket is connected or
+    // accepted, to be told its addresses (nc -e connects, then runs the program).
+    let early_dst = match cfg.src.is_command() && cfg.dst.names_a_peer() {
+        true => Some(cfg.dst.open_carrying(Role::Sink, &Addresses::Unknown)?),
+        false => None,
+    };
+    let src_env = early_dst
+        .as_ref()
+        .map(|(dst, origin)| peer_env(&cfg.dst, dst, origin));
     // An accepted source's client goes on in the sink's PROXY header (`proxy=v1|v2`).
-    let (mut src, origin) = cfg.src.open_carrying(Role::Source, &Addresses::Unknown)?;
+    let (mut src, origin) =
+        cfg.src
+            .open_carrying_for(Role::Source, &Addresses::Unknown, src_env.as_ref())?;
     let mut src_info = inspect(src.fd.as_fd(), &cfg.src)?;
     if src_info.kind == FdKind::Datagram {
         src_info.quiet_end = cfg.idle_timeout;
@@ -55,10 +67,18 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     let upload_len = (src_info.kind == FdKind::File)
         .then(|| remaining(src.fd.as_fd(), &src_info))
         .flatten();
-    let (mut dst, _) = cfg
-        .dst
-        .with_upload_len(upload_len)
-        .open_carrying(Role::Sink, &origin)?;
+    let (mut dst, _) = match early_dst {
+        Some(dst) => dst,
+        None => {
+            let dst_env = (cfg.dst.is_command() && cfg.src.names_a_peer())
+                .then(|| peer_env(&cfg.src, &src, &origin));
+            cfg.dst.with_upload_len(upload_len).open_carrying_for(
+                Role::Sink,
+                &origin,
+                dst_env.as_ref(),
+            )?
+        }
+    };
     say_socket_options(opts, &[&cfg.src, &cfg.dst]);
     let tls = [src.tls.take(), dst.tls.take()];
     let s3 = [src.s3.take(), dst.s3.take()];
@@ -216,6 +236,19 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
             Err(anyhow!(message))
         }
     }
+}
+
+/// What a command at the other end of the socket `opened` (of `endpoint`) learns of it:
+/// its addresses (`origin`, when a listener accepted it), and a TLS client's certificate
+/// subject when a listener's client presented one.
+pub(super) fn peer_env(endpoint: &Endpoint, opened: &Opened, origin: &Addresses) -> PeerEnv {
+    let tls = opened.tls.as_ref().map(|session| {
+        endpoint
+            .listens()
+            .then_some(session.info.peer_subject.as_deref())
+            .flatten()
+    });
+    PeerEnv::of_socket(origin, opened.fd.as_fd(), tls)
 }
 
 /// `--explain`: the plan from what the endpoints are, opening nothing.

@@ -13,6 +13,7 @@ use super::common::{
     start_dump, stdout_gone, tap_stream, truncate_if_pending, IdleWatch, Quiet,
 };
 use crate::endpoint::http::HttpEnd;
+use crate::endpoint::proxy::Addresses;
 use crate::endpoint::s3::Transfer;
 use crate::endpoint::{Endpoint, Opened, Role};
 use crate::engine::fanout::{self as fan, FanOut, OnError, Sink, SinkOutcome};
@@ -69,7 +70,12 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|s| s.is_listener().then(|| s.listen()).transpose())
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let mut src = cfg.src.open(Role::Source)?;
+    let (mut src, origin) = cfg.src.open_carrying(Role::Source, &Addresses::Unknown)?;
+    // A command sink is told the source socket's addresses (`ZEROCAT_PEER_ADDR`...).
+    let sink_env = cfg
+        .src
+        .names_a_peer()
+        .then(|| super::pipe::peer_env(&cfg.src, &src, &origin));
     let src_s3 = src.s3.take();
     let src_http = src.http.take();
     let src_info = inspect(src.fd.as_fd(), &cfg.src)?;
@@ -95,7 +101,10 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
                 }
                 .for_role(Role::Sink)
             }
-            None => match sink.open(Role::Sink) {
+            None => match sink
+                .open_carrying_for(Role::Sink, &Addresses::Unknown, sink_env.as_ref())
+                .map(|(opened, _)| opened)
+            {
                 Ok(opened) => opened,
                 Err(e) if must_stop(&e) => return Err(e),
                 Err(e) => {

@@ -146,6 +146,16 @@ impl CommandSpec {
     /// Start the child for `role`: its stdout is our source, or its stdin our sink. A program
     /// that cannot run (ENOENT, EACCES) fails here, before any byte moves.
     pub fn spawn(&self, role: Role) -> anyhow::Result<Spawned> {
+        self.spawn_for(role, None)
+    }
+
+    /// [`CommandSpec::spawn`], the child's environment naming the socket at the other end
+    /// (`ZEROCAT_PEER_ADDR`...).
+    pub fn spawn_for(
+        &self,
+        role: Role,
+        peer: Option<&super::peer_env::PeerEnv>,
+    ) -> anyhow::Result<Spawned> {
         if self.stderr && role == Role::Sink {
             return Err(UsageError(format!(
                 "option 'stderr' sends {}'s stderr into the stream it reads from; as a sink it \
@@ -155,12 +165,16 @@ impl CommandSpec {
             .into());
         }
         if let Some(size) = self.pty {
-            let (child, fd) = super::pty::spawn(self.command(), size, role == Role::Source)
+            let mut command = self.command();
+            if let Some(peer) = peer {
+                peer.apply(&mut command);
+            }
+            let (child, fd) = super::pty::spawn(command, size, role == Role::Source)
                 .with_context(|| format!("cannot run {} on a pseudo-terminal", self.name()))?;
             return Ok(Spawned { fd, child });
         }
         let (reads, writes) = (role == Role::Source, role == Role::Sink);
-        let (mut child, read) = self.start(reads, writes, false, None)?;
+        let (mut child, read) = self.start(reads, writes, false, peer)?;
         let fd: OwnedFd = match read {
             Some(read) => read,
             None => child.stdin.take().expect("piped stdin").into(),

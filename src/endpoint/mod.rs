@@ -469,6 +469,24 @@ impl Endpoint {
         )
     }
 
+    /// A TCP, unix or TLS socket end, connected or accepted: a command at the other end of
+    /// `pipe` or `tee` is told its addresses (`ZEROCAT_PEER_ADDR`...). Not a WebSocket (its
+    /// fd is a bridge's), a datagram socket, or an `fd:N` that is not a listener.
+    pub fn names_a_peer(&self) -> bool {
+        match self {
+            Endpoint::Tcp { connect, .. } => connect.ws.is_none(),
+            Endpoint::TcpListen { listen, .. } => listen.ws.is_none(),
+            Endpoint::Unix { .. } | Endpoint::UnixListen { .. } => true,
+            Endpoint::Systemd { .. } | Endpoint::FdTls { .. } | Endpoint::Fd(_) => self.listens(),
+            _ => false,
+        }
+    }
+
+    /// `exec:`/`sh:`.
+    pub fn is_command(&self) -> bool {
+        matches!(self, Endpoint::Command(_))
+    }
+
     /// [`Endpoint::is_listener`], or an `fd:N` that is a listening socket (SO_ACCEPTCONN).
     pub fn listens(&self) -> bool {
         match self {

@@ -22,6 +22,7 @@ use nix::sys::stat::{umask, Mode};
 
 use super::listener::{format_sockaddr, is_listening, Greet, Listener, Socket, GREETING_DEADLINE};
 use super::outbound;
+use super::peer_env::PeerEnv;
 use super::proxy::{self, Addresses};
 use super::sockopt::SockOpts;
 use super::tls::{self, Handshake, Session};
@@ -93,6 +94,17 @@ impl Endpoint {
         role: Role,
         origin: &Addresses,
     ) -> anyhow::Result<(Opened, Addresses)> {
+        self.open_carrying_for(role, origin, None)
+    }
+
+    /// [`Endpoint::open_carrying`]; an `exec:`/`sh:` child gets `peer` in its environment
+    /// (the socket at the other end of pipe or tee).
+    pub fn open_carrying_for(
+        &self,
+        role: Role,
+        origin: &Addresses,
+        peer: Option<&PeerEnv>,
+    ) -> anyhow::Result<(Opened, Addresses)> {
         let (opened, addresses) = if self.listens() {
             let listener = self.listen()?;
             let accepted = accept_one(&listener)?;
@@ -106,12 +118,17 @@ impl Endpoint {
             };
             (opened, accepted.origin)
         } else {
-            (self.open_stream(role, origin)?, Addresses::Unknown)
+            (self.open_stream(role, origin, peer)?, Addresses::Unknown)
         };
         Ok((opened.for_role(role), addresses))
     }
 
-    fn open_stream(&self, role: Role, origin: &Addresses) -> anyhow::Result<Opened> {
+    fn open_stream(
+        &self,
+        role: Role,
+        origin: &Addresses,
+        peer: Option<&PeerEnv>,
+    ) -> anyhow::Result<Opened> {
         let plain = |fd| Opened {
             fd,
             truncate_pending: false,
@@ -135,7 +152,7 @@ impl Endpoint {
             }
             Endpoint::File { path, opts } => open_file(path, opts, role),
             Endpoint::Command(spec) => {
-                let spawned = spec.spawn(role)?;
+                let spawned = spec.spawn_for(role, peer)?;
                 Ok(Opened {
                     fd: spawned.fd,
                     truncate_pending: false,
@@ -208,7 +225,7 @@ impl Endpoint {
                 })
             }
             Endpoint::Pty { link } => super::pty::open(link.as_deref()).map(plain),
-            Endpoint::Terminal { on, .. } => on.open_stream(role, origin),
+            Endpoint::Terminal { on, .. } => on.open_stream(role, origin, peer),
             Endpoint::TcpListen { .. }
             | Endpoint::UnixListen { .. }
             | Endpoint::Systemd { .. }

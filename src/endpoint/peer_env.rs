@@ -48,6 +48,52 @@ impl PeerEnv {
         PeerEnv { vars }
     }
 
+    /// The environment of `pipe`'s or `tee`'s command whose other end is this opened
+    /// socket: `origin` when its listener knew it (the peer as accepted, or as its PROXY
+    /// header named it), else the socket's own addresses (a connector: the peer is the
+    /// server). A TLS end's fd may be a bridge's socketpair: `tls` names the protocol then,
+    /// and the addresses come from `origin` only.
+    pub fn of_socket(
+        origin: &Addresses,
+        fd: std::os::fd::BorrowedFd<'_>,
+        tls: Option<Option<&str>>,
+    ) -> PeerEnv {
+        use nix::sys::socket::{getpeername, getsockname, SockaddrLike, SockaddrStorage};
+        use std::os::fd::AsRawFd;
+        if !matches!(origin, Addresses::Unknown) {
+            return PeerEnv::of(origin, tls);
+        }
+        let raw = fd.as_raw_fd();
+        let (Ok(peer), Ok(local)) = (
+            getpeername::<SockaddrStorage>(raw),
+            getsockname::<SockaddrStorage>(raw),
+        ) else {
+            return PeerEnv::of(origin, tls);
+        };
+        let inet = |a: &SockaddrStorage| -> Option<std::net::SocketAddr> {
+            if let Some(v4) = a.as_sockaddr_in() {
+                return Some(std::net::SocketAddr::V4((*v4).into()));
+            }
+            a.as_sockaddr_in6()
+                .map(|v6| std::net::SocketAddr::V6((*v6).into()))
+        };
+        let path = |a: &SockaddrStorage| {
+            a.as_unix_addr()
+                .and_then(|u| u.path())
+                .map(|p| p.as_os_str().as_encoded_bytes().to_vec())
+                .unwrap_or_default()
+        };
+        let found = match (inet(&peer), inet(&local)) {
+            (Some(src), Some(dst)) => Addresses::Inet { src, dst },
+            _ if peer.family() == Some(nix::sys::socket::AddressFamily::Unix) => Addresses::Unix {
+                src: path(&peer),
+                dst: path(&local),
+            },
+            _ => Addresses::Unknown,
+        };
+        PeerEnv::of(&found, tls)
+    }
+
     /// Sets them on `command`, after clearing any of the names zerocat itself inherited.
     pub fn apply(&self, command: &mut std::process::Command) {
         for name in NAMES {
