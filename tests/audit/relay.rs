@@ -214,35 +214,38 @@ fn relay_pipe_budget_comes_back_from_connections_cut_with_bytes_in_their_pipes()
 }
 
 /// A long-running relay keeps no per-connection state once a connection is over: the report
-/// aggregates its counters (it lists a bounded number of connections).
+/// aggregates its counters (it lists a bounded number of connections). The baseline is taken
+/// once the relay is warm (its listed connections full, the allocator's pools grown): from
+/// 200 connections, a warm-up of about 250 KiB reached the bound under load, though RSS is flat
+/// from 4,000 to 12,000 connections.
 #[test]
-fn relay_memory_stays_flat_over_two_thousand_short_connections() {
+fn relay_memory_stays_flat_over_three_thousand_short_connections() {
     let backend = echo_backend();
     let relay = Rig::new().relay(&["tcp-listen:0,backlog=256", &format!("tcp:{backend}")]);
     let payload = data(1000);
-    let mut rss_at_200 = 0;
-    for n in 1..=2000u64 {
+    let mut rss_at_1000 = 0;
+    for n in 1..=3000u64 {
         let got = echo_through(relay.addr(), &payload);
         assert_bytes_eq(&got, &payload, &format!("connection {n}"));
-        if n == 200 {
+        if n == 1000 {
             thread::sleep(Duration::from_millis(50));
-            rss_at_200 = relay.status_kib("VmRSS:");
+            rss_at_1000 = relay.status_kib("VmRSS:");
         }
     }
     thread::sleep(Duration::from_millis(50));
-    let rss_at_2000 = relay.status_kib("VmRSS:");
+    let rss_at_3000 = relay.status_kib("VmRSS:");
     let end = relay.stop();
     let (code, report) = (end.code(), end.report());
-    eprintln!("relay RSS: {rss_at_200} KiB at connection 200, {rss_at_2000} KiB at 2000");
+    eprintln!("relay RSS: {rss_at_1000} KiB at connection 1000, {rss_at_3000} KiB at 3000");
     assert_eq!(code, Some(130));
-    assert_eq!(connection_count(report), 2000);
-    assert_eq!(report["bytes_a_to_b"].as_u64(), Some(2000 * 1000));
-    assert_eq!(report["bytes_b_to_a"].as_u64(), Some(2000 * 1000));
+    assert_eq!(connection_count(report), 3000);
+    assert_eq!(report["bytes_a_to_b"].as_u64(), Some(3000 * 1000));
+    assert_eq!(report["bytes_b_to_a"].as_u64(), Some(3000 * 1000));
     assert_eq!(report["failed"].as_u64(), Some(0));
-    let growth = rss_at_2000.saturating_sub(rss_at_200);
+    let growth = rss_at_3000.saturating_sub(rss_at_1000);
     assert!(
         growth < 256,
-        "RSS grew by {growth} KiB over 1,800 connections"
+        "RSS grew by {growth} KiB over 2,000 connections"
     );
     assert!(
         connections(report).len() <= 256,
