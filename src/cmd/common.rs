@@ -9,6 +9,8 @@ use anyhow::{bail, Context};
 use nix::sys::socket::{shutdown, Shutdown};
 
 use crate::endpoint::http::HttpEnd;
+use crate::endpoint::peer_env::PeerEnv;
+use crate::endpoint::proxy::Addresses;
 use crate::endpoint::tls::{Session, TlsInfo};
 use crate::endpoint::{self, command, Endpoint, Opened, Role};
 use crate::engine::{self, DataPath, Side, Via};
@@ -518,4 +520,17 @@ pub fn chain_for_dump(chain: Vec<DataPath>) -> Vec<DataPath> {
         .into_iter()
         .filter(|p| matches!(p, DataPath::Splice | DataPath::Userspace))
         .collect()
+}
+
+/// What a command at the other end of the socket `opened` (of `endpoint`) learns of it:
+/// its addresses (`origin`, when a listener accepted it), and a TLS client's certificate
+/// subject when a listener's client presented one.
+pub fn peer_env(endpoint: &Endpoint, opened: &Opened, origin: &Addresses) -> PeerEnv {
+    let tls = opened.tls.as_ref().map(|session| {
+        endpoint
+            .listens()
+            .then_some(session.info.peer_subject.as_deref())
+            .flatten()
+    });
+    PeerEnv::of_socket(origin, opened.fd.as_fd(), tls)
 }

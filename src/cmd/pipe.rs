@@ -11,9 +11,8 @@ use super::common::{
     refuse_same_file, remaining, say_socket_options, start_dump, stdout_gone, tap_stream,
     truncate_if_pending, IdleWatch, Quiet,
 };
-use crate::endpoint::peer_env::PeerEnv;
 use crate::endpoint::proxy::Addresses;
-use crate::endpoint::{Endpoint, Opened, Role};
+use crate::endpoint::{Endpoint, Role};
 use crate::engine::{self, DataPath, Ends, Failure};
 use crate::exit::{ExitCode, UsageError};
 use crate::options::Options;
@@ -53,7 +52,7 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
     };
     let src_env = early_dst
         .as_ref()
-        .map(|(dst, origin)| peer_env(&cfg.dst, dst, origin));
+        .map(|(dst, origin)| super::common::peer_env(&cfg.dst, dst, origin));
     // An accepted source's client goes on in the sink's PROXY header (`proxy=v1|v2`).
     let (mut src, origin) =
         cfg.src
@@ -71,7 +70,7 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         Some(dst) => dst,
         None => {
             let dst_env = (cfg.dst.is_command() && cfg.src.names_a_peer())
-                .then(|| peer_env(&cfg.src, &src, &origin));
+                .then(|| super::common::peer_env(&cfg.src, &src, &origin));
             cfg.dst.with_upload_len(upload_len).open_carrying_for(
                 Role::Sink,
                 &origin,
@@ -236,19 +235,6 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
             Err(anyhow!(message))
         }
     }
-}
-
-/// What a command at the other end of the socket `opened` (of `endpoint`) learns of it:
-/// its addresses (`origin`, when a listener accepted it), and a TLS client's certificate
-/// subject when a listener's client presented one.
-pub(super) fn peer_env(endpoint: &Endpoint, opened: &Opened, origin: &Addresses) -> PeerEnv {
-    let tls = opened.tls.as_ref().map(|session| {
-        endpoint
-            .listens()
-            .then_some(session.info.peer_subject.as_deref())
-            .flatten()
-    });
-    PeerEnv::of_socket(origin, opened.fd.as_fd(), tls)
 }
 
 /// `--explain`: the plan from what the endpoints are, opening nothing.

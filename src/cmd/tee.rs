@@ -75,7 +75,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     let sink_env = cfg
         .src
         .names_a_peer()
-        .then(|| super::pipe::peer_env(&cfg.src, &src, &origin));
+        .then(|| super::common::peer_env(&cfg.src, &src, &origin));
     let src_s3 = src.s3.take();
     let src_http = src.http.take();
     let src_info = inspect(src.fd.as_fd(), &cfg.src)?;

@@ -17,6 +17,16 @@ use nix::unistd::Pid;
 use super::Role;
 use crate::exit::UsageError;
 
+/// The environment variables that carry the AWS credentials an `s3://` end signs with
+/// (`endpoint::s3::config` reads them): removed from the environment of the children zerocat
+/// starts, as [`super::outbound::AUTH_ENV`] is. Here, not in `s3`, because `s3` sits above
+/// `command` (s3 -> http -> tls -> grammar -> command).
+const AWS_SECRET_ENV: [&str; 3] = [
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+];
+
 /// What runs: a program with its arguments, or a shell command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Program {
@@ -279,7 +289,7 @@ impl CommandSpec {
         // Secrets of zerocat's own are not the child's (`exec:env` would print them): the
         // proxy password, and the AWS keys an s3:// end signs with.
         command.env_remove(super::outbound::AUTH_ENV);
-        for name in super::s3::config::SECRET_ENV {
+        for name in AWS_SECRET_ENV {
             command.env_remove(name);
         }
         // SAFETY: between fork and exec only async-signal-safe calls (sigaction, sigprocmask).

@@ -19,6 +19,7 @@ use super::{
     ByteRange, ConnectOpts, Endpoint, FileOpts, Frame, HeaderSpec, HttpOpts, ListenOpts, S3Opts,
     TlsOpts, UnixAddr,
 };
+use crate::units::hex;
 
 /// A malformed endpoint argument: a usage error (exit 2).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1846,11 +1847,6 @@ fn parse_pin(value: Option<&str>) -> Result<[u8; 32], String> {
         *byte = nibble(pair[0]).unwrap_or(0) << 4 | nibble(pair[1]).unwrap_or(0);
     }
     Ok(pin)
-}
-
-/// Bytes as lowercase hex digits, as `pin=sha256:` takes and shows them.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `name=N` with N written in decimal digits only (no sign, no space), and `fits`.

@@ -359,7 +359,7 @@ pub enum Endpoint {
         link: Option<PathBuf>,
     },
     /// `-,raw,echo=0`, `file:/dev/tty…,raw`: a terminal set to `mode` for the run, then put
-    /// back. Taken apart before a command runs ([`Endpoint::take_terminal`]): no command
+    /// back. Taken apart before a command runs ([`pty::set_terminals`]): no command
     /// sees this variant.
     Terminal {
         on: Box<Endpoint>,

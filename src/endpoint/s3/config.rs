@@ -144,14 +144,6 @@ impl Sources for Process {
 /// The default region when nothing names one (S3's own default, as the CLI's).
 pub const DEFAULT_REGION: &str = "us-east-1";
 
-/// The environment variables that carry credentials: removed from the environment of the
-/// children zerocat starts (`exec:`, `sh:`), as [`super::super::outbound::AUTH_ENV`] is.
-pub const SECRET_ENV: [&str; 3] = [
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-];
-
 /// Find credentials, region and endpoint as the AWS CLI does; `uri_endpoint` is the URI's
 /// `,endpoint=URL`. An error is a sentence (a named profile that is not there, a profile
 /// whose credentials come from a program zerocat does not run, a malformed URL).

@@ -16,6 +16,7 @@ use std::fmt::Write as _;
 use ring::{digest, hmac};
 
 use super::config::Credentials;
+use crate::units::hex;
 
 /// The algorithm name that starts the string to sign and the `Authorization` value.
 pub const ALGORITHM: &str = "AWS4-HMAC-SHA256";
@@ -180,14 +181,6 @@ pub fn sha256_hex_pieces<E>(
     let mut context = digest::Context::new(&digest::SHA256);
     feed(&mut |piece| context.update(piece))?;
     Ok(hex(context.finish().as_ref()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
 }
 
 /// Seconds since the epoch as SigV4's basic ISO 8601 form: `20150830T123600Z`.

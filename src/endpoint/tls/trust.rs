@@ -18,7 +18,7 @@ use rustls::{
     AlertDescription, CertificateError, DigitallySignedStruct, OtherError, SignatureScheme,
 };
 
-use super::super::grammar::hex;
+use crate::units::hex;
 
 /// How the server's certificate is checked.
 #[derive(Debug)]
