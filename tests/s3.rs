@@ -712,8 +712,15 @@ fn an_object_replaced_between_the_cut_and_the_resume_is_refused() {
         server.put(&bucket, "obj.bin", &first);
         let second: Vec<u8> = first.iter().map(|b| b ^ 0x5a).collect();
         let server = Arc::new(server);
-        let (srv, b, again) = (server.clone(), bucket.clone(), second.clone());
-        let hook: Hook = Arc::new(move || srv.put(&b, "obj.bin", &again));
+        // Weak: the proxy's threads keep the hook to the end of the process, and a strong
+        // reference there left both servers running after the tests (seen: a moto_server
+        // and an s3s-fs a full run, their parent gone).
+        let (srv, b, again) = (Arc::downgrade(&server), bucket.clone(), second.clone());
+        let hook: Hook = Arc::new(move || {
+            if let Some(srv) = srv.upgrade() {
+                srv.put(&b, "obj.bin", &again)
+            }
+        });
         let proxy = FaultProxy::start(server.port, 700_000, 1, Cut::Fin, hook);
         let rig = server.rig().env("AWS_ENDPOINT_URL", proxy.endpoint());
         let out = rig.path("out.bin");
