@@ -534,3 +534,32 @@ pub fn peer_env(endpoint: &Endpoint, opened: &Opened, origin: &Addresses) -> Pee
     });
     PeerEnv::of_socket(origin, opened.fd.as_fd(), tls)
 }
+
+/// What `--keep-open`'s next accept came to.
+// Matched at once by the caller, never stored: boxing the client would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+pub enum NextClient {
+    Client(endpoint::Accepted),
+    /// Nothing to serve, accept again: EINTR, a client gone before it was served
+    /// (ECONNABORTED), a refused PROXY header, handshake or address.
+    Again,
+    /// SIGINT/SIGTERM: the run ends.
+    Interrupted,
+    /// The listener failed, in a sentence.
+    Failed(String),
+}
+
+/// The next client of a `--keep-open` listener (pipe's and tee's).
+pub fn next_client(listener: &endpoint::Listener) -> NextClient {
+    match listener.accept_from() {
+        Ok(accepted) => NextClient::Client(accepted),
+        Err(_) if crate::sys::process::interrupted() => NextClient::Interrupted,
+        Err(e) if e.raw_os_error() == Some(nix::libc::EINTR) => NextClient::Again,
+        Err(e) if endpoint::Rejected::of(&e).is_some() => NextClient::Again,
+        Err(e) if e.raw_os_error() == Some(nix::libc::ECONNABORTED) => NextClient::Again,
+        Err(e) => NextClient::Failed(format!(
+            "cannot accept a connection on {}: {e}",
+            listener.local_addr()
+        )),
+    }
+}

@@ -7,9 +7,9 @@ use anyhow::anyhow;
 
 use super::common::{
     chain_for_dump, child_failure, describe, failure_message, finish_datagram_sink, finish_dump,
-    finish_http, finish_socket_sink, finish_tls, idle_outcome, inspect, predict, reap_child,
-    refuse_same_file, remaining, say_socket_options, start_dump, stdout_gone, tap_stream,
-    truncate_if_pending, IdleWatch, Quiet,
+    finish_http, finish_socket_sink, finish_tls, idle_outcome, inspect, next_client, predict,
+    reap_child, refuse_same_file, remaining, say_socket_options, start_dump, stdout_gone,
+    tap_stream, truncate_if_pending, IdleWatch, NextClient, Quiet,
 };
 use crate::endpoint::proxy::Addresses;
 use crate::endpoint::{Endpoint, Role};
@@ -324,19 +324,11 @@ fn keep_open(
     let mut src_info = None;
     let mut plan_said = false;
     let ending = loop {
-        let accepted = match listener.accept_from() {
-            Ok(accepted) => accepted,
-            Err(_) if crate::sys::process::interrupted() => break Ending::Signal,
-            Err(e) if e.raw_os_error() == Some(nix::libc::EINTR) => continue,
-            // A client gone before it was served, a refused PROXY header or handshake.
-            Err(e) if crate::endpoint::Rejected::of(&e).is_some() => continue,
-            Err(e) if e.raw_os_error() == Some(nix::libc::ECONNABORTED) => continue,
-            Err(e) => {
-                break Ending::Error(format!(
-                    "cannot accept a connection on {}: {e}",
-                    listener.local_addr()
-                ))
-            }
+        let accepted = match next_client(&listener) {
+            NextClient::Client(accepted) => accepted,
+            NextClient::Again => continue,
+            NextClient::Interrupted => break Ending::Signal,
+            NextClient::Failed(why) => break Ending::Error(why),
         };
         let info = inspect(accepted.fd.as_fd(), &cfg.src)?;
         let chain = chain_for(&info, &dst_info, opts)?;

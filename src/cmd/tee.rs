@@ -9,8 +9,9 @@ use nix::errno::Errno;
 
 use super::common::{
     child_failure, describe, failure_message, finish_datagram_sink, finish_dump, finish_http,
-    finish_socket_sink, idle_outcome, inspect, predict, reap_child, refuse_same_file, remaining,
-    start_dump, stdout_gone, tap_stream, truncate_if_pending, IdleWatch, Quiet,
+    finish_socket_sink, idle_outcome, inspect, next_client, predict, reap_child, refuse_same_file,
+    remaining, start_dump, stdout_gone, tap_stream, truncate_if_pending, IdleWatch, NextClient,
+    Quiet,
 };
 use crate::endpoint::http::HttpEnd;
 use crate::endpoint::proxy::Addresses;
@@ -705,19 +706,11 @@ fn keep_open(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         if errors.iter().all(Option::is_some) {
             break Ending::Error("no sink left to write to".to_string());
         }
-        let accepted = match listener.accept_from() {
-            Ok(accepted) => accepted,
-            Err(_) if crate::sys::process::interrupted() => break Ending::Signal,
-            Err(e) if e.raw_os_error() == Some(nix::libc::EINTR) => continue,
-            // A client gone before it was served, a refused PROXY header or handshake.
-            Err(e) if crate::endpoint::Rejected::of(&e).is_some() => continue,
-            Err(e) if e.raw_os_error() == Some(nix::libc::ECONNABORTED) => continue,
-            Err(e) => {
-                break Ending::Error(format!(
-                    "cannot accept a connection on {}: {e}",
-                    listener.local_addr()
-                ))
-            }
+        let accepted = match next_client(&listener) {
+            NextClient::Client(accepted) => accepted,
+            NextClient::Again => continue,
+            NextClient::Interrupted => break Ending::Signal,
+            NextClient::Failed(why) => break Ending::Error(why),
         };
         let info = inspect(accepted.fd.as_fd(), &cfg.src)?;
         if !plan_said {
