@@ -30,22 +30,7 @@ fn keep_open_takes_20_clients_whole_and_contiguous_into_one_log() {
         .args(["pipe", "--keep-open", "tcp-listen:0"])
         .arg(format!("file:{},append", log.display()))
         .listen();
-    let addr = running.addr().to_string();
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|i| {
-            let addr = addr.clone();
-            std::thread::spawn(move || {
-                let mut s = TcpStream::connect(&addr).unwrap();
-                // In pieces, so a second connection served at once would interleave.
-                for piece in client_bytes(i, LEN).chunks(7_000) {
-                    s.write_all(piece).unwrap();
-                }
-            })
-        })
-        .collect();
-    for c in clients {
-        c.join().unwrap();
-    }
+    send_all_at_once(running.addr(), CLIENTS, LEN);
     let want_len = (b"before\n".len() + CLIENTS * LEN) as u64;
     running.wait_until("the log", want_len, || {
         std::fs::metadata(&log).map_or(0, |m| m.len())
@@ -96,21 +81,7 @@ fn tee_keep_open_gives_every_sink_each_client_whole() {
         .arg(&one)
         .arg(&two)
         .listen();
-    let addr = running.addr().to_string();
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|i| {
-            let addr = addr.clone();
-            std::thread::spawn(move || {
-                let mut s = TcpStream::connect(&addr).unwrap();
-                for piece in client_bytes(i, LEN).chunks(7_000) {
-                    s.write_all(piece).unwrap();
-                }
-            })
-        })
-        .collect();
-    for c in clients {
-        c.join().unwrap();
-    }
+    send_all_at_once(running.addr(), CLIENTS, LEN);
     let want_len = (CLIENTS * LEN) as u64;
     for sink in [&one, &two] {
         running.wait_until("a sink", want_len, || {
@@ -156,5 +127,24 @@ fn keep_open_on_a_non_listener_is_a_usage_error() {
             "{src}: {err}"
         );
         assert!(!out.exists(), "{src}: the sink was created");
+    }
+}
+
+/// `clients` clients connected at once, each sending `client_bytes(i, len)` in pieces (so a
+/// second connection served at the same time would interleave), all done on return.
+fn send_all_at_once(addr: &str, clients: usize, len: usize) {
+    let threads: Vec<_> = (0..clients)
+        .map(|i| {
+            let addr = addr.to_string();
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(&addr).unwrap();
+                for piece in client_bytes(i, len).chunks(7_000) {
+                    s.write_all(piece).unwrap();
+                }
+            })
+        })
+        .collect();
+    for c in threads {
+        c.join().unwrap();
     }
 }
