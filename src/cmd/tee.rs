@@ -93,12 +93,8 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
             Some(listener) => {
                 let accepted = crate::endpoint::accept_one(&listener)?;
                 Opened {
-                    fd: accepted.fd,
-                    truncate_pending: false,
-                    child: None,
                     tls: accepted.tls,
-                    s3: None,
-                    http: None,
+                    ..Opened::plain(accepted.fd)
                 }
                 .for_role(Role::Sink)
             }
@@ -676,12 +672,8 @@ fn keep_open(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
             true => {
                 let accepted = crate::endpoint::accept_one(&sink.listen()?)?;
                 Opened {
-                    fd: accepted.fd,
-                    truncate_pending: false,
-                    child: None,
                     tls: accepted.tls,
-                    s3: None,
-                    http: None,
+                    ..Opened::plain(accepted.fd)
                 }
                 .for_role(Role::Sink)
             }

@@ -67,6 +67,18 @@ pub struct Opened {
 }
 
 impl Opened {
+    /// A bare fd: nothing behind it to finish once it is closed.
+    pub fn plain(fd: OwnedFd) -> Opened {
+        Opened {
+            fd,
+            truncate_pending: false,
+            child: None,
+            tls: None,
+            s3: None,
+            http: None,
+        }
+    }
+
     /// A sink's TLS stream is only written: the peer's FIN after zerocat's close_notify
     /// ends it cleanly ([`Session::writes_only`]).
     pub fn for_role(self, role: Role) -> Opened {
@@ -109,12 +121,8 @@ impl Endpoint {
             let listener = self.listen()?;
             let accepted = accept_one(&listener)?;
             let opened = Opened {
-                fd: accepted.fd,
-                truncate_pending: false,
-                child: None,
                 tls: accepted.tls,
-                s3: None,
-                http: None,
+                ..Opened::plain(accepted.fd)
             };
             (opened, accepted.origin)
         } else {
@@ -129,14 +137,7 @@ impl Endpoint {
         origin: &Addresses,
         peer: Option<&PeerEnv>,
     ) -> anyhow::Result<Opened> {
-        let plain = |fd| Opened {
-            fd,
-            truncate_pending: false,
-            child: None,
-            tls: None,
-            s3: None,
-            http: None,
-        };
+        let plain = Opened::plain;
         match self {
             Endpoint::Stdio => {
                 let (fd, name) = match role {
@@ -154,12 +155,8 @@ impl Endpoint {
             Endpoint::Command(spec) => {
                 let spawned = spec.spawn_for(role, peer)?;
                 Ok(Opened {
-                    fd: spawned.fd,
-                    truncate_pending: false,
                     child: Some(spawned.child),
-                    tls: None,
-                    s3: None,
-                    http: None,
+                    ..Opened::plain(spawned.fd)
                 })
             }
             Endpoint::Tcp {
@@ -599,12 +596,8 @@ fn open_file(path: &Path, opts: &FileOpts, role: Role) -> anyhow::Result<Opened>
     }
     let truncate_pending = role == Role::Sink && file_type.is_file() && !opts.append && !opts.excl;
     Ok(Opened {
-        fd: OwnedFd::from(file),
         truncate_pending,
-        child: None,
-        tls: None,
-        s3: None,
-        http: None,
+        ..Opened::plain(OwnedFd::from(file))
     })
 }
 

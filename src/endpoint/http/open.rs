@@ -304,12 +304,8 @@ pub fn open(
 
 fn opened(fd: OwnedFd, end: HttpEnd) -> Opened {
     Opened {
-        fd,
-        truncate_pending: false,
-        child: None,
-        tls: None,
-        s3: None,
         http: Some(end),
+        ..Opened::plain(fd)
     }
 }
 
