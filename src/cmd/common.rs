@@ -512,16 +512,6 @@ pub fn tap_stream(
     )))
 }
 
-/// The chain under `--dump`: only paths whose bytes pass through a pipe of the
-/// transfer's (splice, which the dump tee(2)s from) or a buffer (userspace); a
-/// copy_file_range or sendfile the chain had becomes splice through a pipe of ours.
-pub fn chain_for_dump(chain: Vec<DataPath>) -> Vec<DataPath> {
-    chain
-        .into_iter()
-        .filter(|p| matches!(p, DataPath::Splice | DataPath::Userspace))
-        .collect()
-}
-
 /// What a command at the other end of the socket `opened` (of `endpoint`) learns of it:
 /// its addresses (`origin`, when a listener accepted it), and a TLS client's certificate
 /// subject when a listener's client presented one.

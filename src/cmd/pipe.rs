@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 
 use super::common::{
-    chain_for_dump, child_failure, describe, failure_message, finish_datagram_sink, finish_dump,
-    finish_http, finish_socket_sink, finish_tls, idle_outcome, inspect, next_client, predict,
-    reap_child, refuse_same_file, remaining, say_socket_options, start_dump, stdout_gone,
-    tap_stream, truncate_if_pending, IdleWatch, NextClient, Quiet,
+    child_failure, describe, failure_message, finish_datagram_sink, finish_dump, finish_http,
+    finish_socket_sink, finish_tls, idle_outcome, inspect, next_client, predict, reap_child,
+    refuse_same_file, remaining, say_socket_options, start_dump, stdout_gone, tap_stream,
+    truncate_if_pending, IdleWatch, NextClient, Quiet,
 };
 use crate::endpoint::proxy::Addresses;
 use crate::endpoint::{Endpoint, Role};
@@ -252,12 +252,12 @@ fn explain(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
 }
 
 /// The engine's chain for these fds; a forced `--via` they cannot take is a usage error.
-/// Under `--dump`, the paths the dump can copy from ([`chain_for_dump`]).
+/// Under `--dump`, the paths the dump can copy from ([`engine::dump::tappable`]).
 fn chain_for(src: &FdInfo, dst: &FdInfo, opts: &Options) -> anyhow::Result<Vec<DataPath>> {
     let chain = engine::chain(src, dst, opts.via)
         .map_err(|e| anyhow::Error::from(UsageError(format!("--via: {e}"))))?;
     match opts.dump {
-        Some(_) => Ok(chain_for_dump(chain)),
+        Some(_) => Ok(engine::dump::tappable(chain)),
         None => Ok(chain),
     }
 }

@@ -800,6 +800,14 @@ fn checksum(header: &[u8]) -> u16 {
     !(sum as u16)
 }
 
+/// The chain under `--dump`: only the paths whose bytes pass through a pipe of the
+/// transfer's (splice, which the dump tee(2)s from) or a buffer (userspace); a
+/// copy_file_range or sendfile the chain had becomes splice through a pipe of ours.
+/// The walker runs no other path while a tap is set.
+pub fn tappable(chain: Vec<super::DataPath>) -> Vec<super::DataPath> {
+    chain.into_iter().filter(|p| p.feeds_a_tap()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

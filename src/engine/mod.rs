@@ -53,6 +53,11 @@ pub enum DataPath {
 }
 
 impl DataPath {
+    /// Whether `--dump`'s tap sees this path's bytes ([`dump::tappable`]).
+    pub fn feeds_a_tap(self) -> bool {
+        matches!(self, DataPath::Splice | DataPath::Userspace)
+    }
+
     pub const ALL: [DataPath; 6] = [
         DataPath::Reflink,
         DataPath::CopyFileRange,

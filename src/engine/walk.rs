@@ -57,6 +57,10 @@ fn walk_chain(
 
     // The first path that writes blocks (a clone writes none) gets them reserved.
     let first_writer = chain.iter().position(|&p| p != DataPath::Reflink);
+    debug_assert!(
+        ends.tap.is_none() || chain.iter().all(|p| p.feeds_a_tap()),
+        "a path the dump cannot see in a tapped chain: {chain:?}"
+    );
     for (i, &path) in chain.iter().enumerate() {
         if ends.reserve > 0 && Some(i) == first_writer {
             *reserved = reserve(ends);
