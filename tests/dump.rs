@@ -625,6 +625,89 @@ fn tee_dump_holds_the_stream_and_the_fan_out_still_tees() {
     }
 }
 
+/// A dump's text cut per connection: each connection's lines (its records and its hex or
+/// text bodies), by the connection number every record's fourth word is.
+fn per_connection(text: &str) -> BTreeMap<u64, String> {
+    let mut conns: BTreeMap<u64, String> = BTreeMap::new();
+    let mut current = None;
+    for line in text.lines() {
+        let words: Vec<&str> = line.split(' ').collect();
+        if matches!(words[0], "#" | ">" | "<" | "!") && words.get(2) == Some(&"conn") {
+            current = Some(words[3].parse::<u64>().unwrap());
+        }
+        let conn = current.expect("a line before any record");
+        let lines = conns.entry(conn).or_default();
+        lines.push_str(line);
+        lines.push('\n');
+    }
+    conns
+}
+
+/// `tee --keep-open --dump`: clients at once into two file sinks, taken one after another;
+/// each is a connection of its own in the dump (numbered in the order it was taken, its
+/// bytes once at their offsets, then its end), the sinks get every client whole in that
+/// same order, and the fan-out still tees (the first sink's lane tee(2), the last splice).
+#[test]
+fn tee_keep_open_dump_holds_each_connection_as_its_own_stream_and_still_tees() {
+    use crate::keep_open::{assert_whole_blocks, client_bytes, send_all_at_once};
+    use nix::sys::signal::Signal;
+    const CLIENTS: usize = 4;
+    const LEN: usize = 300_000;
+    let rig = Rig::new();
+    let (dump, one, two) = (rig.path("dump"), rig.path("one"), rig.path("two"));
+    let mut running = rig
+        .arg("--dump")
+        .arg(&dump)
+        .args(["tee", "--keep-open", "tcp-listen:0"])
+        .arg(&one)
+        .arg(&two)
+        .listen();
+    send_all_at_once(running.addr(), CLIENTS, LEN);
+    let total = (CLIENTS * LEN) as u64;
+    for sink in [&one, &two] {
+        running.wait_until("a sink", total, || {
+            std::fs::metadata(sink).map_or(0, |m| m.len())
+        });
+    }
+    running.signal(Signal::SIGINT);
+    let end = running.finish();
+    end.assert_code(130, "tee --keep-open ends at the signal");
+    let report = end.report();
+    assert_eq!(report["connections"], CLIENTS as u64, "{report}");
+    for (sink, path) in [(0, "tee"), (1, "splice")] {
+        assert_eq!(report["sinks"][sink]["bytes"], total, "{report}");
+        assert_eq!(report["sinks"][sink]["paths"][0]["path"], path, "{report}");
+    }
+    assert_dump_totals(report, total, "teed", "tee --keep-open");
+    let got = std::fs::read(&one).unwrap();
+    assert_whole_blocks(&got, CLIENTS, LEN);
+    assert_bytes_eq(&std::fs::read(&two).unwrap(), &got, "the second sink");
+    // The sinks' order of clients, by each block's first byte (the client's number).
+    let order: Vec<usize> = got.chunks(LEN).map(|block| usize::from(block[0])).collect();
+    let conns = per_connection(&std::fs::read_to_string(&dump).unwrap());
+    assert_eq!(
+        conns.keys().copied().collect::<Vec<_>>(),
+        (1..=CLIENTS as u64).collect::<Vec<_>>(),
+        "one connection number per client"
+    );
+    for ((conn, text), client) in conns.iter().zip(order) {
+        let what = format!("connection {conn} (client {client})");
+        assert!(
+            text.trim_end()
+                .ends_with(&format!("conn {conn} a>b end at {LEN}")),
+            "{what}: ends with its stream's end"
+        );
+        let said = read_back(text, true);
+        assert!(said.chunks[1].is_empty(), "{what}: one direction only");
+        assert_dump_matches(
+            &said.chunks[0],
+            said.missed[0],
+            &client_bytes(client, LEN),
+            &what,
+        );
+    }
+}
+
 /// The text report says the transfer's path, and the dump's line where it went and how it
 /// was fed.
 #[test]

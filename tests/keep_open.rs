@@ -10,7 +10,7 @@ use crate::rig::*;
 use crate::util::*;
 
 /// Client `i`'s bytes: its own pattern, so a block out of place or cut shows.
-fn client_bytes(i: usize, len: usize) -> Vec<u8> {
+pub(crate) fn client_bytes(i: usize, len: usize) -> Vec<u8> {
     let mut bytes = data(len + i);
     bytes.drain(..i);
     bytes[0] = i as u8;
@@ -50,7 +50,7 @@ fn keep_open_takes_20_clients_whole_and_contiguous_into_one_log() {
 }
 
 /// `log` holds each of `clients` clients' bytes once, whole and contiguous, in any order.
-fn assert_whole_blocks(log: &[u8], clients: usize, len: usize) {
+pub(crate) fn assert_whole_blocks(log: &[u8], clients: usize, len: usize) {
     let mut rest = log;
     let mut seen = vec![false; clients];
     while !rest.is_empty() {
@@ -132,7 +132,7 @@ fn keep_open_on_a_non_listener_is_a_usage_error() {
 
 /// `clients` clients connected at once, each sending `client_bytes(i, len)` in pieces (so a
 /// second connection served at the same time would interleave), all done on return.
-fn send_all_at_once(addr: &str, clients: usize, len: usize) {
+pub(crate) fn send_all_at_once(addr: &str, clients: usize, len: usize) {
     let threads: Vec<_> = (0..clients)
         .map(|i| {
             let addr = addr.to_string();

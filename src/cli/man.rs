@@ -900,7 +900,7 @@ Readers should ignore fields they do not know: new ones may be added.
 every byte \fBrelay\fR, \fBpipe\fR or \fBtee\fR moves into \fIFILE\fR (created or
 truncated), per connection and direction, in the order each direction delivered it
 (\fBpipe\fR and \fBtee\fR: their one stream is connection 1, \fBa>b\fR; each
-connection of \fBpipe \-\-keep\-open\fR one of its own). A directory or an unknown
+connection of \fBpipe\fR or \fBtee \-\-keep\-open\fR one of its own). A directory or an unknown
 \fB\-\-dump\-format\fR is a usage error before anything listens, and so is a forced
 \fB\-\-via copy_file_range\fR or \fBsendfile\fR (no pipe or buffer of zerocat's
 holds those bytes). The transfer's own path stays splice: a direction that splices

@@ -57,14 +57,11 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     if opts.explain {
         return explain(opts, cfg);
     }
-    if cfg.keep_open && opts.dump.is_some() {
-        return Err(UsageError("--dump: tee --keep-open is not dumped yet (tee is)".into()).into());
-    }
-    if cfg.keep_open {
-        return keep_open(opts, cfg);
-    }
     // Before any endpoint opens: a dump that cannot be written fails the run now.
     let dump = start_dump(opts)?;
+    if cfg.keep_open {
+        return keep_open(opts, cfg, dump);
+    }
     // Bind every listening sink first, so each is announced before any accept blocks.
     let listeners = cfg
         .sinks
@@ -664,7 +661,12 @@ fn plan_line(via: Via, cfg: &TeeConfig, src: &FdInfo, sinks: &[FdInfo]) -> Strin
 /// connection's bytes delivered). A sink that fails is left out of the connections after,
 /// as --on-error says of one run: a mode where it stops the fan-out ends the run (exit 1),
 /// as does losing the last sink. A connection cut by its client is counted, its bytes kept.
-fn keep_open(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
+/// Under `--dump`, each connection is a stream of its own in the dump (as pipe's are).
+fn keep_open(
+    opts: &Options,
+    cfg: &TeeConfig,
+    dump: Option<crate::engine::dump::Dump>,
+) -> anyhow::Result<ExitCode> {
     let listener = cfg.src.listen()?;
     let mut opened = Vec::with_capacity(cfg.sinks.len());
     for sink in &cfg.sinks {
@@ -717,6 +719,7 @@ fn keep_open(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
                 info: opened[i].1,
             })
             .collect();
+        let tapped = tap_stream(dump.as_ref(), accepted.fd.as_fd(), None);
         let out = fan::fan_out(
             accepted.fd.as_fd(),
             &info,
@@ -724,8 +727,14 @@ fn keep_open(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
             opts.via,
             cfg.on_error,
             &meter,
-            None,
+            tapped.as_ref(),
         );
+        if let Some(tapped) = &tapped {
+            match out.failure {
+                None => tapped.borrow_mut().end(),
+                Some(_) => tapped.borrow_mut().settle(),
+            }
+        }
         total.merge(&out.record);
         connections += 1;
         src_info = Some(info);
@@ -814,7 +823,7 @@ fn keep_open(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         moving_seconds: meter.moving_seconds(),
         ending: ending.clone(),
         connections: Some((connections, cut)),
-        dump: None,
+        dump: finish_dump(opts, dump),
     };
     opts.print_report(&report.render(opts.stats));
     match ending {
