@@ -1,8 +1,17 @@
-"""The s3 family (issue 39): objects to and from s3s-fs (the Rust S3 server over a
-directory, here on tmpfs) on loopback, zerocat against the AWS CLI (`aws s3 cp`, the
+"""The s3 family (issue 39): objects to and from two servers on loopback, zerocat against the AWS CLI (`aws s3 cp`, the
 credentials in the environment and `--endpoint-url`), s3cmd (a config file written here,
 path style, `use_https = False`) and rclone (an `s3` remote of provider Other named by
-RCLONE_CONFIG_S3B_* variables):
+RCLONE_CONFIG_S3B_* variables). The servers, each row naming its own:
+
+- [s3s-fs]: the Rust S3 server over a directory (here on tmpfs). It is what a real server
+  costs, and it costs much: a GET hashes the whole object before its first byte (3.7 s for
+  1 GiB), so clients fast and slow end near the same time;
+- [s3sink]: bench/s3sink.py --root over the same directory, a server that costs (almost)
+  nothing a byte: GETs are sendfile from tmpfs, PUT bodies are spliced into /dev/null but for
+  4 KiB windows of each, whose SHA-256 the row checks against its data at their offsets in the
+  object. These rows measure the clients.
+
+The rows:
 
 - GET the run's size -> a file on tmpfs, and -> a pipe into the zcb sink;
 - PUT from the file on tmpfs, and from a pipe (zcb src | TOOL);
@@ -11,8 +20,8 @@ RCLONE_CONFIG_S3B_* variables):
 - the peak RSS of a 10x-size (2x with --check) multipart upload from a stream of zeros into bench/s3sink.py
   (a server that reads and checks every byte and keeps none, so no disk is needed).
 
-Every row runs under /usr/bin/time: its peak RSS is the row's note. s3s-fs runs once for
-the family; its CPU is charged to no one. zerocat finds its credentials and endpoint as
+Every row runs under /usr/bin/time: its peak RSS is the row's note. Each server runs once
+for the family; its CPU is charged to no one. zerocat finds its credentials and endpoint as
 the AWS CLI does (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL). The peers
 get an environment without the machine's AWS_CA_BUNDLE (rclone refuses to start with one
 and a plain-http endpoint).
@@ -22,12 +31,16 @@ three, CPU per GiB <= 0.5x the AWS CLI's; peak RSS <= 32 MiB for the 10x upload.
 import atexit
 import base64
 import glob
+import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 from . import common
 from .checks import Sample, check_tree, sink_check, zerocat_paths
@@ -43,6 +56,7 @@ ACCESS_KEY, SECRET_KEY, BUCKET = "AKIAZEROCATBENCH", "zerocat-bench-secret", "be
 RSS_TARGET_KIB = 32 * 1024
 TARGETS = {"aws s3 cp": 2.0}
 _server = {}
+_fast = {}
 
 
 def has_s3(zc):
@@ -68,6 +82,46 @@ def server(ctx):
 
 def endpoint(ctx):
     return f"http://127.0.0.1:{server(ctx)[0]}"
+
+
+def fast_endpoint(ctx):
+    """The URL of the family's s3sink.py --root over s3s-fs's directory (so both serve
+    data.bin), started on first use."""
+    if not _fast:
+        _, root = server(ctx)
+        p = subprocess.Popen([sys.executable, SINK, "--root", root], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL)
+        atexit.register(lambda: (p.terminate(), p.wait()))
+        port = int(p.stdout.readline() or 0)
+        if not port:
+            raise Failed("s3sink.py printed no port")
+        _fast["url"] = f"http://127.0.0.1:{port}"
+    return _fast["url"]
+
+
+def sink_forget(url, key):
+    """s3sink.py forgets what was uploaded at the key (a DELETE; rclone would otherwise
+    find it there and skip the upload)."""
+    urllib.request.urlopen(urllib.request.Request(f"{url}/{BUCKET}/{key}", method="DELETE")).read()
+
+
+def sink_check_object(url, key, data, size):
+    """The windows s3sink.py kept of the object at the key, each against the data at its
+    offset; None if all match, else what is wrong."""
+    try:
+        got = json.load(urllib.request.urlopen(f"{url}/_sink/{BUCKET}/{key}"))
+    except urllib.error.HTTPError as e:
+        return f"s3sink.py has no object {key} ({e.code})"
+    if got["size"] != size:
+        return f"{key}: {got['size']} bytes, expected {size}"
+    fd = os.open(data, os.O_RDONLY)
+    try:
+        for off, n, digest in got["windows"]:
+            if hashlib.sha256(os.pread(fd, n, off)).hexdigest() != digest:
+                return f"{key}: the {n} bytes at {off} differ"
+    finally:
+        os.close(fd)
+    return None
 
 
 def env_for(ctx, url=None):
@@ -195,6 +249,8 @@ def data_object(ctx):
 
 
 def run_get(ctx, tool):
+    """TOOL s3://bench/data.bin FILE, the file's windows checked (either server: the tool
+    carries its URL)."""
     size = ctx["size"]
     key = data_object(ctx)
     dst = os.path.join(ctx["tmpfs"], "s3.out")
@@ -205,7 +261,7 @@ def run_get(ctx, tool):
     try:
         settle()
         start = time.perf_counter()
-        rss = timed(ctx, ps, tool.argv("get", key, dst), env_for(ctx))
+        rss = timed(ctx, ps, tool.argv("get", key, dst), env_for(ctx, tool.url))
         end = ps.wait()
         ps.check_exits()
         err = sample.check_file(dst)
@@ -232,7 +288,7 @@ def run_get_stream(ctx, tool):
         os.close(r)
         r = None
         start = time.perf_counter()
-        rss = timed(ctx, ps, tool.argv("get_stdout", key), env_for(ctx), stdout=w)
+        rss = timed(ctx, ps, tool.argv("get_stdout", key), env_for(ctx, tool.url), stdout=w)
         os.close(w)
         w = None
         end = ps.wait()
@@ -248,10 +304,12 @@ def run_get_stream(ctx, tool):
 
 def run_put(ctx, tool, stream):
     """TOOL FILE s3://bench/up.bin, or zcb src | TOOL - s3://bench/up.bin; the object
-    s3s-fs wrote checked."""
+    s3s-fs wrote checked, or the windows s3sink.py kept of it."""
     size = ctx["size"]
     _, root = server(ctx)
-    forget(root, "up.bin")
+    fast = tool.url is not None
+    clear = (lambda: sink_forget(tool.url, "up.bin")) if fast else (lambda: forget(root, "up.bin"))
+    clear()
     sample = Sample(ctx["data_tmpfs"], size, ctx["rng"])
     ps = Procs(timeout_for(size) + 30)
     r = w = None
@@ -263,14 +321,15 @@ def run_put(ctx, tool, stream):
             ps.spawn("src", [common.ZCB, "src", ctx["data_tmpfs"], "0", "-"], stdout=w)
             os.close(w)
             w = None
-            rss = timed(ctx, ps, tool.argv("put_stdin", "up.bin"), env_for(ctx), stdin=r)
+            rss = timed(ctx, ps, tool.argv("put_stdin", "up.bin"), env_for(ctx, tool.url), stdin=r)
             os.close(r)
             r = None
         else:
-            rss = timed(ctx, ps, tool.argv("put", ctx["data_tmpfs"], "up.bin"), env_for(ctx))
+            rss = timed(ctx, ps, tool.argv("put", ctx["data_tmpfs"], "up.bin"), env_for(ctx, tool.url))
         end = ps.wait()
         ps.check_exits()
-        err = sample.check_file(os.path.join(root, BUCKET, "up.bin"))
+        err = (sink_check_object(tool.url, "up.bin", ctx["data_tmpfs"], size) if fast else
+               sample.check_file(os.path.join(root, BUCKET, "up.bin")))
         if err:
             raise Failed(err)
         return finish(ps, start, end, size, rss)
@@ -279,7 +338,7 @@ def run_put(ctx, tool, stream):
             if fd is not None:
                 os.close(fd)
         ps.close()
-        forget(root, "up.bin")
+        clear()
 
 
 def tree_src(ctx):
@@ -375,21 +434,23 @@ def scenarios(ctx):
     files = ctx.setdefault("s3_files", 200 if ctx["check"] else ctx["tree_files"])
     S = []
 
-    def row(name, nbytes, fn, who=("zerocat", *PEERS)):
-        cs = [contender(t, "zerocat" if t == "zerocat" else "peer",
-                        (lambda t=t: fn(Tool(t, ctx))), NEEDS[t]) for t in who]
+    def row(name, nbytes, fn, who=("zerocat", *PEERS), fast=False):
+        """fast: against s3sink.py --root (its URL known once it runs), else s3s-fs."""
+        tool = lambda t: Tool(t, ctx, fast_endpoint(ctx) if fast else None)
+        cs = [contender(t, "zerocat" if t == "zerocat" else "peer", (lambda t=t: fn(tool(t))), NEEDS[t]) for t in who]
         S.append(scenario(GROUP, name, nbytes, cs, files=0))
-    row(f"GET {human(n)} -> file (tmpfs)", n, lambda t: run_get(ctx, t))
-    row(f"GET {human(n)} -> pipe", n, lambda t: run_get_stream(ctx, t))
-    row(f"PUT {human(n)} from a file (tmpfs)", n, lambda t: run_put(ctx, t, stream=False))
-    row(f"PUT {human(n)} from a pipe", n, lambda t: run_put(ctx, t, stream=True))
-    row(f"copy -r {files:,} x 4 KiB up", files * 4 * KiB, lambda t: run_up_tree(ctx, t))
+    for server_name, fast in (("s3sink", True), ("s3s-fs", False)):
+        row(f"GET {human(n)} -> file (tmpfs) [{server_name}]", n, lambda t: run_get(ctx, t), fast=fast)
+        row(f"GET {human(n)} -> pipe [{server_name}]", n, lambda t: run_get_stream(ctx, t), fast=fast)
+        row(f"PUT {human(n)} from a file (tmpfs) [{server_name}]", n, lambda t: run_put(ctx, t, stream=False), fast=fast)
+        row(f"PUT {human(n)} from a pipe [{server_name}]", n, lambda t: run_put(ctx, t, stream=True), fast=fast)
+    row(f"copy -r {files:,} x 4 KiB up [s3s-fs]", files * 4 * KiB, lambda t: run_up_tree(ctx, t))
     # No s3cmd: s3s-fs 0.14.1's listings have no ETag, and s3cmd 2.3.0's `get -r` dies on
     # that (KeyError: 'ETag').
-    row(f"copy -r {files:,} x 4 KiB down", files * 4 * KiB, lambda t: run_down_tree(ctx, t),
+    row(f"copy -r {files:,} x 4 KiB down [s3s-fs]", files * 4 * KiB, lambda t: run_down_tree(ctx, t),
         who=("zerocat", "aws s3 cp", "rclone"))
     big = (2 if ctx["check"] else 10) * n  # --check: still 16 parts, in a few seconds
-    row(f"PUT {human(big)} of zeros from a pipe (multipart, into a sink), peak RSS", big,
+    row(f"PUT {human(big)} of zeros from a pipe (multipart, into s3sink.py), peak RSS", big,
         lambda t: run_big_upload(ctx, t, big), who=("zerocat", "rclone"))
     return S
 
