@@ -9,6 +9,11 @@
  *     compare equal). The backend accepts the relayed connections and compares every byte
  *     against the pattern of the number its stream starts with. One thread, epoll, non-blocking.
  *     Prints "ok N TOTAL SECONDS" (exit 0), or "FAIL what" (exit 1). Gives up after 300 s.
+ *
+ *   fan N BYTES RATE
+ *     The same, each client holding itself to RATE bytes/s (a tenth of a second's worth every
+ *     100 ms): the unpaced side of "1,000 paced connections cost no more than 1,000 unpaced
+ *     ones at the same total rate" (issue 41; bench/lib/ops.py).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -56,12 +61,43 @@ static void fail(const char *what, long id) {
 
 static const unsigned char *pattern(long id, long pos) { return pool + (id * STRIDE + pos) % POOL; }
 
+/* Sends what the socket takes (and, with a rate, what the client's budget allows);
+ * closes the client once all its bytes went. */
+static void client_send(struct conn *c, long bytes, long *budget) {
+    for (;;) {
+        ssize_t w;
+        if (c->head_got < 8) {
+            w = write(c->fd, c->head + c->head_got, 8 - c->head_got);
+            if (w > 0) c->head_got += w;
+        } else {
+            long left = bytes - c->pos;
+            if (left == 0) {
+                close(c->fd); /* the send queue still drains; the relay sees EOF */
+                c->done = 1;
+                return;
+            }
+            long want = left < SLACK ? left : SLACK;
+            if (budget && *budget < want) want = *budget;
+            if (want == 0) return;
+            w = write(c->fd, pattern(c->id, c->pos), want);
+            if (w > 0) {
+                c->pos += w;
+                if (budget) *budget -= w;
+            }
+        }
+        if (w < 0) {
+            if (errno == EAGAIN) { errno = 0; return; }
+            fail("send", c->id);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: fan N BYTES\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: fan N BYTES [RATE]\n");
         return 2;
     }
-    long n = atol(argv[1]), bytes = atol(argv[2]);
+    long n = atol(argv[1]), bytes = atol(argv[2]), rate = argc == 4 ? atol(argv[3]) : 0;
     struct rlimit rl = {0};
     getrlimit(RLIMIT_NOFILE, &rl);
     if (rl.rlim_cur < (rlim_t)(2 * n + 64)) {
@@ -93,12 +129,15 @@ int main(int argc, char **argv) {
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = lc};
     epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
 
-    double start = now();
+    double start = now(), tick = start;
+    struct conn **clients = calloc(n, sizeof *clients);
+    long *budget = rate ? calloc(n, sizeof *budget) : NULL;
     struct sockaddr_in ra = {.sin_family = AF_INET, .sin_port = htons(relay_port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     for (long i = 0; i < n; i++) {
         struct conn *c = calloc(1, sizeof *c);
         c->kind = CLIENT, c->id = i;
+        clients[i] = c;
         for (int k = 0; k < 8; k++) c->head[k] = (unsigned char)(i >> (8 * k));
         c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (connect(c->fd, (struct sockaddr *)&ra, sizeof ra) && errno != EINPROGRESS)
@@ -113,7 +152,16 @@ int main(int argc, char **argv) {
     struct epoll_event evs[256];
     while (finished < n) {
         if (now() - start > 300) fail("timed out", finished);
-        int k = epoll_wait(ep, evs, 256, 1000);
+        if (rate && now() >= tick) { /* every client's next tenth of a second */
+            tick += 0.1;
+            for (long i = 0; i < n; i++) {
+                if (clients[i]->done) continue;
+                budget[i] += rate / 10;
+                client_send(clients[i], bytes, &budget[i]);
+            }
+        }
+        int wait_ms = rate ? (int)((tick - now()) * 1000) + 1 : 1000;
+        int k = epoll_wait(ep, evs, 256, wait_ms < 0 ? 0 : wait_ms);
         for (int e = 0; e < k; e++) {
             struct conn *c = evs[e].data.ptr;
             if (c->kind == LISTENER) {
@@ -126,26 +174,7 @@ int main(int argc, char **argv) {
                 }
                 errno = 0;
             } else if (c->kind == CLIENT && !c->done) {
-                for (;;) {
-                    ssize_t w;
-                    if (c->head_got < 8) {
-                        w = write(c->fd, c->head + c->head_got, 8 - c->head_got);
-                        if (w > 0) c->head_got += w;
-                    } else {
-                        long left = bytes - c->pos;
-                        if (left == 0) {
-                            close(c->fd); /* the send queue still drains; the relay sees EOF */
-                            c->done = 1;
-                            break;
-                        }
-                        w = write(c->fd, pattern(c->id, c->pos), left < SLACK ? left : SLACK);
-                        if (w > 0) c->pos += w;
-                    }
-                    if (w < 0) {
-                        if (errno == EAGAIN) { errno = 0; break; }
-                        fail("send", c->id);
-                    }
-                }
+                client_send(c, bytes, rate ? &budget[c->id] : NULL);
             } else if (c->kind == SERVER && !c->done) {
                 for (;;) {
                     ssize_t r = read(c->fd, buf, sizeof buf);

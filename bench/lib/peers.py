@@ -5,7 +5,7 @@ import shutil
 import subprocess
 
 from . import common
-from .common import FAN, FLOOR, GiB, REFRELAY, ROOT, WORK, ZCB, checkout, first_line, log, quiet
+from .common import FAN, FLOOR, MINRELAY, GiB, REFRELAY, ROOT, WORK, ZCB, checkout, first_line, log, quiet
 
 
 def setup(args):
@@ -22,6 +22,7 @@ def setup(args):
     subprocess.run(["cc", "-O2", "-Wall", "-o", FAN, os.path.join(common.BENCH, "fan.c")], check=True)
     subprocess.run(["cc", "-O2", "-Wall", "-o", common.UDPB, os.path.join(common.BENCH, "udpb.c")], check=True)
     subprocess.run(["cc", "-O2", "-Wall", "-o", FLOOR, os.path.join(common.BENCH, "floorcopy.c")], check=True)
+    subprocess.run(["cc", "-O2", "-Wall", "-o", MINRELAY, os.path.join(common.BENCH, "minrelay.c")], check=True)
     if not args.no_install:
         install_peers()
     have = {c: quiet([common.ZC, c, "--help"]).returncode == 0 for c in ("pipe", "tee", "copy", "relay")}
@@ -127,4 +128,6 @@ def versions():
             first_line(["redis-server", "--version"]), first_line(["redis-benchmark", "--version"]),
             first_line(["nginx", "-v"]), first_line(["curl", "--version"]), first_line(["wget", "--version"]),
             first_line(["aria2c", "--version"]), first_line(["aws", "--version"]), first_line(["s3cmd", "--version"]),
-            first_line(["rclone", "version"]), first_line(["s3s-fs", "--version"])]
+            first_line(["rclone", "version"]), first_line(["s3s-fs", "--version"]), first_line(["websocat", "--version"]),
+            "python3 websockets " + (quiet(["python3", "-c", "import websockets; print(websockets.__version__)"]).stdout.strip()
+                                     .splitlines() or ["?"])[-1]]

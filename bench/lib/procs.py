@@ -120,7 +120,7 @@ def result(ps, start, end, nbytes):
     if t is not None:
         r["cpu"] = t.cpu if t.daemon else t.rusage.ru_utime + t.rusage.ru_stime
         if t.argv[0] == common.ZC:
-            names, _ = zerocat_paths(t.err)
+            names, r["report"] = zerocat_paths(t.err)
             r["path"] = "+".join(names)
     return r
 

@@ -87,22 +87,28 @@ def run_redis(ctx, tool, args, n):
     try:
         _, rport = start_backend(ps)
         _, port = start_relay(ctx, ps, tool, rport)
-        ps.start_clock()
-        bench = ps.spawn("bench", ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-q", "-n", str(n), *args],
-                         stdout=subprocess.PIPE)
-        out = bench.stdout.read().decode(errors="replace").replace("\r", "\n")
-        round_trip(port, ctx["rng"])
-        ps.wait()
-        ps.check_exits()
-        rates = {t: float(v) for t, v in re.findall(r"^([A-Z_]+): ([\d.]+) requests per second", out, re.M)}
-        tests = args[args.index("-t") + 1].upper().split(",")
-        if sorted(rates) != sorted(tests):
-            raise Failed(f"redis-benchmark reported {sorted(rates)}, expected {tests}: {out.strip()[-200:]!r}")
-        t = ps.tool()
-        return {"seconds": sum(n / r for r in rates.values()), "cpu": t.cpu if t is not None else None, "path": "",
-                "rates": rates}
+        return bench_through(ctx, ps, port, args, n)
     finally:
         ps.close()
+
+
+def bench_through(ctx, ps, port, args, n):
+    """redis-benchmark -n `n` `args` against `port` (the relay of `ps`, whose backends are
+    up), then a 64 KiB round trip: the run's result, with each test's requests/s."""
+    ps.start_clock()
+    bench = ps.spawn("bench", ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-q", "-n", str(n), *args],
+                     stdout=subprocess.PIPE)
+    out = bench.stdout.read().decode(errors="replace").replace("\r", "\n")
+    round_trip(port, ctx["rng"])
+    ps.wait()
+    ps.check_exits()
+    rates = {t: float(v) for t, v in re.findall(r"^([A-Z_]+): ([\d.]+) requests per second", out, re.M)}
+    tests = args[args.index("-t") + 1].upper().split(",")
+    if sorted(rates) != sorted(tests):
+        raise Failed(f"redis-benchmark reported {sorted(rates)}, expected {tests}: {out.strip()[-200:]!r}")
+    t = ps.tool()
+    return {"seconds": sum(n / r for r in rates.values()), "cpu": t.cpu if t is not None else None, "path": "",
+            "rates": rates}
 
 
 def workers_option():
@@ -137,15 +143,19 @@ def table(rows):
     rs = [r for r in rows if r["group"] == GROUP]
     if not rs:
         return []
-    L = ["## redis: small requests through the relay\n",
-         "`redis-benchmark -q -n N ARGS` against `redis-server` on 127.0.0.1, straight or through the relay "
+    return requests_table(rs, "## redis: small requests through the relay\n", "`redis-benchmark -q -n N ARGS` against `redis-server` on 127.0.0.1, straight or through the relay "
          "(zerocat relay with a listener, HAProxy tcp mode `nbthread 1`, `socat ... fork`). requests/s: "
          "the median over the runs of redis-benchmark's own figure (all tests of the row together: total "
          "requests over the sum of each test's time; each test's median beside it); relay CPU: user+sys of "
          "the relay process (and its children, for socat fork) per request, median; **×ref**: per "
          "repetition, this tool's time over zerocat's, median (above 1: zerocat was faster). redis-server, "
          "redis-benchmark and the relay share the machine's cores. Each run also checked a 64 KiB value's "
-         "SET/GET round trip through the relay byte for byte.\n",
+         "SET/GET round trip through the relay byte for byte.\n")
+
+
+def requests_table(rs, title, intro):
+    """A table of requests/s rows (redis-benchmark through a relay) under `title`."""
+    L = [title, intro,
          "| scenario | tool | requests/s | min–max | relay CPU µs/request | ×ref | each test (requests/s) | note |",
          "|---|---|---:|---:|---:|---:|---|---|"]
     for r in rs:

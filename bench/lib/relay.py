@@ -26,14 +26,18 @@ GROUP = "relay"
 
 def haproxy_config(tmp, listen, server, splice=False, name="haproxy.cfg"):
     """An HAProxy config in `tmp` relaying `listen` to `server` (each "127.0.0.1:PORT" or a
-    unix socket path) in tcp mode on one thread; returns its path. splice: `option
-    splice-auto` (HAProxy splices only when it judges it pays; off by default)."""
+    unix socket path; a list of servers: `balance roundrobin` over them) in tcp mode on one
+    thread; returns its path. splice: `option splice-auto` (HAProxy splices only when it
+    judges it pays; off by default)."""
     path = os.path.join(tmp, name)
+    servers = [server] if isinstance(server, str) else server
+    balance = "    balance roundrobin\n" if len(servers) > 1 else ""
     with open(path, "w") as f:
         f.write("global\n    nbthread 1\n    maxconn 4000\n\n"
                 "defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 120s\n"
                 "    timeout server 120s\n" + ("    option splice-auto\n" if splice else "") +
-                f"\nlisten relay\n    bind {listen}\n    server backend {server}\n")
+                f"\nlisten relay\n    bind {listen}\n{balance}" +
+                "".join(f"    server backend{i} {s}\n" for i, s in enumerate(servers)))
     return path
 
 
@@ -46,7 +50,8 @@ def start_haproxy(ps, tmp, listen, server, splice=False, role="tool"):
 
 
 def run_relay(ctx, tool, pair, chunk=0, nbytes=None, pin=None):
-    """zcb src -> A [TOOL relays A to B] -> B zcb sink. tool: ("zerocat", via) |
+    """zcb src -> A [TOOL relays A to B] -> B zcb sink. tool: ("zerocat", via[, more zerocat
+    options, e.g. --dump FILE]) |
     ("socat", extra args) | ("ref", "rw" or "splice") | ("haproxy", splice-auto?) |
     None (direct: the feeder connects to the sink). pin: see seed.seed_pinning."""
     a_kind, b_kind = pair.split("-to-")
@@ -67,7 +72,7 @@ def run_relay(ctx, tool, pair, chunk=0, nbytes=None, pin=None):
         elif tool[0] == "zerocat":
             via = ["--via", tool[1]] if tool[1] else []
             a_listen = "tcp-listen:127.0.0.1:0" if a_kind == "tcp" else f"unix-listen:{a_path}"
-            p = ps.spawn("tool", [common.ZC, "--stats", "json", *via, "relay", "--once", a_listen, b])
+            p = ps.spawn("tool", [common.ZC, "--stats", "json", *via, *tool[2:], "relay", "--once", a_listen, b])
             addr = listening_addr(p)
             a = f"tcp:{addr}" if a_kind == "tcp" else f"unix:{a_path}"
         elif tool[0] == "ref":
@@ -217,16 +222,17 @@ def idle_table(idle):
     return L
 
 
-def fan_run(conns, nbytes, workers):
+def fan_run(conns, nbytes, workers, rate=None, relay_args=()):
     """One run of bench/fan.c: `conns` streams of `nbytes` each at once through one relay
-    (`--workers`) into fan's checking backend. Returns seconds, the relay's CPU and peak
-    RSS (VmHWM); SIGINT then ends the relay, which must exit 130."""
-    fan = subprocess.Popen([common.FAN, str(conns), str(nbytes)], stdin=subprocess.PIPE,
-                           stdout=subprocess.PIPE, text=True)
+    (`--workers`, then `relay_args`) into fan's checking backend; rate: each stream's
+    bytes/s, held by fan itself. Returns seconds, the relay's CPU and peak RSS (VmHWM);
+    SIGINT then ends the relay, which must exit 130."""
+    fan = subprocess.Popen([common.FAN, str(conns), str(nbytes), *([str(rate)] if rate else [])],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     ps = Procs(120)
     try:
         backend = int(fan.stdout.readline())
-        p = ps.spawn("tool", [common.ZC, "-q", "relay", "--workers", str(workers),
+        p = ps.spawn("tool", [common.ZC, "-q", "relay", "--workers", str(workers), *relay_args,
                               "tcp-listen:127.0.0.1:0", f"tcp:127.0.0.1:{backend}"])
         m = re.search(r"listening on (\S+):(\d+)", read_line(p))
         if not m:

@@ -6,7 +6,7 @@ import os
 
 from .common import RESULTS, GiB, human
 
-GROUPS = ("pipe", "tee", "copy", "trees", "relay", "exec", "udp", "proxy", "tls", "http", "s3", "names")
+GROUPS = ("pipe", "tee", "copy", "trees", "relay", "ops", "exec", "udp", "proxy", "tls", "http", "s3", "names")
 
 
 def gibs(r, t):
