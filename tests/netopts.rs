@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::socket::{self, sockopt, SockaddrStorage};
 
-use crate::rig::{connections, dir_paths, Rig};
+use crate::rig::{connections, dir_paths, Finished, Rig};
 use crate::util::*;
 
 /// A TCP connection to `to` that leaves from `from` (an address of this machine: all of
@@ -414,6 +414,62 @@ fn allow_file_on_tcp_listen() {
     let file = write_file(dir.path(), "allow", b"# the lab\n127.0.0.2/32 # only it\n");
     let listener = format!("tcp-listen:0,allow-file={}", file.display());
     refused_and_served(&listener, "127.0.0.2", "127.0.0.1");
+}
+
+/// `zerocat [--keep-open] COMMAND tcp-listen:0,allow=127.0.0.1 OUT` (pipe or tee; `rig` says
+/// how it reports): a client from 127.0.0.2 is closed unread, then one from 127.0.0.1 is
+/// carried into OUT byte for byte; the run as it ended (a signal ends --keep-open).
+fn refused_then_served(rig: Rig, command: &str, keep_open: bool, payload: &[u8]) -> Finished {
+    let what = format!("{command} keep_open={keep_open}");
+    let out = rig.path("out");
+    let mut rig = rig.arg(command);
+    if keep_open {
+        rig = rig.arg("--keep-open");
+    }
+    let mut running = rig.arg("tcp-listen:0,allow=127.0.0.1").arg(&out).listen();
+    let refused = exchange(connect_from("127.0.0.2", running.addr()), payload);
+    assert_eq!(refused, None, "{what}: 127.0.0.2 was answered");
+    let mut served = connect_from("127.0.0.1", running.addr());
+    served.write_all(payload).unwrap();
+    drop(served);
+    running.wait_until("the sink", payload.len() as u64, || {
+        std::fs::metadata(&out).map_or(0, |m| m.len())
+    });
+    let end = match keep_open {
+        true => running.stop(),
+        false => running.finish(),
+    };
+    assert_bytes_eq(&std::fs::read(&out).unwrap(), payload, &what);
+    end.assert_code(if keep_open { 130 } else { 0 }, &what);
+    end
+}
+
+/// pipe and tee, with and without --keep-open, count the clients their listener's allow
+/// list refused: `refused` in the JSON report, "1 connection refused by allow/deny" in the
+/// text line; the client allowed after it is carried whole.
+#[test]
+fn pipe_and_tee_count_the_clients_their_listener_refused() {
+    let payload = data(256 << 10);
+    for command in ["pipe", "tee"] {
+        for keep_open in [false, true] {
+            let what = format!("{command} keep_open={keep_open}");
+            let end = refused_then_served(Rig::new(), command, keep_open, &payload);
+            let report = end.report();
+            assert_eq!(report["refused"], 1, "{what}: {report}");
+            assert_eq!(report["bytes"], payload.len() as u64, "{what}: {report}");
+            if keep_open {
+                assert_eq!(report["connections"], 1, "{what}: {report}");
+            }
+            end.assert_final_path("splice", &what);
+        }
+    }
+    let end = refused_then_served(Rig::bare(), "pipe", true, &payload);
+    assert!(
+        end.stderr
+            .contains("; 1 connection; 1 connection refused by allow/deny"),
+        "{}",
+        end.stderr
+    );
 }
 
 #[test]

@@ -550,8 +550,9 @@ the load balancer's), else the peer's. A refused client is reset (\fBRST\fR) bef
 byte of it is read, on a TLS listener before the handshake; it is said on stderr
 (\fBrefused the connection from 127.0.0.2:40000: 127.0.0.2 is in none of
 allow=127.0.0.1/32\fR), counted \fBrefused\fR in the relay's report and listed in
-\fB\-\-log\fR with \fBended\fR \fBrefused\fR; \fBpipe\fR and \fBtee\fR then wait for the next
-client. A \fBudp\-listen:\fR drops the datagrams of a refused client (\fBpipe\fR says each;
+\fB\-\-log\fR with \fBended\fR \fBrefused\fR; \fBpipe\fR and \fBtee\fR (once or
+\fB\-\-keep\-open\fR) count it in their report (\fB; 1 connection refused by allow/deny\fR
+on the text line, \fBrefused\fR in JSON) and wait for the next client. A \fBudp\-listen:\fR drops the datagrams of a refused client (\fBpipe\fR says each;
 \fBrelay\fR counts them). A CIDR that does not parse, or an \fBallow\-file=\fR that
 cannot be read or holds none, is a usage error (exit 2) before any fd opens.
 .SS "A listener's child's environment"
@@ -786,6 +787,16 @@ that sink got), \fBpaths\fR (\fBtee\fR, \fBsplice\fR for the sink fed straight o
 the source's pipe, or \fBuserspace\fR), \fBfallbacks\fR, \fBended\fR and \fBerror\fR.
 A sink stopped by another one's failure ends with \fBerror\fR
 \fB"stopped: \fImessage\fB"\fR.
+.PP
+\fBpipe\fR and \fBtee\fR add, where an end listens:
+.TP
+\fBrefused\fR
+clients its \fBallow=\fR/\fBdeny=\fR list refused (closed before a byte was read), 0
+when none; the text line says \fB; N connections refused by allow/deny\fR when some were.
+.TP
+\fBconnections\fR, \fBconnections_cut\fR
+\fB\-\-keep\-open\fR: the connections taken one after another, and how many of them were
+cut (a reset, a TLS stream without close_notify).
 .PP
 \fBrelay\fR has \fBa\fR and \fBb\fR (each \fBuri\fR) instead of \fBsrc\fR and
 \fBdst\fR; \fBbytes\fR is both directions together, and \fBpaths\fR and

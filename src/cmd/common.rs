@@ -531,8 +531,11 @@ pub fn peer_env(endpoint: &Endpoint, opened: &Opened, origin: &Addresses) -> Pee
 pub enum NextClient {
     Client(endpoint::Accepted),
     /// Nothing to serve, accept again: EINTR, a client gone before it was served
-    /// (ECONNABORTED), a refused PROXY header, handshake or address.
+    /// (ECONNABORTED), a refused PROXY header or handshake.
     Again,
+    /// A client the listener's `allow=`/`deny=` list refused (closed unread): counted in
+    /// the report, and the next one accepted.
+    Refused,
     /// SIGINT/SIGTERM: the run ends.
     Interrupted,
     /// The listener failed, in a sentence.
@@ -545,11 +548,22 @@ pub fn next_client(listener: &endpoint::Listener) -> NextClient {
         Ok(accepted) => NextClient::Client(accepted),
         Err(_) if crate::sys::process::interrupted() => NextClient::Interrupted,
         Err(e) if e.raw_os_error() == Some(nix::libc::EINTR) => NextClient::Again,
-        Err(e) if endpoint::Rejected::of(&e).is_some() => NextClient::Again,
-        Err(e) if e.raw_os_error() == Some(nix::libc::ECONNABORTED) => NextClient::Again,
-        Err(e) => NextClient::Failed(format!(
-            "cannot accept a connection on {}: {e}",
-            listener.local_addr()
-        )),
+        Err(e) => match endpoint::Rejected::of(&e) {
+            Some(rejected) if rejected.refused => NextClient::Refused,
+            Some(_) => NextClient::Again,
+            None if e.raw_os_error() == Some(nix::libc::ECONNABORTED) => NextClient::Again,
+            None => NextClient::Failed(format!(
+                "cannot accept a connection on {}: {e}",
+                listener.local_addr()
+            )),
+        },
     }
+}
+
+/// The report's `refused` ([`crate::report::Report::refused`]): where any of `ends` listens,
+/// the clients their allow/deny lists refused before the ones they accepted.
+pub fn refused_by_listeners(ends: &[(&Endpoint, &Opened)]) -> Option<u64> {
+    ends.iter()
+        .any(|(endpoint, _)| endpoint.listens())
+        .then(|| ends.iter().map(|(_, opened)| opened.refused).sum())
 }

@@ -8,8 +8,8 @@ use anyhow::anyhow;
 use super::common::{
     child_failure, describe, failure_message, finish_datagram_sink, finish_dump, finish_http,
     finish_socket_sink, finish_tls, idle_outcome, inspect, next_client, predict, reap_child,
-    refuse_same_file, remaining, say_socket_options, start_dump, stdout_gone, tap_stream,
-    truncate_if_pending, IdleWatch, NextClient, Quiet,
+    refuse_same_file, refused_by_listeners, remaining, say_socket_options, start_dump, stdout_gone,
+    tap_stream, truncate_if_pending, IdleWatch, NextClient, Quiet,
 };
 use crate::endpoint::proxy::Addresses;
 use crate::endpoint::{Endpoint, Role};
@@ -79,6 +79,7 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         }
     };
     say_socket_options(opts, &[&cfg.src, &cfg.dst]);
+    let refused = refused_by_listeners(&[(&cfg.src, &src), (&cfg.dst, &dst)]);
     let tls = [src.tls.take(), dst.tls.take()];
     let s3 = [src.s3.take(), dst.s3.take()];
     let http = [src.http.take(), dst.http.take()];
@@ -207,6 +208,7 @@ pub fn run(opts: &Options, cfg: &PipeConfig) -> anyhow::Result<ExitCode> {
         moving_seconds: meter.moving_seconds(),
         ending: idle_ending.unwrap_or(Ending::Eof),
         connections: None,
+        refused,
         dump,
     };
     let Some(failure) = failure else {
@@ -321,12 +323,17 @@ fn keep_open(
     let progress = Watch::new(&meter).start(opts);
     let started = Instant::now();
     let (mut total, mut connections, mut cut) = (engine::Record::default(), 0u64, 0u64);
+    let mut refused = 0u64;
     let mut src_info = None;
     let mut plan_said = false;
     let ending = loop {
         let accepted = match next_client(&listener) {
             NextClient::Client(accepted) => accepted,
             NextClient::Again => continue,
+            NextClient::Refused => {
+                refused += 1;
+                continue;
+            }
             NextClient::Interrupted => break Ending::Signal,
             NextClient::Failed(why) => break Ending::Error(why),
         };
@@ -395,6 +402,7 @@ fn keep_open(
         moving_seconds: meter.moving_seconds(),
         ending: ending.clone(),
         connections: Some((connections, cut)),
+        refused: Some(refused),
         dump: finish_dump(opts, dump),
     };
     opts.print_report(&report.render(opts.stats));

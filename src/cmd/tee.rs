@@ -10,8 +10,8 @@ use nix::errno::Errno;
 use super::common::{
     child_failure, describe, failure_message, finish_datagram_sink, finish_dump, finish_http,
     finish_socket_sink, idle_outcome, inspect, next_client, predict, reap_child, refuse_same_file,
-    remaining, start_dump, stdout_gone, tap_stream, truncate_if_pending, IdleWatch, NextClient,
-    Quiet,
+    refused_by_listeners, remaining, start_dump, stdout_gone, tap_stream, truncate_if_pending,
+    IdleWatch, NextClient, Quiet,
 };
 use crate::endpoint::http::HttpEnd;
 use crate::endpoint::proxy::Addresses;
@@ -87,14 +87,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     let mut unopened = Vec::new();
     for (i, (sink, listener)) in cfg.sinks.iter().zip(listeners).enumerate() {
         let sink_fd = match listener {
-            Some(listener) => {
-                let accepted = crate::endpoint::accept_one(&listener)?;
-                Opened {
-                    tls: accepted.tls,
-                    ..Opened::plain(accepted.fd)
-                }
-                .for_role(Role::Sink)
-            }
+            Some(listener) => Opened::accept(&listener)?.0.for_role(Role::Sink),
             None => match sink
                 .open_carrying_for(Role::Sink, &Addresses::Unknown, sink_env.as_ref())
                 .map(|(opened, _)| opened)
@@ -142,6 +135,9 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
     for (i, sink_fd, _) in &opened {
         truncate_if_pending(sink_fd, &cfg.sinks[*i])?;
     }
+    let mut ends: Vec<(&Endpoint, &Opened)> = vec![(&cfg.src, &src)];
+    ends.extend(opened.iter().map(|(i, o, _)| (&cfg.sinks[*i], o)));
+    let refused = refused_by_listeners(&ends);
     let sinks: Vec<Sink<'_>> = opened
         .iter()
         .map(|(_, o, info)| Sink {
@@ -299,6 +295,7 @@ pub fn run(opts: &Options, cfg: &TeeConfig) -> anyhow::Result<ExitCode> {
         requests,
         src_http,
         sinks_http,
+        refused,
         dump,
     };
     conclude(opts, cfg, &ends, out, unopened, seconds)
@@ -322,6 +319,8 @@ struct Ends<'a> {
     /// `http(s)://` ends: the source's exchange, and one per sink given.
     src_http: Option<HttpInfo>,
     sinks_http: Vec<Option<HttpInfo>>,
+    /// As [`crate::report::Report::refused`].
+    refused: Option<u64>,
     /// `--dump`: what went into it.
     dump: Option<crate::engine::dump::DumpTotals>,
 }
@@ -504,6 +503,7 @@ fn conclude(
         moving_seconds: seconds.1,
         ending: ending.clone(),
         connections: None,
+        refused: ends.refused,
         dump: ends.dump.clone(),
     };
     // stdout's reader went away and stopped the run: the shell's 141, without a message
@@ -671,14 +671,7 @@ fn keep_open(
     let mut opened = Vec::with_capacity(cfg.sinks.len());
     for sink in &cfg.sinks {
         let one = match sink.is_listener() {
-            true => {
-                let accepted = crate::endpoint::accept_one(&sink.listen()?)?;
-                Opened {
-                    tls: accepted.tls,
-                    ..Opened::plain(accepted.fd)
-                }
-                .for_role(Role::Sink)
-            }
+            true => Opened::accept(&sink.listen()?)?.0.for_role(Role::Sink),
             false => sink.open(Role::Sink)?,
         };
         let info = inspect(one.fd.as_fd(), sink)?;
@@ -694,6 +687,8 @@ fn keep_open(
     // A sink's failure, and whether it fails the run (--on-error's `counts`).
     let mut errors: Vec<Option<(String, bool)>> = vec![None; n];
     let (mut total, mut connections, mut cut) = (crate::engine::Record::default(), 0u64, 0u64);
+    // The source's refusals, and those of a listening sink before its one client.
+    let mut refused: u64 = opened.iter().map(|(one, _)| one.refused).sum();
     let mut src_info = None;
     let mut plan_said = false;
     let ending = loop {
@@ -703,6 +698,10 @@ fn keep_open(
         let accepted = match next_client(&listener) {
             NextClient::Client(accepted) => accepted,
             NextClient::Again => continue,
+            NextClient::Refused => {
+                refused += 1;
+                continue;
+            }
             NextClient::Interrupted => break Ending::Signal,
             NextClient::Failed(why) => break Ending::Error(why),
         };
@@ -823,6 +822,7 @@ fn keep_open(
         moving_seconds: meter.moving_seconds(),
         ending: ending.clone(),
         connections: Some((connections, cut)),
+        refused: Some(refused),
         dump: finish_dump(opts, dump),
     };
     opts.print_report(&report.render(opts.stats));

@@ -76,7 +76,7 @@ pub use grammar::{
     split_header, ParseError, SchemeInfo, SCHEME_TABLE,
 };
 pub use listener::{Accepted, Listener, Rejected, GREETING_DEADLINE};
-pub use open::{accept_one, is_retryable_connect, predict, take_fd, Opened, Role};
+pub use open::{is_retryable_connect, predict, take_fd, Opened, Role};
 
 /// Options that may follow a comma (`file:x,append`). Each scheme accepts only its own.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

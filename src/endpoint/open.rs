@@ -64,6 +64,9 @@ pub struct Opened {
     /// the caller to finish ([`super::http::HttpEnd::finish`]) once `fd` is closed, and to
     /// report.
     pub http: Option<super::http::HttpEnd>,
+    /// A listener's: the clients its allow/deny list refused before this one was accepted
+    /// ([`Opened::accept`]), for the report's `refused`.
+    pub refused: u64,
 }
 
 impl Opened {
@@ -76,7 +79,20 @@ impl Opened {
             tls: None,
             s3: None,
             http: None,
+            refused: 0,
         }
+    }
+
+    /// The first client `listener` accepts ([`accept_one`]), with the addresses a PROXY
+    /// header to a backend would carry.
+    pub fn accept(listener: &Listener) -> anyhow::Result<(Opened, Addresses)> {
+        let (accepted, refused) = accept_one(listener)?;
+        let opened = Opened {
+            tls: accepted.tls,
+            refused,
+            ..Opened::plain(accepted.fd)
+        };
+        Ok((opened, accepted.origin))
     }
 
     /// A sink's TLS stream is only written: the peer's FIN after zerocat's close_notify
@@ -118,13 +134,7 @@ impl Endpoint {
         peer: Option<&PeerEnv>,
     ) -> anyhow::Result<(Opened, Addresses)> {
         let (opened, addresses) = if self.listens() {
-            let listener = self.listen()?;
-            let accepted = accept_one(&listener)?;
-            let opened = Opened {
-                tls: accepted.tls,
-                ..Opened::plain(accepted.fd)
-            };
-            (opened, accepted.origin)
+            Opened::accept(&self.listen()?)?
         } else {
             (self.open_stream(role, origin, peer)?, Addresses::Unknown)
         };
@@ -470,15 +480,17 @@ fn tls_failure(endpoint: &Endpoint, reason: String) -> anyhow::Error {
 }
 
 /// The first connection `listener` accepts (then the listener closes), with the addresses
-/// a PROXY header to a backend would carry. A client its allow/deny list refuses is said
-/// on stderr and the next one awaited.
-pub fn accept_one(listener: &Listener) -> anyhow::Result<super::Accepted> {
+/// a PROXY header to a backend would carry, and how many clients its allow/deny list
+/// refused before it: each said on stderr, and the next one awaited.
+fn accept_one(listener: &Listener) -> anyhow::Result<(super::Accepted, u64)> {
+    let mut refused = 0;
     loop {
         match listener.accept_from() {
-            Ok(accepted) => return Ok(accepted),
+            Ok(accepted) => return Ok((accepted, refused)),
             // Refused by allow=/deny=: said, and the next client awaited (ncat's --allow).
             Err(e) if super::Rejected::of(&e).is_some_and(|r| r.refused) => {
                 eprintln!("zerocat: {e}");
+                refused += 1;
             }
             Err(e) if e.raw_os_error() == Some(Errno::EINTR as i32) => {
                 if crate::sys::process::interrupted() {

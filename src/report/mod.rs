@@ -266,6 +266,9 @@ pub struct Report {
     /// `--keep-open`: the connections taken one after another, and how many of them were
     /// cut (a reset, a TLS stream without close_notify).
     pub connections: Option<(u64, u64)>,
+    /// Where an end listens: the clients its `allow=`/`deny=` list refused (closed before
+    /// a byte was read). JSON always says it then; the text line only when some were.
+    pub refused: Option<u64>,
     /// `--dump`: what went into the dump and how it was fed (JSON; the text line is
     /// said on its own when the dump finishes, [`DumpTotals::line`]).
     pub dump: Option<DumpTotals>,
@@ -281,7 +284,7 @@ impl Report {
             &self.src.label(),
             &self.dst.label(),
         );
-        line + &connections_words(self.connections) + &interrupted_words(&self.ending)
+        line + &connections_words(self.connections, self.refused) + &interrupted_words(&self.ending)
     }
 
     pub fn json(&self) -> String {
@@ -294,6 +297,9 @@ impl Report {
         o.raw("dst", &named_json(&self.dst));
         if let Some((n, cut)) = self.connections {
             o.num("connections", n).num("connections_cut", cut);
+        }
+        if let Some(refused) = self.refused {
+            o.num("refused", refused);
         }
         record_json(&mut o, &self.record);
         ending_json(&mut o, &self.ending);
@@ -335,6 +341,8 @@ pub struct FanOutReport {
     pub ending: Ending,
     /// `--keep-open`: as [`Report::connections`].
     pub connections: Option<(u64, u64)>,
+    /// As [`Report::refused`].
+    pub refused: Option<u64>,
     /// `--dump`: what went into the dump and how it was fed (JSON; the text line is
     /// said on its own when the dump finishes, [`DumpTotals::line`]).
     pub dump: Option<DumpTotals>,
@@ -382,7 +390,7 @@ impl FanOutReport {
                 &sinks_word(self.sinks.len())
             ),
             sinks.join(", "),
-            connections_words(self.connections) + &interrupted_words(&self.ending)
+            connections_words(self.connections, self.refused) + &interrupted_words(&self.ending)
         )
     }
 
@@ -408,6 +416,9 @@ impl FanOutReport {
         if let Some((n, cut)) = self.connections {
             o.num("connections", n).num("connections_cut", cut);
         }
+        if let Some(refused) = self.refused {
+            o.num("refused", refused);
+        }
         record_json(&mut o, &self.record);
         ending_json(&mut o, &self.ending);
         o.raw("sinks", &json_array(&sinks));
@@ -418,13 +429,22 @@ impl FanOutReport {
     }
 }
 
-/// `--keep-open`'s count: "; 20 connections", "; 20 connections, 1 cut".
-fn connections_words(connections: Option<(u64, u64)>) -> String {
-    match connections {
-        Some((n, 0)) => format!("; {n} connection{}", if n == 1 { "" } else { "s" }),
+/// `--keep-open`'s count: "; 20 connections", "; 20 connections, 1 cut"; and the
+/// clients a listener refused, as relay says it: "; 1 connection refused by allow/deny".
+fn connections_words(connections: Option<(u64, u64)>, refused: Option<u64>) -> String {
+    let plural = |n: u64| if n == 1 { "" } else { "s" };
+    let mut words = match connections {
+        Some((n, 0)) => format!("; {n} connection{}", plural(n)),
         Some((n, cut)) => format!("; {n} connections, {cut} cut"),
         None => String::new(),
+    };
+    if let Some(n @ 1..) = refused {
+        words.push_str(&format!(
+            "; {n} connection{} refused by allow/deny",
+            plural(n)
+        ));
     }
+    words
 }
 
 /// `--dump` in a JSON report: `{"path", "format", "bytes", "missed", "teed", "written",
@@ -762,6 +782,7 @@ mod tests {
             moving_seconds: None,
             ending: Ending::Error("disk full".into()),
             connections: None,
+            refused: None,
             dump: None,
         };
         let text = report.text();

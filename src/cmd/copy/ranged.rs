@@ -222,6 +222,7 @@ pub fn download(
         moving_seconds: meter.moving_seconds(),
         ending,
         connections: None,
+        refused: None,
         dump: None,
     };
     opts.print_report(&report.render(opts.stats));
