@@ -589,8 +589,9 @@ impl FaultProxy {
     }
 }
 
-/// One connection through the proxy: the request passed on as it comes, the answer's head
-/// whole, its body up to `after` bytes and cut there if a cut is left.
+/// One connection through the proxy: requests passed on as they come; each answer's head
+/// whole, its body up to `after` bytes and cut there if a cut is left. Answers are told
+/// apart by their Content-Length (a kept-alive connection carries one after another).
 fn relay_cutting(
     client: TcpStream,
     upstream: u16,
@@ -610,8 +611,9 @@ fn relay_cutting(
     let mut client = client;
     let mut buf = vec![0u8; 64 << 10];
     let mut head: Vec<u8> = Vec::new();
-    let mut in_body = false;
+    // Of the answer whose body is passing: its bytes sent, and those still to come.
     let mut sent = 0u64;
+    let mut body_left = 0u64;
     loop {
         let n = match up.read(&mut buf) {
             Ok(0) | Err(_) => {
@@ -620,40 +622,318 @@ fn relay_cutting(
             }
             Ok(n) => n,
         };
-        let mut body = buf[..n].to_vec();
-        if !in_body {
-            head.extend_from_slice(&body);
-            let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
+        let mut rest: Vec<u8> = buf[..n].to_vec();
+        while !rest.is_empty() {
+            if body_left == 0 {
+                head.append(&mut rest);
+                let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    break;
+                };
+                rest = head.split_off(end + 4);
+                if client.write_all(&head).is_err() {
+                    return;
+                }
+                body_left = body_length(&head);
+                sent = 0;
+                head.clear();
                 continue;
-            };
-            in_body = true;
-            body = head.split_off(end + 4);
-            if client.write_all(&head).is_err() {
+            }
+            let take = body_left.min(rest.len() as u64) as usize;
+            let body: Vec<u8> = rest.drain(..take).collect();
+            let passes = sent + body.len() as u64 > after;
+            let cut = passes
+                && left
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok();
+            if cut {
+                let _ = client.write_all(&body[..(after - sent) as usize]);
+                before_cut();
+                if how == Cut::Rst {
+                    linger_zero(&client);
+                } else {
+                    let _ = client.shutdown(Shutdown::Write);
+                }
+                // Wakes the request's copier, whose close of its duplicate is the last one.
+                let _ = client.shutdown(Shutdown::Read);
                 return;
             }
-        }
-        let passes = sent + body.len() as u64 > after;
-        let cut = passes
-            && left
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok();
-        if cut {
-            let _ = client.write_all(&body[..(after - sent) as usize]);
-            before_cut();
-            if how == Cut::Rst {
-                linger_zero(&client);
-            } else {
-                let _ = client.shutdown(Shutdown::Write);
+            if client.write_all(&body).is_err() {
+                return;
             }
-            // Wakes the request's copier, whose close of its duplicate is the last one.
-            let _ = client.shutdown(Shutdown::Read);
-            return;
+            sent += body.len() as u64;
+            body_left -= body.len() as u64;
         }
-        if client.write_all(&body).is_err() {
-            return;
-        }
-        sent += body.len() as u64;
     }
+}
+
+/// A TCP proxy of the tests' own between zerocat and an S3 server that counts the
+/// connections it accepts — the server's side of keep-alive — and, with
+/// `answers_per_connection`, plays a server that closes each connection once it has
+/// carried that many answers: the next request on it meets the close unanswered, as one
+/// on a keep-alive connection the server timed out while idle.
+struct CountingProxy {
+    port: u16,
+    accepted: Arc<AtomicUsize>,
+    /// Requests that met a closed connection.
+    closed_on: Arc<AtomicUsize>,
+}
+
+impl CountingProxy {
+    fn start(upstream: u16, answers_per_connection: Option<usize>) -> CountingProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let closed_on = Arc::new(AtomicUsize::new(0));
+        let (count, closes) = (accepted.clone(), closed_on.clone());
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                count.fetch_add(1, Ordering::SeqCst);
+                let closes = closes.clone();
+                thread::spawn(move || {
+                    relay_counting(client, upstream, answers_per_connection, &closes)
+                });
+            }
+        });
+        CountingProxy {
+            port,
+            accepted,
+            closed_on,
+        }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+/// One connection through [`CountingProxy`]: requests passed on as they come, answers
+/// (Content-Length framed, as both servers send them) counted as each ends — before its
+/// last bytes go, so a request that follows is always seen after the count.
+fn relay_counting(
+    client: TcpStream,
+    upstream: u16,
+    answers_per_connection: Option<usize>,
+    closed_on: &Arc<AtomicUsize>,
+) {
+    let Ok(mut up) = TcpStream::connect(("127.0.0.1", upstream)) else {
+        return;
+    };
+    let answered = Arc::new(AtomicUsize::new(0));
+    let (mut from_client, mut to_up) = (client.try_clone().unwrap(), up.try_clone().unwrap());
+    let (seen, closes, closer) = (
+        answered.clone(),
+        closed_on.clone(),
+        client.try_clone().unwrap(),
+    );
+    thread::spawn(move || {
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let n = match from_client.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if answers_per_connection.is_some_and(|most| seen.load(Ordering::SeqCst) >= most) {
+                // A request after the last answer this connection carries: closed unanswered.
+                closes.fetch_add(1, Ordering::SeqCst);
+                let _ = closer.shutdown(Shutdown::Both);
+                let _ = to_up.shutdown(Shutdown::Both);
+                return;
+            }
+            if to_up.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = to_up.shutdown(Shutdown::Write);
+    });
+    let mut client = client;
+    let mut buf = vec![0u8; 64 << 10];
+    let mut head: Vec<u8> = Vec::new();
+    let mut body_left = 0u64;
+    loop {
+        let n = match up.read(&mut buf) {
+            Ok(0) | Err(_) => {
+                let _ = client.shutdown(Shutdown::Both);
+                return;
+            }
+            Ok(n) => n,
+        };
+        let mut ended = 0;
+        let mut at = 0;
+        while at < n {
+            if body_left > 0 {
+                let take = body_left.min((n - at) as u64);
+                at += take as usize;
+                body_left -= take;
+                ended += usize::from(body_left == 0);
+                continue;
+            }
+            head.push(buf[at]);
+            at += 1;
+            if head.ends_with(b"\r\n\r\n") {
+                body_left = body_length(&head);
+                ended += usize::from(body_left == 0);
+                head.clear();
+            }
+        }
+        answered.fetch_add(ended, Ordering::SeqCst);
+        if client.write_all(&buf[..n]).is_err() {
+            return;
+        }
+    }
+}
+
+/// The body length an answer's head announces (none: 204, 304, no Content-Length).
+fn body_length(head: &[u8]) -> u64 {
+    let text = String::from_utf8_lossy(head).to_ascii_lowercase();
+    if text.starts_with("http/1.1 204") || text.starts_with("http/1.1 304") {
+        return 0;
+    }
+    text.lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+/// `copy -r` of 300 small files up and down through a proxy that counts connections: a
+/// server that keeps connections open (s3s-fs) gets a handful — each request used to be a
+/// connection of its own (seen: 300+ each way on the old code) — one that closes each
+/// (moto, `Connection: close`) one a request; the trees byte-exact either way.
+#[test]
+fn copy_r_reuses_connections_the_server_keeps_open() {
+    for server in servers() {
+        let what = server.name();
+        let bucket = server.bucket("alive");
+        let dir = tempdir();
+        let tree = dir.path().join("tree");
+        let mut want = Vec::new();
+        for i in 0..300usize {
+            let rel = format!("d{}/f{i:03}.bin", i % 7);
+            let bytes = data(1 + i * 37 % 9000);
+            let path = tree.join(&rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &bytes).unwrap();
+            want.push((rel, bytes));
+        }
+        let uri = format!("s3://{bucket}/pre/");
+        let proxy = CountingProxy::start(server.port, None);
+        let up = server
+            .rig()
+            .env("AWS_ENDPOINT_URL", proxy.endpoint())
+            .args(["copy", "-r", "-j", "4"])
+            .arg(&tree)
+            .arg(&uri)
+            .run();
+        up.assert_code(0, what);
+        assert_eq!(up.report()["requests"]["put"], 300, "{what}");
+        up.assert_final_path("sendfile", what);
+        let up_connections = proxy.accepted();
+
+        let out = dir.path().join("out");
+        let down = server
+            .rig()
+            .env("AWS_ENDPOINT_URL", proxy.endpoint())
+            .args(["copy", "-r", "-j", "4", &uri])
+            .arg(&out)
+            .run();
+        down.assert_code(0, what);
+        assert_eq!(down.report()["files"], 300, "{what}: {}", down.stderr);
+        for (rel, bytes) in &want {
+            let got = std::fs::read(out.join(rel)).unwrap_or_else(|e| panic!("{what}: {rel}: {e}"));
+            assert!(got == *bytes, "{what}: {rel} differs");
+        }
+        assert_eq!(walkdir_count(&out), 300, "{what}: files beyond the tree");
+        let down_connections = proxy.accepted() - up_connections;
+        match server.kind {
+            // -j 4: four requests at once at most, and a connection left idle can carry
+            // the next; a few more where a pooled one is taken while four are busy.
+            Server::S3sFs => assert!(
+                up_connections <= 16 && down_connections <= 16,
+                "{what}: {up_connections} connections up, {down_connections} down for 300 \
+                 objects"
+            ),
+            Server::Moto => assert!(
+                up_connections >= 300 && down_connections >= 300,
+                "{what} says Connection: close, yet {up_connections} connections up, \
+                 {down_connections} down for 300 objects"
+            ),
+        }
+    }
+}
+
+/// A server that closes each connection after one answer, seen only when the next request
+/// goes on it (an idle keep-alive connection timed out): every such request is sent again
+/// once on a new connection — no retry counted, no backoff — and every object arrives
+/// exactly once, byte-exact, both ways.
+#[test]
+fn a_request_on_a_connection_the_server_closed_goes_again_on_a_new_one() {
+    let Some(server) = start(Server::S3sFs) else {
+        return;
+    };
+    let what = server.name();
+    let bucket = server.bucket("stale");
+    let dir = tempdir();
+    let tree = dir.path().join("tree");
+    let mut want = Vec::new();
+    for i in 0..60usize {
+        let rel = format!("f{i:02}.bin");
+        let bytes = data(100 + i * 131);
+        std::fs::create_dir_all(&tree).unwrap();
+        std::fs::write(tree.join(&rel), &bytes).unwrap();
+        want.push((rel, bytes));
+    }
+    let uri = format!("s3://{bucket}/p/");
+    let proxy = CountingProxy::start(server.port, Some(1));
+    let up = server
+        .rig()
+        .env("AWS_ENDPOINT_URL", proxy.endpoint())
+        .args(["copy", "-r", "-j", "2"])
+        .arg(&tree)
+        .arg(&uri)
+        .run();
+    up.assert_code(0, what);
+    assert_eq!(up.report()["requests"]["put"], 60, "{what}: {}", up.stderr);
+    assert_eq!(
+        up.report()["requests"]["retries"],
+        serde_json::Value::Null,
+        "{what}"
+    );
+    let closed_up = proxy.closed_on.load(Ordering::SeqCst);
+    assert!(closed_up > 0, "{what}: no request met a closed connection");
+    assert_eq!(
+        up.report()["requests"]["stale_connections"],
+        closed_up as u64,
+        "{what}: {}",
+        up.stderr
+    );
+    // The bucket is s3s-fs's directory: each object once, whole.
+    for (rel, bytes) in &want {
+        let got = std::fs::read(server.root.path().join(&bucket).join("p").join(rel)).unwrap();
+        assert!(got == *bytes, "{what}: {rel} differs in the bucket");
+    }
+
+    let out = dir.path().join("out");
+    let down = server
+        .rig()
+        .env("AWS_ENDPOINT_URL", proxy.endpoint())
+        .args(["copy", "-r", "-j", "2", &uri])
+        .arg(&out)
+        .run();
+    down.assert_code(0, what);
+    assert_eq!(down.report()["files"], 60, "{what}: {}", down.stderr);
+    assert_eq!(down.report()["objects_listed"], 60, "{what}");
+    for (rel, bytes) in &want {
+        let got = std::fs::read(out.join(rel)).unwrap();
+        assert!(got == *bytes, "{what}: {rel} differs");
+    }
+    assert_eq!(walkdir_count(&out), 60, "{what}: files beyond the tree");
+    assert!(
+        proxy.closed_on.load(Ordering::SeqCst) > closed_up,
+        "{what}: no GET met a closed connection"
+    );
 }
 
 impl Running {
@@ -743,6 +1023,23 @@ fn an_object_replaced_between_the_cut_and_the_resume_is_refused() {
             held == first[..700_000],
             "{what}: not the first version's bytes"
         );
+        // The resume that was refused is counted as what it was: one more GET, a failed
+        // resume attempt, no resume (the old code counted only resumes that continued).
+        let report = run.report();
+        assert_eq!(requests(report, "src", "get"), 2, "{what}: {report}");
+        assert_eq!(resumes_of(report), 0, "{what}: {report}");
+        assert_eq!(
+            requests(report, "src", "failed_resume_attempts"),
+            1,
+            "{what}: {report}"
+        );
+        // Named as the object it is, never the http URL that carries it.
+        assert!(
+            run.stderr.contains(&format!("s3://{bucket}/obj.bin: "))
+                && !run.stderr.contains("http://"),
+            "{what}: {}",
+            run.stderr
+        );
     }
 }
 
@@ -765,14 +1062,23 @@ fn copy_j_fetches_ranges_of_an_object_and_resumes_each() {
             .run();
         run.assert_code(0, what);
         assert!(std::fs::read(&out).unwrap() == payload, "{what}: differs");
-        let http = &run.report()["src"]["http"];
-        assert_eq!(http["ranges"], 4, "{what}: {}", run.report());
+        // Reported as `pipe s3://…` reports an object: its URI and the S3 requests (a
+        // probe, four ranges, each cut range's resume), no http exchange, no http URL.
+        let report = run.report();
+        let src = &report["src"];
         assert_eq!(
-            http["resumes"].as_array().map(Vec::len),
-            Some(2),
-            "{what}: {}",
-            run.report()
+            src["uri"],
+            format!("s3://{bucket}/big.bin"),
+            "{what}: {report}"
         );
+        assert!(src["http"].is_null(), "{what}: {report}");
+        assert_eq!(requests(report, "src", "resumes"), 2, "{what}: {report}");
+        assert_eq!(
+            requests(report, "src", "get"),
+            5 + requests(report, "src", "retries"),
+            "{what}: {report}"
+        );
+        assert!(!run.stderr.contains("http://"), "{what}: {}", run.stderr);
         assert_eq!(proxy.cuts(2), 2, "{what}");
 
         let missing = server
@@ -787,6 +1093,55 @@ fn copy_j_fetches_ranges_of_an_object_and_resumes_each() {
             "{what}: {}",
             missing.stderr
         );
+    }
+}
+
+/// `copy -j 4 s3://B/K FILE` whose object is replaced while a range is cut: refused, the
+/// resume's error naming the object by its `s3://` URI (the old code named the http URL
+/// that carries it), the failed attempt counted, no file made.
+#[test]
+fn copy_j_of_an_object_replaced_mid_range_names_it_by_its_s3_uri() {
+    for server in servers() {
+        let what = server.name();
+        let bucket = server.bucket("jchanged");
+        let first = data((4 << 20) + 3);
+        server.put(&bucket, "obj.bin", &first);
+        let server = Arc::new(server);
+        let (srv, b) = (Arc::downgrade(&server), bucket.clone());
+        let second: Vec<u8> = first.iter().map(|x| x ^ 0x33).collect();
+        let hook: Hook = Arc::new(move || {
+            if let Some(srv) = srv.upgrade() {
+                srv.put(&b, "obj.bin", &second)
+            }
+        });
+        let proxy = FaultProxy::start(server.port, 200_000, 1, Cut::Fin, hook);
+        let rig = server.rig().env("AWS_ENDPOINT_URL", proxy.endpoint());
+        let out = rig.path("obj.bin");
+        let run = rig
+            .args(["copy", "-j", "4", "--retry-wait", "10ms"])
+            .arg(format!("s3://{bucket}/obj.bin"))
+            .arg(&out)
+            .run();
+        run.assert_code(1, what);
+        assert!(
+            run.stderr
+                .contains(&format!("s3://{bucket}/obj.bin: the object changed after")),
+            "{what}: {}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("http://"), "{what}: {}", run.stderr);
+        let report = run.report();
+        assert_eq!(
+            report["src"]["uri"],
+            format!("s3://{bucket}/obj.bin"),
+            "{what}"
+        );
+        assert_eq!(
+            requests(report, "src", "failed_resume_attempts"),
+            1,
+            "{what}: {report}"
+        );
+        assert!(!out.exists(), "{what}: a file made of two versions?");
     }
 }
 

@@ -451,8 +451,8 @@ us\-east\-1. The endpoint: \fB,endpoint=\fIURL\fR, \fBAWS_ENDPOINT_URL_S3\fR,
 virtual\-hosted; the profile's \fBs3 = addressing_style\fR overrides. An https://
 endpoint is reached over TLS as \fBhttps://\fR is, with \fB,cafile=\fIPEM\fR,
 \fB,verify=0\fR (insecure, said), \fB,sni=\fINAME\fR and \fB,pin=sha256:\fIHEX\fR on
-the URI; a certificate not trusted is refused in words. Requests go through the \fBhttp://\fR endpoint's client
-(one request a connection). Requests are signed with AWS Signature Version 4; the secret key and
+the URI; a certificate not trusted is refused in words. Requests go through the \fBhttp://\fR endpoint's client,
+on kept\-alive connections where the server keeps them open (see \fBHTTP\fR). Requests are signed with AWS Signature Version 4; the secret key and
 session token are never shown (messages, reports), and \fBAWS_ACCESS_KEY_ID\fR,
 \fBAWS_SECRET_ACCESS_KEY\fR and \fBAWS_SESSION_TOKEN\fR are removed from the environment
 of \fBexec:\fR/\fBsh:\fR children.
@@ -462,9 +462,12 @@ asked again from the next byte with \fBRange: bytes=\fIN\fB\-\fR and \fBIf\-Matc
 ETag, signed anew, into the same sink (\fB\-\-retries\fR, \fB\-\-retry\-wait\fR as for
 http); an object replaced meanwhile (a 412, or a part of another ETag) is refused, exit 1,
 \fBthe object changed after \fIN\fB bytes\fR: two versions never meet in a sink. The
-report counts \fBresumes\fR and their \fBretries\fR. \fBcopy \-j \fIN\fB
+report counts \fBresumes\fR (that continued the body), their \fBretries\fR, and
+\fBfailed resume attempts\fR (reconnections that did not: refused, cut before an answer,
+or all of a resume that gave up). \fBcopy \-j \fIN\fB
 s3://\fIBUCKET\fB/\fIKEY\fB \fIFILE\fR fetches \fIN\fR ranges at once into the
-temporary, each resumed on its own, renamed over \fIFILE\fR once whole (as for http);
+temporary, each resumed on its own, renamed over \fIFILE\fR once whole (as for http; the
+report names the object and its requests as \fBpipe\fR does);
 \fBcopy \-\-resume\fR continues a partial \fIFILE\fR. As a sink: the stream
 is staged from a pipe into a memfd with \fBsplice\fR, a part at a time
 (\fB,part\-size=\fISIZE\fR, 8 MiB as the AWS CLI; 5 MiB to 5 GiB), and each part sent with
@@ -484,7 +487,9 @@ said in words with their code: \fBNoSuchKey\fR, \fBNoSuchBucket\fR, \fBAccessDen
 \fBRequestTimeTooSkewed\fR (naming the skew); exit 1. The report names the requests beside
 the path: \fBpipe (s3: 5 parts, 2 other)\fR; in JSON the end's \fBrequests\fR: \fBget\fR,
 \fBput\fR, \fBparts\fR, \fBlists\fR, \fBother\fR (create, complete, abort), \fBretries\fR,
-\fBresumes\fR.
+\fBresumes\fR, \fBfailed_resume_attempts\fR, \fBstale_connections\fR (requests sent
+again at once on a new connection: the kept\-alive one they went on had been closed by
+the server while idle, nothing answered; not retries).
 A comma of the key is written \fB\e,\fR.
 \fBcopy \-r s3://\fIBUCKET\fB/\fIPREFIX\fB/ \fIDIR\fR copies every object under
 \fIPREFIX\fB/\fR (ListObjectsV2, every page) into \fIDIR\fR, the key's rest as the path, as
@@ -1380,9 +1385,13 @@ Refused: line mode (\fB\-l\fR, \fB\-0\fR: zerocat does not read the bytes it mov
 the URL as curl takes it (parsed by the \fBurl\fR crate; a password in it is sent as Basic
 credentials and shown as \fB***\fR), then zerocat's options after commas. As a source
 (\fBpipe\fR, \fBtee\fR, \fBcopy\fR) it is a GET; as a sink (the same three) a PUT, or
-the method of \fB,method=POST\fR (\fBPATCH\fR too). HTTP/1.1, one request a connection
-(\fBConnection: close\fR), \fBAccept\-Encoding: identity\fR: the body is never decompressed,
-it is spliced. The response head is read with MSG_PEEK and parsed by httparse, never a byte
+the method of \fB,method=POST\fR (\fBPATCH\fR too). HTTP/1.1 with keep\-alive: a connection
+whose answer was read exactly to its end (Content\-Length or the last chunk, never a body
+that ends at the close) and that the server keeps open carries the next request to the
+same server, proxy and TLS settings (\fBcopy \-j\fR's ranges and resumes, and every
+\fBs3://\fR request); one the server closed while idle is replaced by a new connection
+once, when nothing was answered on it and the request's body can be sent again.
+\fBAccept\-Encoding: identity\fR: the body is never decompressed, it is spliced. The response head is read with MSG_PEEK and parsed by httparse, never a byte
 of the body with it; a head larger than 64 KiB is refused.
 .PP
 \fB,header=\fINAME\fB:\fIVALUE\fR adds a header (repeatable; a value is never shown: the

@@ -594,6 +594,12 @@ pub fn route(record: &Record) -> String {
     s
 }
 
+/// A kind of request as `--stats json` keys it: "GET" -> "get", "stale connections" ->
+/// "stale_connections".
+pub fn request_key(kind: &str) -> String {
+    kind.to_ascii_lowercase().replace(' ', "_")
+}
+
 /// `{"uri":..,"kind":..}`, and `"mptcp":{"active":..,"fallback":..}` when it was asked
 pub fn named_json(named: &Named) -> String {
     let mut o = JsonObject::new();
@@ -617,7 +623,7 @@ fn named_fields(o: &mut JsonObject, named: &Named) {
     if !named.requests.is_empty() {
         let mut r = JsonObject::new();
         for (kind, n) in &named.requests {
-            r.raw(&kind.to_ascii_lowercase(), &n.to_string());
+            r.raw(&request_key(kind), &n.to_string());
         }
         o.raw("requests", &r.finish());
     }

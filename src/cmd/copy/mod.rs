@@ -166,19 +166,27 @@ pub fn run(opts: &Options, cfg: &CopyConfig) -> anyhow::Result<ExitCode> {
             .dest
             .plain_file()
             .expect("cli routes an object into a file only");
-        let (client, get) = crate::endpoint::s3::client::Client::from_opts(s3)?.http_request(
-            &crate::endpoint::s3::client::Call {
-                kind: crate::endpoint::s3::client::Kind::Get,
-                method: "GET",
-                bucket,
-                key,
-                query: &[],
-                headers: &[],
-                body: crate::endpoint::s3::client::Body::Empty,
-            },
-        )?;
+        let s3_client = crate::endpoint::s3::client::Client::from_opts(s3)?;
+        let (client, get) = s3_client.http_request(&crate::endpoint::s3::client::Call {
+            kind: crate::endpoint::s3::client::Kind::Get,
+            method: "GET",
+            bucket,
+            key,
+            query: &[],
+            headers: &[],
+            body: crate::endpoint::s3::client::Body::Empty,
+        })?;
         let jobs = cfg.jobs.unwrap_or(1);
-        return ranged::download(opts, &client, &get, dest, cfg.resume, jobs, &s3.resume);
+        return ranged::download(
+            opts,
+            &client,
+            &get,
+            dest,
+            cfg.resume,
+            jobs,
+            &s3.resume,
+            Some(&s3_client.counts),
+        );
     }
     let operands: Vec<&Endpoint> = cfg.sources.iter().chain([&cfg.dest]).collect();
     // cli turned a one-source copy with a stream or a file with options into `pipe`.

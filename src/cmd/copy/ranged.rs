@@ -22,6 +22,7 @@ use std::fs::{File, OpenOptions};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -31,12 +32,13 @@ use nix::unistd::Whence;
 use url::Url;
 
 use crate::endpoint::http::resume::{
-    check_continuation, refusal_text, Answer, ResumePolicy, Resumer, Validator,
+    check_continuation, refusal_text, Answer, Resume, ResumePolicy, Resumer, Validator,
 };
 use crate::endpoint::http::{
     redact_url, resolve_headers, BodyPump, Client, HttpOpts, Request, RequestBody, Response, Sent,
     PUMP_FINISH,
 };
+use crate::endpoint::s3::client::Counts;
 use crate::engine::meter::Meter;
 use crate::engine::{self, Ends, Failure, Record};
 use crate::exit::{ExitCode, UsageError};
@@ -121,6 +123,11 @@ struct Done {
     info: HttpInfo,
     error: Option<String>,
     interrupted: bool,
+    /// GETs sent (the probe, the ranges), resumes not counted.
+    gets: u64,
+    /// The bodies' resumes that continued them, and those that gave up.
+    resumes: Vec<Resume>,
+    gave_up: Vec<Resume>,
 }
 
 /// `copy [--resume] [-j N] URL FILE`.
@@ -154,11 +161,14 @@ pub fn run(
         resume,
         jobs,
         policy,
+        None,
     )
 }
 
 /// [`run`] with the client and the GET of the caller's: an `s3://` object's (signed at
-/// each request, held to one version by If-Match).
+/// each request, held to one version by If-Match, named by its `s3://` URI). `s3`: the
+/// S3 endpoint's request counts, which the report then shows as `pipe s3://…` does, in
+/// place of the http exchange.
 #[allow(clippy::too_many_arguments)]
 pub fn download(
     opts: &Options,
@@ -168,6 +178,7 @@ pub fn download(
     resume: bool,
     jobs: usize,
     policy: &ResumePolicy,
+    s3: Option<&Counts>,
 ) -> anyhow::Result<ExitCode> {
     let url = &get.url;
     // A FIFO or a device is a stream: -j would rename its temporary over it, --resume
@@ -181,7 +192,7 @@ pub fn download(
     }
     opts.print_plan(&format!(
         "plan: copy {} -> '{}': {}{}",
-        redact_url(url),
+        client.shown(url),
         dest.display(),
         if jobs > 1 {
             format!("{jobs} ranged GETs into a temporary renamed over it")
@@ -210,12 +221,27 @@ pub fn download(
         (Some(e), _) => crate::report::Ending::Error(e.clone()),
         (None, false) => crate::report::Ending::Eof,
     };
+    let socket = FdInfo::assumed(FdKind::Socket);
+    let src = match s3 {
+        Some(counts) => {
+            counts.get.fetch_add(done.gets, Ordering::Relaxed);
+            counts.add_resumes(&done.resumes, None);
+            for failed in &done.gave_up {
+                counts.add_resumes(&[], Some(failed));
+            }
+            Named {
+                requests: counts.named(),
+                ..Named::of(client.shown(url), &socket)
+            }
+        }
+        None => Named {
+            http: Some(done.info),
+            ..Named::of(redact_url(url), &socket)
+        },
+    };
     let report = Report {
         command: "copy",
-        src: Named {
-            http: Some(done.info),
-            ..Named::of(redact_url(url), &FdInfo::assumed(FdKind::Socket))
-        },
+        src,
         dst: Named::of(dest.display().to_string(), &FdInfo::assumed(FdKind::File)),
         record: done.record,
         seconds,
@@ -299,13 +325,15 @@ fn single(
         None => get.clone(),
     };
     let mut response = answered(client, &request)?;
+    let mut gets = 1;
     if kept_before.is_some() && response.head.status == 412 {
         // If-Match (S3): another version is there now; it is fetched whole, from the start,
         // over the old bytes.
         drop(response);
         response = answered(client, get)?;
+        gets += 1;
     }
-    let shown = redact_url(&response.url);
+    let shown = client.shown(&response.url);
     let head = response.head.clone();
     let mut start = 0;
     match (&kept_before, head.status) {
@@ -328,6 +356,9 @@ fn single(
                     info: info_of(&response, len, 1, Vec::new(), kept_before.map(|k| k.1)),
                     error: None,
                     interrupted: false,
+                    gets,
+                    resumes: Vec::new(),
+                    gave_up: Vec::new(),
                 });
             }
             bail!("{shown}: the server answered 416 to a resume at {len}");
@@ -356,7 +387,9 @@ fn single(
     let resumer = Resumer::new(client, get, &head, start, policy);
     let info = info_of(&response, start, 1, Vec::new(), kept_in);
     let what = format!("'{}'", dest.display());
-    whole_body_into(response, resumer, file.as_fd(), meter, info, &what)
+    let mut done = whole_body_into(response, resumer, file.as_fd(), meter, info, &what)?;
+    done.gets = gets;
+    Ok(done)
 }
 
 /// The body (resumed wherever it is cut) into `file` from its offset on; the report's
@@ -375,6 +408,7 @@ fn whole_body_into(
     info.spliced = end.spliced;
     info.copied = end.copied;
     info.resumes = end.resumes.iter().map(resume_of).collect();
+    let gave_up = end.resume_failed.into_iter().collect();
     let interrupted = matches!(failure, Some(Failure::Interrupted));
     let error = end.error.or(failure.and_then(|f| match f {
         Failure::Io(e, _) => Some(format!("{what}: {e}")),
@@ -385,6 +419,9 @@ fn whole_body_into(
         info,
         error,
         interrupted,
+        gets: 1,
+        resumes: end.resumes,
+        gave_up,
     })
 }
 
@@ -463,7 +500,7 @@ fn ranged(
         client,
         &ranged_request(client, get, "bytes=0-0".to_string(), None),
     )?;
-    let shown = redact_url(&probe.url);
+    let shown = client.shown(&probe.url);
     let head = probe.head.clone();
     let validator = Validator::of(
         head.etag(),
@@ -475,7 +512,9 @@ fn ranged(
         // No ranges, or no validator to hold the ranges to one version: one connection.
         (200, ..) | (206, ..) => {
             drop(probe);
-            return single_into_temp(client, get, dest, policy, meter);
+            let mut done = single_into_temp(client, get, dest, policy, meter)?;
+            done.gets += 1;
+            return Ok(done);
         }
         _ if !head.is_success() => bail!(client.refusal(probe)),
         (status, ..) => bail!("{shown}: the server answered {status} to a probe of one byte"),
@@ -509,6 +548,7 @@ fn ranged(
     let mut error = None;
     let mut interrupted = false;
     let mut resumes = Vec::new();
+    let (mut continued, mut gave_up) = (Vec::new(), Vec::new());
     let (mut spliced, mut copied) = (0, 0);
     for r in results {
         match r {
@@ -517,6 +557,8 @@ fn ranged(
                 spliced += end.spliced;
                 copied += end.copied;
                 resumes.extend(end.resumes.iter().map(resume_of));
+                continued.extend(end.resumes);
+                gave_up.extend(end.resume_failed);
                 interrupted |= matches!(failure, Some(Failure::Interrupted));
                 let failed = end.error.or(failure.and_then(|f| match f {
                     Failure::Io(e, _) => {
@@ -558,6 +600,10 @@ fn ranged(
         info,
         error,
         interrupted,
+        // The probe and the ranges.
+        gets: 1 + parts,
+        resumes: continued,
+        gave_up,
     })
 }
 
@@ -576,7 +622,7 @@ fn fetch_part(
 ) -> anyhow::Result<(Record, Option<Failure>, crate::endpoint::http::PumpEnd)> {
     let request = ranged_request(client, get, format!("bytes={a}-{b}"), Some(validator));
     let response = answered(client, &request)?;
-    let shown = redact_url(&response.url);
+    let shown = client.shown(&response.url);
     let head = &response.head;
     let answer = Answer::of(head);
     check_continuation(&answer, a, Some(b), Some(total), validator)

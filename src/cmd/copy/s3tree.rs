@@ -390,7 +390,7 @@ fn report(
                 .raw("dst", &JsonObject::new().str("uri", &dst).finish());
             let mut r = JsonObject::new();
             for (kind, n) in &requests {
-                r.num(&kind.to_ascii_lowercase(), *n);
+                r.num(&crate::report::request_key(kind), *n);
             }
             o.raw("requests", &r.finish());
             crate::report::record_json(&mut o, &record);

@@ -22,7 +22,7 @@ use url::Url;
 
 use super::head::{retry_eintr, ResponseHead};
 use super::resume::{Cause, Resume, Resumer};
-use super::{read_answer, Connection, Response};
+use super::{pool, read_answer, Connection, Response};
 use crate::endpoint::redact_url;
 use crate::sys;
 use crate::sys::ktls::TlsInfo;
@@ -73,6 +73,8 @@ pub struct PumpEnd {
     pub answer: Option<ResponseHead>,
     /// Where a download stopped short and continued ([`Resumer`]), in order.
     pub resumes: Vec<Resume>,
+    /// The resume that gave up, when one did ([`Resumer::failed`]).
+    pub resume_failed: Option<Resume>,
 }
 
 impl PumpEnd {
@@ -137,10 +139,14 @@ pub(super) fn start_source(
     } = response;
     let tls = conn.tls.as_ref().map(|s| s.info.clone());
     let framing = head.framing;
-    let shown = redact_url(&url);
+    let keeps_alive = head.keeps_alive();
+    let shown = match &resumer {
+        Some(r) => r.shown(&url),
+        None => redact_url(&url),
+    };
     let thread = std::thread::Builder::new()
         .name("http-body".into())
-        .spawn(move || pump_source(conn, framing, write, &shown, resumer))?;
+        .spawn(move || pump_source(conn, framing, keeps_alive, write, &shown, resumer))?;
     Ok((
         read,
         BodyPump {
@@ -157,6 +163,7 @@ pub(super) fn start_source(
 fn pump_source(
     mut conn: Connection,
     mut framing: Framing,
+    mut keeps_alive: bool,
     pipe: OwnedFd,
     url: &str,
     mut resumer: Option<Resumer>,
@@ -181,6 +188,7 @@ fn pump_source(
         match r.reconnect(mover.spliced + mover.copied, *cause) {
             Ok(next) => {
                 framing = next.head.framing;
+                keeps_alive = next.head.keeps_alive();
                 finish_connection(std::mem::replace(&mut conn, next.conn));
             }
             Err(why) => break Err(Stop::Failed(format!("{message}; {why}"))),
@@ -188,7 +196,12 @@ fn pump_source(
     };
     end.spliced = mover.spliced;
     end.copied = mover.copied;
-    end.resumes = resumer.map(|r| r.resumes).unwrap_or_default();
+    if let Some(r) = resumer {
+        end.resumes = r.resumes;
+        end.resume_failed = r.failed;
+    }
+    // Read exactly to its framing's end: the connection may carry the next request.
+    let whole = matches!(result, Ok(false));
     match result {
         Ok(unverified) => end.unverified = unverified,
         Err(Stop::ReaderGone) => {}
@@ -196,7 +209,11 @@ fn pump_source(
     }
     // The engine sees EOF once the pipe closes; the connection goes after it.
     drop(pipe);
-    let Connection { fd, tls } = conn;
+    if whole {
+        pool::release(conn, keeps_alive);
+        return end;
+    }
+    let Connection { fd, tls, .. } = conn;
     drop(fd);
     if let Some(session) = tls {
         // A body framed by its length or chunks is whole whatever the close looked like;
@@ -607,7 +624,7 @@ fn pump_upload(
 
 /// Closes the connection, and finishes its TLS stream.
 pub fn finish_connection(conn: Connection) {
-    let Connection { fd, tls } = conn;
+    let Connection { fd, tls, .. } = conn;
     drop(fd);
     if let Some(session) = tls {
         let _ = session.finish(PUMP_FINISH);

@@ -29,6 +29,9 @@ pub struct ResponseHead {
     /// Every header in order, names as sent; values as bytes.
     pub headers: Vec<(String, Vec<u8>)>,
     pub framing: Framing,
+    /// The server keeps the connection open after this answer (HTTP/1.1 without
+    /// `Connection: close`, or HTTP/1.0 with `keep-alive`).
+    pub persistent: bool,
 }
 
 impl ResponseHead {
@@ -65,6 +68,25 @@ impl ResponseHead {
             .then(|| self.header("location"))
             .flatten()
             .filter(|l| !l.is_empty())
+    }
+
+    /// The comma-separated values of every header called `name`, trimmed, lower case,
+    /// empty ones dropped.
+    fn tokens(&self, name: &str) -> Vec<String> {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .flat_map(|(_, v)| v.split(|&b| b == b','))
+            .map(|v| String::from_utf8_lossy(v).trim().to_ascii_lowercase())
+            .filter(|v| !v.is_empty())
+            .collect()
+    }
+
+    /// Whether the connection may carry another request once this answer's body is read
+    /// to its end: the server keeps it open and the body ends by its framing, not at a
+    /// close.
+    pub fn keeps_alive(&self) -> bool {
+        self.persistent && self.framing != Framing::UntilClose
     }
 
     pub fn is_success(&self) -> bool {
@@ -108,10 +130,17 @@ fn read_one(fd: BorrowedFd<'_>, url: &str, method: &str) -> anyhow::Result<Respo
     loop {
         let room = MAX_HEAD + 1 - taken.len();
         let n = retry_eintr(|| recv(fd.as_raw_fd(), &mut peeked[..room], MsgFlags::MSG_PEEK))
-            .map_err(|e| anyhow!("{url}: cannot read the response: {e}"))?;
+            .map_err(|e| match e {
+                Errno::ECONNRESET | Errno::EPIPE if taken.is_empty() => {
+                    super::pool::unanswered(format!("{url}: cannot read the response: {e}"))
+                }
+                _ => anyhow!("{url}: cannot read the response: {e}"),
+            })?;
         if n == 0 {
             if taken.is_empty() {
-                bail!("{url}: the server closed the connection without answering");
+                return Err(super::pool::unanswered(format!(
+                    "{url}: the server closed the connection without answering"
+                )));
             }
             bail!(
                 "{url}: the server closed the connection in the middle of the response head \
@@ -199,6 +228,12 @@ fn make_head(
         reason: response.reason.unwrap_or("").to_string(),
         headers,
         framing: Framing::Length(0),
+        persistent: false,
+    };
+    let connection = head.tokens("connection");
+    head.persistent = match response.version {
+        Some(1) => !connection.iter().any(|t| t == "close"),
+        _ => connection.iter().any(|t| t == "keep-alive"),
     };
     head.framing = framing(&head, method).map_err(|why| anyhow!("{url}: {why}"))?;
     Ok(head)
@@ -212,17 +247,8 @@ fn framing(head: &ResponseHead, method: &str) -> Result<Framing, String> {
     {
         return Ok(Framing::Length(0));
     }
-    let values = |name: &str| -> Vec<String> {
-        head.headers
-            .iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-            .flat_map(|(_, v)| v.split(|&b| b == b','))
-            .map(|v| String::from_utf8_lossy(v).trim().to_ascii_lowercase())
-            .filter(|v| !v.is_empty())
-            .collect()
-    };
-    let codings = values("transfer-encoding");
-    let lengths = values("content-length");
+    let codings = head.tokens("transfer-encoding");
+    let lengths = head.tokens("content-length");
     if !codings.is_empty() {
         if !lengths.is_empty() {
             // The request-smuggling shape (RFC 9112 §6.3, HAZARDS §3): refused.

@@ -8,6 +8,7 @@
 //! - `request.rs`: the request head, as bytes.
 //! - `head.rs`: reading a response head off a socket without taking a byte of the body
 //!   (MSG_PEEK, then exactly the head), at most [`MAX_HEAD`] bytes; [`ResponseHead`].
+//! - `pool.rs`: keep-alive, idle connections for the next request to the same server.
 //! - `body.rs`: the body's framing ([`Framing`]: Content-Length, chunked, until close) and
 //!   the pumps: a GET body into a pipe, a PUT body out of one (chunked) or a file
 //!   (Content-Length, the engine's sendfile straight into the socket).
@@ -21,6 +22,7 @@
 mod body;
 mod head;
 mod open;
+pub mod pool;
 mod request;
 pub mod resume;
 mod target;
@@ -88,6 +90,13 @@ pub trait Service: Send + Sync + std::fmt::Debug {
     /// Adds the signature's headers to `request` (replacing any of an earlier signing).
     fn sign(&self, request: &mut Request);
 
+    /// How messages name the object at `url` (S3: `s3://BUCKET/KEY`, never the http URL
+    /// that carries it); None: the URL, its password hidden.
+    fn name(&self, url: &Url) -> Option<String> {
+        let _ = url;
+        None
+    }
+
     /// The service's words for an error answer of `status` whose body begins with `body`
     /// (S3's XML error: "no such object (NoSuchKey)"); None: the status line says it.
     fn refusal(&self, status: u16, body: &[u8]) -> Option<String> {
@@ -135,6 +144,11 @@ impl Precondition {
 pub struct Connection {
     pub fd: OwnedFd,
     pub tls: Option<Session>,
+    /// The server and way to it, when the connection may go back to the pool
+    /// ([`pool::release`]) after an answer read to its end.
+    pub origin: Option<std::sync::Arc<pool::Origin>>,
+    /// Taken from the pool: it carried a request before.
+    pub reused: bool,
 }
 
 /// A response whose head was read: the connection is at the first byte of the body.
@@ -157,6 +171,9 @@ pub struct Client {
     pub service: Option<std::sync::Arc<dyn Service>>,
     /// How ranged requests (resumes, `copy -j`) are held to one version.
     pub precondition: Precondition,
+    /// Requests ask to keep the connection open, and a connection whose answer was read
+    /// to its end carries the next request to the same server ([`pool`]).
+    pub keep_alive: bool,
 }
 
 impl Client {
@@ -165,7 +182,17 @@ impl Client {
             opts,
             service: None,
             precondition: Precondition::IfRange,
+            keep_alive: true,
         }
+    }
+
+    /// How messages name `url`: the service's name for it ([`Service::name`]), else the
+    /// URL with its password hidden.
+    pub fn shown(&self, url: &Url) -> String {
+        self.service
+            .as_ref()
+            .and_then(|s| s.name(url))
+            .unwrap_or_else(|| redact_url(url))
     }
 
     /// Connects to `url`'s server (through `socks5=`/`connect=` or the proxy the environment
@@ -242,14 +269,50 @@ impl Client {
 
     fn exchange_once(&self, request: &Request) -> anyhow::Result<Sent> {
         let conn = self.connect_for(&request.url)?;
-        self.send_on(conn, request)
+        let reused = conn.reused;
+        match self.send_on(conn, request) {
+            // An idle connection the server had closed: the head goes again on a new one
+            // (no body was sent yet: a body is the caller's, after Continue).
+            Err(e) if reused && pool::is_unanswered(&e) => {
+                let conn = self.connect_new(&request.url)?;
+                self.send_on(conn, request)
+            }
+            sent => sent,
+        }
     }
 
-    /// Connects to the server (or proxy) of `url`, TLS included: the first half of
-    /// [`Client::exchange`], no redirect followed. A failure here sent nothing.
+    /// A connection to the server (or proxy) of `url`, TLS included: an idle one of the
+    /// pool ([`Connection::reused`]) when this client keeps connections alive, else a new
+    /// one. The first half of [`Client::exchange`], no redirect followed. A failure here
+    /// sent nothing.
     pub fn connect_for(&self, url: &Url) -> anyhow::Result<Connection> {
+        if self.keep_alive {
+            if let Some(conn) = pool::take(&self.origin(url)?) {
+                return Ok(conn);
+            }
+        }
+        self.connect_new(url)
+    }
+
+    /// A new connection to the server (or proxy) of `url`, never one of the pool.
+    pub fn connect_new(&self, url: &Url) -> anyhow::Result<Connection> {
         let route = target::route(url, &self.opts)?;
-        connect(&route, &self.opts, url)
+        let mut conn = connect(&route, &self.opts, url)?;
+        if self.keep_alive {
+            conn.origin = Some(std::sync::Arc::new(self.origin(url)?));
+        }
+        Ok(conn)
+    }
+
+    /// What a connection for `url` is interchangeable by ([`pool::Origin`]).
+    fn origin(&self, url: &Url) -> anyhow::Result<pool::Origin> {
+        Ok(pool::Origin {
+            scheme: url.scheme().to_string(),
+            host: target::host_of(url),
+            port: url.port_or_known_default().unwrap_or(80),
+            route: target::route(url, &self.opts)?,
+            connect: self.opts.connect.clone(),
+        })
     }
 
     /// Sends `request` on `conn` (from [`Client::connect_for`]) and reads the answer's head,
@@ -268,10 +331,13 @@ impl Client {
         };
         let shown = redact_url(&request.url);
         let route = target::route(&request.url, &self.opts)?;
-        let head = request::head(request, &route, &self.opts);
-        crate::sys::write_all(conn.fd.as_fd(), &head)
-            .map_err(|(_, errno)| std::io::Error::from(errno))
-            .with_context(|| format!("{shown}: cannot send the request"))?;
+        let head = request::head(request, &route, self.keep_alive);
+        crate::sys::write_all(conn.fd.as_fd(), &head).map_err(|(_, errno)| {
+            pool::unanswered(format!(
+                "{shown}: cannot send the request: {}",
+                std::io::Error::from(errno)
+            ))
+        })?;
         if let RequestBody::Direct(_) = request.body {
             return Ok(Sent::Continue(conn, request.url.clone()));
         }
@@ -336,7 +402,7 @@ impl Client {
     /// An error answer in words: the service's (S3's XML error, read from the body) when
     /// it has some, else the status line. The body is read here, never into a sink.
     pub fn refusal(&self, response: Response) -> String {
-        let shown = redact_url(&response.url);
+        let shown = self.shown(&response.url);
         let plain = format!(
             "{shown}: the server answered {}",
             response.head.status_line()
@@ -477,6 +543,8 @@ fn connect(route: &target::Route, opts: &HttpOpts, url: &Url) -> anyhow::Result<
     Ok(Connection {
         fd: opened.fd,
         tls: opened.tls,
+        origin: None,
+        reused: false,
     })
 }
 

@@ -114,7 +114,9 @@ impl HttpEnd {
                 let mut end = PumpEnd::default();
                 if cut.into_inner() {
                     // Short of its Content-Length: reset, so the server keeps nothing.
-                    let Connection { fd, tls: session } = *conn;
+                    let Connection {
+                        fd, tls: session, ..
+                    } = *conn;
                     if let Some(session) = &session {
                         session.cut();
                     }

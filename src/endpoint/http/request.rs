@@ -4,13 +4,14 @@
 use std::fmt::Write as _;
 
 use super::target::{base64, userinfo, Route};
-use super::{HttpOpts, Request, RequestBody};
+use super::{Request, RequestBody};
 
 /// The head of `request` sent along `route`. Defaults zerocat sends unless the caller gave
 /// the same header: `User-Agent`, `Accept: */*`; always `Accept-Encoding: identity` (the
-/// body is moved as it comes, never decompressed) and `Connection: close` (one request per
-/// connection: the body ends where the framing says, and nothing follows it).
-pub fn head(request: &Request, route: &Route, _opts: &HttpOpts) -> Vec<u8> {
+/// body is moved as it comes, never decompressed) and, unless `keep_alive`,
+/// `Connection: close` (one request per connection). Either way the body ends where the
+/// framing says, and nothing follows it.
+pub fn head(request: &Request, route: &Route, keep_alive: bool) -> Vec<u8> {
     let url = &request.url;
     let origin_form = match (&request.target, url.query()) {
         (Some(target), _) => target.clone(),
@@ -40,7 +41,10 @@ pub fn head(request: &Request, route: &Route, _opts: &HttpOpts) -> Vec<u8> {
     if !given("accept") {
         text.push_str("Accept: */*\r\n");
     }
-    text.push_str("Accept-Encoding: identity\r\nConnection: close\r\n");
+    text.push_str("Accept-Encoding: identity\r\n");
+    if !keep_alive {
+        text.push_str("Connection: close\r\n");
+    }
     if let (Some(credentials), false) = (userinfo(url), given("authorization")) {
         let _ = write!(
             text,

@@ -18,7 +18,6 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use super::target::redact_url;
 use super::{Client, Framing, Request, Response, ResponseHead, Sent};
 
 /// `--retries`, `--retry-wait` and `--idle-timeout` as an http source takes them.
@@ -89,6 +88,8 @@ pub struct Resumer {
     /// When the connection now moving the body was taken (its answer accepted).
     since: Instant,
     pub resumes: Vec<Resume>,
+    /// The resume that gave up (the body ends there): where, why, its reconnections.
+    pub failed: Option<Resume>,
 }
 
 impl Resumer {
@@ -126,7 +127,13 @@ impl Resumer {
             furthest: start,
             since: Instant::now(),
             resumes: Vec::new(),
+            failed: None,
         })
+    }
+
+    /// How messages name `url` (the client's [`Client::shown`]).
+    pub fn shown(&self, url: &url::Url) -> String {
+        self.client.shown(url)
     }
 
     /// The validator the resumes are conditional on.
@@ -140,8 +147,27 @@ impl Resumer {
     /// moves next (a 206 that says neither length nor chunked is taken as long as its
     /// Content-Range). Err: why not, in words (the object changed, attempts used up).
     pub fn reconnect(&mut self, delivered: u64, cause: Cause) -> Result<Response, String> {
+        let mut tried = 0;
+        let resumed = self.try_resume(delivered, cause, &mut tried);
+        if resumed.is_err() {
+            self.failed = Some(Resume {
+                offset: self.start + delivered,
+                cause,
+                attempts: tried,
+            });
+        }
+        resumed
+    }
+
+    /// [`Resumer::reconnect`]; `tried` counts its reconnections, answered or not.
+    fn try_resume(
+        &mut self,
+        delivered: u64,
+        cause: Cause,
+        tried: &mut u32,
+    ) -> Result<Response, String> {
         let offset = self.start + delivered;
-        let shown = redact_url(&self.request.url);
+        let shown = self.client.shown(&self.request.url);
         // Headway starts the count over, and so the next attempt goes at once; a connection
         // that broke after a few bytes, quickly, is one more failed attempt, so a server
         // that cuts every connection early is not hammered with immediate reconnections.
@@ -153,8 +179,8 @@ impl Resumer {
             }
         }
         let mut last = String::new();
-        // This resume's own reconnections (the count in a row may include earlier ones).
-        let mut tried = 0;
+        // `tried`: this resume's own reconnections (the count in a row may include earlier
+        // ones).
         loop {
             let Some(wait) = self.backoff.next_wait() else {
                 let attempts = self.backoff.attempts();
@@ -178,7 +204,7 @@ impl Resumer {
                     "{shown}: interrupted while waiting to resume at {offset}"
                 ));
             }
-            tried += 1;
+            *tried += 1;
             let mut request = self.request.clone();
             let range = match self.end {
                 Some(end) => format!("bytes={offset}-{end}"),
@@ -211,7 +237,7 @@ impl Resumer {
                     self.resumes.push(Resume {
                         offset,
                         cause,
-                        attempts: tried,
+                        attempts: *tried,
                     });
                     self.since = Instant::now();
                     return Ok(response);
@@ -520,8 +546,21 @@ impl Cause {
 pub struct Resume {
     pub offset: u64,
     pub cause: Cause,
-    /// Attempts it took (1: the first reconnection answered).
+    /// Attempts it took (1: the first reconnection answered); of one that gave up, the
+    /// reconnections it made (0: the attempts in a row were used up before it).
     pub attempts: u32,
+}
+
+impl Resume {
+    /// Its reconnections that did not continue the body: all of one that gave up
+    /// (`continued` false), all but the last of one that continued it.
+    pub fn failed_attempts(&self, continued: bool) -> u32 {
+        if continued {
+            self.attempts.saturating_sub(1)
+        } else {
+            self.attempts
+        }
+    }
 }
 
 /// How far a connection must carry the body, or how long (`--retry-wait`), for its cut to

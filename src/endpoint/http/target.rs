@@ -8,7 +8,7 @@ pub use super::super::redact_url;
 use super::super::{HttpOpts, TlsOpts};
 
 /// Where a request goes: the server itself, or a proxy.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
     pub host: String,
     pub port: u16,

@@ -1,5 +1,7 @@
-//! S3 requests over the http endpoint's client (`endpoint/http`): one signed HTTP/1.1
-//! request per connection (`Connection: close`), over TCP, or TLS for an https endpoint
+//! S3 requests over the http endpoint's client (`endpoint/http`): signed HTTP/1.1 requests
+//! on kept-alive connections (`http/pool.rs`: an answer read to its end leaves its
+//! connection for the next request; one the server closed while idle is replaced once),
+//! over TCP, or TLS for an https endpoint
 //! (`cafile=`, `verify=0`, `sni=` as `tls:` takes them), the answer's head read with
 //! MSG_PEEK so the connection stays at the body's first byte. A GET's body is the http
 //! endpoint's: spliced by its pump into a pipe the engine reads, and resumed after a cut
@@ -26,7 +28,7 @@ use super::config::{self, Settings};
 use super::error::{self, Asked};
 use super::sigv4::{self, Scope};
 use super::xml;
-use crate::endpoint::http::resume::{no_resume_reason, ResumePolicy, Resumer};
+use crate::endpoint::http::resume::{no_resume_reason, Resume, ResumePolicy, Resumer};
 use crate::endpoint::http::{self, BodyPump, Framing, Response, Sent};
 use crate::endpoint::{ConnectOpts, HttpOpts, S3Opts};
 use crate::sys::memfd::Staged;
@@ -43,6 +45,13 @@ pub struct Counts {
     pub retry: AtomicU64,
     /// A GET's body continued after a cut (`Range` + `If-Match`).
     pub resume: AtomicU64,
+    /// Reconnections to continue a body that did not: refused, cut before an answer, or
+    /// all of a resume that gave up (`resume` counts those that continued it).
+    pub resume_failed: AtomicU64,
+    /// Idle keep-alive connections found closed by the server when a request went on
+    /// them: each request was sent again on a new connection (not a retry: nothing was
+    /// answered, and no backoff).
+    pub stale: AtomicU64,
 }
 
 impl Counts {
@@ -56,11 +65,30 @@ impl Counts {
             ("other", &self.other),
             ("retries", &self.retry),
             ("resumes", &self.resume),
+            ("failed resume attempts", &self.resume_failed),
+            ("stale connections", &self.stale),
         ]
         .into_iter()
         .map(|(n, c)| (n, c.load(Ordering::Relaxed)))
         .filter(|(_, c)| *c > 0)
         .collect()
+    }
+}
+
+impl Counts {
+    /// A GET body's resumes, from its pump (`resumes` that continued it, `failed` the one
+    /// that gave up): each reconnection was a GET and a retry; those that did not continue
+    /// the body are failed resume attempts.
+    pub fn add_resumes(&self, resumes: &[Resume], failed: Option<&Resume>) {
+        let continued = resumes.iter().map(|r| (r, true));
+        for (resume, ok) in continued.chain(failed.map(|r| (r, false))) {
+            let attempts = u64::from(resume.attempts);
+            self.get.fetch_add(attempts, Ordering::Relaxed);
+            self.retry.fetch_add(attempts, Ordering::Relaxed);
+            self.resume.fetch_add(u64::from(ok), Ordering::Relaxed);
+            self.resume_failed
+                .fetch_add(u64::from(resume.failed_attempts(ok)), Ordering::Relaxed);
+        }
     }
 }
 
@@ -217,7 +245,7 @@ impl Client {
         self.with_retries(call, |mut response| {
             let body = read_small(&mut response);
             let head = Head::of(&response.head);
-            http::finish_connection(response.conn);
+            release(response, body.is_ok());
             Ok((head, body?))
         })
     }
@@ -298,6 +326,7 @@ impl Client {
                 query: call.query.to_vec(),
             })),
             precondition: http::Precondition::IfMatch,
+            keep_alive: true,
         };
         Ok((client, request))
     }
@@ -343,9 +372,11 @@ impl Client {
                     )
                 });
             }
-            let body = read_small(&mut response).unwrap_or_default();
+            let body = read_small(&mut response);
             let status = response.head.status;
-            http::finish_connection(response.conn);
+            let whole = body.is_ok();
+            release(response, whole);
+            let body = body.unwrap_or_default();
             let code = xml::error(&body).map(|e| e.code);
             if attempt < ATTEMPTS && error::is_retryable(status, code.as_deref()) {
                 continue;
@@ -355,27 +386,61 @@ impl Client {
         unreachable!("the last attempt returns")
     }
 
-    /// One attempt: connect, send the signed request and its body, read the answer's head.
+    /// One attempt: connect (an idle connection of the pool when there is one), send the
+    /// signed request and its body, read the answer's head. A connection of the pool the
+    /// server had closed while idle (nothing answered) is replaced by a new one once: every
+    /// body here can be sent again (bytes, or a file or memfd part by sendfile), and is.
     fn send(&self, call: &Call) -> Result<Response, Unanswered> {
         let (client, request) = self.http_request(call).map_err(Unanswered::Unreached)?;
         let conn = client
             .connect_for(&request.url)
             .map_err(Unanswered::Unreached)?;
-        answer_timeout(conn.fd.as_fd(), Some(ANSWER_TIMEOUT));
-        let cut = Unanswered::Cut;
-        let (conn, url) = match client.send_on(conn, &request).map_err(cut)? {
-            Sent::Answered(response) => return Ok(response),
-            Sent::Continue(conn, url) => (conn, url),
-        };
-        write_body(conn.fd.as_fd(), call.body).map_err(|e| cut(anyhow!(e)))?;
-        let head = http::read_answer(&conn, &url, call.method).map_err(cut)?;
-        Ok(Response {
-            conn,
-            head,
-            url,
-            redirects: 0,
-        })
+        let reused = conn.reused;
+        match send_on(&client, conn, &request, call) {
+            Err(e) if reused && http::pool::is_unanswered(&e) => {
+                self.counts.stale.fetch_add(1, Ordering::Relaxed);
+                let conn = client
+                    .connect_new(&request.url)
+                    .map_err(Unanswered::Unreached)?;
+                send_on(&client, conn, &request, call).map_err(Unanswered::Cut)
+            }
+            sent => sent.map_err(Unanswered::Cut),
+        }
     }
+}
+
+/// Sends `request` (`call`'s) and its body on `conn`, and reads the answer's head.
+fn send_on(
+    client: &http::Client,
+    conn: http::Connection,
+    request: &http::Request,
+    call: &Call,
+) -> anyhow::Result<Response> {
+    answer_timeout(conn.fd.as_fd(), Some(ANSWER_TIMEOUT));
+    let (conn, url) = match client.send_on(conn, request)? {
+        Sent::Answered(response) => return Ok(response),
+        Sent::Continue(conn, url) => (conn, url),
+    };
+    write_body(conn.fd.as_fd(), call.body).map_err(|e| {
+        http::pool::unanswered(format!(
+            "{}: cannot send the body: {e}",
+            http::redact_url(&url)
+        ))
+    })?;
+    let head = http::read_answer(&conn, &url, call.method)?;
+    Ok(Response {
+        conn,
+        head,
+        url,
+        redirects: 0,
+    })
+}
+
+/// The connection of an answer whose body was read (`whole`: exactly to its end) back to
+/// the pool, when the server keeps it open; else closed.
+fn release(response: Response, whole: bool) {
+    let keeps_alive = whole && response.head.keeps_alive();
+    http::pool::release(response.conn, keeps_alive);
 }
 
 /// Why an attempt got no answer.
@@ -401,6 +466,10 @@ struct Signer {
 }
 
 impl http::Service for Signer {
+    fn name(&self, _url: &Url) -> Option<String> {
+        Some(self.uri.clone())
+    }
+
     fn refusal(&self, status: u16, body: &[u8]) -> Option<String> {
         let parsed = xml::error(body);
         Some(error::in_words(
@@ -499,10 +568,12 @@ fn write_body(fd: BorrowedFd<'_>, body: Body) -> std::io::Result<()> {
     }
 }
 
-/// A small answer's body: Content-Length bytes, chunks, or up to the close.
+/// A small answer's body: Content-Length bytes, chunks to the last one and its trailers,
+/// or up to the close; Ok only when read exactly to its end (nothing after it taken).
 fn read_small(response: &mut Response) -> anyhow::Result<Vec<u8>> {
     let fd = response.conn.fd.as_fd();
-    let limit = match response.head.framing {
+    let framing = response.head.framing;
+    let limit = match framing {
         Framing::Length(n) if n > MAX_ANSWER as u64 => {
             bail!("an answer of {n} bytes, over {} MiB", MAX_ANSWER >> 20)
         }
@@ -512,6 +583,15 @@ fn read_small(response: &mut Response) -> anyhow::Result<Vec<u8>> {
     let mut all = vec![0u8; limit.min(64 << 10)];
     let mut got = 0;
     while got < limit {
+        if framing == Framing::Chunked {
+            // The server keeps the connection open after the last chunk: stop there.
+            if let Some((body, used)) = dechunk(&all[..got])? {
+                if used != got {
+                    bail!("more bytes after the chunked answer's end");
+                }
+                return Ok(body);
+            }
+        }
         if got == all.len() {
             all.resize((all.len() * 2).min(limit), 0);
         }
@@ -526,32 +606,53 @@ fn read_small(response: &mut Response) -> anyhow::Result<Vec<u8>> {
         }
     }
     all.truncate(got);
-    match response.head.framing {
+    match framing {
         Framing::Length(n) if (got as u64) < n => {
             bail!("the answer ended at {got} of {n} bytes")
         }
-        Framing::Chunked => Ok(dechunk(&all)?),
+        Framing::Chunked => match dechunk(&all)? {
+            Some((body, used)) if used == got => Ok(body),
+            _ => bail!("a chunked answer cut short, or longer than its chunks"),
+        },
         _ => Ok(all),
     }
 }
 
-fn dechunk(mut bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+/// The body of a chunked answer and how many bytes it took with its trailers, once
+/// `bytes` holds it whole; None while it does not yet.
+fn dechunk(mut bytes: &[u8]) -> std::io::Result<Option<(Vec<u8>, usize)>> {
     let bad = || std::io::Error::other("a malformed chunked answer");
+    let whole = bytes.len();
     let mut out = Vec::new();
     loop {
-        let line_end = find_crlf(bytes).ok_or_else(bad)?;
+        let Some(line_end) = find_crlf(bytes) else {
+            return Ok(None);
+        };
         let size_text = std::str::from_utf8(&bytes[..line_end]).map_err(|_| bad())?;
         let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
             .map_err(|_| bad())?;
         bytes = &bytes[line_end + 2..];
         if size == 0 {
-            return Ok(out);
+            break;
         }
         if bytes.len() < size + 2 {
+            return Ok(None);
+        }
+        if &bytes[size..size + 2] != b"\r\n" {
             return Err(bad());
         }
         out.extend_from_slice(&bytes[..size]);
         bytes = &bytes[size + 2..];
+    }
+    // Trailer lines, up to an empty one.
+    loop {
+        let Some(line_end) = find_crlf(bytes) else {
+            return Ok(None);
+        };
+        bytes = &bytes[line_end + 2..];
+        if line_end == 0 {
+            return Ok(Some((out, whole - bytes.len())));
+        }
     }
 }
 

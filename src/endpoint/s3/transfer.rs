@@ -18,7 +18,6 @@
 //!   single PUT never sent.
 
 use std::os::fd::OwnedFd;
-use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -99,14 +98,9 @@ impl Transfer {
         let failure = match self.job {
             Job::Get { length, pump } => {
                 let end = pump.finish(PUMP_FINISH);
-                let counts = &self.client.counts;
-                for resume in &end.resumes {
-                    // Each attempt to resume was a GET; all but the first a retry too.
-                    let attempts = u64::from(resume.attempts);
-                    counts.get.fetch_add(attempts, Ordering::Relaxed);
-                    counts.retry.fetch_add(attempts, Ordering::Relaxed);
-                    counts.resume.fetch_add(1, Ordering::Relaxed);
-                }
+                self.client
+                    .counts
+                    .add_resumes(&end.resumes, end.resume_failed.as_ref());
                 end.error.or_else(|| {
                     (complete && delivered != length).then(|| {
                         format!(
