@@ -33,6 +33,9 @@ pub struct Options {
     pub program: Option<&'static str>,
     /// pv's display in place of zerocat's bar (zerocat answering as `pv`).
     pub pv: Option<PvStyle>,
+    /// Why every byte goes through userspace where a kernel path would serve: a drop-in
+    /// flag that reads each line (nc `-C`/`-i`, pv `-l`). The report says it.
+    pub userspace_because: Option<&'static str>,
 }
 
 /// What pv's display shows (pv 1.6's flags): with none of progress, timer, eta, rate,
@@ -65,10 +68,28 @@ impl Options {
     pub fn print_report(&self, report: &str) {
         match self.stats {
             StatsFormat::Json => {
-                *self.json.lock().unwrap_or_else(|e| e.into_inner()) = Some(report.to_string());
+                let report = self.with_reason_json(report);
+                *self.json.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
             }
-            StatsFormat::Text if !self.quiet => self.emit(report),
+            StatsFormat::Text if !self.quiet => match self.userspace_because {
+                Some(why) => self.emit(&format!("{report}; userspace because {why}")),
+                None => self.emit(report),
+            },
             StatsFormat::Text => {}
+        }
+    }
+
+    /// The JSON report with `"userspace_because"` as its last member, when there is a why.
+    fn with_reason_json(&self, report: &str) -> String {
+        let Some(why) = self.userspace_because else {
+            return report.to_string();
+        };
+        match report.trim_end().strip_suffix('}') {
+            Some(open) => format!(
+                "{open},\"userspace_because\":{}}}",
+                crate::report::json_string(why)
+            ),
+            None => report.to_string(),
         }
     }
 

@@ -609,6 +609,33 @@ fn nc_connect_cases() -> Vec<NcCase> {
         case(&["-uz", "127.0.0.1", "{P}"], Udp, b""),
         case(&["-uz", "127.0.0.1", "{C}"], None, b""),
         case(&["-uzv", "127.0.0.1", "{C}"], None, b""),
+        // -C: a CR before each LF that has none (the server reads the wire's bytes); -i:
+        // a second after each line sent (both take two seconds; no timing asserted), none
+        // between ports (Debian's nc pauses not there either), nc's words for a bad one.
+        case(
+            &["-N", "-C", "127.0.0.1", "{P}"],
+            Answering,
+            b"a\nb\r\nc\n\nd",
+        ),
+        case(
+            &["-C", "-q", "0", "127.0.0.1", "{P}"],
+            Answering,
+            b"GET / HTTP/1.0\n\n",
+        ),
+        case(
+            &["-N", "-i", "1", "127.0.0.1", "{P}"],
+            Answering,
+            b"one\ntwo\n",
+        ),
+        case(
+            &["-i", "0", "-N", "127.0.0.1", "{P}"],
+            Answering,
+            b"no pause\n",
+        ),
+        case(&["-zv", "-i", "1", "127.0.0.1", "{C}", "{P}"], Open, b""),
+        case(&["-i", "0.5", "127.0.0.1", "{C}"], None, b""),
+        case(&["-i", "-1", "127.0.0.1", "{C}"], None, b""),
+        case(&["-i", "x", "127.0.0.1", "{C}"], None, b""),
     ]
 }
 
@@ -808,6 +835,196 @@ fn nc_relays_a_big_stream_and_the_report_names_the_path() {
     assert_eq!(out.stdout, b"done\n");
     let err = stderr_text(&out);
     assert!(err.contains("splice") || err.contains("userspace"), "{err}");
+}
+
+/// `-C` and `-i` read every line, so their bytes go by userspace, and the report says why.
+#[test]
+fn nc_c_and_i_go_by_userspace_and_the_report_says_why() {
+    for (flag, why) in [("-C", "nc -C rewrites"), ("-i", "nc -i pauses")] {
+        let (port, server) = answering_server(b"done\n");
+        let links = links();
+        let mut cmd = Command::new(links.path().join("nc"));
+        cmd.arg("-N").arg(flag);
+        if flag == "-i" {
+            cmd.arg("1");
+        }
+        cmd.args(["--zerocat-report", "127.0.0.1", &port.to_string()])
+            .env_clear();
+        let out = run_with_stdin(cmd, Some(b"one line\n".to_vec()));
+        assert!(out.status.success(), "{}", stderr_text(&out));
+        let want: &[u8] = if flag == "-C" {
+            b"one line\r\n"
+        } else {
+            b"one line\n"
+        };
+        assert_bytes_eq(&server.join().unwrap().1, want, "what the server read");
+        assert_eq!(out.stdout, b"done\n");
+        let err = stderr_text(&out);
+        assert!(err.contains("via userspace"), "{flag}: {err}");
+        assert!(
+            err.contains(&format!("userspace because {why}")),
+            "{flag}: {err}"
+        );
+    }
+}
+
+/// A server for `-P`'s runs: each connection's bytes, read to its end, one entry a run.
+fn recording_server(runs: usize) -> (u16, thread::JoinHandle<Vec<Vec<u8>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = thread::spawn(move || {
+        (0..runs)
+            .map(|_| {
+                let (mut conn, _) = listener.accept().unwrap();
+                conn.set_read_timeout(Some(DEADLINE)).unwrap();
+                let mut got = Vec::new();
+                let _ = conn.read_to_end(&mut got);
+                got
+            })
+            .collect()
+    });
+    (port, handle)
+}
+
+/// Runs `program ARGS` with `stdin` piped and a terminal of its own (a pty, its
+/// controlling terminal, as a login's): `typed` is typed there once `prompt` shows.
+/// The output, and everything the terminal showed.
+fn run_on_a_terminal(
+    program: &Path,
+    args: &[String],
+    stdin: &[u8],
+    prompt: &str,
+    typed: &str,
+) -> (Output, String) {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::process::CommandExt as _;
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let slave = pty.slave.as_raw_fd();
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::unistd::setsid()?;
+            if nix::libc::ioctl(slave, nix::libc::TIOCSCTTY, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    drop(pty.slave);
+    let mut master = std::fs::File::from(pty.master);
+    let mut typist = master.try_clone().unwrap();
+    let (shown_tx, shown_rx) = mpsc::channel();
+    let prompt = prompt.to_string();
+    let screen = thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 1024];
+        let mut told = false;
+        // EIO once the child and its terminal are gone.
+        while let Ok(n @ 1..) = master.read(&mut buf) {
+            seen.extend_from_slice(&buf[..n]);
+            if !told && String::from_utf8_lossy(&seen).contains(&prompt) {
+                told = true;
+                let _ = shown_tx.send(());
+            }
+        }
+        String::from_utf8_lossy(&seen).into_owned()
+    });
+    let mut input = child.stdin.take().unwrap();
+    let stdin = stdin.to_vec();
+    let feeder = thread::spawn(move || {
+        let _ = input.write_all(&stdin);
+    });
+    if shown_rx.recv_timeout(DEADLINE).is_ok() {
+        typist.write_all(format!("{typed}\n").as_bytes()).unwrap();
+    }
+    let out = wait_with_deadline(child, DEADLINE);
+    feeder.join().unwrap();
+    drop(typist);
+    (out, screen.join().unwrap())
+}
+
+/// `-P USER -X connect` against a tinyproxy that wants Basic credentials: as OpenBSD nc,
+/// a first try without them, then the password asked on the terminal (echo off) and the
+/// tunnel opened; with no terminal, nc's refusal; without -P, nc's words for the 407.
+#[test]
+fn nc_p_asks_the_terminal_for_the_proxy_password_as_openbsd_netcat_does() {
+    let Some(nc) = real("/bin/nc.openbsd", "netcat-openbsd") else {
+        return;
+    };
+    let (target, server) = recording_server(2);
+    let dir = tempdir();
+    let Some(proxy) = crate::outbound::tinyproxy(dir.path(), target) else {
+        eprintln!("SKIPPED: nc -P: tinyproxy is not installed (apt-get install tinyproxy)");
+        return;
+    };
+    let links = links();
+    let ours = links.path().join("nc");
+    let via = format!("127.0.0.1:{}", proxy.port);
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = ["-N", "-X", "connect", "-x", &via]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(["127.0.0.1".to_string(), target.to_string()]);
+        args
+    };
+    let prompt = "Proxy password for bob@127.0.0.1: ";
+    for program in [&nc, &ours] {
+        let what = format!("{} -P", program.display());
+        // A terminal: asked there, typed, the tunnel opens and stdin goes through.
+        let (out, screen) = run_on_a_terminal(
+            program,
+            &args(&["-P", "bob"]),
+            b"through the proxy\n",
+            prompt,
+            "s3cret",
+        );
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr_text(&out));
+        assert!(
+            screen.starts_with(prompt),
+            "{what}: the terminal showed {screen:?}"
+        );
+        assert!(
+            !screen.contains("s3cret"),
+            "{what}: the password was echoed: {screen:?}"
+        );
+        // No terminal: nc's words (zerocat adds its own way on a second line).
+        let args_p = args(&["-P", "bob"]);
+        let args_p: Vec<&str> = args_p.iter().map(String::as_str).collect();
+        let out = run_in(program, &args_p, dir.path(), b"x\n");
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", stderr_text(&out));
+        assert_eq!(
+            stderr_text(&out).lines().next(),
+            Some("nc: Unable to read proxy passphrase"),
+            "{what}"
+        );
+        // Without -P: the proxy's refusal in nc's words.
+        let plain = args(&[]);
+        let plain: Vec<&str> = plain.iter().map(String::as_str).collect();
+        let out = run_in(program, &plain, dir.path(), b"x\n");
+        assert_eq!(out.status.code(), Some(1), "{what}");
+        assert_eq!(
+            stderr_text(&out),
+            "nc: Proxy error: \"HTTP/1.0 407 Proxy Authentication Required\"\n",
+            "{what}"
+        );
+    }
+    let runs = server.join().unwrap();
+    assert_eq!(
+        runs,
+        [
+            b"through the proxy\n".to_vec(),
+            b"through the proxy\n".to_vec()
+        ]
+    );
 }
 
 /// `nc -u HOST PORT` sends stdin as datagrams, as netcat does; like nc it then waits for

@@ -1347,14 +1347,22 @@ on the line, prints zerocat's report at the end. A flag zerocat does not take is
 with the tool's usage error (nc and tee exit 1, pv 64) and a line naming the zerocat way.
 .TP
 nc
-OpenBSD netcat's \fB\-4 \-6 \-d \-k \-l \-N \-n \-q \-U \-u \-v \-z \-e \-c \-p \-s \-w \-X \-x\fR
-(with ncat's long spellings). It connects, scans (\fB\-z\fR, several ports, port ranges
+OpenBSD netcat's \fB\-4 \-6 \-C \-d \-i \-k \-l \-N \-n \-P \-q \-U \-u \-v \-z \-e \-c \-p \-s
+\-w \-X \-x\fR (with ncat's long spellings). It connects, scans (\fB\-z\fR, several ports, port ranges
 \fILO\-HI\fR, service names; \fB\-uz\fR for UDP) and accepts itself, so the lines and exit
 codes scripts read are OpenBSD's
 (\fBConnection to H P port [tcp/*] succeeded!\fR, \fBnc: connect to H port P (tcp) failed:
 Connection refused\fR, \fBListening on A P\fR, \fBConnection received on A P\fR), then
 relays the connected socket with stdin and stdout (\fB\-d\fR: to stdout only; \fB\-e\fR,
-\fB\-c\fR: with a command). Exit 0 when the connection (or, with \fB\-z\fR, one port)
+\fB\-c\fR: with a command). \fB\-C\fR sends each LF of stdin that has no CR before it as
+CRLF, \fB\-i\fR \fISECS\fR (whole seconds) pauses after each line sent (not between
+ports, as Debian's nc): both read every byte, so stdin's bytes go by userspace, through a
+thread that rewrites or paces them, and the report says why (\fBuserspace because nc \-C
+rewrites each line end\fR). \fB\-P\fR \fIUSER\fR with \fB\-X connect\fR: as nc, a first try
+without credentials, then on the proxy's 407 the password asked on the terminal
+(\fBProxy password for USER@HOST:\fR, echo off; four tries); no terminal is nc's
+\fBUnable to read proxy passphrase\fR (exit 1) \(em give it in \fBZEROCAT_PROXY_AUTH\fR
+instead. Exit 0 when the connection (or, with \fB\-z\fR, one port)
 answered, 1 otherwise; \fB\-w\fR seconds of silence end a session cleanly (exit 0).
 Differences: stdin's EOF always half-closes the connection (what \fB\-N\fR asks);
 \fB\-q\fR is Debian's (the session still ends when the peer closes) without its extra
@@ -1363,8 +1371,8 @@ wait; \fB\-lk\fR without a command writes each connection to stdout in turn, who
 peer's reset, or with \fB\-u\fR a refused datagram, ends with exit 1 and the error (nc: exit
 0, silent); \fB\-u\fR ends a minute after stdin's EOF without \fB\-w\fR or \fB\-q\fR (nc
 waits for ever), \fB\-q\fR there bounding the silence as \fB\-w\fR does; \fB\-uzv\fR sends
-its five X probes 100 ms apart. Refused: \fB\-C \-D \-F \-I \-i \-M \-m \-O \-P \-r \-S \-T \-t
-\-V \-W \-Z\fR, \fB\-X 4\fR.
+its five X probes 100 ms apart. Refused: \fB\-D \-F \-I \-M \-m \-O \-r \-S \-T \-t \-V
+\-W \-Z\fR, \fB\-X 4\fR.
 .TP
 tee
 GNU coreutils 9's \fB\-a \-i \-p \-\-output\-error\fR[\fB=\fR\fIMODE\fR] \fB\-\-help \-\-version\fR:

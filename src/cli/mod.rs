@@ -1116,6 +1116,7 @@ impl Cli {
             json: Default::default(),
             program: None,
             pv: None,
+            userspace_because: None,
         };
         let invocation = match self.command {
             Command::Pipe(args) if args.keep_open && !args.src.listens() => {

@@ -68,11 +68,32 @@ impl Via {
 
 /// A handshake that did not open the tunnel: the proxy's words, or what went wrong.
 #[derive(Debug)]
-pub struct Refused(pub String);
+pub struct Refused {
+    pub words: String,
+    /// A CONNECT proxy's answer other than 2xx, as it was: nc `-P` asks for a password
+    /// after a 407, and says any other as nc does.
+    pub answer: Option<HttpAnswer>,
+}
+
+/// An HTTP proxy's status: its code and its status line (without the CRLF).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpAnswer {
+    pub code: u16,
+    pub line: String,
+}
+
+impl Refused {
+    fn new(words: String) -> Refused {
+        Refused {
+            words,
+            answer: None,
+        }
+    }
+}
 
 impl fmt::Display for Refused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.words)
     }
 }
 
@@ -88,7 +109,7 @@ pub fn handshake(
     port: u16,
     deadline: Duration,
 ) -> Result<(), Refused> {
-    let fail = |what: String| Refused(format!("{}: {what}", via.name()));
+    let fail = |what: String| Refused::new(format!("{}: {what}", via.name()));
     set_timeouts(fd, Some(deadline)).map_err(|e| fail(format!("cannot set a timeout: {e}")))?;
     let mut shake = Handshake::new(via, host, port)?;
     // A blocking socket returns EAGAIN only when its timeout ran out.
@@ -126,6 +147,8 @@ pub struct Handshake {
     want: usize,
     /// The HTTP reply head so far.
     head: Vec<u8>,
+    /// The HTTP proxy's status, once its head is read.
+    answer: Option<HttpAnswer>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,7 +171,7 @@ impl Handshake {
             Kind::Socks5 => (socks5_greeting(auth.is_some()), Stage::Method, 2),
             Kind::Connect => (
                 connect_request(host, port, auth.as_deref())
-                    .map_err(|e| Refused(format!("{name}: {e}")))?,
+                    .map_err(|e| Refused::new(format!("{name}: {e}")))?,
                 Stage::HttpHead,
                 1,
             ),
@@ -163,6 +186,7 @@ impl Handshake {
             got: Vec::new(),
             want,
             head: Vec::new(),
+            answer: None,
         })
     }
 
@@ -214,7 +238,10 @@ impl Handshake {
     }
 
     fn refuse(&self, what: String) -> Refused {
-        Refused(format!("{}: {what}", self.name))
+        Refused {
+            words: format!("{}: {what}", self.name),
+            answer: self.answer.clone(),
+        }
     }
 
     fn received(&mut self, bytes: &[u8]) -> Result<(), Refused> {
@@ -273,6 +300,7 @@ impl Handshake {
                 // Byte by byte up to the blank line: the stream may follow at once.
                 self.head.extend_from_slice(part);
                 if self.head.ends_with(b"\r\n\r\n") {
+                    self.answer = http_answer(&self.head);
                     connect_status(&self.head, host, port)?;
                     self.stage = Stage::Done;
                 } else if self.head.len() >= MAX_HTTP_HEAD {
@@ -426,6 +454,19 @@ fn connect_request(host: &str, port: u16, auth: Option<&str>) -> Result<Vec<u8>,
     }
     msg.push_str("\r\n");
     Ok(msg.into_bytes())
+}
+
+/// The status of a reply head that begins `HTTP/1.x NNN`.
+fn http_answer(head: &[u8]) -> Option<HttpAnswer> {
+    let line = head.split(|&b| b == b'\n').next()?;
+    let line = String::from_utf8_lossy(line).trim_end().to_string();
+    let code = line
+        .strip_prefix("HTTP/1.")?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(HttpAnswer { code, line })
 }
 
 /// Accepts a 2xx status line; anything else is refused with the status line quoted.

@@ -12,6 +12,7 @@
 //! naming the zerocat spelling: never ignored.
 
 mod getopt;
+mod lines;
 mod nc;
 mod pv;
 mod tee;

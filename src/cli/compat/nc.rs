@@ -48,6 +48,7 @@ const fn long(name: &'static str, arg: Arg, key: &'static str) -> Spec {
 const SPECS: &[Spec] = &[
     flag('4', "4"),
     flag('6', "6"),
+    flag('C', "C"),
     flag('d', "d"),
     flag('h', "h"),
     flag('k', "k"),
@@ -60,6 +61,8 @@ const SPECS: &[Spec] = &[
     flag('z', "z"),
     valued('e', "e"),
     valued('c', "c"),
+    valued('i', "i"),
+    valued('P', "P"),
     valued('p', "p"),
     valued('q', "q"),
     valued('s', "s"),
@@ -67,7 +70,6 @@ const SPECS: &[Spec] = &[
     valued('X', "X"),
     valued('x', "x"),
     // OpenBSD's flags zerocat does not take: known, so the refusal names them.
-    flag('C', "C"),
     flag('D', "D"),
     flag('F', "F"),
     flag('r', "r"),
@@ -75,11 +77,9 @@ const SPECS: &[Spec] = &[
     flag('t', "t"),
     flag('Z', "Z"),
     valued('I', "I"),
-    valued('i', "i"),
     valued('M', "M"),
     valued('m', "m"),
     valued('O', "O"),
-    valued('P', "P"),
     valued('T', "T"),
     valued('V', "V"),
     valued('W', "W"),
@@ -105,14 +105,17 @@ const HELP: &str = "\
 \tCommand Summary:
 \t\t-4\t\tUse IPv4
 \t\t-6\t\tUse IPv6
+\t\t-C\t\tSend CRLF as line-ending (each line through userspace)
 \t\t-c cmd\t\tRun cmd with sh -c for the connection (ncat's --sh-exec)
 \t\t-d\t\tDetach from stdin
 \t\t-e prog\t\tRun prog for the connection (ncat's --exec)
 \t\t-h\t\tThis help text
+\t\t-i interval\tDelay interval for lines sent (each line through userspace)
 \t\t-k\t\tKeep inbound sockets open for multiple connects
 \t\t-l\t\tListen mode, for inbound connects
 \t\t-N\t\tShutdown the network socket after EOF on stdin (always)
 \t\t-n\t\tSuppress name/port resolutions
+\t\t-P proxyuser\tUsername for proxy authentication (password asked on the terminal)
 \t\t-p port\t\tSpecify local port for remote connects
 \t\t-q secs\t\tquit after EOF on stdin and delay of secs
 \t\t-s sourceaddr\tLocal source address
@@ -124,7 +127,7 @@ const HELP: &str = "\
 \t\t-x addr[:port]\tSpecify proxy address and port
 \t\t-z\t\tZero-I/O mode [used for scanning]
 \tPort numbers can be individual or ranges: lo-hi [inclusive]
-\tRefused, with the zerocat spelling: -C -D -F -I -i -M -m -O -P -r -S -T -t -V -W -Z
+\tRefused, with the zerocat spelling: -D -F -I -M -m -O -r -S -T -t -V -W -Z
 \t--zerocat-report[=json]\tzerocat's report (the kernel path) at the end";
 
 const USAGE: &str = "\
@@ -154,6 +157,9 @@ struct Asked {
     quit_after: Option<Duration>,
     proxy: Option<String>,
     proxy_kind: Option<String>,
+    proxy_user: Option<String>,
+    crlf: bool,
+    interval: Option<Duration>,
     operands: Vec<String>,
 }
 
@@ -180,6 +186,9 @@ pub fn parse(name: &str, args: &[OsString], options: &mut Options) -> Invocation
         match key {
             "4" => a.family = Some(Family::V4),
             "6" => a.family = Some(Family::V6),
+            "C" => a.crlf = true,
+            "i" => a.interval = interval(&value),
+            "P" => a.proxy_user = Some(value),
             "d" => a.no_stdin = true,
             "h" => {
                 eprintln!("zerocat answering as OpenBSD netcat\n{USAGE}\n{HELP}");
@@ -229,6 +238,16 @@ fn proxy_protocol(value: String) -> String {
     }
 }
 
+/// `-i SECS`: whole seconds as nc's strtonum takes them (0 pauses not at all), or nc's
+/// words for why not (`nc: interval invalid: 0.5`).
+fn interval(value: &str) -> Option<Duration> {
+    match strtonum_in(value, 0, u32::MAX.into()) {
+        Ok(0) => None,
+        Ok(secs) => Some(Duration::from_secs(secs as u64)),
+        Err(why) => super::refuse("nc", &format!("interval {why}: {value}"), "", None, 1),
+    }
+}
+
 /// `-w 2`, `-q 0.5`: seconds, or nc's own error (`nc: timeout invalid: abc`).
 fn secs(value: &str, what: &str) -> Duration {
     super::seconds(value)
@@ -239,9 +258,6 @@ fn secs(value: &str, what: &str) -> Duration {
 /// spelling where there is one.
 fn refuse_unsupported(key: &str) -> ! {
     let spelling = match key {
-        "C" => "zerocat moves bytes as they are; convert line ends before it (sed 's/$/\\r/')",
-        "i" => "pace with -L RATE (zerocat --limit) instead of a delay between lines",
-        "P" => "give the proxy's user and password in ZEROCAT_PROXY_AUTH=user:pass",
         "T" => "socket options: tcp:HOST:PORT,tos=N (see zerocat --help)",
         "r" => "probe the ports in order: zerocat probe tcp:HOST:LO-HI",
         _ => "see zerocat --help for the endpoint options",
@@ -262,7 +278,7 @@ fn run_as(a: Asked, options: &mut Options) -> Invocation {
         return unix(a);
     }
     if a.udp {
-        return udp(a);
+        return udp(a, options);
     }
     if a.listen {
         return listen(a, options);
@@ -303,9 +319,12 @@ fn run_as(a: Asked, options: &mut Options) -> Invocation {
 
 /// One connected (or accepted) stream: relayed with stdin and stdout, piped to stdout
 /// (`-d`), or handed to a command (`-e`, `-c`).
-fn session(a: Asked, _options: &mut Options, peer: Endpoint) -> Invocation {
+fn session(a: Asked, options: &mut Options, peer: Endpoint) -> Invocation {
     if let Some(child) = command_side(&a) {
         return relay(&a, peer, child);
+    }
+    if !a.no_stdin {
+        lines_from_stdin(&a, options);
     }
     if a.no_stdin {
         return Invocation::Pipe(PipeConfig {
@@ -317,6 +336,36 @@ fn session(a: Asked, _options: &mut Options, peer: Endpoint) -> Invocation {
         });
     }
     relay(&a, Endpoint::Stdio, peer)
+}
+
+/// `-C`, `-i`: stdin's lines as nc sends them (a CR before each LF that has none; a pause
+/// after each line), through a thread that reads every byte ([`super::lines`]) and a pipe
+/// put in stdin's place; the session then moves them by the userspace path, and the
+/// report says why. Without either flag stdin is left as it is, for the kernel's paths.
+fn lines_from_stdin(a: &Asked, options: &mut Options) {
+    if !a.crlf && a.interval.is_none() {
+        return;
+    }
+    let lines = super::lines::Lines {
+        crlf: a.crlf,
+        pause: a.interval,
+        ..super::lines::Lines::ended_by(b'\n')
+    };
+    use std::os::fd::{AsFd as _, AsRawFd as _};
+    let started = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(|stdin| lines.start(stdin))
+        .and_then(|piped| nix::unistd::dup2(piped.as_raw_fd(), 0).map_err(std::io::Error::from));
+    if let Err(e) = started {
+        super::refuse("nc", &format!("stdin: {}", strerror(&e)), "", None, 1);
+    }
+    options.via = crate::engine::Via::Forced(crate::engine::DataPath::Userspace);
+    options.userspace_because = Some(if a.crlf {
+        "nc -C rewrites each line end (every byte read)"
+    } else {
+        "nc -i pauses after each line (every byte read)"
+    });
 }
 
 /// One session between `x` and `y`: `-w` idle ends it cleanly ("silently closed", exit 0,
@@ -461,10 +510,13 @@ fn connect_through_endpoint(a: &Asked, host: &str, port: u16) -> TcpStream {
         let port = a.port_flag.as_deref().map_or(0, source_port);
         uri.push_str(&format!(",bind={}", SocketAddr::new(ip, port)));
     }
-    let target = endpoint::parse(&uri).unwrap_or_else(|e| {
-        super::refuse("nc", &e.to_string(), USAGE, None, 1);
-    });
-    match target.open(endpoint::Role::Sink) {
+    let opened = match &a.proxy_user {
+        Some(user) if a.proxy_kind.as_deref() == Some("connect") => {
+            open_with_password(&uri, user, a.proxy.as_deref().unwrap_or_default())
+        }
+        _ => open_tcp(&uri),
+    };
+    match opened {
         Ok(opened) => {
             let stream = TcpStream::from(opened.fd);
             if a.verbose {
@@ -486,6 +538,103 @@ fn connect_through_endpoint(a: &Asked, host: &str, port: u16) -> TcpStream {
     }
 }
 
+fn open_tcp(uri: &str) -> anyhow::Result<endpoint::Opened> {
+    let target = endpoint::parse(uri).unwrap_or_else(|e| {
+        super::refuse("nc", &e.to_string(), USAGE, None, 1);
+    });
+    target.open(endpoint::Role::Sink)
+}
+
+/// `-P USER -X connect`: as nc, first without credentials; when the proxy answers 407,
+/// again with USER and the password read from the terminal, up to nc's four tries
+/// (`Proxy authentication failed` after each refused one).
+fn open_with_password(uri: &str, user: &str, proxy: &str) -> anyhow::Result<endpoint::Opened> {
+    let proxy_host = proxy_host(proxy);
+    let mut tries = 0;
+    let mut auth: Option<String> = None;
+    loop {
+        tries += 1;
+        if tries > 4 {
+            super::refuse("nc", "Too many authentication failures", "", None, 1);
+        }
+        if tries > 1 {
+            let password = proxy_password(user, proxy_host);
+            // A comma of the credentials is written `\,` in a URI option.
+            auth = Some(format!("{user}:{password}").replace(',', "\\,"));
+        }
+        let with_auth = match &auth {
+            Some(auth) => format!("{uri},proxy-auth={auth}"),
+            None => uri.to_string(),
+        };
+        match open_tcp(&with_auth) {
+            Err(e) if proxy_answer(&e).is_some_and(|answer| answer.code == 407) => {
+                if tries > 1 {
+                    eprintln!("Proxy authentication failed");
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The answer an HTTP CONNECT proxy refused with, when that is why `e` happened.
+fn proxy_answer(e: &anyhow::Error) -> Option<&endpoint::outbound::HttpAnswer> {
+    e.chain()
+        .find_map(|c| c.downcast_ref::<endpoint::outbound::Refused>())
+        .and_then(|refused| refused.answer.as_ref())
+}
+
+/// `-x`'s host, as nc names it in its prompt: without the port or the brackets.
+fn proxy_host(proxy: &str) -> &str {
+    match proxy.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(rest),
+        None => proxy.rsplit_once(':').map_or(proxy, |(host, _)| host),
+    }
+}
+
+/// The proxy's password as nc's readpassphrase(3) reads it: prompted for and typed on the
+/// terminal (`/dev/tty`), echo off. No terminal: nc's refusal, and the zerocat way.
+fn proxy_password(user: &str, proxy_host: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut tty) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+    else {
+        super::refuse(
+            "nc",
+            "Unable to read proxy passphrase",
+            "",
+            Some(&format!(
+                "without a terminal, give the password in {}=USER:PASS",
+                endpoint::outbound::AUTH_ENV
+            )),
+            1,
+        )
+    };
+    let _ = write!(tty, "Proxy password for {user}@{proxy_host}: ");
+    let quiet = tty.try_clone().ok().and_then(|fd| {
+        let mode = crate::sys::terminal::Mode {
+            raw: false,
+            echo: Some(false),
+        };
+        crate::sys::terminal::change(fd.into(), mode).ok()
+    });
+    let mut typed = Vec::new();
+    let mut byte = [0u8; 1];
+    while let Ok(1) = tty.read(&mut byte) {
+        if byte[0] == b'\n' {
+            break;
+        }
+        typed.push(byte[0]);
+    }
+    drop(quiet);
+    let _ = writeln!(tty);
+    String::from_utf8_lossy(&typed)
+        .trim_end_matches('\r')
+        .to_string()
+}
+
 /// A connection through the tcp: endpoint failed: nc's line under `-v` when it was the
 /// connect that failed (to the proxy, when there is one), else zerocat's words.
 fn say_connect_failed(a: &Asked, host: &str, port: u16, e: &anyhow::Error) {
@@ -504,6 +653,10 @@ fn say_connect_failed(a: &Asked, host: &str, port: u16, e: &anyhow::Error) {
             ]
             .contains(&Errno::from_raw(raw))
         });
+    if let Some(answer) = proxy_answer(e) {
+        eprintln!("nc: Proxy error: \"{}\"", answer.line);
+        return;
+    }
     match (io, &a.proxy) {
         (Some(io), None) if refused => {
             if a.verbose {
@@ -681,7 +834,7 @@ fn unix(a: Asked) -> Invocation {
 /// a read of stdin a datagram, each answer printed (ended by `-w` or `-q` seconds without
 /// a datagram either way, else a minute after stdin's EOF); `nc -uz HOST PORTS` only
 /// connects; `nc -lu PORT` prints what arrives.
-fn udp(a: Asked) -> Invocation {
+fn udp(a: Asked, options: &mut Options) -> Invocation {
     let bracket = |h: &str| {
         if h.contains(':') {
             format!("[{h}]")
@@ -702,6 +855,7 @@ fn udp(a: Asked) -> Invocation {
             super::refuse("nc", "port range not valid", "", None, 1)
         };
         let peer = endpoint_of(&format!("udp:{}:{port}", bracket(host)));
+        lines_from_stdin(&a, options);
         // UDP has no EOF to wait for: -q's seconds bound the silence, as -w's do.
         let idle = match (a.wait, a.quit_after) {
             (Some(w), Some(q)) => Some(w.min(q)),
@@ -805,13 +959,20 @@ fn parse_ports(text: &str) -> Vec<u16> {
 
 /// A port as strtonum(3) reads it between 1 and 65535, or its word for why not.
 fn strtonum(text: &str) -> Result<u16, &'static str> {
+    strtonum_in(text, 1, 65535).map(|n| n as u16)
+}
+
+/// strtonum(3): a decimal integer between `min` and `max`, or its word for why not
+/// (`invalid`, `too small`, `too large`).
+fn strtonum_in(text: &str, min: i64, max: i64) -> Result<i64, &'static str> {
     let signless = text.strip_prefix(['-', '+']).unwrap_or(text);
     if signless.is_empty() || !signless.bytes().all(|b| b.is_ascii_digit()) {
         return Err("invalid");
     }
     match text.parse::<i64>() {
-        Ok(n) if n < 1 => Err("too small"),
-        Ok(n) => u16::try_from(n).map_err(|_| "too large"),
+        Ok(n) if n < min => Err("too small"),
+        Ok(n) if n > max => Err("too large"),
+        Ok(n) => Ok(n),
         Err(_) if text.starts_with('-') => Err("too small"),
         Err(_) => Err("too large"),
     }
