@@ -58,6 +58,9 @@ pub struct PvStyle {
     pub interval: std::time::Duration,
     /// `-W`: nothing is shown before the first byte.
     pub wait: bool,
+    /// `-l`/`-0`: the lines counted so far, shown in place of bytes (amounts without a
+    /// `B`, in powers of 1000, as pv shows lines).
+    pub lines: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl Options {

@@ -234,17 +234,18 @@ impl PvDisplay {
         if let Some(name) = &self.style.name {
             head.push(format!("{name:>9}:"));
         }
+        let lines = self.style.lines.is_some();
         if self.style.bytes {
-            head.push(pv_amount(now.bytes as f64, ""));
+            head.push(pv_amount(now.bytes as f64, "", lines));
         }
         if self.style.timer {
             head.push(pv_clock(secs));
         }
         if self.style.rate {
-            head.push(format!("[{}]", pv_amount(current, "/s")));
+            head.push(format!("[{}]", pv_amount(current, "/s", lines)));
         }
         if self.style.average_rate {
-            head.push(format!("[{}]", pv_amount(average, "/s")));
+            head.push(format!("[{}]", pv_amount(average, "/s", lines)));
         }
         let total = now.total.filter(|&t| t > 0);
         let mut tail = Vec::new();
@@ -314,12 +315,15 @@ impl PvDisplay {
 }
 
 /// pv's amounts: three significant figures in four columns, binary prefixes
-/// (`3.00 B`, `1022 B/s`, ` 117KiB/s`, `34.9MiB`).
-fn pv_amount(value: f64, per: &str) -> String {
+/// (`3.00 B`, `1022 B/s`, ` 117KiB/s`, `34.9MiB`); lines (`-l`) in powers of 1000 and
+/// without a unit (`3.00 `, `1.50k`, `[23.8k/s]`).
+fn pv_amount(value: f64, per: &str, lines: bool) -> String {
     const PREFIXES: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    const DECIMAL: [&str; 7] = ["", "k", "M", "G", "T", "P", "E"];
+    let step = if lines { 1000.0 } else { 1024.0 };
     let (mut value, mut i) = (value, 0);
-    while value >= 1024.0 && i + 1 < PREFIXES.len() {
-        value /= 1024.0;
+    while value >= step && i + 1 < PREFIXES.len() {
+        value /= step;
         i += 1;
     }
     let number = if value < 9.995 {
@@ -329,16 +333,23 @@ fn pv_amount(value: f64, per: &str) -> String {
     } else {
         format!("{value:4.0}")
     };
-    match i {
-        0 => format!("{number} B{per}"),
-        _ => format!("{number}{}B{per}", PREFIXES[i]),
+    match (i, lines) {
+        (0, false) => format!("{number} B{per}"),
+        (_, false) => format!("{number}{}B{per}", PREFIXES[i]),
+        (0, true) => format!("{number} {per}"),
+        (_, true) => format!("{number}{}{per}", DECIMAL[i]),
     }
 }
 
-/// A snapshot as pv counts: bytes written, those still in a pipe sink included.
-fn pv_view(now: &Snapshot) -> Snapshot {
+/// A snapshot as pv counts: bytes written, those still in a pipe sink included; lines
+/// passed, under `-l`.
+fn pv_view(now: &Snapshot, style: &PvStyle) -> Snapshot {
+    let counted = style
+        .lines
+        .as_ref()
+        .map(|lines| lines.load(std::sync::atomic::Ordering::Relaxed));
     Snapshot {
-        bytes: now.written,
+        bytes: counted.unwrap_or(now.written),
         ..now.clone()
     }
 }
@@ -351,7 +362,7 @@ fn pv_clock(seconds: f64) -> String {
 
 impl Progress for PvDisplay {
     fn update(&mut self, now: &Snapshot) {
-        let now = &pv_view(now);
+        let now = &pv_view(now, &self.style);
         self.latest = Some(now.clone());
         if self.style.wait && now.bytes == 0 {
             self.next = now.elapsed + self.style.interval;
@@ -363,7 +374,7 @@ impl Progress for PvDisplay {
         }
     }
     fn last(&mut self, now: &Snapshot) {
-        self.latest = Some(pv_view(now));
+        self.latest = Some(pv_view(now, &self.style));
     }
     fn println(&mut self, line: &str) {
         let clear = if self.drawn && !self.style.numeric {

@@ -320,6 +320,14 @@ fn pv_cases() -> Vec<PvCase> {
         case(&["-f", "-s", "262144"], true, same_display),
         case(&["-Y", "in"], false, same_first_line),
         case(&["-s", "bogus", "in"], false, same_first_line),
+        // Line mode: lines counted (NUL-ended with -0), -s and -L in lines; on text (pv
+        // 1.6 miscounts the lines of binary data: 5 where wc -l says 1011).
+        case(&["-l", "-n", "-b", "lines"], false, same_last_line),
+        case(&["-l", "-n", "-s", "40000", "lines"], false, same_last_line),
+        case(&["-l", "-f", "-b", "lines"], false, same_display),
+        case(&["-0", "-f", "-b", "nul"], false, same_display),
+        case(&["-0", "-n", "-b", "nul"], false, same_last_line),
+        case(&["-l", "-L", "100k", "-q", "lines"], false, both_empty),
     ]
 }
 
@@ -331,12 +339,16 @@ fn pv_answers_as_pv_bytes_status_and_display() {
     let links = links();
     let ours = links.path().join("pv");
     let input = data(PV_INPUT);
+    let text: String = (0..30_000).map(|i| format!("line {i}\n")).collect();
     let cases = pv_cases();
     assert!(cases.len() >= 15);
     for case in cases {
         let (a, b) = (tempdir(), tempdir());
-        write_file(a.path(), "in", &input);
-        write_file(b.path(), "in", &input);
+        for dir in [a.path(), b.path()] {
+            write_file(dir, "in", &input);
+            write_file(dir, "lines", text.as_bytes());
+            write_file(dir, "nul", text.replace('\n', "\0").as_bytes());
+        }
         let stdin = if case.stdin {
             input.clone()
         } else {
@@ -379,19 +391,43 @@ fn pv_moves_a_file_by_splice_and_c_says_userspace() {
     }
 }
 
-/// A flag zerocat does not take is refused with pv's usage error and the zerocat way.
+/// A flag zerocat does not take is refused with pv's usage error and the zerocat way
+/// (this was `-l`, which zerocat's pv now takes).
 #[test]
-fn pv_refuses_line_mode_naming_why() {
+fn pv_refuses_a_flag_it_does_not_take_naming_why() {
     let mut cmd = zerocat();
-    cmd.args(["pv", "-l"]);
+    cmd.args(["pv", "-S"]);
     let out = run(cmd);
     assert_eq!(out.status.code(), Some(64));
     let err = stderr_text(&out);
     assert!(
-        err.starts_with("pv: -l: not supported by zerocat's pv\n"),
+        err.starts_with("pv: -S: not supported by zerocat's pv\n"),
         "{err}"
     );
     assert!(err.contains("zerocat: "), "{err}");
+}
+
+/// `-l` reads every byte to count lines: userspace, and the report says why; `-l -L 2`
+/// paces lines (four lines pass; only a generous bound on the time).
+#[test]
+fn pv_l_goes_by_userspace_and_paces_lines() {
+    let mut cmd = zerocat();
+    cmd.args(["pv", "-l", "-L", "2", "-n", "-b", "--zerocat-report"]);
+    let started = std::time::Instant::now();
+    let out = run_with_stdin(cmd, Some(b"1\n2\n3\n4\n".to_vec()));
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    assert_eq!(out.stdout, b"1\n2\n3\n4\n");
+    let err = stderr_text(&out);
+    assert!(err.contains("via userspace"), "{err}");
+    assert!(
+        err.contains("userspace because pv -l counts lines"),
+        "{err}"
+    );
+    assert!(
+        err.lines().any(|l| l == "4"),
+        "the last count is 4 lines: {err}"
+    );
+    assert!(started.elapsed() < DEADLINE, "pv -l -L 2 stalled");
 }
 
 // ---------------------------------------------------------------------------------------

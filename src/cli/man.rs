@@ -1382,11 +1382,13 @@ FILE: No such file or directory\fR); the exit modes stop at an output that canno
 opened, as GNU's do.
 .TP
 pv
-pv's \fB\-p \-t \-e \-r \-a \-b \-n \-q \-c \-W \-f \-C \-s \-L \-i \-w \-N\fR on one \fIFILE\fR
+pv's \fB\-p \-t \-e \-r \-a \-b \-n \-q \-c \-W \-f \-C \-l \-0 \-s \-L \-i \-w \-N\fR on one \fIFILE\fR
 or stdin, to stdout: pv's display on stderr (when it is a terminal, or with \fB\-f\fR;
 \fB\-n\fR prints an integer percentage a line, for \fBdialog \-\-gauge\fR), \fB\-L\fR
 shrinking each splice as \fB\-\-limit\fR does, \fB\-C\fR forcing \fB\-\-via userspace\fR.
-Refused: line mode (\fB\-l\fR, \fB\-0\fR: zerocat does not read the bytes it moves),
+\fB\-l\fR counts lines (\fB\-0\fR: NUL-ended ones), \fB\-s\fR and \fB\-L\fR then in
+lines, amounts as pv shows lines (no B, powers of 1000): a thread reads every byte to
+count them, so they go by userspace and the report says why. Refused:
 \fB\-S \-B \-R \-P \-d \-F\fR and several \fIFILE\fRs.
 .SH HTTP
 \fBhttp://\fIHOST\fR[\fB:\fIPORT\fR]\fB/\fIPATH\fR[\fB?\fIQUERY\fR] and \fBhttps://\fR... are

@@ -50,9 +50,9 @@ const SPECS: &[Spec] = &[
     valued('i', "interval", "i"),
     valued('w', "width", "w"),
     valued('N', "name", "N"),
-    // pv's flags zerocat does not take: known here so the refusal names them.
     flag('l', "line-mode", "l"),
     flag('0', "null", "0"),
+    // pv's flags zerocat does not take: known here so the refusal names them.
     flag('I', "fineta", "I"),
     flag('T', "buffer-percent", "T"),
     flag('E', "skip-errors", "E"),
@@ -93,6 +93,8 @@ Concatenate FILE, or standard input, to standard output, with monitoring.
   -N, --name NAME          prefix visual information with NAME
   -L, --rate-limit RATE    limit transfer to RATE bytes per second
   -C, --no-splice          never use splice(), always use read/write
+  -l, --line-mode          count lines instead of bytes (-s and -L in lines)
+  -0, --null               lines are null-terminated (implies -l)
       --zerocat-report     print zerocat's report (the kernel path) at the end
   -h, --help               show this help and exit
   -V, --version            show version information and exit
@@ -109,6 +111,7 @@ pub fn parse(args: &[OsString], options: &mut Options) -> Invocation {
         ..PvStyle::default()
     };
     let (mut quiet, mut force) = (false, false);
+    let mut line_end = None;
     let mut files = Vec::new();
     for item in items {
         let (key, value) = match item {
@@ -132,6 +135,8 @@ pub fn parse(args: &[OsString], options: &mut Options) -> Invocation {
             "W" => style.wait = true,
             "f" => force = true,
             "C" => options.via = Via::Forced(DataPath::Userspace),
+            "l" => line_end = line_end.or(Some(b'\n')),
+            "0" => line_end = Some(0),
             "h" => {
                 print!("{HELP}");
                 std::process::exit(0)
@@ -179,6 +184,10 @@ pub fn parse(args: &[OsString], options: &mut Options) -> Invocation {
             USAGE,
         ),
     };
+    let src = match line_end {
+        Some(end) => lines_of(src, end, options, &mut style),
+        None => src,
+    };
     // pv's rule: drawn when stderr is a terminal, or with -f; -n lines whatever stderr is.
     options.progress = !quiet && (force || style.numeric || crate::progress::draw_by_default(true));
     options.pv = Some(style);
@@ -189,6 +198,32 @@ pub fn parse(args: &[OsString], options: &mut Options) -> Invocation {
         idle_timeout: None,
         keep_open: false,
     })
+}
+
+/// `-l`/`-0`: lines counted (and with `-L`, paced in lines a second) by a thread that
+/// reads every byte ([`super::lines`]); the engine moves its pipe by userspace, and the
+/// report says why. pv's words when FILE cannot be opened.
+fn lines_of(src: Endpoint, end: u8, options: &mut Options, style: &mut PvStyle) -> Endpoint {
+    use std::os::fd::{AsFd as _, IntoRawFd as _, OwnedFd};
+    let fd: std::io::Result<OwnedFd> = match &src {
+        Endpoint::File { path, .. } => std::fs::File::open(path).map(OwnedFd::from).map_err(|e| {
+            let words = nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)).desc();
+            eprintln!("pv: failed to read file: {}: {words}", path.display());
+            std::process::exit(2)
+        }),
+        _ => std::io::stdin().as_fd().try_clone_to_owned(),
+    };
+    let lines = super::lines::Lines {
+        per_second: options.limit.take(),
+        ..super::lines::Lines::ended_by(end)
+    };
+    style.lines = Some(lines.counted.clone());
+    let piped = fd
+        .and_then(|fd| lines.start(fd))
+        .unwrap_or_else(|e| super::refuse("pv", &format!("-l: {e}"), "", None, USAGE));
+    options.via = Via::Forced(DataPath::Userspace);
+    options.userspace_because = Some("pv -l counts lines (every byte read)");
+    Endpoint::Fd(piped.into_raw_fd())
 }
 
 /// A size or rate in pv's spelling (`10m`, `1.5G`, `500k`).
@@ -207,14 +242,6 @@ fn number(value: &str, flag: &str, parse: fn(&str) -> Result<u64, String>) -> u6
 /// pv's flags that zerocat does not take, refused with the zerocat way to get the same.
 fn refuse_unsupported(key: &str) -> ! {
     let (flag, spelling) = match key {
-        "l" => (
-            "-l",
-            "count bytes: zerocat moves them without reading them (no line count)",
-        ),
-        "0" => (
-            "-0",
-            "count bytes: zerocat moves them without reading them (no line count)",
-        ),
         "S" => (
             "-S",
             "zerocat pipe FILE,range=0-N - (or head -c N | zerocat pv)",
