@@ -708,6 +708,75 @@ fn tee_keep_open_dump_holds_each_connection_as_its_own_stream_and_still_tees() {
     }
 }
 
+/// The dump's writer thread runs at nice 19 (so on a busy machine it misses bytes rather
+/// than take a core the transfer needs), the thread moving the bytes at zerocat's own nice;
+/// and the dump still holds what a quiet transfer sent.
+#[test]
+fn the_dump_writer_yields_to_the_transfer() {
+    use nix::sys::signal::Signal;
+    let rig = Rig::new();
+    let (dump, out) = (rig.path("dump"), rig.path("out"));
+    let mut running = rig
+        .arg("--dump")
+        .arg(&dump)
+        .args(["pipe", "--keep-open", "tcp-listen:0"])
+        .arg(&out)
+        .listen();
+    // Field 19 of /proc/PID/task/TID/stat (after the parenthesised name) is the nice.
+    let nice_of = |stat: &str| -> i64 {
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        after.split(' ').nth(16).unwrap().parse().unwrap()
+    };
+    let tasks = format!("/proc/{}/task", running.pid());
+    let threads = || {
+        let mut nices = BTreeMap::new();
+        for task in std::fs::read_dir(&tasks).unwrap() {
+            let task = task.unwrap().path();
+            let (Ok(comm), Ok(stat)) = (
+                std::fs::read_to_string(task.join("comm")),
+                std::fs::read_to_string(task.join("stat")),
+            ) else {
+                continue; // a thread that ended meanwhile
+            };
+            nices.insert(comm.trim().to_string(), nice_of(&stat));
+        }
+        nices
+    };
+    // The writer sets its own nice as it starts, which may be just after the listening line.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut nices = threads();
+    while nices.get("dump") != Some(&19) && std::time::Instant::now() < deadline {
+        thread::sleep(std::time::Duration::from_millis(10));
+        nices = threads();
+    }
+    let own = nice_of(&std::fs::read_to_string(format!("/proc/{}/stat", running.pid())).unwrap());
+    assert_eq!(
+        nices.get("dump"),
+        Some(&19),
+        "threads and their nice: {nices:?}"
+    );
+    assert!(own < 19, "zerocat's main thread at nice {own}");
+    let payload = data(100_000);
+    TcpStream::connect(running.addr())
+        .unwrap()
+        .write_all(&payload)
+        .unwrap();
+    running.wait_until("the sink", payload.len() as u64, || {
+        std::fs::metadata(&out).map_or(0, |m| m.len())
+    });
+    running.signal(Signal::SIGINT);
+    let end = running.finish();
+    end.assert_code(130, "pipe --keep-open ends at the signal");
+    assert_bytes_eq(&std::fs::read(&out).unwrap(), &payload, "the sink");
+    assert_dump_totals(
+        end.report(),
+        payload.len() as u64,
+        "teed",
+        "pipe --keep-open",
+    );
+    assert_stream_dumped(&dump, &payload, "pipe --keep-open");
+}
+
 /// The text report says the transfer's path, and the dump's line where it went and how it
 /// was fed.
 #[test]

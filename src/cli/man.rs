@@ -927,7 +927,8 @@ copy_file_range or sendfile becomes splice; \fBtee\fR tees the source's pipe bef
 is consumed); one on the userspace path writes the same bytes. The report's JSON has
 \fBdump\fR: \fBpath\fR, \fBformat\fR, \fBbytes\fR (in the file), \fBmissed\fR,
 \fBteed\fR and \fBwritten\fR (how the copied bytes got there), \fBerror\fR. The dump has a buffer of its
-own (a pipe as large as \fIpipe\-max\-size\fR allows) and a thread that formats it: when
+own (a pipe as large as \fIpipe\-max\-size\fR allows) and a thread that formats it, at
+nice 19 (it takes no core the transfer needs, so on a busy machine it falls behind): when
 that buffer is full the bytes that did not fit are \fImissed\fR, marked in the dump and
 counted on the line \fBdump: \fR\fIsize\fR\fB into \fR\fIFILE\fR\fB, \fR\fIsize\fR\fB
 missed, fed by tee(2) from the transfer's pipe\fR (or \fBwrites from the transfer's

@@ -8,9 +8,9 @@
 //! the dump's pipe ([`Tapped::wrote`]). Both never wait: the dump's pipe is its bounded
 //! buffer (as large as `pipe-max-size` allows), and when it is full the bytes that could
 //! not go in are *missed*, counted and marked in the dump, rather than slowing the
-//! transfer. A thread reads the pipe, in the order an entry per copy says (the copy and
-//! its entry are made under one lock, so the pipe and the entries agree), formats and
-//! writes the file.
+//! transfer. A thread at nice 19 (so it takes no core the transfer needs) reads the pipe,
+//! in the order an entry per copy says (the copy and its entry are made under one lock, so
+//! the pipe and the entries agree), formats and writes the file.
 //!
 //! tee(2) copies from the head of a pipe without consuming it (HAZARDS: tee duplicates):
 //! a direction whose pipe head was already teed (`accounted` ahead of `passed`) never tees
@@ -371,7 +371,13 @@ impl Dump {
         let format = spec.format;
         let writer = std::thread::Builder::new()
             .name("dump".into())
-            .spawn(move || write_dump(read, size, rx, file, format))?;
+            .spawn(move || {
+                // On a busy machine the formatting (5 bytes of hex a byte) would take a core
+                // the transfer needs: the dump misses bytes instead
+                // (bench/NOTEBOOK.md#relay-dump-cost).
+                sys::process::yield_to_others();
+                write_dump(read, size, rx, file, format)
+            })?;
         Ok(Dump {
             tap: Arc::new(Tap {
                 feed: Mutex::new(Some(Feed {
@@ -682,37 +688,42 @@ impl Formatter {
 }
 
 /// One line of `hexdump -C`: offset, 16 bytes in hex (a space between the halves), the
-/// printable ones between bars.
+/// printable ones between bars. Spelled byte by byte, not through `write!`: the formatting
+/// machinery a byte held the writer to ~15 MiB/s, so a dump behind a splicing relay missed
+/// almost everything (bench/NOTEBOOK.md#relay-dump-cost).
 fn hex_line(line: &mut String, offset: u64, chunk: &[u8]) {
-    use std::fmt::Write as _;
-    line.clear();
-    let _ = write!(line, "{offset:08x}  ");
-    for i in 0..16 {
-        match chunk.get(i) {
-            Some(b) => {
-                let _ = write!(line, "{b:02x} ");
-            }
-            None => line.push_str("   "),
-        }
-        if i == 7 {
-            line.push(' ');
-        }
+    // At least 8 hex digits of offset, more past 4 GiB (as `{offset:08x}`).
+    let digits = (16 - offset.leading_zeros() as usize / 4).max(8);
+    let mut out = [b' '; 96];
+    for (i, shift) in (0..digits).rev().enumerate() {
+        out[i] = HEX[((offset >> (4 * shift)) & 0xf) as usize];
     }
-    line.push_str(" |");
-    line.extend(chunk.iter().map(|&b| {
-        if (0x20..0x7f).contains(&b) {
-            b as char
-        } else {
-            '.'
+    let mut at = digits + 2;
+    for i in 0..16 {
+        if let Some(&b) = chunk.get(i) {
+            out[at] = HEX[usize::from(b >> 4)];
+            out[at + 1] = HEX[usize::from(b & 0xf)];
         }
-    }));
-    line.push_str("|\n");
+        at += if i == 7 { 4 } else { 3 };
+    }
+    at += 1;
+    out[at] = b'|';
+    at += 1;
+    for &b in chunk {
+        out[at] = if (0x20..0x7f).contains(&b) { b } else { b'.' };
+        at += 1;
+    }
+    out[at] = b'|';
+    out[at + 1] = b'\n';
+    line.clear();
+    line.push_str(std::str::from_utf8(&out[..at + 2]).expect("ASCII"));
 }
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Printable ASCII as is; `\\`, `\r`, `\t`, `\n` (then a line break, which is not a
 /// byte of the stream) and `\xHH` for the rest.
 fn escape(text: &mut String, bytes: &[u8]) {
-    use std::fmt::Write as _;
     for &b in bytes {
         match b {
             b'\\' => text.push_str("\\\\"),
@@ -721,7 +732,9 @@ fn escape(text: &mut String, bytes: &[u8]) {
             b'\t' => text.push_str("\\t"),
             0x20..=0x7e => text.push(b as char),
             _ => {
-                let _ = write!(text, "\\x{b:02x}");
+                text.push_str("\\x");
+                text.push(char::from(HEX[usize::from(b >> 4)]));
+                text.push(char::from(HEX[usize::from(b & 0xf)]));
             }
         }
     }
@@ -824,6 +837,12 @@ mod tests {
         assert_eq!(
             line,
             "00000010  30 31 32 33 34 35 36 37  38 39 61 62 63 64 65 66  |0123456789abcdef|\n"
+        );
+        // Past 4 GiB the offset takes the digits it needs, as `{offset:08x}` did.
+        hex_line(&mut line, 0x1_2345_6780, b"\x00\xff~ ");
+        assert_eq!(
+            line,
+            "123456780  00 ff 7e 20                                       |..~ |\n"
         );
     }
 

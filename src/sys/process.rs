@@ -137,6 +137,18 @@ pub fn join_until<T>(thread: std::thread::JoinHandle<T>, until: std::time::Insta
     ended
 }
 
+/// The calling thread, and only it (Linux's nice is per thread), at nice 19: it gets a
+/// core where one is idle and yields to every other thread where none is. For a thread
+/// whose work may fall behind and say so (`--dump`'s writer) rather than slow the one
+/// moving the bytes. Best effort: where refused, it stays as it was.
+pub fn yield_to_others() {
+    // SAFETY: gettid and setpriority take and return plain integers.
+    unsafe {
+        let tid = nix::libc::gettid();
+        nix::libc::setpriority(nix::libc::PRIO_PROCESS, tid as nix::libc::id_t, 19);
+    }
+}
+
 /// True once per SIGUSR1: the caller prints one progress line.
 pub fn take_progress_request() -> bool {
     PROGRESS_REQUESTED.swap(false, Ordering::Relaxed)
