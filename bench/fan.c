@@ -10,10 +10,12 @@
  *     against the pattern of the number its stream starts with. One thread, epoll, non-blocking.
  *     Prints "ok N TOTAL SECONDS" (exit 0), or "FAIL what" (exit 1). Gives up after 300 s.
  *
- *   fan N BYTES RATE
+ *   fan N BYTES RATE [spread]
  *     The same, each client holding itself to RATE bytes/s (a tenth of a second's worth every
- *     100 ms): the unpaced side of "1,000 paced connections cost no more than 1,000 unpaced
- *     ones at the same total rate" (issue 41; bench/lib/ops.py).
+ *     100 ms, all clients in step; with "spread", client i's tenth comes at i % 10 x 10 ms
+ *     into each 100 ms, as independent clients' would): the unpaced side of "1,000 paced
+ *     connections cost no more than 1,000 unpaced ones at the same total rate" (issue 41;
+ *     bench/lib/ops.py).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -93,11 +95,13 @@ static void client_send(struct conn *c, long bytes, long *budget) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3 && argc != 4) {
-        fprintf(stderr, "usage: fan N BYTES [RATE]\n");
+    if (argc < 3 || argc > 5) {
+        fprintf(stderr, "usage: fan N BYTES [RATE [spread]]\n");
         return 2;
     }
-    long n = atol(argv[1]), bytes = atol(argv[2]), rate = argc == 4 ? atol(argv[3]) : 0;
+    long n = atol(argv[1]), bytes = atol(argv[2]), rate = argc >= 4 ? atol(argv[3]) : 0;
+    int spread = argc == 5 && !strcmp(argv[4], "spread");
+    long ticks = 0;
     struct rlimit rl = {0};
     getrlimit(RLIMIT_NOFILE, &rl);
     if (rl.rlim_cur < (rlim_t)(2 * n + 64)) {
@@ -152,10 +156,11 @@ int main(int argc, char **argv) {
     struct epoll_event evs[256];
     while (finished < n) {
         if (now() - start > 300) fail("timed out", finished);
-        if (rate && now() >= tick) { /* every client's next tenth of a second */
-            tick += 0.1;
+        if (rate && now() >= tick) { /* the next tenth of a second of every client (in step) or a tenth of them */
+            tick += spread ? 0.01 : 0.1;
+            long phase = ticks++ % 10;
             for (long i = 0; i < n; i++) {
-                if (clients[i]->done) continue;
+                if (clients[i]->done || (spread && i % 10 != phase)) continue;
                 budget[i] += rate / 10;
                 client_send(clients[i], bytes, &budget[i]);
             }

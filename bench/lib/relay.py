@@ -222,12 +222,14 @@ def idle_table(idle):
     return L
 
 
-def fan_run(conns, nbytes, workers, rate=None, relay_args=()):
+def fan_run(conns, nbytes, workers, rate=None, relay_args=(), spread=False):
     """One run of bench/fan.c: `conns` streams of `nbytes` each at once through one relay
     (`--workers`, then `relay_args`) into fan's checking backend; rate: each stream's
-    bytes/s, held by fan itself. Returns seconds, the relay's CPU and peak RSS (VmHWM);
-    SIGINT then ends the relay, which must exit 130."""
-    fan = subprocess.Popen([common.FAN, str(conns), str(nbytes), *([str(rate)] if rate else [])],
+    bytes/s, held by fan itself (spread: the streams' sends spread over each 100 ms, not in
+    step). Returns seconds, the relay's CPU and peak RSS (VmHWM); SIGINT then ends the
+    relay, which must exit 130."""
+    fan = subprocess.Popen([common.FAN, str(conns), str(nbytes), *([str(rate)] if rate else []),
+                            *(["spread"] if spread else [])],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     ps = Procs(120)
     try:
