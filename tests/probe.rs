@@ -147,6 +147,50 @@ fn a_port_range_probes_each_port_and_bad_ranges_are_usage_errors() {
     }
 }
 
+/// A range wide enough for probe's poll loops on several threads, its sockets reused from
+/// refused ports for the next: every port answers for itself, in order — the 20 listened
+/// on open, every other refused (or listened on by something else since).
+#[test]
+fn a_wide_range_gives_each_port_its_own_answer() {
+    const WIDTH: u16 = 400;
+    // A block of ports all free now (each bound, then all but every 20th let go).
+    let (lo, mut listeners) = (20_000..60_000)
+        .step_by(usize::from(WIDTH))
+        .find_map(|lo: u16| {
+            let all: Option<Vec<TcpListener>> = (lo..lo + WIDTH)
+                .map(|p| TcpListener::bind(("127.0.0.1", p)).ok())
+                .collect();
+            all.map(|l| (lo, l))
+        })
+        .expect("a free block of ports");
+    let mut i = 0;
+    listeners.retain(|_| {
+        i += 1;
+        (i - 1) % 20 == 0
+    });
+    let hi = lo + WIDTH - 1;
+    let out = probe(&[&format!("tcp:127.0.0.1:{lo}-{hi}")]);
+    let text = stdout_text(&out);
+    assert_eq!(out.status.code(), Some(1), "not all open: {text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), usize::from(WIDTH), "{text}");
+    for (p, line) in (lo..=hi).zip(&lines) {
+        let ours = (p - lo) % 20 == 0;
+        let want = match ours {
+            true => "open",
+            false => "refused",
+        };
+        let head = format!("tcp:127.0.0.1:{p} {want} (");
+        // Another process took the port since it was let go.
+        let taken = || !ours && TcpListener::bind(("127.0.0.1", p)).is_err();
+        assert!(line.starts_with(&head) || taken(), "{line}\n{text}");
+        if !ours && line.starts_with(&head) {
+            assert!(line.ends_with(": ECONNREFUSED"), "{line}");
+        }
+    }
+    drop(listeners);
+}
+
 #[test]
 fn wait_retries_until_a_late_listener_is_up_or_the_time_runs_out() {
     let port = free_port();

@@ -31,9 +31,15 @@ pub struct ProbeConfig {
 /// `--connect-timeout` when none is given: a port that drops SYNs (a firewall) would
 /// otherwise hold a try for the kernel's two minutes of retransmissions.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Connections being made at once. Enough that 1,000 loopback ports cost a few round
-/// trips of the poll loop, few enough for the default open-file limit of 1,024.
+/// Connections being made at once (over all threads). Enough that 1,000 loopback ports cost
+/// a few round trips of the poll loop, few enough for the default open-file limit of 1,024.
 const IN_FLIGHT: usize = 256;
+/// Targets a thread takes at least: below that, one thread (a healthcheck's one port starts
+/// no thread); above, one poll loop per CPU, at most [`MAX_THREADS`]. A refused loopback
+/// port is all kernel work (socket, SYN, RST), so a second CPU halves a range's time
+/// (bench/NOTEBOOK.md#probe-threads-and-reused-sockets).
+const PER_THREAD_MIN: usize = 64;
+const MAX_THREADS: usize = 4;
 /// Under `--wait`, the pause between two rounds (wait-for-it's is 1 s; a container's start
 /// is worth the quarter).
 const WAIT_PAUSE: Duration = Duration::from_millis(250);
@@ -213,7 +219,7 @@ pub fn run(opts: &Options, cfg: &ProbeConfig) -> anyhow::Result<ExitCode> {
                 .max(Duration::from_millis(1)),
             None => cfg.connect_timeout,
         };
-        let round = Round::run(&targets, &pending, limit)?;
+        let round = run_round(&targets, &pending, limit)?;
         for (i, state, seconds) in round {
             let tries = answers[i].as_ref().map_or(0, |a| a.tries) + 1;
             if opts.verbose && deadline.is_some() && !matches!(state, State::Open(_)) {
@@ -249,17 +255,29 @@ pub fn run(opts: &Options, cfg: &ProbeConfig) -> anyhow::Result<ExitCode> {
         }
     }
     let mut open = 0;
+    // One write for all the lines: a range's thousand lines are not a thousand writes.
+    let mut lines = String::new();
     for (endpoint, answer) in cfg.targets.iter().zip(&answers) {
         let answer = answer.as_ref().expect("every target tried at least once");
         open += usize::from(matches!(answer.state, State::Open(_)));
         if opts.quiet && opts.stats == StatsFormat::Text {
             continue;
         }
-        let line = match opts.stats {
+        lines += &match opts.stats {
             StatsFormat::Text => text_line(endpoint, answer, cfg),
             StatsFormat::Json => json_line(endpoint, answer),
         };
-        println!("{line}");
+        lines.push('\n');
+    }
+    if !lines.is_empty() {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = out.write_all(lines.as_bytes()).and_then(|()| out.flush()) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                return Ok(ExitCode::BrokenPipe);
+            }
+            return Err(anyhow::anyhow!("cannot write to stdout: {e}"));
+        }
     }
     if opts.verbose {
         eprintln!(
@@ -441,12 +459,42 @@ fn with_port(addrs: Vec<SockaddrStorage>, port: u16) -> Vec<SockaddrStorage> {
         .collect()
 }
 
+/// One try at each of the targets `which`, in parallel: one poll loop, or one a thread when
+/// there are many ([`PER_THREAD_MIN`]), the [`IN_FLIGHT`] connections shared among them.
+fn run_round(
+    targets: &Targets,
+    which: &[usize],
+    limit: Duration,
+) -> anyhow::Result<Vec<(usize, State, f64)>> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = (which.len() / PER_THREAD_MIN).clamp(1, cpus.min(MAX_THREADS));
+    if threads == 1 {
+        return Round::run(targets, which, limit, IN_FLIGHT);
+    }
+    let share = which.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let loops: Vec<_> = which
+            .chunks(share)
+            .map(|part| scope.spawn(move || Round::run(targets, part, limit, IN_FLIGHT / threads)))
+            .collect();
+        let mut done = Vec::with_capacity(which.len());
+        for one in loops {
+            done.extend(one.join().expect("a probe thread panicked")?);
+        }
+        Ok(done)
+    })
+}
+
 /// One try at some of the targets, in parallel.
 struct Round<'a> {
     targets: &'a Targets,
     limit: Duration,
     flying: Vec<Try>,
     done: Vec<(usize, State, f64)>,
+    /// TCP sockets whose connect was refused, unconnected again and ready for the next port:
+    /// socket(2) and close(2) were a third of a refused port's cost. (Linux: a second
+    /// connect(2) on a refused socket returns the error and leaves it unconnected.)
+    spare: Vec<(AddressFamily, OwnedFd)>,
 }
 
 /// A try in flight.
@@ -456,8 +504,8 @@ struct Try {
     addr: usize,
     fd: OwnedFd,
     started: Instant,
-    /// Connected, and the TLS handshake under way.
-    shake: Option<Handshake>,
+    /// Connected, and the TLS handshake under way (boxed: the poll loop moves tries).
+    shake: Option<Box<Handshake>>,
 }
 
 impl<'a> Round<'a> {
@@ -465,17 +513,19 @@ impl<'a> Round<'a> {
         targets: &'a Targets,
         which: &[usize],
         limit: Duration,
+        in_flight: usize,
     ) -> anyhow::Result<Vec<(usize, State, f64)>> {
         let mut round = Round {
             targets,
             limit,
             flying: Vec::new(),
             done: Vec::new(),
+            spare: Vec::new(),
         };
         let mut next = which.iter().copied();
         let mut more = true;
         loop {
-            while more && round.flying.len() < IN_FLIGHT {
+            while more && round.flying.len() < in_flight.max(1) {
                 match next.next() {
                     Some(target) => round.start(target, 0, Instant::now()),
                     None => more = false,
@@ -492,6 +542,15 @@ impl<'a> Round<'a> {
         Ok(round.done)
     }
 
+    /// The address `addr` of `target`'s list.
+    fn sockaddr(&self, target: usize, addr: usize) -> &'a SockaddrStorage {
+        let targets: &'a Targets = self.targets;
+        match &targets.each[target].addrs {
+            Ok(addrs) => &addrs[addr],
+            Err(_) => unreachable!("a try starts at an address there is"),
+        }
+    }
+
     /// Starts a try at `target`'s address `addr` (the next one after a failed address).
     fn start(&mut self, target: usize, addr: usize, started: Instant) {
         let prepared = &self.targets.each[target];
@@ -503,10 +562,16 @@ impl<'a> Round<'a> {
             unreachable!("a try starts at an address there is");
         };
         let family = sockaddr.family().unwrap_or(AddressFamily::Unix);
-        let flags = SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC;
-        let fd = match socket::socket(family, SockType::Stream, flags, None) {
-            Ok(fd) => fd,
-            Err(errno) => return self.finish(target, State::of_errno(errno), started),
+        let spare = self.spare.iter().rposition(|(f, _)| *f == family);
+        let fd = match spare.map(|i| self.spare.swap_remove(i).1) {
+            Some(fd) => fd,
+            None => {
+                let flags = SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC;
+                match socket::socket(family, SockType::Stream, flags, None) {
+                    Ok(fd) => fd,
+                    Err(errno) => return self.finish(target, State::of_errno(errno), started),
+                }
+            }
         };
         let attempt = Try {
             target,
@@ -517,10 +582,12 @@ impl<'a> Round<'a> {
         };
         match socket::connect(attempt.fd.as_raw_fd(), sockaddr) {
             Ok(()) => self.connected(attempt),
-            Err(Errno::EINPROGRESS) => self.flying.push(attempt),
+            // On loopback the answer (SYN-ACK or RST) is in before connect returns: asked
+            // at once, it needs no poll.
+            Err(Errno::EINPROGRESS) => self.settle(attempt, None),
             // A unix listener's full backlog: no answer now, as a dropped SYN.
             Err(Errno::EAGAIN) => self.finish(target, State::Timeout, started),
-            Err(errno) => self.failed(attempt, errno),
+            Err(errno) => self.failed(attempt.target, attempt.addr, started, errno),
         }
     }
 
@@ -530,7 +597,7 @@ impl<'a> Round<'a> {
             return self.finish(attempt.target, State::Open(None), attempt.started);
         };
         match Handshake::client(config, name) {
-            Ok(shake) => attempt.shake = Some(shake),
+            Ok(shake) => attempt.shake = Some(Box::new(shake)),
             Err(why) => return self.finish(attempt.target, State::Failed(why), attempt.started),
         }
         self.shake(attempt);
@@ -549,19 +616,67 @@ impl<'a> Round<'a> {
         }
     }
 
-    /// A connect failed: the target's next address, or its answer.
-    fn failed(&mut self, attempt: Try, errno: Errno) {
-        let addrs = self.targets.each[attempt.target].addrs.as_ref();
-        let more = addrs.is_ok_and(|a| attempt.addr + 1 < a.len());
-        if more && attempt.started.elapsed() < self.limit {
-            return self.start(attempt.target, attempt.addr + 1, attempt.started);
+    /// A connect failed (its socket closed or kept spare): the target's next address, or
+    /// its answer.
+    fn failed(&mut self, target: usize, addr: usize, started: Instant, errno: Errno) {
+        let addrs = self.targets.each[target].addrs.as_ref();
+        let more = addrs.is_ok_and(|a| addr + 1 < a.len());
+        if more && started.elapsed() < self.limit {
+            return self.start(target, addr + 1, started);
         }
-        self.finish(attempt.target, State::of_errno(errno), attempt.started)
+        self.finish(target, State::of_errno(errno), started)
     }
 
     fn finish(&mut self, target: usize, state: State, started: Instant) {
         self.done
             .push((target, state, started.elapsed().as_secs_f64()));
+    }
+
+    /// Where a connect stands: asked right after connect(2) said EINPROGRESS (`polled`
+    /// None: on loopback the answer, SYN-ACK or RST, is in by then), or after poll said it
+    /// ended. A TCP socket is asked by a second connect(2), which answers its error and
+    /// leaves it unconnected: a refused one is kept for the next port.
+    fn settle(&mut self, attempt: Try, polled: Option<PollFlags>) {
+        let sockaddr = self.sockaddr(attempt.target, attempt.addr);
+        let family = sockaddr.family();
+        let inet = matches!(family, Some(AddressFamily::Inet | AddressFamily::Inet6));
+        if inet && polled.is_none_or(|revents| revents.contains(PollFlags::POLLERR)) {
+            match socket::connect(attempt.fd.as_raw_fd(), sockaddr) {
+                Err(Errno::ECONNREFUSED) => {
+                    let Try {
+                        target,
+                        addr,
+                        fd,
+                        started,
+                        ..
+                    } = attempt;
+                    self.spare.push((family.expect("an inet address"), fd));
+                    return self.failed(target, addr, started, Errno::ECONNREFUSED);
+                }
+                Ok(()) | Err(Errno::EISCONN) => return self.connected(attempt),
+                // Not answered yet: poll waits for it.
+                Err(Errno::EALREADY | Errno::EINPROGRESS) if polled.is_none() => {
+                    return self.flying.push(attempt)
+                }
+                // A soft (ICMP) error while still connecting: SO_ERROR says it.
+                Err(Errno::EALREADY | Errno::EINPROGRESS) => {}
+                Err(errno) => {
+                    return self.failed(attempt.target, attempt.addr, attempt.started, errno)
+                }
+            }
+        } else if polled.is_none() {
+            return self.flying.push(attempt);
+        }
+        match socket::getsockopt(&attempt.fd, socket::sockopt::SocketError) {
+            Ok(0) => self.connected(attempt),
+            Ok(raw) => self.failed(
+                attempt.target,
+                attempt.addr,
+                attempt.started,
+                Errno::from_raw(raw),
+            ),
+            Err(errno) => self.failed(attempt.target, attempt.addr, attempt.started, errno),
+        }
     }
 
     /// One poll over the tries in flight, and what it says of each.
@@ -618,11 +733,7 @@ impl<'a> Round<'a> {
                 self.shake(attempt);
                 continue;
             }
-            match socket::getsockopt(&attempt.fd, socket::sockopt::SocketError) {
-                Ok(0) => self.connected(attempt),
-                Ok(raw) => self.failed(attempt, Errno::from_raw(raw)),
-                Err(errno) => self.failed(attempt, errno),
-            }
+            self.settle(attempt, Some(revents));
         }
         Ok(())
     }
