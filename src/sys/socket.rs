@@ -60,6 +60,18 @@ pub fn limit_unsent(fd: BorrowedFd<'_>, bytes: usize) -> Result<(), Errno> {
     set_option(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, &value)
 }
 
+/// Sends the ACK a TCP socket holds back now, and the next ones at once (TCP_QUICKACK,
+/// which the kernel may turn off again later). Any other socket refuses, and nothing is
+/// done.
+pub fn ack_at_once(fd: BorrowedFd<'_>) {
+    let _ = set_option(
+        fd,
+        libc::IPPROTO_TCP,
+        libc::TCP_QUICKACK,
+        &(1 as libc::c_int),
+    );
+}
+
 /// A TCP socket, MPTCP included (SO_PROTOCOL); false for anything else, a non-socket included.
 pub fn is_tcp(fd: BorrowedFd<'_>) -> bool {
     let mut protocol: libc::c_int = 0;

@@ -125,6 +125,10 @@ pub fn read(
 }
 
 fn read_one(fd: BorrowedFd<'_>, url: &str, method: &str) -> anyhow::Result<ResponseHead> {
+    // The server's head and body are often two writes, its body held by Nagle until the
+    // head is ACKed: ACK at once (a new connection does, a kept-alive one would delay it
+    // 40 ms). Not a TCP socket (the TLS bridge's socketpair): nothing to do.
+    crate::sys::socket::ack_at_once(fd);
     let mut taken: Vec<u8> = Vec::new();
     let mut peeked = vec![0u8; MAX_HEAD + 1];
     loop {
