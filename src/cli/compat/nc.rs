@@ -612,7 +612,8 @@ fn proxy_password(user: &str, proxy_host: &str) -> String {
             1,
         )
     };
-    let _ = write!(tty, "Proxy password for {user}@{proxy_host}: ");
+    // Echo off before the prompt, as readpassphrase(3) does: a password typed as soon as
+    // the prompt shows must not be echoed.
     let quiet = tty.try_clone().ok().and_then(|fd| {
         let mode = crate::sys::terminal::Mode {
             raw: false,
@@ -620,6 +621,7 @@ fn proxy_password(user: &str, proxy_host: &str) -> String {
         };
         crate::sys::terminal::change(fd.into(), mode).ok()
     });
+    let _ = write!(tty, "Proxy password for {user}@{proxy_host}: ");
     let mut typed = Vec::new();
     let mut byte = [0u8; 1];
     while let Ok(1) = tty.read(&mut byte) {
