@@ -673,7 +673,9 @@ fn the_rate_is_over_the_time_bytes_were_moving_not_the_wait_for_the_end() {
             let report = json_report(&out.stderr);
             let wall = report["seconds"].as_f64().unwrap();
             let moving = report["moving_seconds"].as_f64().unwrap();
-            assert!(wall >= 2.0, "{report}");
+            // The source's pipe may hold all 1 MiB (zerocat enlarges it), so the two
+            // seconds may start a little before zerocat's clock does.
+            assert!(wall >= 1.5, "{report}");
             assert!(moving > 0.0 && moving + 1.0 < wall, "{report}");
             assert_eq!(final_path(&report), "splice", "{report}");
         } else {
