@@ -455,15 +455,12 @@ fn copy_r_moves_a_tree_of_files_both_ways() {
         let bucket = server.bucket("tree");
         let dir = tempdir();
         let tree = dir.path().join("tree");
-        let mut want = Vec::new();
-        for i in 0..1100usize {
-            let rel = format!("d{:02}/e{}/f {i:04}+x.bin", i % 20, i % 3);
-            let bytes = data(i * 7 % 5000);
-            let path = tree.join(&rel);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, &bytes).unwrap();
-            want.push((rel, bytes));
-        }
+        let want = write_tree(
+            &tree,
+            1100,
+            |i| format!("d{:02}/e{}/f {i:04}+x.bin", i % 20, i % 3),
+            |i| i * 7 % 5000,
+        );
         let uri = format!("s3://{bucket}/pre/");
         let up = server
             .rig()
@@ -487,22 +484,49 @@ fn copy_r_moves_a_tree_of_files_both_ways() {
             "{what}: one page only: {}",
             down.stderr
         );
-        for (rel, bytes) in &want {
-            let got = std::fs::read(out.join(rel)).unwrap_or_else(|e| panic!("{what}: {rel}: {e}"));
-            assert!(got == *bytes, "{what}: {rel} differs");
-        }
-        let count = walkdir_count(&out);
-        assert_eq!(count, 1100, "{what}: files beyond the tree");
+        assert_tree_holds(&out, &want, what);
     }
 }
 
-fn walkdir_count(dir: &std::path::Path) -> usize {
+/// Writes `n` files under `root`, the i-th at `rel(i)` holding `data(size(i))`; their
+/// relative paths and bytes, for `assert_tree_holds`.
+fn write_tree(
+    root: &std::path::Path,
+    n: usize,
+    rel: impl Fn(usize) -> String,
+    size: impl Fn(usize) -> usize,
+) -> Vec<(String, Vec<u8>)> {
+    (0..n)
+        .map(|i| {
+            let (rel, bytes) = (rel(i), data(size(i)));
+            let path = root.join(&rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &bytes).unwrap();
+            (rel, bytes)
+        })
+        .collect()
+}
+
+/// `out` holds exactly the files `want` lists, each with its bytes, and nothing else.
+fn assert_tree_holds(out: &std::path::Path, want: &[(String, Vec<u8>)], what: &str) {
+    for (rel, bytes) in want {
+        let got = std::fs::read(out.join(rel)).unwrap_or_else(|e| panic!("{what}: {rel}: {e}"));
+        assert!(got == *bytes, "{what}: {rel} differs");
+    }
+    assert_eq!(
+        files_under(out),
+        want.len(),
+        "{what}: files beyond the tree"
+    );
+}
+
+fn files_under(dir: &std::path::Path) -> usize {
     std::fs::read_dir(dir)
         .unwrap()
         .map(|e| {
             let e = e.unwrap();
             if e.file_type().unwrap().is_dir() {
-                walkdir_count(&e.path())
+                files_under(&e.path())
             } else {
                 1
             }
@@ -809,15 +833,12 @@ fn copy_r_reuses_connections_the_server_keeps_open() {
         let bucket = server.bucket("alive");
         let dir = tempdir();
         let tree = dir.path().join("tree");
-        let mut want = Vec::new();
-        for i in 0..300usize {
-            let rel = format!("d{}/f{i:03}.bin", i % 7);
-            let bytes = data(1 + i * 37 % 9000);
-            let path = tree.join(&rel);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, &bytes).unwrap();
-            want.push((rel, bytes));
-        }
+        let want = write_tree(
+            &tree,
+            300,
+            |i| format!("d{}/f{i:03}.bin", i % 7),
+            |i| 1 + i * 37 % 9000,
+        );
         let uri = format!("s3://{bucket}/pre/");
         let proxy = CountingProxy::start(server.port, None);
         let up = server
@@ -841,11 +862,7 @@ fn copy_r_reuses_connections_the_server_keeps_open() {
             .run();
         down.assert_code(0, what);
         assert_eq!(down.report()["files"], 300, "{what}: {}", down.stderr);
-        for (rel, bytes) in &want {
-            let got = std::fs::read(out.join(rel)).unwrap_or_else(|e| panic!("{what}: {rel}: {e}"));
-            assert!(got == *bytes, "{what}: {rel} differs");
-        }
-        assert_eq!(walkdir_count(&out), 300, "{what}: files beyond the tree");
+        assert_tree_holds(&out, &want, what);
         let down_connections = proxy.accepted() - up_connections;
         match server.kind {
             // -j 4: four requests at once at most, and a connection left idle can carry
@@ -877,14 +894,7 @@ fn a_request_on_a_connection_the_server_closed_goes_again_on_a_new_one() {
     let bucket = server.bucket("stale");
     let dir = tempdir();
     let tree = dir.path().join("tree");
-    let mut want = Vec::new();
-    for i in 0..60usize {
-        let rel = format!("f{i:02}.bin");
-        let bytes = data(100 + i * 131);
-        std::fs::create_dir_all(&tree).unwrap();
-        std::fs::write(tree.join(&rel), &bytes).unwrap();
-        want.push((rel, bytes));
-    }
+    let want = write_tree(&tree, 60, |i| format!("f{i:02}.bin"), |i| 100 + i * 131);
     let uri = format!("s3://{bucket}/p/");
     let proxy = CountingProxy::start(server.port, Some(1));
     let up = server
@@ -925,11 +935,7 @@ fn a_request_on_a_connection_the_server_closed_goes_again_on_a_new_one() {
     down.assert_code(0, what);
     assert_eq!(down.report()["files"], 60, "{what}: {}", down.stderr);
     assert_eq!(down.report()["objects_listed"], 60, "{what}");
-    for (rel, bytes) in &want {
-        let got = std::fs::read(out.join(rel)).unwrap();
-        assert!(got == *bytes, "{what}: {rel} differs");
-    }
-    assert_eq!(walkdir_count(&out), 60, "{what}: files beyond the tree");
+    assert_tree_holds(&out, &want, what);
     assert!(
         proxy.closed_on.load(Ordering::SeqCst) > closed_up,
         "{what}: no GET met a closed connection"
