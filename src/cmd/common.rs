@@ -525,38 +525,32 @@ pub fn peer_env(endpoint: &Endpoint, opened: &Opened, origin: &Addresses) -> Pee
     PeerEnv::of_socket(origin, opened.fd.as_fd(), tls)
 }
 
-/// What `--keep-open`'s next accept came to.
-// Matched at once by the caller, never stored: boxing the client would only add an allocation.
-#[allow(clippy::large_enum_variant)]
-pub enum NextClient {
-    Client(endpoint::Accepted),
-    /// Nothing to serve, accept again: EINTR, a client gone before it was served
-    /// (ECONNABORTED), a refused PROXY header or handshake.
-    Again,
-    /// A client the listener's `allow=`/`deny=` list refused (closed unread): counted in
-    /// the report, and the next one accepted.
-    Refused,
-    /// SIGINT/SIGTERM: the run ends.
-    Interrupted,
-    /// The listener failed, in a sentence.
-    Failed(String),
-}
-
-/// The next client of a `--keep-open` listener (pipe's and tee's).
-pub fn next_client(listener: &endpoint::Listener) -> NextClient {
-    match listener.accept_from() {
-        Ok(accepted) => NextClient::Client(accepted),
-        Err(_) if crate::sys::process::interrupted() => NextClient::Interrupted,
-        Err(e) if e.raw_os_error() == Some(nix::libc::EINTR) => NextClient::Again,
-        Err(e) => match endpoint::Rejected::of(&e) {
-            Some(rejected) if rejected.refused => NextClient::Refused,
-            Some(_) => NextClient::Again,
-            None if e.raw_os_error() == Some(nix::libc::ECONNABORTED) => NextClient::Again,
-            None => NextClient::Failed(format!(
-                "cannot accept a connection on {}: {e}",
-                listener.local_addr()
-            )),
-        },
+/// The next client of a `--keep-open` listener (pipe's and tee's), accepting again where
+/// there is nothing to serve (EINTR, a client gone before it was served, a refused PROXY
+/// header or handshake) and counting in `refused` each client the listener's `allow=`/`deny=`
+/// refused (closed unread). `Err`: how the run ends — SIGINT/SIGTERM, or the listener failed.
+pub fn next_client(
+    listener: &endpoint::Listener,
+    refused: &mut u64,
+) -> Result<endpoint::Accepted, crate::report::Ending> {
+    use crate::report::Ending;
+    loop {
+        match listener.accept_from() {
+            Ok(accepted) => return Ok(accepted),
+            Err(_) if crate::sys::process::interrupted() => return Err(Ending::Signal),
+            Err(e) if e.raw_os_error() == Some(nix::libc::EINTR) => {}
+            Err(e) => match endpoint::Rejected::of(&e) {
+                Some(rejected) if rejected.refused => *refused += 1,
+                Some(_) => {}
+                None if e.raw_os_error() == Some(nix::libc::ECONNABORTED) => {}
+                None => {
+                    return Err(Ending::Error(format!(
+                        "cannot accept a connection on {}: {e}",
+                        listener.local_addr()
+                    )))
+                }
+            },
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use super::common::{
     child_failure, describe, failure_message, finish_datagram_sink, finish_dump, finish_http,
     finish_socket_sink, finish_tls, idle_outcome, inspect, next_client, predict, reap_child,
     refuse_same_file, refused_by_listeners, remaining, say_socket_options, start_dump, stdout_gone,
-    tap_stream, truncate_if_pending, IdleWatch, NextClient, Quiet,
+    tap_stream, truncate_if_pending, IdleWatch, Quiet,
 };
 use crate::endpoint::proxy::Addresses;
 use crate::endpoint::{Endpoint, Role};
@@ -327,15 +327,9 @@ fn keep_open(
     let mut src_info = None;
     let mut plan_said = false;
     let ending = loop {
-        let accepted = match next_client(&listener) {
-            NextClient::Client(accepted) => accepted,
-            NextClient::Again => continue,
-            NextClient::Refused => {
-                refused += 1;
-                continue;
-            }
-            NextClient::Interrupted => break Ending::Signal,
-            NextClient::Failed(why) => break Ending::Error(why),
+        let accepted = match next_client(&listener, &mut refused) {
+            Ok(accepted) => accepted,
+            Err(ending) => break ending,
         };
         let info = inspect(accepted.fd.as_fd(), &cfg.src)?;
         let chain = chain_for(&info, &dst_info, opts)?;

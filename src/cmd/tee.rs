@@ -11,7 +11,7 @@ use super::common::{
     child_failure, describe, failure_message, finish_datagram_sink, finish_dump, finish_http,
     finish_socket_sink, idle_outcome, inspect, next_client, predict, reap_child, refuse_same_file,
     refused_by_listeners, remaining, start_dump, stdout_gone, tap_stream, truncate_if_pending,
-    IdleWatch, NextClient, Quiet,
+    IdleWatch, Quiet,
 };
 use crate::endpoint::http::HttpEnd;
 use crate::endpoint::proxy::Addresses;
@@ -695,15 +695,9 @@ fn keep_open(
         if errors.iter().all(Option::is_some) {
             break Ending::Error("no sink left to write to".to_string());
         }
-        let accepted = match next_client(&listener) {
-            NextClient::Client(accepted) => accepted,
-            NextClient::Again => continue,
-            NextClient::Refused => {
-                refused += 1;
-                continue;
-            }
-            NextClient::Interrupted => break Ending::Signal,
-            NextClient::Failed(why) => break Ending::Error(why),
+        let accepted = match next_client(&listener, &mut refused) {
+            Ok(accepted) => accepted,
+            Err(ending) => break ending,
         };
         let info = inspect(accepted.fd.as_fd(), &cfg.src)?;
         if !plan_said {
