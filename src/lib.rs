@@ -159,7 +159,9 @@ fn run_plain(options: &Options, invocation: &Invocation) -> anyhow::Result<exit:
             }
         }
     };
-    // A WebSocket end's threads send what they hold and their close frame.
+    // A WebSocket end's threads send what they hold and their close frame; then the TLS
+    // record layers under them send their close_notify and wait for the peer's.
     endpoint::websocket::bridge::finish_all(std::time::Duration::from_secs(5));
+    endpoint::tls::bridge::finish_all(std::time::Duration::from_secs(5));
     ran
 }

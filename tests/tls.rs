@@ -62,7 +62,7 @@ openssl ca -batch -config ca.cnf -selfsign -keyfile ../old.key -in old.csr -star
 
     /// A TLS 1.3 client of our own (rustls) connected to `addr`, trusting this CA, for
     /// what no command-line client does on cue (a key update, a cut without close_notify).
-    fn rustls_client(
+    pub(crate) fn rustls_client(
         &self,
         addr: &str,
     ) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {

@@ -391,7 +391,10 @@ sink's peer (\fBpipe\fR, \fBtee\fR), which sends zerocat no stream, may close af
 zerocat's close_notify without its own (RFC 5246 7.2.1; Python's ssl, many HTTP servers
 do); and a stream zerocat cuts (an
 error on the other side, a signal's cut) resets the TLS peer rather than send a
-close_notify that would say the stream was complete. A failed or stalled handshake
+close_notify that would say the stream was complete. Where zerocat has read all it
+wants (a WebSocket close frame came first) but the peer may still send its close_notify,
+the thread waits up to 2 s for it (or a FIN) before closing: closing with bytes unread
+would reset the connection and lose what the peer had not yet read. A failed or stalled handshake
 is exit 1 with a sentence that says why and what to do (an unknown issuer, a wrong
 name, an expired certificate, a refused client certificate, a peer that does not speak
 TLS); in \fBrelay\fR that connection is closed and

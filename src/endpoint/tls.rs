@@ -7,7 +7,7 @@
 //! (`bridge.rs`) between the TCP socket and a socketpair whose other end the engine gets.
 //! Either way the engine meets a plain stream socket, and [`TlsInfo`] says which ran.
 
-mod bridge;
+pub(crate) mod bridge;
 mod trust;
 
 use std::io::{self, Read, Write};

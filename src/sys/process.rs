@@ -137,6 +137,34 @@ pub fn join_until<T>(thread: std::thread::JoinHandle<T>, until: std::time::Insta
     ended
 }
 
+/// Threads that must not be cut short by the process's exit (a WebSocket end's last
+/// close frame, a TLS end's close_notify and lingering close): each kind keeps its own,
+/// and the run waits for them, bounded, once the command is done ([`Finishing::finish`]).
+#[derive(Default)]
+pub struct Finishing(std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>);
+
+impl Finishing {
+    pub const fn new() -> Finishing {
+        Finishing(std::sync::Mutex::new(Vec::new()))
+    }
+
+    /// Keeps `thread` for the end of the run (those already ended are reaped now).
+    pub fn keep(&self, thread: std::thread::JoinHandle<()>) {
+        let mut threads = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        threads.retain(|t| !t.is_finished());
+        threads.push(thread);
+    }
+
+    /// Waits (at most `limit` in all) for the threads kept so far.
+    pub fn finish(&self, limit: std::time::Duration) {
+        let threads = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
+        let until = std::time::Instant::now() + limit;
+        for thread in threads {
+            join_until(thread, until);
+        }
+    }
+}
+
 /// The calling thread, and only it (Linux's nice is per thread), at nice 19: it gets a
 /// core where one is idle and yields to every other thread where none is. For a thread
 /// whose work may fall behind and say so (`--dump`'s writer) rather than slow the one

@@ -31,6 +31,9 @@ use crate::sys;
 const CHUNK: usize = 64 * 1024;
 /// The thread needs little stack: rustls keeps its buffers on the heap.
 const STACK: usize = 256 * 1024;
+/// How long, once the engine's end is gone and our close_notify is out, the peer's own
+/// close_notify or FIN is waited for (Apache's lingering close waits 2 s too).
+const LINGER: Duration = Duration::from_secs(2);
 
 #[derive(Default)]
 struct Shared {
@@ -39,6 +42,16 @@ struct Shared {
     cut: AtomicBool,
     /// The engine only writes this stream (a sink of pipe or tee): see [`Bridge::writes_only`].
     writes_only: AtomicBool,
+}
+
+/// Record layers whose [`Bridge`] was dropped unjoined (the relay's sides), joined at the
+/// end of the run ([`finish_all`]): the process's exit must not cut short a close_notify
+/// or the lingering close (the peer would get a reset, and lose what it had not read).
+static LIVE: sys::process::Finishing = sys::process::Finishing::new();
+
+/// Waits (at most `limit` in all) for the record layers of connections that are over.
+pub fn finish_all(limit: Duration) {
+    LIVE.finish(limit);
 }
 
 /// The record layer's thread, and what it reports.
@@ -83,6 +96,14 @@ impl Bridge {
     }
 }
 
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            LIVE.keep(thread);
+        }
+    }
+}
+
 /// Starts the record layer for an established connection on `net` (the TCP socket); the
 /// fd returned is the engine's end of the socketpair (CLOEXEC; O_NONBLOCK if `nonblocking`).
 pub fn start(conn: Connection, net: OwnedFd, nonblocking: bool) -> io::Result<(OwnedFd, Bridge)> {
@@ -112,6 +133,7 @@ pub fn start(conn: Connection, net: OwnedFd, nonblocking: bool) -> io::Result<(O
         local_eof: false,
         local_gone: false,
         net_shut: false,
+        lingering: None,
     };
     let thread = std::thread::Builder::new()
         .name("zerocat-tls".into())
@@ -149,11 +171,19 @@ struct Pump {
     local_gone: bool,
     /// close_notify sent and the TCP socket shut for writing.
     net_shut: bool,
+    /// Since when the peer's end has been waited for with nothing left to deliver
+    /// (see [`LINGER`]).
+    lingering: Option<Instant>,
 }
 
 impl Pump {
     fn run(&mut self) {
         if let Err(reason) = self.serve() {
+            if self.lingering.is_some() {
+                // Everything was delivered both ways: how the peer's side ends (a reset,
+                // a record we cannot read) no longer concerns the stream.
+                return;
+            }
             if self.shared.cut.load(Ordering::SeqCst) {
                 // Cut by the engine: the peer gets a reset (SO_LINGER 0 at close).
                 let _ = socket::setsockopt(
@@ -198,8 +228,22 @@ impl Pump {
             // certificate comes after our handshake ended, and only that answer carries it.
             // A stream the engine reads ends once the engine's end is gone.
             let writes_only = self.shared.writes_only.load(Ordering::SeqCst);
-            if self.net_shut && (self.peer_done || (self.local_gone && !writes_only)) {
+            if self.net_shut && self.peer_done {
                 return Ok(());
+            }
+            // The engine's end is gone, so nothing the peer still sends has a reader; but
+            // closing with its bytes unread (a close_notify that follows a WebSocket close
+            // frame, records in flight) resets the connection, and a reset throws away what
+            // the peer has not read of ours yet (HAZARDS: RST vs FIN). Read and drop until
+            // its close_notify or FIN, for at most LINGER.
+            let mut wait = PollTimeout::NONE;
+            if self.net_shut && self.local_gone && !writes_only {
+                let since = *self.lingering.get_or_insert_with(Instant::now);
+                let left = LINGER.saturating_sub(since.elapsed());
+                if left.is_zero() || self.peer_closed {
+                    return Ok(());
+                }
+                wait = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
             }
             let pending = self.pending();
             let mut net_events = PollFlags::empty();
@@ -226,7 +270,7 @@ impl Pump {
             if watch_local {
                 fds.push(PollFd::new(self.local.as_fd(), local_events));
             }
-            match poll(&mut fds, PollTimeout::NONE) {
+            match poll(&mut fds, wait) {
                 Ok(_) | Err(Errno::EINTR) => {}
                 Err(e) => return Err(format!("TLS: poll: {}", io::Error::from(e))),
             }
@@ -304,10 +348,11 @@ impl Pump {
     }
 
     /// The peer's TCP FIN came without its close_notify: a cut of the stream the engine
-    /// reads, unless the engine reads none and zerocat's close_notify is queued (it went
-    /// out before any FIN that answers it): then the FIN is the peer's end.
+    /// reads, unless the engine reads none (or its end is gone) and zerocat's close_notify
+    /// is queued (it went out before any FIN that answers it): then the FIN is the peer's end.
     fn fin_without_close_notify(&mut self) -> Result<(), String> {
-        if self.local_eof && self.shared.writes_only.load(Ordering::SeqCst) {
+        let unread = self.local_gone || self.shared.writes_only.load(Ordering::SeqCst);
+        if self.local_eof && unread {
             self.peer_fin = true;
             self.peer_closed = true;
             return Ok(());

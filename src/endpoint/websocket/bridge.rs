@@ -20,8 +20,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
@@ -92,7 +91,7 @@ struct Shared {
 
 /// The threads of the connections still running, joined at the end of the run
 /// ([`finish_all`]) so a last close frame or the last bytes are not lost with the process.
-static LIVE: Mutex<Vec<JoinHandle<()>>> = Mutex::new(Vec::new());
+static LIVE: sys::process::Finishing = sys::process::Finishing::new();
 
 /// Payload bytes over the whole run: spliced, and carried through a buffer.
 static SPLICED: AtomicU64 = AtomicU64::new(0);
@@ -109,11 +108,7 @@ pub fn paths() -> (u64, u64) {
 /// Waits (at most `limit` in all) for the connections' threads: each ends once its
 /// close frames are exchanged (the engine's ends are closed by now).
 pub fn finish_all(limit: Duration) {
-    let threads = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|e| e.into_inner()));
-    let until = Instant::now() + limit;
-    for thread in threads {
-        sys::process::join_until(thread, until);
-    }
+    LIVE.finish(limit);
 }
 
 /// Starts the upgrade on `net` (connected, its TLS if any established) and the threads
@@ -134,9 +129,7 @@ pub fn start(net: OwnedFd, role: Role, nonblocking: bool, peer: String) -> io::R
         .name("zerocat-ws".into())
         .stack_size(STACK)
         .spawn(move || run(net, local, role, shared, peer))?;
-    let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
-    live.retain(|t| !t.is_finished());
-    live.push(thread);
+    LIVE.keep(thread);
     Ok(engine)
 }
 
