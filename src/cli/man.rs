@@ -1409,7 +1409,8 @@ once, when nothing was answered on it and the request's body can be sent again.
 of the body with it; a head larger than 64 KiB is refused.
 .PP
 \fB,header=\fINAME\fB:\fIVALUE\fR adds a header (repeatable; a value is never shown: the
-endpoint is printed as \fBheader=\fINAME\fB:***\fR). An inline value is in zerocat's command
+endpoint is printed as \fBheader=\fINAME\fB:***\fR); a \fBHost\fR given so replaces the
+URL's (one Host is sent, first), as do \fBUser\-Agent\fR and \fBAccept\fR. An inline value is in zerocat's command
 line, so \fBps\fR shows it: for a token, \fB,header=@\fIFILE\fR reads \fBName: value\fR
 lines from \fIFILE\fR when the endpoint opens, and \fB,header\-env=\fINAME\fB:\fIVAR\fR
 sends header \fINAME\fR with the value of environment variable \fIVAR\fR (a usage error

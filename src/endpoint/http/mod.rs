@@ -73,8 +73,9 @@ pub enum RequestBody {
 pub struct Request {
     pub method: String,
     pub url: Url,
-    /// Headers beyond Host, User-Agent, Accept-Encoding, Connection and the body's framing
-    /// (Range, If-Range, Authorization, x-amz-*...). Values may be secrets: never shown.
+    /// Headers beyond Accept-Encoding, Connection and the body's framing (Range, If-Range,
+    /// Authorization, x-amz-*...); a Host, User-Agent or Accept here replaces zerocat's.
+    /// Values may be secrets: never shown.
     pub headers: Vec<(String, String)>,
     pub body: RequestBody,
     /// The request-target as sent, when not the URL's path and query: an S3 key such as

@@ -7,7 +7,7 @@ use super::target::{base64, userinfo, Route};
 use super::{Request, RequestBody};
 
 /// The head of `request` sent along `route`. Defaults zerocat sends unless the caller gave
-/// the same header: `User-Agent`, `Accept: */*`; always `Accept-Encoding: identity` (the
+/// the same header: `Host` (the URL's), `User-Agent`, `Accept: */*`; always `Accept-Encoding: identity` (the
 /// body is moved as it comes, never decompressed) and, unless `keep_alive`,
 /// `Connection: close` (one request per connection). Either way the body ends where the
 /// framing says, and nothing follows it.
@@ -24,13 +24,26 @@ pub fn head(request: &Request, route: &Route, keep_alive: bool) -> Vec<u8> {
         origin_form
     };
     let mut text = format!("{} {target} HTTP/1.1\r\n", request.method);
-    let _ = write!(text, "Host: {}\r\n", host_header(url));
     let given = |name: &str| {
         request
             .headers
             .iter()
             .any(|(n, _)| n.eq_ignore_ascii_case(name))
     };
+    // One Host, first (RFC 9112 3.2: a server answers two with 400): the caller's, if given
+    // (a virtual host behind an address), in the URL's place.
+    match request
+        .headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("host"))
+    {
+        Some((name, value)) => {
+            let _ = write!(text, "{name}: {value}\r\n");
+        }
+        None => {
+            let _ = write!(text, "Host: {}\r\n", host_header(url));
+        }
+    }
     if !given("user-agent") {
         let _ = write!(
             text,
@@ -72,7 +85,9 @@ pub fn head(request: &Request, route: &Route, keep_alive: bool) -> Vec<u8> {
         }
     }
     for (name, value) in &request.headers {
-        let _ = write!(text, "{name}: {value}\r\n");
+        if !name.eq_ignore_ascii_case("host") {
+            let _ = write!(text, "{name}: {value}\r\n");
+        }
     }
     text.push_str("\r\n");
     text.into_bytes()
@@ -85,5 +100,56 @@ pub fn host_header(url: &url::Url) -> String {
     match url.port() {
         Some(port) => format!("{host}:{port}"),
         None => host.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sent(headers: &[(&str, &str)]) -> String {
+        let request = Request {
+            method: "GET".into(),
+            url: url::Url::parse("http://127.0.0.1:8080/x").unwrap(),
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            body: RequestBody::None,
+            target: None,
+        };
+        let route = Route {
+            host: "127.0.0.1".into(),
+            port: 8080,
+            tls: None,
+            tunnel: None,
+            absolute_form: false,
+            proxy_auth: None,
+        };
+        String::from_utf8(head(&request, &route, false)).unwrap()
+    }
+
+    #[test]
+    fn a_host_the_caller_gives_replaces_the_urls_in_its_place() {
+        let text = sent(&[("host", "example.org"), ("X-A", "1")]);
+        let hosts: Vec<&str> = text
+            .lines()
+            .filter(|l| l.to_ascii_lowercase().starts_with("host:"))
+            .collect();
+        assert_eq!(hosts, ["host: example.org"], "{text}");
+        assert!(
+            text.starts_with("GET /x HTTP/1.1\r\nhost: example.org\r\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("X-A: 1\r\n\r\n"), "{text}");
+    }
+
+    #[test]
+    fn without_one_the_host_is_the_urls() {
+        let text = sent(&[]);
+        assert!(
+            text.starts_with("GET /x HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"),
+            "{text}"
+        );
     }
 }
