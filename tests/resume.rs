@@ -621,6 +621,32 @@ fn copy_j_of_an_object_replaced_between_ranges_leaves_no_file() {
     );
 }
 
+/// A symlink named as the file of `-j` is written through, as `cp` and a plain copy do:
+/// the file it names gets the object, the link stays a link (it was replaced by a regular
+/// file: -j renamed its temporary over the link's own name).
+#[test]
+fn copy_j_onto_a_symlink_writes_through_it() {
+    let body = data(3 * 1024 * 1024 + 5);
+    let srv = FaultServer::start(Object::with_etag(body.clone(), "v1"), vec![]);
+    let dir = crate::util::tempdir();
+    let (real, link) = (dir.path().join("real.bin"), dir.path().join("link.bin"));
+    std::fs::write(&real, b"old").unwrap();
+    std::os::unix::fs::symlink("real.bin", &link).unwrap();
+    let run = copy(&["-j", "3", &srv.url("obj"), &link.display().to_string()]);
+    run.assert_code(0, "-j 3 onto a symlink");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link was replaced"
+    );
+    assert_bytes_eq(&std::fs::read(&real).unwrap(), &body, "the link's target");
+    run.assert_final_path("splice", "-j 3 onto a symlink");
+    // No temporary left beside them.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+}
+
 /// A FIFO (or a device) named as the file of `-j` or `--resume` is a stream sink too: a
 /// usage error before any connection, the FIFO left as it was. (It was replaced: -j renamed
 /// its temporary over it, exit 0 — over /dev/null too, as root.)

@@ -82,10 +82,7 @@ impl Copier<'_> {
                 return Err(Status::Skipped(why));
             }
             let m = if m.file_type().is_symlink() {
-                target = fs::canonicalize(dst).map_err(|err| match err.kind() {
-                    io::ErrorKind::NotFound => "not writing through a dangling symlink".to_string(),
-                    _ => format!("cannot follow the destination symlink: {err}"),
-                })?;
+                target = written_through(dst)?;
                 fs::metadata(&target)
                     .map_err(|err| format!("cannot stat the destination: {err}"))?
             } else {
@@ -126,6 +123,21 @@ impl Copier<'_> {
                 .map_err(|err| format!("--atomic: cannot set the temporary's mode: {err}"))?;
         }
         Ok(Sink::Atomic(temp))
+    }
+}
+
+/// Where a temporary renamed over `dst` must go: `dst`, or the file a symlink at `dst`
+/// names (followed as `cp` writes through it), so the rename replaces that file and the
+/// link stays.
+pub(super) fn written_through(dst: &Path) -> Result<PathBuf, String> {
+    match fs::symlink_metadata(dst) {
+        Ok(m) if m.file_type().is_symlink() => {
+            fs::canonicalize(dst).map_err(|err| match err.kind() {
+                io::ErrorKind::NotFound => "not writing through a dangling symlink".to_string(),
+                _ => format!("cannot follow the destination symlink: {err}"),
+            })
+        }
+        _ => Ok(dst.to_path_buf()),
     }
 }
 

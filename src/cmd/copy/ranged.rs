@@ -46,7 +46,7 @@ use crate::options::Options;
 use crate::report::{HttpInfo, HttpResume, Named, Report};
 use crate::sys::fdkind::{FdInfo, FdKind};
 
-use super::atomic::Temp;
+use super::atomic::{written_through, Temp};
 use super::entry::Kind;
 
 /// The extended attribute the validator is kept in.
@@ -662,9 +662,11 @@ fn single_into_temp(
     Ok(done)
 }
 
-/// The `--atomic` temporary of `dest` (atomic.rs): an O_TMPFILE, or a hidden named file.
+/// The `--atomic` temporary of `dest` (atomic.rs): an O_TMPFILE, or a hidden named file;
+/// beside the file a symlink at `dest` names, which the rename then replaces.
 fn temporary(dest: &Path) -> anyhow::Result<Temp> {
-    Temp::create(dest, 0o666)
+    let target = written_through(dest).map_err(|why| anyhow!("'{}': {why}", dest.display()))?;
+    Temp::create(&target, 0o666)
         .with_context(|| format!("cannot create a temporary beside '{}'", dest.display()))
 }
 
