@@ -98,13 +98,19 @@ fn wrap(text: &str, indent: usize, width: usize) -> String {
     out
 }
 
+/// The whole definition: [`Cli`]'s, ending with the endpoint list (`-h`, `--help`). Only
+/// help shows that list, so parsing a command line does without it (see [`parse_args`]).
+pub fn cli_command() -> clap::Command {
+    Cli::command()
+        .after_help(endpoints_help(false))
+        .after_long_help(endpoints_help(true))
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "zerocat",
     version,
     about = "A zero-copy netcat/tee: moves bytes with splice, tee, sendfile and copy_file_range, and says which path ran",
-    after_help = endpoints_help(false),
-    after_long_help = endpoints_help(true),
     propagate_version = true,
     args_override_self = true
 )]
@@ -377,8 +383,8 @@ pub struct PipeArgs {
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
     /// tcp:HOST:PORT (a range: tcp:HOST:20-30), tls:HOST:PORT (and its ,OPTIONS) or unix:PATH.
-    #[arg(required = true, num_args = 1.., value_name = "TARGET", value_parser = parse_probe_target)]
-    pub targets: Vec<ProbeTargets>,
+    #[arg(required = true, num_args = 1.., value_name = "TARGET", value_parser = crate::cmd::probe::parse_target)]
+    pub targets: Vec<crate::cmd::probe::Target>,
     /// Try again (every 250 ms) the targets not open yet until all are (exit 0) or this
     /// long has passed (exit 1): a container's entrypoint waiting for its database.
     #[arg(long, value_name = "DURATION", value_parser = endpoint::parse_timeout)]
@@ -387,14 +393,6 @@ pub struct ProbeArgs {
     /// says timeout (nc -w).
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = endpoint::parse_timeout)]
     pub connect_timeout: std::time::Duration,
-}
-
-/// The endpoints one probe argument names: one, or one per port of a range.
-#[derive(Debug, Clone)]
-pub struct ProbeTargets(Vec<Endpoint>);
-
-fn parse_probe_target(arg: &str) -> Result<ProbeTargets, String> {
-    crate::cmd::probe::expand_target(arg).map(ProbeTargets)
 }
 
 /// How an http(s) source resumes a body cut short (issue 38): pipe, tee and copy.
@@ -997,7 +995,21 @@ pub fn parse_args() -> (Options, Invocation) {
         }
         _ => {}
     }
-    match Cli::try_parse_from(&args) {
+    // The endpoint list is made only for help, where clap shows it: making it was a tenth
+    // of a healthcheck probe's start (bench/NOTEBOOK.md#probe-start-up).
+    use clap::error::ErrorKind::{DisplayHelp, DisplayHelpOnMissingArgumentOrSubcommand};
+    let parsed = match Cli::try_parse_from(&args) {
+        Err(e)
+            if matches!(
+                e.kind(),
+                DisplayHelp | DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            Err(cli_command().try_get_matches_from(&args).err().unwrap_or(e))
+        }
+        other => other,
+    };
+    match parsed {
         Ok(cli) => cli.into_invocation(),
         // `-V -v`: the verbose version, as `version -v` gives it.
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayVersion && asks_verbose(&args) => {
@@ -1006,7 +1018,7 @@ pub fn parse_args() -> (Options, Invocation) {
         }
         // --help and --version are "errors" on stdout: never a netcat line.
         Err(e) => match netcat_spelling(&args).filter(|_| e.use_stderr()) {
-            Some(message) => Cli::command().error(e.kind(), message).exit(),
+            Some(message) => cli_command().error(e.kind(), message).exit(),
             None => e.exit(),
         },
     }
@@ -1024,7 +1036,7 @@ fn asks_verbose(args: &[OsString]) -> bool {
 /// anything else, and whenever a subcommand is named: clap's error stands.
 fn netcat_spelling(args: &[OsString]) -> Option<String> {
     let args: Vec<&str> = args.iter().skip(1).filter_map(|a| a.to_str()).collect();
-    let cmd = Cli::command();
+    let cmd = cli_command();
     if args
         .iter()
         .any(|a| cmd.get_subcommands().any(|sub| sub.get_name() == *a))
@@ -1122,7 +1134,7 @@ impl Cli {
             Command::Pipe(args) if args.keep_open && !args.src.listens() => {
                 refuse_keep_open(&args.src, "pipe")
             }
-            Command::Pipe(args) if args.keep_open && args.idle_timeout.is_some() => Cli::command()
+            Command::Pipe(args) if args.keep_open && args.idle_timeout.is_some() => cli_command()
                 .error(
                     clap::error::ErrorKind::ArgumentConflict,
                     "--keep-open with --idle-timeout: not yet (the timeout would end the \
@@ -1142,7 +1154,7 @@ impl Cli {
                 options.limit = options.limit.or(args.limit);
                 copy_invocation(args)
             }
-            Command::Tee(args) if args.dst.is_empty() => Cli::command()
+            Command::Tee(args) if args.dst.is_empty() => cli_command()
                 .error(
                     clap::error::ErrorKind::MissingRequiredArgument,
                     format!(
@@ -1159,7 +1171,7 @@ impl Cli {
             Command::Tee(args) if args.keep_open && !args.src.listens() => {
                 refuse_keep_open(&args.src, "tee")
             }
-            Command::Tee(args) if args.keep_open && args.idle_timeout.is_some() => Cli::command()
+            Command::Tee(args) if args.keep_open && args.idle_timeout.is_some() => cli_command()
                 .error(
                     clap::error::ErrorKind::ArgumentConflict,
                     "--keep-open with --idle-timeout: not yet (the timeout would end the \
@@ -1210,7 +1222,7 @@ impl Cli {
                 },
             ),
             Command::Probe(args) => Invocation::Probe(ProbeConfig {
-                targets: args.targets.into_iter().flat_map(|t| t.0).collect(),
+                targets: args.targets,
                 wait: args.wait,
                 connect_timeout: args.connect_timeout,
             }),
@@ -1219,7 +1231,7 @@ impl Cli {
             Command::Version => Invocation::Print(version::text(g.verbose)),
             // Reached only with a zerocat option before the name (`zerocat -q nc ...`):
             // the tools' flags are their own, so say where they go.
-            Command::Nc { .. } | Command::Pv { .. } | Command::Compat { .. } => Cli::command()
+            Command::Nc { .. } | Command::Pv { .. } | Command::Compat { .. } => cli_command()
                 .error(
                     clap::error::ErrorKind::ArgumentConflict,
                     "nc, pv and compat take their tool's own flags only: write them right \
@@ -1246,7 +1258,7 @@ impl Cli {
 /// `--keep-open` names a listener to keep taking connections from: on anything else it
 /// could only be ignored, so it is a usage error naming the argument.
 fn refuse_keep_open(src: &Endpoint, command: &str) -> ! {
-    Cli::command()
+    cli_command()
         .error(
             clap::error::ErrorKind::ArgumentConflict,
             format!(
@@ -1266,7 +1278,7 @@ fn pin_family(invocation: Invocation, family: Option<Family>) -> Invocation {
     let pin = |e: Endpoint| {
         let shown = e.to_string();
         e.pin_family(Some(family)).unwrap_or_else(|message| {
-            Cli::command()
+            cli_command()
                 .error(
                     clap::error::ErrorKind::ArgumentConflict,
                     format!("-{}: '{shown}': {message}", family.digit()),
@@ -1301,7 +1313,7 @@ fn pin_family(invocation: Invocation, family: Option<Family>) -> Invocation {
 /// not a plain file path.
 fn copy_invocation(mut args: CopyArgs) -> Invocation {
     if args.symbolic_link || args.link {
-        Cli::command()
+        cli_command()
             .error(
                 clap::error::ErrorKind::ArgumentConflict,
                 format!(
@@ -1315,7 +1327,7 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
     // cp's rule: a clone keeps the source's extents, holes included, as they are, so it
     // cannot also make holes (--sparse=always) or fill them (--sparse=never).
     if matches!(args.reflink, ReflinkArg::Always) && !matches!(args.sparse, SparseArg::Auto) {
-        Cli::command()
+        cli_command()
             .error(
                 clap::error::ErrorKind::ArgumentConflict,
                 "--reflink=always can be used only with --sparse=auto (a clone keeps the \
@@ -1325,7 +1337,7 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
     }
     let dest = match args.target_directory.take() {
         Some(dir) => dir,
-        None if args.paths.len() < 2 => Cli::command()
+        None if args.paths.len() < 2 => cli_command()
             .error(
                 clap::error::ErrorKind::TooFewValues,
                 "copy needs SRC DST, SRC... DIR, or -t DIR SRC...",
@@ -1335,7 +1347,7 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
     };
     for source in &args.paths {
         if let Err(message) = check_source(&source.to_string(), source) {
-            Cli::command()
+            cli_command()
                 .error(clap::error::ErrorKind::ValueValidation, message)
                 .exit();
         }
@@ -1356,7 +1368,7 @@ fn copy_invocation(mut args: CopyArgs) -> Invocation {
     };
     if let [src] = &args.paths[..] {
         if object(src) && args.jobs.is_some() && !plain(&dest) {
-            Cli::command()
+            cli_command()
                 .error(
                     clap::error::ErrorKind::ArgumentConflict,
                     format!(
@@ -1471,7 +1483,7 @@ fn refuse_file_options_on_a_stream(args: &CopyArgs, src: &Endpoint, dest: &Endpo
         };
         format!("{option}: the {side} '{e}' is {kind}: {option} applies to plain file paths only")
     };
-    Cli::command()
+    cli_command()
         .error(clap::error::ErrorKind::ArgumentConflict, message)
         .exit();
 }
@@ -1501,7 +1513,7 @@ fn stream_kind(e: &Endpoint, source: bool) -> &'static str {
 /// empty match falls back to files); zsh's generator would offer the words only, so it keeps
 /// its file completion; fish, elvish and powershell's generators skip positionals.
 pub fn completions(shell: clap_complete::Shell) -> String {
-    let mut cmd = Cli::command();
+    let mut cmd = cli_command();
     if shell == clap_complete::Shell::Zsh {
         cmd = without_scheme_words(cmd);
     }
@@ -1543,7 +1555,7 @@ fn offers_scheme_words(arg: &clap::Arg) -> bool {
 
 /// The man page (roff), generated from the clap definition plus hand-written sections.
 pub fn man_page() -> String {
-    crate::cli::man::page(Cli::command())
+    crate::cli::man::page(cli_command())
 }
 
 #[cfg(test)]
@@ -1552,7 +1564,7 @@ mod tests {
 
     #[test]
     fn clap_definition_is_consistent() {
-        Cli::command().debug_assert();
+        cli_command().debug_assert();
     }
 
     #[test]

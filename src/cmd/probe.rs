@@ -4,6 +4,7 @@
 //! `--wait` repeats the targets not open yet until all are, or the time runs out.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,8 +21,8 @@ use crate::units::human_duration;
 
 #[derive(Debug, Clone)]
 pub struct ProbeConfig {
-    /// `tcp:`, `tls:` and `unix:` connectors, ranges already expanded.
-    pub targets: Vec<Endpoint>,
+    /// `tcp:`, `tls:` and `unix:` connectors, one per argument.
+    pub targets: Vec<Target>,
     /// `--wait`: retry the targets not open yet until this long has passed.
     pub wait: Option<Duration>,
     /// Each try of one target (connect, and a `tls:` handshake) ends after this long.
@@ -46,11 +47,49 @@ const WAIT_PAUSE: Duration = Duration::from_millis(250);
 /// The most ports one range may name (1-65535).
 const PORT_MAX: u32 = 65_535;
 
+/// One TARGET argument: a connector and, for a `tcp:`/`tls:` range, its last port. A range
+/// stays a range until a try needs its port: as an endpoint a port, 1,000 ports were 600 KB,
+/// copied at each step of the start and a third of `probe -q`'s page faults
+/// (bench/NOTEBOOK.md#probe-start-up).
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The endpoint, with a range's first port.
+    pub endpoint: Endpoint,
+    /// A range's last port; None for one target.
+    pub last_port: Option<u16>,
+}
+
+impl Target {
+    /// How many targets this argument names: one, or its range's ports.
+    fn count(&self) -> usize {
+        match (&self.endpoint, self.last_port) {
+            (Endpoint::Tcp { port, .. }, Some(last)) => usize::from(last - port) + 1,
+            _ => 1,
+        }
+    }
+
+    /// The port of its `nth` target (0 where it names no port).
+    fn port(&self, nth: usize) -> u16 {
+        match &self.endpoint {
+            Endpoint::Tcp { port, .. } => *port + nth as u16,
+            _ => 0,
+        }
+    }
+}
+
+/// One target of the run: its argument (an index of [`ProbeConfig::targets`]) and port.
+#[derive(Debug, Clone, Copy)]
+struct Spot {
+    arg: usize,
+    port: u16,
+}
+
 /// What became of one try at one target.
 #[derive(Debug, Clone)]
 pub enum State {
-    /// Connected (and, for `tls:`, the handshake completed).
-    Open(Option<PeerSummary>),
+    /// Connected (and, for `tls:`, the handshake completed; boxed: a range's thousand
+    /// answers need not each hold room for it).
+    Open(Option<Box<PeerSummary>>),
     /// Nobody listens: ECONNREFUSED, or no socket at a unix path (ENOENT).
     Refused(Errno),
     /// No answer within `--connect-timeout` (a dropped SYN, a full backlog, a stalled
@@ -93,33 +132,25 @@ struct Answer {
     tries: u32,
 }
 
-/// `tcp:HOST:LO-HI` (and `tls:`): one endpoint per port. Anything else is one endpoint,
-/// which must be a connector probe can try. Errors name the argument (usage errors).
-pub fn expand_target(arg: &str) -> Result<Vec<Endpoint>, String> {
+/// `tcp:HOST:LO-HI` (and `tls:`): a target per port. Anything else is one target, which
+/// must be a connector probe can try. Errors name the argument (usage errors).
+pub fn parse_target(arg: &str) -> Result<Target, String> {
     let range = port_range(arg)?;
-    let (text, ports) = match &range {
-        Some((text, lo, hi)) => (text.as_str(), Some((*lo, *hi))),
+    let (text, last_port) = match &range {
+        Some((text, hi)) => (text.as_str(), Some(*hi)),
         None => (arg, None),
     };
     let endpoint = crate::endpoint::parse(text).map_err(|e| e.to_string())?;
     check_target(arg, &endpoint)?;
-    let Some((lo, hi)) = ports else {
-        return Ok(vec![endpoint]);
-    };
-    Ok((lo..=hi)
-        .map(|p| {
-            let mut one = endpoint.clone();
-            if let Endpoint::Tcp { port, .. } = &mut one {
-                *port = p;
-            }
-            one
-        })
-        .collect())
+    Ok(Target {
+        endpoint,
+        last_port,
+    })
 }
 
-/// A range's endpoint text with its first port, and the range; None when `arg` names no
+/// A range's endpoint text with its first port, and its last port; None when `arg` names no
 /// range. `tcp:h:30-20`, `tcp:h:0-10`, `tcp:h:1-70000` are errors.
-fn port_range(arg: &str) -> Result<Option<(String, u16, u16)>, String> {
+fn port_range(arg: &str) -> Result<Option<(String, u16)>, String> {
     let Some((word, rest)) = arg.split_once(':') else {
         return Ok(None);
     };
@@ -152,11 +183,7 @@ fn port_range(arg: &str) -> Result<Option<(String, u16, u16)>, String> {
             "'{arg}': the port range {lo}-{hi} goes past the ports there are (1-{PORT_MAX})"
         ));
     }
-    Ok(Some((
-        format!("{word}:{host}:{lo}{options}"),
-        lo as u16,
-        hi as u16,
-    )))
+    Ok(Some((format!("{word}:{host}:{lo}{options}"), hi as u16)))
 }
 
 /// What probe can try: a `tcp:`, `tls:` or `unix:` connector, without the options that
@@ -195,9 +222,9 @@ pub fn run(opts: &Options, cfg: &ProbeConfig) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let deadline = cfg.wait.map(|wait| started + wait);
     let targets = Targets::prepare(&cfg.targets)?;
-    let mut answers: Vec<Option<Answer>> = vec![None; targets.len()];
+    let mut answers: Vec<Option<Answer>> = vec![None; targets.spots.len()];
     loop {
-        let pending: Vec<usize> = (0..targets.len())
+        let pending: Vec<usize> = (0..targets.spots.len())
             .filter(|&i| {
                 !matches!(
                     answers[i],
@@ -225,7 +252,7 @@ pub fn run(opts: &Options, cfg: &ProbeConfig) -> anyhow::Result<ExitCode> {
             if opts.verbose && deadline.is_some() && !matches!(state, State::Open(_)) {
                 eprintln!(
                     "zerocat: {}: {} (try {tries}), trying again",
-                    cfg.targets[i],
+                    targets.endpoint(cfg, i),
                     state.word()
                 );
             }
@@ -257,15 +284,16 @@ pub fn run(opts: &Options, cfg: &ProbeConfig) -> anyhow::Result<ExitCode> {
     let mut open = 0;
     // One write for all the lines: a range's thousand lines are not a thousand writes.
     let mut lines = String::new();
-    for (endpoint, answer) in cfg.targets.iter().zip(&answers) {
+    for (i, answer) in answers.iter().enumerate() {
         let answer = answer.as_ref().expect("every target tried at least once");
         open += usize::from(matches!(answer.state, State::Open(_)));
         if opts.quiet && opts.stats == StatsFormat::Text {
             continue;
         }
+        let endpoint = targets.endpoint(cfg, i);
         lines += &match opts.stats {
-            StatsFormat::Text => text_line(endpoint, answer, cfg),
-            StatsFormat::Json => json_line(endpoint, answer),
+            StatsFormat::Text => text_line(&endpoint, answer, cfg),
+            StatsFormat::Json => json_line(&endpoint, answer),
         };
         lines.push('\n');
     }
@@ -357,34 +385,43 @@ fn json_line(endpoint: &Endpoint, answer: &Answer) -> String {
 /// The targets, resolved once (a name once, whatever the number of its ports), with each
 /// `tls:` one's client configuration.
 struct Targets {
+    /// One per argument.
     each: Vec<Prepared>,
+    /// Every target of the run, a range's ports one each.
+    spots: Vec<Spot>,
 }
 
 struct Prepared {
-    /// The addresses to try in order, or why there are none.
+    /// The addresses to try in order (a `tcp:` one's port 0: each spot has its own), or
+    /// why there are none.
     addrs: Result<Vec<SockaddrStorage>, String>,
     /// A `tls:` target's configuration and the name it verifies.
     tls: Option<(Arc<rustls::ClientConfig>, String)>,
 }
 
 impl Targets {
-    fn prepare(targets: &[Endpoint]) -> anyhow::Result<Targets> {
-        let mut resolved: std::collections::HashMap<String, Result<Vec<SockaddrStorage>, String>> =
-            Default::default();
+    fn prepare(targets: &[Target]) -> anyhow::Result<Targets> {
+        // A few arguments: a list, not a hash map (whose keys would ask for randomness).
+        let mut resolved: Vec<(&str, Result<Vec<SockaddrStorage>, String>)> = Vec::new();
         let mut configs: Vec<(crate::endpoint::TlsOpts, Arc<rustls::ClientConfig>)> = Vec::new();
         let mut each = Vec::with_capacity(targets.len());
-        for endpoint in targets {
+        let mut spots = Vec::with_capacity(targets.iter().map(Target::count).sum());
+        for (arg, target) in targets.iter().enumerate() {
+            let endpoint = &target.endpoint;
+            spots.extend((0..target.count()).map(|nth| Spot {
+                arg,
+                port: target.port(nth),
+            }));
             let (addrs, tls) = match endpoint {
-                Endpoint::Tcp {
-                    host,
-                    port,
-                    connect,
-                } => {
-                    let addrs = resolved
-                        .entry(host.clone())
-                        .or_insert_with(|| resolve(host))
-                        .clone()
-                        .map(|addrs| with_port(addrs, *port));
+                Endpoint::Tcp { host, connect, .. } => {
+                    let addrs = match resolved.iter().find(|(h, _)| h == host) {
+                        Some((_, addrs)) => addrs.clone(),
+                        None => {
+                            let addrs = resolve(host);
+                            resolved.push((host, addrs.clone()));
+                            addrs
+                        }
+                    };
                     let tls = match &connect.tls {
                         None => None,
                         Some(opts) => {
@@ -418,11 +455,30 @@ impl Targets {
             };
             each.push(Prepared { addrs, tls });
         }
-        Ok(Targets { each })
+        Ok(Targets { each, spots })
     }
 
-    fn len(&self) -> usize {
-        self.each.len()
+    /// Target `i`'s argument.
+    fn prepared(&self, i: usize) -> &Prepared {
+        &self.each[self.spots[i].arg]
+    }
+
+    /// Target `i`'s address `addr`, with its port.
+    fn sockaddr(&self, i: usize, addr: usize) -> SockaddrStorage {
+        match &self.prepared(i).addrs {
+            Ok(addrs) => with_port(addrs[addr], self.spots[i].port),
+            Err(_) => unreachable!("a try starts at an address there is"),
+        }
+    }
+
+    /// Target `i` as an endpoint, for its line.
+    fn endpoint(&self, cfg: &ProbeConfig, i: usize) -> Endpoint {
+        let spot = self.spots[i];
+        let mut one = cfg.targets[spot.arg].endpoint.clone();
+        if let Endpoint::Tcp { port, .. } = &mut one {
+            *port = spot.port;
+        }
+        one
     }
 }
 
@@ -441,44 +497,48 @@ fn resolve(host: &str) -> Result<Vec<SockaddrStorage>, String> {
     }
 }
 
-fn with_port(addrs: Vec<SockaddrStorage>, port: u16) -> Vec<SockaddrStorage> {
-    addrs
-        .into_iter()
-        .map(|a| {
-            if let Some(v4) = a.as_sockaddr_in() {
-                let ip = v4.ip();
-                return SockaddrStorage::from(std::net::SocketAddr::from((ip, port)));
-            }
-            if let Some(v6) = a.as_sockaddr_in6() {
-                let mut addr = std::net::SocketAddrV6::from(*v6);
-                addr.set_port(port);
-                return SockaddrStorage::from(std::net::SocketAddr::V6(addr));
-            }
-            a
-        })
-        .collect()
+/// An inet address with `port`; another kind as it is.
+fn with_port(addr: SockaddrStorage, port: u16) -> SockaddrStorage {
+    if let Some(v4) = addr.as_sockaddr_in() {
+        return SockaddrStorage::from(std::net::SocketAddr::from((v4.ip(), port)));
+    }
+    if let Some(v6) = addr.as_sockaddr_in6() {
+        let mut v6 = std::net::SocketAddrV6::from(*v6);
+        v6.set_port(port);
+        return SockaddrStorage::from(std::net::SocketAddr::V6(v6));
+    }
+    addr
 }
 
 /// One try at each of the targets `which`, in parallel: one poll loop, or one a thread when
-/// there are many ([`PER_THREAD_MIN`]), the [`IN_FLIGHT`] connections shared among them.
+/// there are many ([`PER_THREAD_MIN`]; the calling thread is one of them), the
+/// [`IN_FLIGHT`] connections shared among them. The loops take the next target from one
+/// cursor, so a loop the scheduler holds back leaves the rest to the others.
 fn run_round(
     targets: &Targets,
     which: &[usize],
     limit: Duration,
 ) -> anyhow::Result<Vec<(usize, State, f64)>> {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = (which.len() / PER_THREAD_MIN).clamp(1, cpus.min(MAX_THREADS));
+    let next = AtomicUsize::new(0);
+    let threads = match which.len() / PER_THREAD_MIN {
+        // A healthcheck's port asks nothing of the CPUs (available_parallelism reads cgroup
+        // files).
+        0 | 1 => 1,
+        many => {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            many.min(cpus).min(MAX_THREADS)
+        }
+    };
+    let in_flight = IN_FLIGHT / threads;
     if threads == 1 {
-        return Round::run(targets, which, limit, IN_FLIGHT);
+        return Round::run(targets, which, &next, limit, in_flight);
     }
-    let share = which.len().div_ceil(threads);
     std::thread::scope(|scope| {
-        let loops: Vec<_> = which
-            .chunks(share)
-            .map(|part| scope.spawn(move || Round::run(targets, part, limit, IN_FLIGHT / threads)))
+        let others: Vec<_> = (1..threads)
+            .map(|_| scope.spawn(|| Round::run(targets, which, &next, limit, in_flight)))
             .collect();
-        let mut done = Vec::with_capacity(which.len());
-        for one in loops {
+        let mut done = Round::run(targets, which, &next, limit, in_flight)?;
+        for one in others {
             done.extend(one.join().expect("a probe thread panicked")?);
         }
         Ok(done)
@@ -499,6 +559,7 @@ struct Round<'a> {
 
 /// A try in flight.
 struct Try {
+    /// The target's index in [`Targets::spots`].
     target: usize,
     /// The address being tried, of the target's list.
     addr: usize,
@@ -509,9 +570,11 @@ struct Try {
 }
 
 impl<'a> Round<'a> {
+    /// Tries the targets of `which` that `next` hands it, until none is left.
     fn run(
         targets: &'a Targets,
         which: &[usize],
+        next: &AtomicUsize,
         limit: Duration,
         in_flight: usize,
     ) -> anyhow::Result<Vec<(usize, State, f64)>> {
@@ -519,15 +582,14 @@ impl<'a> Round<'a> {
             targets,
             limit,
             flying: Vec::new(),
-            done: Vec::new(),
+            done: Vec::with_capacity(which.len()),
             spare: Vec::new(),
         };
-        let mut next = which.iter().copied();
         let mut more = true;
         loop {
             while more && round.flying.len() < in_flight.max(1) {
-                match next.next() {
-                    Some(target) => round.start(target, 0, Instant::now()),
+                match which.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    Some(&target) => round.start(target, 0, Instant::now()),
                     None => more = false,
                 }
             }
@@ -542,25 +604,12 @@ impl<'a> Round<'a> {
         Ok(round.done)
     }
 
-    /// The address `addr` of `target`'s list.
-    fn sockaddr(&self, target: usize, addr: usize) -> &'a SockaddrStorage {
-        let targets: &'a Targets = self.targets;
-        match &targets.each[target].addrs {
-            Ok(addrs) => &addrs[addr],
-            Err(_) => unreachable!("a try starts at an address there is"),
-        }
-    }
-
     /// Starts a try at `target`'s address `addr` (the next one after a failed address).
     fn start(&mut self, target: usize, addr: usize, started: Instant) {
-        let prepared = &self.targets.each[target];
-        let addrs = match &prepared.addrs {
-            Ok(addrs) => addrs,
-            Err(why) => return self.finish(target, State::Failed(why.clone()), started),
-        };
-        let Some(sockaddr) = addrs.get(addr) else {
-            unreachable!("a try starts at an address there is");
-        };
+        if let Err(why) = &self.targets.prepared(target).addrs {
+            return self.finish(target, State::Failed(why.clone()), started);
+        }
+        let sockaddr = self.targets.sockaddr(target, addr);
         let family = sockaddr.family().unwrap_or(AddressFamily::Unix);
         let spare = self.spare.iter().rposition(|(f, _)| *f == family);
         let fd = match spare.map(|i| self.spare.swap_remove(i).1) {
@@ -580,7 +629,7 @@ impl<'a> Round<'a> {
             started,
             shake: None,
         };
-        match socket::connect(attempt.fd.as_raw_fd(), sockaddr) {
+        match socket::connect(attempt.fd.as_raw_fd(), &sockaddr) {
             Ok(()) => self.connected(attempt),
             // On loopback the answer (SYN-ACK or RST) is in before connect returns: asked
             // at once, it needs no poll.
@@ -593,7 +642,7 @@ impl<'a> Round<'a> {
 
     /// The connection is up: open, or on to the TLS handshake.
     fn connected(&mut self, mut attempt: Try) {
-        let Some((config, name)) = &self.targets.each[attempt.target].tls else {
+        let Some((config, name)) = &self.targets.prepared(attempt.target).tls else {
             return self.finish(attempt.target, State::Open(None), attempt.started);
         };
         match Handshake::client(config, name) {
@@ -609,7 +658,11 @@ impl<'a> Round<'a> {
         match shake.advance(attempt.fd.as_fd()) {
             Ok(true) => {
                 let peer = shake.peer();
-                self.finish(attempt.target, State::Open(Some(peer)), attempt.started)
+                self.finish(
+                    attempt.target,
+                    State::Open(Some(Box::new(peer))),
+                    attempt.started,
+                )
             }
             Ok(false) => self.flying.push(attempt),
             Err(why) => self.finish(attempt.target, State::Failed(why), attempt.started),
@@ -619,7 +672,7 @@ impl<'a> Round<'a> {
     /// A connect failed (its socket closed or kept spare): the target's next address, or
     /// its answer.
     fn failed(&mut self, target: usize, addr: usize, started: Instant, errno: Errno) {
-        let addrs = self.targets.each[target].addrs.as_ref();
+        let addrs = self.targets.prepared(target).addrs.as_ref();
         let more = addrs.is_ok_and(|a| addr + 1 < a.len());
         if more && started.elapsed() < self.limit {
             return self.start(target, addr + 1, started);
@@ -637,11 +690,11 @@ impl<'a> Round<'a> {
     /// ended. A TCP socket is asked by a second connect(2), which answers its error and
     /// leaves it unconnected: a refused one is kept for the next port.
     fn settle(&mut self, attempt: Try, polled: Option<PollFlags>) {
-        let sockaddr = self.sockaddr(attempt.target, attempt.addr);
+        let sockaddr = self.targets.sockaddr(attempt.target, attempt.addr);
         let family = sockaddr.family();
         let inet = matches!(family, Some(AddressFamily::Inet | AddressFamily::Inet6));
         if inet && polled.is_none_or(|revents| revents.contains(PollFlags::POLLERR)) {
-            match socket::connect(attempt.fd.as_raw_fd(), sockaddr) {
+            match socket::connect(attempt.fd.as_raw_fd(), &sockaddr) {
                 Err(Errno::ECONNREFUSED) => {
                     let Try {
                         target,
@@ -744,14 +797,12 @@ mod tests {
     use super::*;
 
     fn ports(arg: &str) -> Vec<u16> {
-        expand_target(arg)
-            .unwrap()
-            .iter()
-            .map(|e| match e {
-                Endpoint::Tcp { port, .. } => *port,
-                other => panic!("{other} is not tcp"),
-            })
-            .collect()
+        let target = parse_target(arg).unwrap();
+        assert!(
+            matches!(target.endpoint, Endpoint::Tcp { .. }),
+            "{arg} is not tcp"
+        );
+        (0..target.count()).map(|nth| target.port(nth)).collect()
     }
 
     #[test]
@@ -774,7 +825,7 @@ mod tests {
             ("udp:h:53", "probe connects to"),
             ("tcp:h:80,retry=3", "--wait"),
         ] {
-            let err = expand_target(arg).unwrap_err();
+            let err = parse_target(arg).unwrap_err();
             assert!(err.contains(arg) && err.contains(says), "{arg}: {err}");
         }
     }
