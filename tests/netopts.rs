@@ -472,6 +472,23 @@ fn pipe_and_tee_count_the_clients_their_listener_refused() {
     );
 }
 
+/// `--keep-open` says each client its listener's allow list refused on stderr, as one
+/// accepted without `--keep-open` does: "refused the connection from 127.0.0.2:PORT: ...".
+#[test]
+fn keep_open_says_each_client_its_listener_refused() {
+    let payload = data(64 << 10);
+    for command in ["pipe", "tee"] {
+        let end = refused_then_served(Rig::new(), command, true, &payload);
+        let said = end
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("zerocat: refused the connection from 127.0.0.2:"))
+            .count();
+        assert_eq!(said, 1, "{command} --keep-open: {}", end.stderr);
+        assert_eq!(end.report()["refused"], 1, "{command}: {}", end.report());
+    }
+}
+
 #[test]
 fn a_proxy_listener_checks_the_address_its_header_carried() {
     let payload = data(64 << 10);
@@ -529,6 +546,43 @@ fn udp_listen_drops_a_refused_clients_datagrams() {
     assert_eq!(report["refused"], 3, "{report}");
     assert_eq!(report["datagrams"]["a_to_b"], 1, "{report}");
     assert_eq!(final_path(report), "userspace", "{report}");
+}
+
+/// `pipe udp-listen:…,deny=`: a refused sender's datagrams, before the first allowed peer's,
+/// are dropped unread, and counted in the report as the relay counts them (`refused` in
+/// JSON, "; 3 datagrams refused by allow/deny" on the text line).
+#[test]
+fn pipe_udp_listen_counts_the_datagrams_it_refused() {
+    for json in [true, false] {
+        let what = format!("pipe udp-listen:0,deny=127.0.0.2 (json {json})");
+        let mut rig = if json { Rig::new() } else { Rig::bare() };
+        let dst = rig.file_sink(rig.path("out.bin"));
+        let mut running = rig
+            .args(["pipe", "udp-listen:0,deny=127.0.0.2", &dst])
+            .listen();
+        let addr = running.addr().to_string();
+        let refused = UdpSocket::bind("127.0.0.2:0").unwrap();
+        for _ in 0..3 {
+            refused.send_to(b"not me\n", &addr).unwrap();
+        }
+        let allowed = UdpSocket::bind("127.0.0.1:0").unwrap();
+        allowed.send_to(b"one\n", &addr).unwrap();
+        running.wait_for_sink(0, 4);
+        allowed.send_to(b"", &addr).unwrap();
+        let run = running.finish();
+        run.assert_code(0, &what);
+        run.assert_held(0, b"one\n", &what);
+        if json {
+            assert_eq!(run.report()["refused"], 3, "{what}: {}", run.report());
+            run.assert_final_path("userspace", &what);
+        } else {
+            assert!(
+                run.stderr.contains("; 3 datagrams refused by allow/deny"),
+                "{what}: {}",
+                run.stderr
+            );
+        }
+    }
 }
 
 /// `ZEROCAT_*` lines of a child's `env`, as name -> value.

@@ -528,7 +528,8 @@ pub fn peer_env(endpoint: &Endpoint, opened: &Opened, origin: &Addresses) -> Pee
 /// The next client of a `--keep-open` listener (pipe's and tee's), accepting again where
 /// there is nothing to serve (EINTR, a client gone before it was served, a refused PROXY
 /// header or handshake) and counting in `refused` each client the listener's `allow=`/`deny=`
-/// refused (closed unread). `Err`: how the run ends — SIGINT/SIGTERM, or the listener failed.
+/// refused (closed unread), said on stderr as a single accept says it. `Err`: how the run
+/// ends — SIGINT/SIGTERM, or the listener failed.
 pub fn next_client(
     listener: &endpoint::Listener,
     refused: &mut u64,
@@ -540,7 +541,10 @@ pub fn next_client(
             Err(_) if crate::sys::process::interrupted() => return Err(Ending::Signal),
             Err(e) if e.raw_os_error() == Some(nix::libc::EINTR) => {}
             Err(e) => match endpoint::Rejected::of(&e) {
-                Some(rejected) if rejected.refused => *refused += 1,
+                Some(rejected) if rejected.refused => {
+                    eprintln!("zerocat: {rejected}");
+                    *refused += 1;
+                }
                 Some(_) => {}
                 None if e.raw_os_error() == Some(nix::libc::ECONNABORTED) => {}
                 None => {
@@ -554,10 +558,11 @@ pub fn next_client(
     }
 }
 
-/// The report's `refused` ([`crate::report::Report::refused`]): where any of `ends` listens,
-/// the clients their allow/deny lists refused before the ones they accepted.
+/// The report's `refused` ([`crate::report::Report::refused`]): where any of `ends` listens
+/// (`udp-listen:` included), the clients their allow/deny lists refused before the ones
+/// they accepted (a `udp-listen:`'s: the datagrams it dropped).
 pub fn refused_by_listeners(ends: &[(&Endpoint, &Opened)]) -> Option<u64> {
     ends.iter()
-        .any(|(endpoint, _)| endpoint.listens())
+        .any(|(endpoint, _)| endpoint.listens() || matches!(endpoint, Endpoint::UdpListen { .. }))
         .then(|| ends.iter().map(|(_, opened)| opened.refused).sum())
 }

@@ -217,9 +217,12 @@ impl Endpoint {
                 if role == Role::Sink {
                     bail!("{self}: {}", self.source_only().unwrap_or("not a sink"));
                 }
-                super::udp::await_first_peer(&fd, access)
+                let refused = super::udp::await_first_peer(&fd, access)
                     .with_context(|| format!("cannot receive on {self}"))?;
-                Ok(plain(fd))
+                Ok(Opened {
+                    refused,
+                    ..plain(fd)
+                })
             }
             Endpoint::S3 { bucket, key, opts } => {
                 let (fd, transfer) = match role {

@@ -79,8 +79,10 @@ pub(super) fn bind(host: Option<&str>, port: u16) -> anyhow::Result<OwnedFd> {
 
 /// Wait for the first datagram (left queued for the copy to read) from a sender `access`
 /// admits, and connect to it: from then on the socket takes only that peer's datagrams.
-/// A refused sender's datagram is taken off the queue unread and said on stderr.
-pub fn await_first_peer(fd: &OwnedFd, access: &Access) -> anyhow::Result<()> {
+/// A refused sender's datagram is taken off the queue unread and said on stderr; how many
+/// were is returned, for the report's `refused`.
+pub fn await_first_peer(fd: &OwnedFd, access: &Access) -> anyhow::Result<u64> {
+    let mut refused = 0;
     loop {
         let peer = peek_peer(fd)?;
         let ip = format_sockaddr(&peer).and_then(|s| s.parse::<SocketAddr>().ok().map(|a| a.ip()));
@@ -91,10 +93,11 @@ pub fn await_first_peer(fd: &OwnedFd, access: &Access) -> anyhow::Result<()> {
                 "zerocat: dropped a datagram from {}: {reason}",
                 format_sockaddr(&peer).unwrap_or_default()
             );
+            refused += 1;
             continue;
         }
         socket::connect(fd.as_raw_fd(), &peer).context("cannot connect to the first peer")?;
-        return Ok(());
+        return Ok(refused);
     }
 }
 

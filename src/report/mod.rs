@@ -284,7 +284,8 @@ impl Report {
             &self.src.label(),
             &self.dst.label(),
         );
-        line + &connections_words(self.connections, self.refused) + &interrupted_words(&self.ending)
+        line + &connections_words(self.connections, self.refused, self.src.kind)
+            + &interrupted_words(&self.ending)
     }
 
     pub fn json(&self) -> String {
@@ -390,7 +391,8 @@ impl FanOutReport {
                 &sinks_word(self.sinks.len())
             ),
             sinks.join(", "),
-            connections_words(self.connections, self.refused) + &interrupted_words(&self.ending)
+            connections_words(self.connections, self.refused, self.src.kind)
+                + &interrupted_words(&self.ending)
         )
     }
 
@@ -430,8 +432,9 @@ impl FanOutReport {
 }
 
 /// `--keep-open`'s count: "; 20 connections", "; 20 connections, 1 cut"; and the
-/// clients a listener refused, as relay says it: "; 1 connection refused by allow/deny".
-fn connections_words(connections: Option<(u64, u64)>, refused: Option<u64>) -> String {
+/// clients a listener refused, as relay says it: "; 1 connection refused by allow/deny"
+/// (a datagram source's: "; 3 datagrams refused by allow/deny").
+fn connections_words(connections: Option<(u64, u64)>, refused: Option<u64>, src: FdKind) -> String {
     let plural = |n: u64| if n == 1 { "" } else { "s" };
     let mut words = match connections {
         Some((n, 0)) => format!("; {n} connection{}", plural(n)),
@@ -439,10 +442,11 @@ fn connections_words(connections: Option<(u64, u64)>, refused: Option<u64>) -> S
         None => String::new(),
     };
     if let Some(n @ 1..) = refused {
-        words.push_str(&format!(
-            "; {n} connection{} refused by allow/deny",
-            plural(n)
-        ));
+        let what = match src {
+            FdKind::Datagram => "datagram",
+            _ => "connection",
+        };
+        words.push_str(&format!("; {n} {what}{} refused by allow/deny", plural(n)));
     }
     words
 }

@@ -612,7 +612,7 @@ impl Relay<'_> {
         let recv = dgram.bind_datagram()?;
         let access = dgram.access().cloned().unwrap_or_default();
         match udp::await_first_peer(&recv, &access) {
-            Ok(()) => {}
+            Ok(refused) => self.tally.access_refused += refused,
             Err(e) if e.downcast_ref::<crate::exit::Interrupted>().is_some() => return Ok(true),
             Err(e) => return Err(e),
         }
