@@ -561,7 +561,7 @@ allow=127.0.0.1/32\fR), counted \fBrefused\fR in the relay's report and listed i
 \fB\-\-log\fR with \fBended\fR \fBrefused\fR; \fBpipe\fR and \fBtee\fR (once or
 \fB\-\-keep\-open\fR) count it in their report (\fB; 1 connection refused by allow/deny\fR
 on the text line, \fBrefused\fR in JSON) and wait for the next client. A \fBudp\-listen:\fR drops the datagrams of a refused client (\fBpipe\fR says each;
-\fBrelay\fR counts them). A CIDR that does not parse, or an \fBallow\-file=\fR that
+both count them, \fB; 3 datagrams refused by allow/deny\fR). A CIDR that does not parse, or an \fBallow\-file=\fR that
 cannot be read or holds none, is a usage error (exit 2) before any fd opens.
 .SS "A listener's child's environment"
 An \fBexec:\fR or \fBsh:\fR side of \fBrelay\fR whose other side is a listener gets,
