@@ -15,6 +15,7 @@ REFRELAY = os.path.join(WORK, "refrelay")  # bench/refrelay.c: the two reference
 FLOOR = os.path.join(WORK, "floorcopy")  # bench/floorcopy.c: the least a tree copier does
 FAN = os.path.join(WORK, "fan")  # bench/fan.c: many concurrent bulk streams, every byte checked
 MINRELAY = os.path.join(WORK, "minrelay")  # bench/minrelay.c: the least a relay does a request
+MINLOG = os.path.join(WORK, "minlog")  # bench/minlog.c: the least an `nc -lk >> log` does a connection
 # The zerocat under test: this checkout's release build, or --zerocat PATH (set by
 # peers.setup before any run; read it as common.ZC, never import the name).
 ZC = os.path.join(ROOT, "target", "release", "zerocat")

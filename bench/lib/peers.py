@@ -23,6 +23,7 @@ def setup(args):
     subprocess.run(["cc", "-O2", "-Wall", "-o", common.UDPB, os.path.join(common.BENCH, "udpb.c")], check=True)
     subprocess.run(["cc", "-O2", "-Wall", "-o", FLOOR, os.path.join(common.BENCH, "floorcopy.c")], check=True)
     subprocess.run(["cc", "-O2", "-Wall", "-o", MINRELAY, os.path.join(common.BENCH, "minrelay.c")], check=True)
+    subprocess.run(["cc", "-O2", "-Wall", "-o", common.MINLOG, os.path.join(common.BENCH, "minlog.c")], check=True)
     if not args.no_install:
         install_peers()
     have = {c: quiet([common.ZC, c, "--help"]).returncode == 0 for c in ("pipe", "tee", "copy", "relay")}

@@ -306,6 +306,17 @@ fn describe_fd(info: &FdInfo, fd: BorrowedFd<'_>) -> String {
     s
 }
 
+/// Whether `path` fell back to the next one in `record` having moved no byte: the kernel
+/// refused it for these fds. Userspace, the last, never falls back.
+fn refused_before_a_byte(record: &engine::Record, path: DataPath) -> bool {
+    let moved = record.paths.iter().any(|&(p, n)| p == path && n > 0);
+    !moved
+        && record
+            .fallbacks
+            .iter()
+            .any(|f| f.from == path && f.to.is_some())
+}
+
 /// `--keep-open` (nc -lk, ncat -k): the sink opened once, then the listener's connections
 /// one after another, each moved whole before the next is accepted (the others wait in the
 /// backlog), so no two interleave; until SIGINT/SIGTERM (exit 130, every connection's bytes
@@ -324,15 +335,37 @@ fn keep_open(
     let started = Instant::now();
     let (mut total, mut connections, mut cut) = (engine::Record::default(), 0u64, 0u64);
     let mut refused = 0u64;
-    let mut src_info = None;
-    let mut plan_said = false;
+    let mut src_info: Option<FdInfo> = None;
+    // What the first connection settled, kept for the next ones (a thousand short
+    // connections each paid for them: bench/NOTEBOOK.md#keep-open-per-connection): the
+    // chain, less each path the kernel refused before it moved a byte (the sink, or a
+    // source of the same kind, refuses it again: an O_APPEND log refuses splice); our
+    // pipe, empty whenever a transfer starts (OwnPipe's rule); the source's kind, the same
+    // for every connection of one listener (inspected again where `,mptcp` may differ).
+    let mut settled_chain: Option<Vec<DataPath>> = None;
+    let mut own_pipe: Option<Option<OwnPipe>> = None;
     let ending = loop {
         let accepted = match next_client(&listener, &mut refused) {
             Ok(accepted) => accepted,
             Err(ending) => break ending,
         };
-        let info = inspect(accepted.fd.as_fd(), &cfg.src)?;
-        let chain = chain_for(&info, &dst_info, opts)?;
+        let info = match src_info {
+            Some(info) if info.mptcp.is_none() => info,
+            _ => inspect(accepted.fd.as_fd(), &cfg.src)?,
+        };
+        let chain = match &mut settled_chain {
+            Some(chain) => chain,
+            None => {
+                let planned = settled_chain.insert(chain_for(&info, &dst_info, opts)?);
+                opts.print_plan(&plan_line(
+                    cfg,
+                    describe(&info),
+                    describe(&dst_info),
+                    planned,
+                ));
+                planned
+            }
+        };
         // Each connection is one in the dump, as the relay's are.
         let tapped = tap_stream(dump.as_ref(), accepted.fd.as_fd(), Some(dst.fd.as_fd()));
         let ends = Ends {
@@ -343,17 +376,9 @@ fn keep_open(
             reserve: 0,
             tap: tapped.as_ref(),
         };
-        let middle = prepare_splice(&ends, &chain);
-        if !plan_said {
-            plan_said = true;
-            opts.print_plan(&plan_line(
-                cfg,
-                describe(&info),
-                describe(&dst_info),
-                &chain,
-            ));
-        }
-        let (record, failure) = engine::transfer(&ends, &chain, middle.as_ref(), &meter);
+        let middle = own_pipe.get_or_insert_with(|| prepare_splice(&ends, chain));
+        let (record, failure) = engine::transfer(&ends, chain, middle.as_ref(), &meter);
+        chain.retain(|&path| !refused_before_a_byte(&record, path));
         if let Some(tapped) = &tapped {
             match failure {
                 None => tapped.borrow_mut().end(),

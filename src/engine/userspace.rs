@@ -122,17 +122,43 @@ pub fn copy_skipping_zeros(
     copy_with(src, dst, meter, limit, Some(skipped), BUFFER_SIZE, None)
 }
 
+thread_local! {
+    /// The buffer of this thread's last copy, kept for its next: a MiB is mapped by malloc
+    /// on its own, so each short transfer (`--keep-open`'s connections) paid an mmap, a
+    /// page fault and an munmap for it.
+    static SPARE: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 /// The one read/write loop of both: with `skipped`, blocks of zeros are seeked over.
 fn copy_with(
     src: BorrowedFd<'_>,
     dst: BorrowedFd<'_>,
     meter: &Meter,
     limit: u64,
-    mut skipped: Option<&mut u64>,
+    skipped: Option<&mut u64>,
     buffer_size: usize,
     tap: Option<&RefCell<Tapped>>,
 ) -> Outcome {
-    let mut buf = vec![0u8; chunk(limit, buffer_size)];
+    let len = chunk(limit, buffer_size);
+    let mut buf = SPARE.take();
+    if buf.len() < len {
+        buf = vec![0u8; len];
+    }
+    let outcome = copy_through(src, dst, meter, limit, skipped, &mut buf[..len], tap);
+    SPARE.set(buf);
+    outcome
+}
+
+/// [`copy_with`]'s loop, through `buf`.
+fn copy_through(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    meter: &Meter,
+    limit: u64,
+    mut skipped: Option<&mut u64>,
+    buf: &mut [u8],
+    tap: Option<&RefCell<Tapped>>,
+) -> Outcome {
     let mut written = 0u64;
     let mut zeros = 0u64;
     loop {
