@@ -497,6 +497,28 @@ fn resolve(host: &str) -> Result<Vec<SockaddrStorage>, String> {
     }
 }
 
+/// Binds `fd` (a TCP socket of `family`) to a port of the wildcard address that the kernel
+/// picked for a throwaway socket ([`Round::pin`]): the port, where it is now bound. The
+/// port was free a moment ago; one taken since (EADDRINUSE) leaves `fd` unbound, as is
+/// any other family.
+fn pin_source_port(fd: &OwnedFd, family: AddressFamily) -> Option<u16> {
+    let any = match family {
+        AddressFamily::Inet => std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
+        AddressFamily::Inet6 => std::net::SocketAddr::from(([0u16; 8], 0)),
+        _ => return None,
+    };
+    let throwaway = socket::socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC, None).ok()?;
+    socket::bind(throwaway.as_raw_fd(), &SockaddrStorage::from(any)).ok()?;
+    let picked: SockaddrStorage = socket::getsockname(throwaway.as_raw_fd()).ok()?;
+    drop(throwaway);
+    let port = match (picked.as_sockaddr_in(), picked.as_sockaddr_in6()) {
+        (Some(v4), _) => v4.port(),
+        (_, Some(v6)) => v6.port(),
+        _ => return None,
+    };
+    socket::bind(fd.as_raw_fd(), &picked).ok().map(|()| port)
+}
+
 /// An inet address with `port`; another kind as it is.
 fn with_port(addr: SockaddrStorage, port: u16) -> SockaddrStorage {
     if let Some(v4) = addr.as_sockaddr_in() {
@@ -553,8 +575,15 @@ struct Round<'a> {
     done: Vec<(usize, State, f64)>,
     /// TCP sockets whose connect was refused, unconnected again and ready for the next port:
     /// socket(2) and close(2) were a third of a refused port's cost. (Linux: a second
-    /// connect(2) on a refused socket returns the error and leaves it unconnected.)
-    spare: Vec<(AddressFamily, OwnedFd)>,
+    /// connect(2) on a refused socket returns the error and leaves it unconnected.) With
+    /// the port each is pinned to ([`Round::pin`]).
+    spare: Vec<(AddressFamily, OwnedFd, Option<u16>)>,
+    /// A new TCP socket is bound to a source port of its own (one the kernel picked for a
+    /// throwaway socket), which it keeps from one refused connect to the next: the kernel
+    /// then looks for no free port and makes and frees no bind bucket at each connect, a
+    /// sixth of a refused port's CPU (bench/NOTEBOOK.md#probe-start-up). For a range, not
+    /// for a few targets, where the throwaway socket would cost more than it saves.
+    pin: bool,
 }
 
 /// A try in flight.
@@ -564,6 +593,8 @@ struct Try {
     /// The address being tried, of the target's list.
     addr: usize,
     fd: OwnedFd,
+    /// The source port `fd` is bound to ([`Round::pin`]).
+    pinned: Option<u16>,
     started: Instant,
     /// Connected, and the TLS handshake under way (boxed: the poll loop moves tries).
     shake: Option<Box<Handshake>>,
@@ -584,6 +615,7 @@ impl<'a> Round<'a> {
             flying: Vec::new(),
             done: Vec::with_capacity(which.len()),
             spare: Vec::new(),
+            pin: which.len() >= PER_THREAD_MIN,
         };
         let mut more = true;
         loop {
@@ -606,18 +638,37 @@ impl<'a> Round<'a> {
 
     /// Starts a try at `target`'s address `addr` (the next one after a failed address).
     fn start(&mut self, target: usize, addr: usize, started: Instant) {
+        self.start_with(target, addr, started, self.pin)
+    }
+
+    /// [`Round::start`], on a pinned socket where `pin` says so and one can be had.
+    fn start_with(&mut self, target: usize, addr: usize, started: Instant, pin: bool) {
         if let Err(why) = &self.targets.prepared(target).addrs {
             return self.finish(target, State::Failed(why.clone()), started);
         }
         let sockaddr = self.targets.sockaddr(target, addr);
         let family = sockaddr.family().unwrap_or(AddressFamily::Unix);
-        let spare = self.spare.iter().rposition(|(f, _)| *f == family);
-        let fd = match spare.map(|i| self.spare.swap_remove(i).1) {
-            Some(fd) => fd,
+        // Never from the port it goes to: on this host that would be TCP's self-connect,
+        // an answer from nobody.
+        let port = self.targets.spots[target].port;
+        let fits = |pinned: Option<u16>| pinned.is_none() || (pin && pinned != Some(port));
+        let spare = self
+            .spare
+            .iter()
+            .rposition(|&(f, _, pinned)| f == family && fits(pinned));
+        let (fd, pinned) = match spare.map(|i| self.spare.swap_remove(i)) {
+            Some((_, fd, pinned)) => (fd, pinned),
             None => {
                 let flags = SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC;
                 match socket::socket(family, SockType::Stream, flags, None) {
-                    Ok(fd) => fd,
+                    Ok(fd) => {
+                        let pinned = pin.then(|| pin_source_port(&fd, family)).flatten();
+                        if !fits(pinned) {
+                            self.spare.push((family, fd, pinned));
+                            return self.start_with(target, addr, started, false);
+                        }
+                        (fd, pinned)
+                    }
                     Err(errno) => return self.finish(target, State::of_errno(errno), started),
                 }
             }
@@ -626,11 +677,18 @@ impl<'a> Round<'a> {
             target,
             addr,
             fd,
+            pinned,
             started,
             shake: None,
         };
         match socket::connect(attempt.fd.as_raw_fd(), &sockaddr) {
             Ok(()) => self.connected(attempt),
+            // The pinned port meets a connection to the same place (one of ours in
+            // TIME_WAIT): this target again from a port the kernel picks.
+            Err(Errno::EADDRNOTAVAIL | Errno::EADDRINUSE) if attempt.pinned.is_some() => {
+                drop(attempt);
+                self.start_with(target, addr, started, false)
+            }
             // On loopback the answer (SYN-ACK or RST) is in before connect returns: asked
             // at once, it needs no poll.
             Err(Errno::EINPROGRESS) => self.settle(attempt, None),
@@ -700,10 +758,12 @@ impl<'a> Round<'a> {
                         target,
                         addr,
                         fd,
+                        pinned,
                         started,
                         ..
                     } = attempt;
-                    self.spare.push((family.expect("an inet address"), fd));
+                    self.spare
+                        .push((family.expect("an inet address"), fd, pinned));
                     return self.failed(target, addr, started, Errno::ECONNREFUSED);
                 }
                 Ok(()) | Err(Errno::EISCONN) => return self.connected(attempt),
