@@ -238,6 +238,42 @@ fn len16_frames_carry_datagrams_through_a_tcp_hop_byte_exact_both_ways() {
     }
 }
 
+/// `relay udp-listen:…,deny= tcp:…,frame=len16`: a refused client's datagrams open no
+/// connection and reach nobody, counted `refused`; an allowed client's are framed as ever.
+#[test]
+fn len16_relay_drops_the_datagrams_of_a_client_its_deny_list_refuses() {
+    let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let relay = Rig::new().relay(&[
+        "udp-listen:0,deny=127.0.0.2",
+        &format!("tcp:{},frame=len16", upstream.local_addr().unwrap()),
+    ]);
+    let refused = UdpSocket::bind("127.0.0.2:0").unwrap();
+    for _ in 0..3 {
+        refused.send_to(b"not me", relay.addr()).unwrap();
+    }
+    let allowed = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let datagram = data(1200);
+    allowed.send_to(&datagram, relay.addr()).unwrap();
+    // The refused datagrams came first: the first connection is the allowed client's.
+    let (mut conn, _) = upstream.accept().unwrap();
+    conn.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut got = vec![0u8; 2 + datagram.len()];
+    conn.read_exact(&mut got).unwrap();
+    assert_bytes_eq(
+        &got,
+        &frame(&datagram),
+        "the allowed client's datagram, framed",
+    );
+    let run = relay.stop();
+    let report = run.report();
+    assert_eq!(report["refused"], 3, "{report}");
+    upstream.set_nonblocking(true).unwrap();
+    assert!(
+        upstream.accept().is_err(),
+        "a connection for a refused client"
+    );
+}
+
 #[test]
 fn a_dns_style_tcp_client_gets_framed_answers_and_a_frame_too_long_for_udp_is_dropped() {
     let target = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -707,6 +707,9 @@ impl Relay<'_> {
     /// connection of its own; the client's datagrams reach it through a socketpair.
     fn clients_to_connections(&mut self) -> anyhow::Result<bool> {
         let dgram = self.cfg.side(self.dgram_side);
+        // allow=/deny=: a refused client's datagrams are dropped and counted, and open no
+        // connection (as the datagram relay's).
+        let access = dgram.access().cloned().unwrap_or_default();
         let listener = Arc::new(dgram.bind_datagram()?);
         crate::sys::socket::set_nonblocking(listener.as_raw_fd())?;
         let max = self.cfg.max_conns.unwrap_or(usize::MAX);
@@ -743,6 +746,15 @@ impl Relay<'_> {
                     };
                 let key = addr_key(&from);
                 if !by_client.contains_key(&key) {
+                    let ip = match (from.as_sockaddr_in(), from.as_sockaddr_in6()) {
+                        (Some(v4), _) => Some(std::net::IpAddr::V4(v4.ip())),
+                        (_, Some(v6)) => Some(std::net::IpAddr::V6(v6.ip())),
+                        _ => None,
+                    };
+                    if access.check(ip).is_err() {
+                        self.tally.access_refused += 1;
+                        continue;
+                    }
                     if by_client.len() >= max || (self.cfg.once && started_once) {
                         self.tally.refused += 1;
                         continue;
