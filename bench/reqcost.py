@@ -15,7 +15,12 @@ voluntary and involuntary context switches (summed over /proc/PID/task/*/status)
 redis-server's CPU and voluntary switches; redis-benchmark's (from wait4's rusage); the
 cores left idle (/proc/stat). The load-independent columns are the per-request ones; the
 requests/s is redis-benchmark's own figure (all tests: requests over the sum of each test's
-time). Loopback only; needs redis-server, redis-benchmark and haproxy."""
+time). `with redis`, `with bench`: the share of 2 ms samples (field 39 of /proc/PID/stat) in
+which the relay's main thread last ran on the CPU redis-server (the first one) or
+redis-benchmark last ran on: on 2 CPUs the three settle into a placement per run that decides
+its rate (bench/NOTEBOOK.md, `relay: where it runs`; with `--workers` above 1 the loops are
+other threads, and the column says little). Loopback only; needs redis-server,
+redis-benchmark and haproxy."""
 import argparse
 import os
 import re
@@ -23,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -100,10 +106,40 @@ class Relay:
             self.proc.wait()
 
 
-def bench(port, args):
+def last_cpu(pid):
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[36])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def sample_placement(relay_pid, redis_pid, bench_pid, stop, out):
+    """Every 2 ms until `stop`: is the relay on redis's CPU, on the client's? -> out."""
+    same_redis = same_bench = n = 0
+    while not stop.is_set():
+        r, s, b = last_cpu(relay_pid), last_cpu(redis_pid), last_cpu(bench_pid)
+        if None not in (r, s, b):
+            n += 1
+            same_redis += r == s
+            same_bench += r == b
+        time.sleep(0.002)
+    if n:
+        out.update(with_redis=same_redis / n, with_bench=same_bench / n)
+
+
+def bench(port, args, relay_pid=None, redis_pid=None, placement=None):
     p = subprocess.Popen(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-q", *args],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    stop = threading.Event()
+    sampler = None
+    if relay_pid and placement is not None:
+        sampler = threading.Thread(target=sample_placement,
+                                   args=(relay_pid, redis_pid, p.pid, stop, placement))
+        sampler.start()
     out = p.stdout.read()
+    stop.set()
+    if sampler:
+        sampler.join()
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = status
     rates = [float(v) for v in re.findall(r"([\d.]+) requests per second", out.replace("\r", "\n"))]
@@ -114,7 +150,8 @@ def run(relay, redis, args, n):
     r0 = proc_sample(relay.proc.pid) if relay.proc else None
     s0 = [proc_sample(p.pid) for p in redis]
     i0, t0 = idle_ticks(), time.time()
-    rates, ru = bench(relay.port, args)
+    placement = {}
+    rates, ru = bench(relay.port, args, relay.proc.pid if relay.proc else None, redis[0].pid, placement)
     wall = time.time() - t0
     r1 = proc_sample(relay.proc.pid) if relay.proc else None
     s1 = [proc_sample(p.pid) for p in redis]
@@ -128,13 +165,15 @@ def run(relay, redis, args, n):
            "redis_vol": sum(b[1] - a[1] for a, b in zip(s0, s1)) / n}
     if r0:
         row.update(relay_cpu=(r1[0] - r0[0]) * us, relay_vol=(r1[1] - r0[1]) / n, relay_invol=(r1[2] - r0[2]) / n)
+        row.update(placement)
     return row
 
 
 COLS = [("rps", "req/s", "{:,.0f}"), ("relay_cpu", "relay µs", "{:.1f}"), ("relay_vol", "relay vol", "{:.3f}"),
         ("relay_invol", "relay invol", "{:.3f}"), ("redis_cpu", "redis µs", "{:.1f}"),
         ("redis_vol", "redis vol", "{:.3f}"), ("bench_cpu", "bench µs", "{:.1f}"),
-        ("bench_vol", "bench vol", "{:.3f}"), ("idle", "idle cores", "{:.2f}")]
+        ("bench_vol", "bench vol", "{:.3f}"), ("idle", "idle cores", "{:.2f}"),
+        ("with_redis", "with redis", "{:.2f}"), ("with_bench", "with bench", "{:.2f}")]
 
 
 def main():

@@ -1693,6 +1693,42 @@ fn workers_share_the_connections_and_drain_them_on_sigterm() {
     eprintln!("200 connections over 2 workers {per_worker:?}, drained in {took:?} after SIGTERM");
 }
 
+/// Issue 45: `--workers` not given runs one event loop below 4 CPUs (on the loop's own
+/// thread: no worker threads), the CPU count from 4 on; the connection is relayed either way.
+/// On this 2-CPU machine the relay started two worker threads before.
+#[test]
+fn default_workers_is_one_loop_below_four_cpus() {
+    let backend = tcp_backend(Serve::Echo);
+    let relay = Rig::new().relay(&["tcp-listen:0", &format!("tcp:{backend}")]);
+    let mut client = connect(relay.addr());
+    let payload = b"one loop or many, the bytes come back";
+    client.write_all(payload).unwrap();
+    let mut got = vec![0u8; payload.len()];
+    client.read_exact(&mut got).unwrap();
+    assert_bytes_eq(&got, payload, "echo through the relay");
+    drop(client);
+    // The client was served, so every loop had started.
+    let threads = std::fs::read_dir(format!("/proc/{}/task", relay.pid()))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let end = relay.stop();
+    if cpus < 4 {
+        assert_eq!(threads, 1, "{cpus} CPUs: one loop, on the main thread");
+    } else {
+        assert!(threads > cpus, "{cpus} CPUs: {threads} threads");
+    }
+    let report = end.report();
+    assert_eq!(
+        report["bytes_a_to_b"].as_u64(),
+        Some(payload.len() as u64),
+        "{report}"
+    );
+    let conns = connections(report);
+    assert_eq!(conns.len(), 1, "{report}");
+    assert_one_path(&conns[0]["a_to_b"]);
+}
+
 /// Issue 29 item 6: in text mode the relay names each connection that failed, as socat
 /// does (it said only "N did not end cleanly" at exit), at most 5 a second.
 #[test]

@@ -639,7 +639,8 @@ connections a TLS or \fBproxy\fR listener has still greeting. Out of fds all the
 such a listener closes its oldest greeting, or accepts one client and closes it at once
 from a descriptor kept in reserve, rather than leave the backlog unread.
 With a listener, \fB\-\-workers\fR \fIN\fR event loops (threads; default: the CPUs the
-process may run on) share it: a new connection wakes one loop that is waiting
+process may run on, but one below 4 CPUs, where a second loop competes with the
+relay's own backends and clients for the same CPUs) share it: a new connection wakes one loop that is waiting
 (\fBEPOLLEXCLUSIVE\fR), so an idle loop takes most of a light load; on a TLS or
 \fBproxy\fR listener every loop takes PROXY headers and handshakes (the handshake's
 work is done outside the listener's lock). The budgets above

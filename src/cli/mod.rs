@@ -780,7 +780,7 @@ pub struct RelayArgs {
     pub log: Option<std::path::PathBuf>,
     /// Event loops serving a listener, each in a thread of its own; the listener is shared
     /// and a new connection goes to a loop that is waiting. Default: the CPUs available to
-    /// the process. A TLS or `proxy` listener too: every loop takes handshakes. One session
+    /// the process, one below 4 CPUs. A TLS or `proxy` listener too: every loop takes handshakes. One session
     /// (no listener) or --once: one (the plan line says so). At most 256.
     #[arg(long, short = 'j', value_name = "N", value_parser = parse_workers)]
     pub workers: Option<usize>,

@@ -476,10 +476,23 @@ impl Drop for StopOnPanic<'_> {
     }
 }
 
+/// Below this many CPUs, `--workers` defaults to one event loop.
+const CPUS_FOR_MORE_WORKERS: usize = 4;
+
 /// `--workers` when not given: the CPUs this process may run on (its affinity mask and
-/// cgroup quota, as `std::thread::available_parallelism` reads them).
+/// cgroup quota, as `std::thread::available_parallelism` reads them), but one below
+/// [`CPUS_FOR_MORE_WORKERS`]: there the relay shares the few CPUs with the programs on either
+/// side of it (its backends and clients on the same machine, the kernel's TCP work of its
+/// traffic), and a second loop competes with them rather than adding work done — on 2 CPUs
+/// `--workers 2` served 6-9 % fewer requests than one (bench/NOTEBOOK.md, `relay: where it
+/// runs`).
 fn default_workers() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < CPUS_FOR_MORE_WORKERS {
+        1
+    } else {
+        cpus
+    }
 }
 
 /// Fds a place of `--max-conns` may hold: two sockets and a pipe (two fds) each way for a
