@@ -389,7 +389,7 @@ fn keep_open(
         connections += 1;
         src_info = Some(info);
         let tls_failure = match failure {
-            None => finish_tls(&cfg.src, accepted.tls).1,
+            None => finish_tls(&cfg.src, accepted.tls.map(|s| *s)).1,
             Some(_) => {
                 if let Some(session) = &accepted.tls {
                     session.cut();

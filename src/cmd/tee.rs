@@ -743,7 +743,7 @@ fn keep_open(
             }
         }
         let tls_failure = match out.failure {
-            None => super::common::finish_tls(&cfg.src, accepted.tls).1,
+            None => super::common::finish_tls(&cfg.src, accepted.tls.map(|s| *s)).1,
             Some(_) => {
                 if let Some(session) = &accepted.tls {
                     session.cut();

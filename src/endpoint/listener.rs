@@ -53,7 +53,9 @@ pub struct Accepted {
     pub origin: Addresses,
     /// A TLS listener's connection: what its handshake negotiated and which record layer
     /// carries it (`fd` is then the TCP socket under kTLS, or the bridge's socketpair end).
-    pub tls: Option<Session>,
+    /// Boxed: a plain connection's `Accepted` is moved a few times on its way to the relay's
+    /// table, and a session inline made each move copy it.
+    pub tls: Option<Box<Session>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -759,7 +761,7 @@ impl Mux {
         }
         let (fd, tls) = match greeting.shake {
             Some(shake) => match shake.establish(greeting.fd, self.greet.tls_in_loop) {
-                Ok((fd, session)) => (fd, Some(session)),
+                Ok((fd, session)) => (fd, Some(Box::new(session))),
                 Err(reason) => return Some(reject(greeting.peer, reason)),
             },
             None => (greeting.fd, None),
@@ -932,7 +934,7 @@ fn read_header(fd: BorrowedFd<'_>) -> Option<Result<proxy::Header, String>> {
 /// `127.0.0.1:80`, `[::1]:80`, a socket path, `@name`; None for an unnamed unix peer.
 pub(super) fn format_sockaddr(addr: &SockaddrStorage) -> Option<String> {
     if let Some(v4) = addr.as_sockaddr_in() {
-        return Some(std::net::SocketAddrV4::from(*v4).to_string());
+        return Some(format_v4(&std::net::SocketAddrV4::from(*v4)));
     }
     if let Some(v6) = addr.as_sockaddr_in6() {
         return Some(std::net::SocketAddrV6::from(*v6).to_string());
@@ -945,10 +947,63 @@ pub(super) fn format_sockaddr(addr: &SockaddrStorage) -> Option<String> {
         .map(|name| format!("@{}", String::from_utf8_lossy(name)))
 }
 
+/// `a.b.c.d:port`, as `SocketAddrV4`'s Display writes it, without the formatting machinery:
+/// every accepted connection's peer is written so, and `to_string` cost it ~1,600
+/// instructions (bench/NOTEBOOK.md, `relay: what a short connection paid for`).
+fn format_v4(addr: &std::net::SocketAddrV4) -> String {
+    /// Writes `n`'s decimal digits at the end of `out[..at]`; where they start.
+    fn decimal(out: &mut [u8], mut at: usize, mut n: u32) -> usize {
+        loop {
+            at -= 1;
+            out[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                return at;
+            }
+        }
+    }
+    // Written backwards from the end: the port, ':', then each octet from the last.
+    let mut out = [0u8; "255.255.255.255:65535".len()];
+    let end = out.len();
+    let mut at = decimal(&mut out, end, u32::from(addr.port()));
+    at -= 1;
+    out[at] = b':';
+    for (i, octet) in addr.ip().octets().into_iter().rev().enumerate() {
+        if i > 0 {
+            at -= 1;
+            out[at] = b'.';
+        }
+        at = decimal(&mut out, at, u32::from(octet));
+    }
+    std::str::from_utf8(&out[at..])
+        .expect("ASCII digits")
+        .to_string()
+}
+
 /// Whether `fd` is a listening socket (SO_ACCEPTCONN); an error when it is not open or
 /// not a socket at all.
 pub(super) fn is_listening(fd: RawFd) -> Result<bool, Errno> {
     // SAFETY: only queried; a closed fd answers EBADF.
     let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
     socket::getsockopt(&borrowed, sockopt::AcceptConn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_v4;
+    use std::net::{Ipv4Addr, SocketAddrV4};
+
+    #[test]
+    fn format_v4_writes_what_display_writes() {
+        for (ip, port) in [
+            ([127, 0, 0, 1], 54321),
+            ([0, 0, 0, 0], 0),
+            ([255, 255, 255, 255], 65535),
+            ([10, 9, 100, 1], 80),
+            ([192, 168, 0, 10], 1),
+        ] {
+            let addr = SocketAddrV4::new(Ipv4Addr::from(ip), port);
+            assert_eq!(format_v4(&addr), addr.to_string());
+        }
+    }
 }

@@ -88,7 +88,7 @@ impl Opened {
     pub fn accept(listener: &Listener) -> anyhow::Result<(Opened, Addresses)> {
         let (accepted, refused) = accept_one(listener)?;
         let opened = Opened {
-            tls: accepted.tls,
+            tls: accepted.tls.map(|s| *s),
             refused,
             ..Opened::plain(accepted.fd)
         };

@@ -99,10 +99,12 @@ struct Dial {
     /// Connect timeout of the attempt in flight.
     deadline: Option<Instant>,
     waiting: bool,
-    /// `socks5=`/`connect=`: connected to the proxy, its handshake under way.
-    handshake: Option<outbound::Handshake>,
+    /// `socks5=`/`connect=`: connected to the proxy, its handshake under way. Boxed, as
+    /// `tls` and [`Peer::tls`]: a plain connection's [`Conn`] stays small, and every move
+    /// of it (made, ended) cheap.
+    handshake: Option<Box<outbound::Handshake>>,
     /// `tls:`: connected (through the proxy, if any), the TLS handshake under way.
-    tls: Option<Handshake>,
+    tls: Option<Box<Handshake>>,
 }
 
 impl Dial {
@@ -132,7 +134,7 @@ struct Peer {
     /// Its read fd is watched for writing only: the direction it feeds awaits its sink.
     muted: bool,
     socket: bool,
-    polled: Vec<RawFd>,
+    polled: Polled,
     dial: Option<Dial>,
     /// File status flags to put back on inherited fds (O_NONBLOCK is shared with the
     /// process that gave them to us).
@@ -145,7 +147,49 @@ struct Peer {
     held: Vec<HeldPipe>,
     /// A TLS side: its handshake's outcome and, in userspace, its record layer's thread
     /// (which ends on its own once `fd`, its socketpair's end, is closed).
-    tls: Option<Session>,
+    tls: Option<Box<Session>>,
+}
+
+/// The fds of a side that are in the epoll: its read fd and, when it has one, its write
+/// fd — two at most, held in place (a `Vec` cost an allocation and a free a side, a
+/// connection; bench/NOTEBOOK.md, `relay: what a short connection paid for`).
+#[derive(Debug, Default, Clone, Copy)]
+struct Polled {
+    fds: [RawFd; 2],
+    len: usize,
+}
+
+impl Polled {
+    fn push(&mut self, fd: RawFd) {
+        assert!(self.len < self.fds.len(), "a side has two fds at most");
+        self.fds[self.len] = fd;
+        self.len += 1;
+    }
+
+    fn contains(&self, fd: RawFd) -> bool {
+        self.fds[..self.len].contains(&fd)
+    }
+
+    fn remove(&mut self, fd: RawFd) {
+        if let Some(i) = self.fds[..self.len].iter().position(|&f| f == fd) {
+            self.fds.copy_within(i + 1..self.len, i);
+            self.len -= 1;
+        }
+    }
+
+    /// Empties it, handing back what it held.
+    fn take(&mut self) -> Polled {
+        std::mem::take(self)
+    }
+}
+
+impl IntoIterator for Polled {
+    type Item = RawFd;
+    type IntoIter = std::iter::Take<std::array::IntoIter<RawFd, 2>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.fds.into_iter().take(self.len)
+    }
 }
 
 impl Peer {
@@ -158,7 +202,7 @@ impl Peer {
             hup: false,
             muted: false,
             socket: true,
-            polled: Vec::new(),
+            polled: Polled::default(),
             dial: None,
             restore: Vec::new(),
             child: None,
@@ -186,7 +230,7 @@ impl Peer {
             && self
                 .fd
                 .as_ref()
-                .is_some_and(|fd| self.polled.contains(&fd.as_raw_fd()))
+                .is_some_and(|fd| self.polled.contains(fd.as_raw_fd()))
     }
 
     fn read_fd(&self) -> BorrowedFd<'_> {
@@ -280,6 +324,12 @@ pub(super) struct Server<'a> {
     specs: &'a [Spec; 2],
     shared: &'a Shared,
     policy: Policy,
+    /// Each side's URI as reports name it, made once (formatting an endpoint cost a short
+    /// connection more than its getsockopt).
+    side_uris: [String; 2],
+    /// A side (or an upstream) is a command: only then does a new connection work out the
+    /// `ZEROCAT_PEER_*` variables its child gets.
+    commands: bool,
     poller: Poller,
     pools: Pools,
     conns: Vec<Option<Conn>>,
@@ -378,6 +428,11 @@ impl<'a> Server<'a> {
             specs,
             shared,
             policy,
+            side_uris: [Side::A, Side::B].map(|side| cfg.side(side).to_string()),
+            commands: specs
+                .iter()
+                .chain(&shared.upstream_specs)
+                .any(|spec| matches!(spec, Spec::Command { .. })),
             poller,
             pools: Pools::new(PIPE_BUDGET).share(workers),
             conns: Vec::new(),
@@ -688,7 +743,7 @@ impl<'a> Server<'a> {
         };
         self.active += 1;
         // A command side learns the client the listener accepted (inetd style).
-        let peer_env = accepted.as_ref().map(|a| {
+        let peer_env = accepted.as_ref().filter(|_| self.commands).map(|a| {
             let tls = a.tls.as_ref().map(|s| s.info.peer_subject.as_deref());
             PeerEnv::of(&a.origin, tls)
         });
@@ -698,7 +753,7 @@ impl<'a> Server<'a> {
         for side in 0..2 {
             if side == pick::UPSTREAM && failure.is_none() && !picked {
                 picked = true;
-                if let Err(end) = self.first_pick(&mut conn) {
+                if let Err(end) = self.first_pick(&mut conn, now) {
                     failure = Some(end);
                     continue;
                 }
@@ -709,7 +764,7 @@ impl<'a> Server<'a> {
                     conn.peer = accepted.peer;
                     conn.origin = accepted.origin;
                     conn.sides[side].fd = Some(accepted.fd);
-                    if accepted.tls.as_ref().is_some_and(Session::in_loop) {
+                    if accepted.tls.as_ref().is_some_and(|s| s.in_loop()) {
                         conn.flows =
                             [0, 1].map(|_| Flow::new(self.tuning.choice(Policy::Userspace)));
                         // The handshake's last read may have taken the client's first

@@ -214,7 +214,7 @@ impl Server<'_> {
             let dst = &mut conn.sides[1 - d];
             if conn.flows[d].shut && dst.child.is_some() {
                 if let Some(wfd) = dst.wfd.take() {
-                    dst.polled.retain(|&fd| fd != wfd.as_raw_fd());
+                    dst.polled.remove(wfd.as_raw_fd());
                 }
             }
         }
@@ -271,7 +271,7 @@ impl Server<'_> {
     }
 
     pub(super) fn side_uri(&self, side: Side) -> String {
-        self.side_endpoint(side).to_string()
+        self.side_uris[side as usize].clone()
     }
 
     fn side_endpoint(&self, side: Side) -> &Endpoint {
@@ -360,7 +360,7 @@ impl Server<'_> {
             // reference to the file goes); an inherited fd's dup does not, as the original
             // stays open: only those are deleted first.
             let inherited = !peer.owned();
-            for fd in peer.polled.drain(..) {
+            for fd in peer.polled.take() {
                 if inherited {
                     self.poller.delete(fd);
                 }
@@ -392,15 +392,16 @@ impl Server<'_> {
             }
             Some((child, group))
         });
+        // The connection is gone: its report takes its strings and records, not copies.
         let report = ConnReport {
             id: conn.id,
             seq: self.shared.ended.fetch_add(1, Ordering::Relaxed),
-            peer: conn.peer.clone(),
+            peer: std::mem::take(&mut conn.peer),
             upstream,
             upstream_uri,
             seconds: conn.started.elapsed().as_secs_f64(),
             flows: [0, 1].map(|d| FlowReport {
-                record: conn.flows[d].record.clone(),
+                record: std::mem::take(&mut conn.flows[d].record),
                 bytes: conn.flows[d].delivered,
                 switches: conn.flows[d].switches(),
                 ended: if conn.flows[d].shut {
@@ -416,13 +417,19 @@ impl Server<'_> {
             datagrams: None,
             tls,
         };
-        let kill_at = cut_by_signal.then(|| Instant::now() + self.cfg.grace);
-        self.reaping.push(Reaping {
-            report,
-            children,
-            kill_at,
-        });
-        self.reap();
+        if children.iter().all(Option::is_none) {
+            // No child to wait for: reported now (not through `reaping`, which would move
+            // the report twice more and look at every child still running).
+            self.ended(report);
+        } else {
+            let kill_at = cut_by_signal.then(|| Instant::now() + self.cfg.grace);
+            self.reaping.push(Reaping {
+                report,
+                children,
+                kill_at,
+            });
+            self.reap();
+        }
         self.gens[idx] = self.gens[idx].wrapping_add(1);
         self.free.push(idx);
         self.active -= 1;

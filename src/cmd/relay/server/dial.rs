@@ -70,9 +70,14 @@ impl Server<'_> {
         }
     }
 
-    /// The socket of an attempt in flight became writable: connected, or failed.
+    /// The socket of an attempt in flight became writable: connected, or failed. Writable
+    /// with no error or hang-up beside it is connected (a failed connect is reported
+    /// EPOLLERR|EPOLLHUP): only then is SO_ERROR asked (a call a connection saved).
     pub(super) fn dialed(&mut self, idx: usize, side: usize) {
         let conn = self.conn_mut(idx);
+        if !conn.sides[side].hup {
+            return self.connected(idx, side);
+        }
         let fd = conn.sides[side].read_fd();
         match socket::getsockopt(&fd, sockopt::SocketError) {
             Ok(0) => self.connected(idx, side),
@@ -100,7 +105,7 @@ impl Server<'_> {
             .cfg
             .connect_timeout
             .unwrap_or(outbound::HANDSHAKE_DEADLINE);
-        self.handshake_deadline(idx, side, limit).handshake = Some(shake);
+        self.handshake_deadline(idx, side, limit).handshake = Some(Box::new(shake));
         self.shake(idx, side);
     }
 
@@ -147,7 +152,7 @@ impl Server<'_> {
             Err(text) => return self.tls_failed(idx, side, text),
         };
         let limit = self.tls_limit();
-        self.handshake_deadline(idx, side, limit).tls = Some(shake);
+        self.handshake_deadline(idx, side, limit).tls = Some(Box::new(shake));
         self.shake_tls(idx, side);
     }
 
@@ -158,7 +163,7 @@ impl Server<'_> {
             return true;
         }
         let peer = &mut self.conn_mut(idx).sides[side];
-        let polled: Vec<_> = peer.polled.drain(..).collect();
+        let polled = peer.polled.take();
         let fd = peer.fd.take().expect("a connected socket");
         for p in polled {
             self.poller.delete(p);
@@ -251,7 +256,7 @@ impl Server<'_> {
                     conn.upstream = getpeername(fd.as_raw_fd()).ok();
                 }
                 let shake = peer.dial.take().and_then(|d| d.tls).expect("a handshake");
-                for polled in peer.polled.drain(..) {
+                for polled in peer.polled.take() {
                     self.poller.delete(polled);
                 }
                 let tcp = peer.fd.take().expect("a connected socket");
@@ -274,7 +279,7 @@ impl Server<'_> {
                         }
                         let peer = &mut conn.sides[side];
                         peer.fd = Some(fd);
-                        peer.tls = Some(session);
+                        peer.tls = Some(Box::new(session));
                         peer.readable = true;
                         peer.writable = true;
                         self.register(idx, side);
@@ -325,7 +330,7 @@ impl Server<'_> {
         }
         let peer = &mut conn.sides[side];
         if let Some(fd) = peer.fd.take() {
-            for polled in peer.polled.drain(..) {
+            for polled in peer.polled.take() {
                 self.poller.delete(polled);
             }
             drop(fd);

@@ -13,7 +13,7 @@ use nix::sys::socket::{self, SockaddrLike, SockaddrStorage};
 use super::{Conn, Dial, Peer, Server, Shared, Spec};
 use crate::cmd::relay::end::{ConnEnd, Side};
 use crate::cmd::relay::flow::Flow;
-use crate::cmd::relay::upstream::Upstreams;
+use crate::cmd::relay::upstream::{Balance, Upstreams};
 use crate::endpoint::proxy::Addresses;
 use crate::endpoint::tls::Handshake;
 use crate::sys::socket::{abort_socket, stream_socket};
@@ -47,13 +47,17 @@ impl<'a> Server<'a> {
         }
     }
 
-    /// A new connection's upstream (with several): None when every one is down.
-    pub(super) fn first_pick(&self, conn: &mut Conn) -> Result<(), ConnEnd> {
+    /// A new connection's upstream (with several), as of `now`: None when every one is
+    /// down.
+    pub(super) fn first_pick(&self, conn: &mut Conn, now: Instant) -> Result<(), ConnEnd> {
         let Some(ups) = &self.shared.upstreams else {
             return Ok(());
         };
-        conn.client_ip = client_ip(&conn.origin, &conn.peer);
-        conn.pick = ups.pick(conn.client_ip, 0, Instant::now());
+        // Only source-hash asks who the client is.
+        if ups.balance == Balance::SourceHash {
+            conn.client_ip = client_ip(&conn.origin, &conn.peer);
+        }
+        conn.pick = ups.pick(conn.client_ip, 0, now);
         match conn.pick {
             Some(_) => Ok(()),
             None => Err(ConnEnd::NoUpstream(String::new())),
@@ -104,7 +108,7 @@ impl<'a> Server<'a> {
         conn.upstream = None;
         // The failed side goes: its fds out of the epoll, its socket reset.
         let mut peer = std::mem::replace(&mut conn.sides[UPSTREAM], Peer::empty());
-        for fd in peer.polled.drain(..) {
+        for fd in peer.polled.take() {
             self.poller.delete(fd);
         }
         if let Some(tls) = &peer.tls {
