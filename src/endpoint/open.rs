@@ -191,7 +191,7 @@ impl Endpoint {
                         shake.establish(fd, false)
                     })
                     .map_err(|reason| tls_failure(self, reason))?;
-                let fd = self.websocket(fd, false)?;
+                let fd = self.websocket(fd, false, session.inner_end())?;
                 Ok(Opened {
                     tls: Some(session),
                     ..plain(fd)
@@ -199,7 +199,7 @@ impl Endpoint {
             }
             Endpoint::Tcp { .. } | Endpoint::Unix { .. } => {
                 let fd = self.connect_carrying(origin)?;
-                Ok(plain(self.websocket(fd, false)?))
+                Ok(plain(self.websocket(fd, false, None)?))
             }
             Endpoint::Http {
                 url,
@@ -246,8 +246,14 @@ impl Endpoint {
     }
 
     /// `ws://`/`wss://`: the WebSocket client's threads on the connected (and TLS) `fd`;
-    /// the fd returned is their socketpair's end. Anything else: `fd` as it is.
-    pub fn websocket(&self, fd: OwnedFd, nonblocking: bool) -> anyhow::Result<OwnedFd> {
+    /// the fd returned is their socketpair's end. Anything else: `fd` as it is. `tls_end`:
+    /// the TLS session's mark for the server's close frame ([`tls::bridge::InnerEnd`]).
+    pub fn websocket(
+        &self,
+        fd: OwnedFd,
+        nonblocking: bool,
+        tls_end: Option<super::tls::bridge::InnerEnd>,
+    ) -> anyhow::Result<OwnedFd> {
         let Endpoint::Tcp {
             host,
             port,
@@ -261,7 +267,8 @@ impl Endpoint {
             port: *port,
             path: ws.path.clone().unwrap_or_else(|| "/".into()),
         };
-        super::websocket::bridge::start(fd, role, nonblocking, self.to_string())
+        let on_close = tls_end.map(|end| Box::new(move || end.ended()) as _);
+        super::websocket::bridge::start(fd, role, nonblocking, self.to_string(), on_close)
             .with_context(|| format!("cannot start the WebSocket of {self}"))
     }
 

@@ -653,6 +653,13 @@ impl Session {
         }
     }
 
+    /// For a WebSocket inside: the mark its peer's close frame sets, after which a FIN
+    /// without close_notify is no error ([`bridge::InnerEnd`]). None under kTLS, where
+    /// the reads of the WebSocket itself meet that FIN.
+    pub fn inner_end(&self) -> Option<bridge::InnerEnd> {
+        self.bridge.as_ref().map(bridge::Bridge::inner_end)
+    }
+
     /// After the engine closed its end: waits for the record layer to send what it holds
     /// and its close_notify (at most `limit`), then says its error, if any.
     pub fn finish(self, limit: Duration) -> Option<String> {

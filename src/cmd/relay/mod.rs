@@ -378,6 +378,11 @@ fn conclude(
         Option<&crate::engine::dump::DumpTotals>,
     ),
 ) -> anyhow::Result<ExitCode> {
+    if cfg.a.is_websocket() || cfg.b.is_websocket() {
+        // The report counts the WebSocket threads' payload bytes: they first send what
+        // they still hold (the engine's ends are closed), else the counts come up short.
+        crate::endpoint::websocket::bridge::finish_all(std::time::Duration::from_secs(5));
+    }
     let seconds = started.elapsed().as_secs_f64();
     let summary = Summary {
         cfg,

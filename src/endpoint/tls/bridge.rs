@@ -42,6 +42,22 @@ struct Shared {
     cut: AtomicBool,
     /// The engine only writes this stream (a sink of pipe or tee): see [`Bridge::writes_only`].
     writes_only: AtomicBool,
+    /// The error is the peer's FIN without close_notify.
+    truncated: AtomicBool,
+    /// The protocol inside ended the stream itself: see [`InnerEnd`].
+    inner_end: AtomicBool,
+}
+
+/// Told by the protocol inside the stream (a WebSocket) that the peer ended it in that
+/// protocol (its close frame came whole): a FIN without close_notify after that truncates
+/// nothing, so it is no error. Servers that drop TCP after their close frame without a
+/// close_notify (websocat's `wss-l:`) then end as cleanly as they meant to.
+pub struct InnerEnd(Arc<Shared>);
+
+impl InnerEnd {
+    pub fn ended(&self) {
+        self.0.inner_end.store(true, Ordering::SeqCst);
+    }
 }
 
 /// Record layers whose [`Bridge`] was dropped unjoined (the relay's sides), joined at the
@@ -62,6 +78,11 @@ pub struct Bridge {
 
 impl Bridge {
     pub fn error(&self) -> Option<String> {
+        if self.shared.truncated.load(Ordering::SeqCst)
+            && self.shared.inner_end.load(Ordering::SeqCst)
+        {
+            return None;
+        }
         self.shared
             .error
             .lock()
@@ -84,6 +105,11 @@ impl Bridge {
     /// reads is still a cut.
     pub fn writes_only(&self) {
         self.shared.writes_only.store(true, Ordering::SeqCst);
+    }
+
+    /// The handle the protocol inside marks its peer's end with ([`InnerEnd`]).
+    pub fn inner_end(&self) -> InnerEnd {
+        InnerEnd(Arc::clone(&self.shared))
     }
 
     /// Waits (at most `limit`) for the thread to end: it ends once the engine's end is
@@ -357,6 +383,7 @@ impl Pump {
             self.peer_closed = true;
             return Ok(());
         }
+        self.shared.truncated.store(true, Ordering::SeqCst);
         Err(format!("TLS: {}", super::TRUNCATED))
     }
 

@@ -111,9 +111,19 @@ pub fn finish_all(limit: Duration) {
     LIVE.finish(limit);
 }
 
+/// Called once the peer's close frame came whole, before that direction's EOF reaches the
+/// engine (the TLS under it then takes a FIN without close_notify as the end it is).
+pub type OnPeerClose = Box<dyn FnOnce() + Send>;
+
 /// Starts the upgrade on `net` (connected, its TLS if any established) and the threads
 /// after it. Returns our socketpair's other end (CLOEXEC; O_NONBLOCK if `nonblocking`).
-pub fn start(net: OwnedFd, role: Role, nonblocking: bool, peer: String) -> io::Result<OwnedFd> {
+pub fn start(
+    net: OwnedFd,
+    role: Role,
+    nonblocking: bool,
+    peer: String,
+    on_close: Option<OnPeerClose>,
+) -> io::Result<OwnedFd> {
     let (engine, local) = socket::socketpair(
         AddressFamily::Unix,
         SockType::Stream,
@@ -128,7 +138,7 @@ pub fn start(net: OwnedFd, role: Role, nonblocking: bool, peer: String) -> io::R
     let thread = std::thread::Builder::new()
         .name("zerocat-ws".into())
         .stack_size(STACK)
-        .spawn(move || run(net, local, role, shared, peer))?;
+        .spawn(move || run(net, local, role, shared, peer, on_close))?;
     LIVE.keep(thread);
     Ok(engine)
 }
@@ -155,7 +165,14 @@ fn fail(shared: &Shared, text: String) {
 }
 
 /// The upgrade, then both directions; the thread ends when both have.
-fn run(net: OwnedFd, local: OwnedFd, role: Role, shared: Arc<Shared>, peer: String) {
+fn run(
+    net: OwnedFd,
+    local: OwnedFd,
+    role: Role,
+    shared: Arc<Shared>,
+    peer: String,
+    on_close: Option<OnPeerClose>,
+) {
     set_read_timeout(net.as_fd(), Some(HANDSHAKE_DEADLINE));
     let upgraded = match &role {
         Role::Client { host, port, path } => client_upgrade(net.as_fd(), host, *port, path),
@@ -198,6 +215,9 @@ fn run(net: OwnedFd, local: OwnedFd, role: Role, shared: Arc<Shared>, peer: Stri
     match ended {
         Ok(()) => {
             shared.got_close.store(true, Ordering::SeqCst);
+            if let Some(on_close) = on_close {
+                on_close();
+            }
             let _ = socket::shutdown(local.as_raw_fd(), Shutdown::Write);
             if shared.sent_close.load(Ordering::SeqCst) {
                 let _ = socket::shutdown(net.as_raw_fd(), Shutdown::Both);

@@ -168,7 +168,7 @@ impl Server<'_> {
         for p in polled {
             self.poller.delete(p);
         }
-        let Some(fd) = self.ws_fd(idx, side, fd) else {
+        let Some(fd) = self.ws_fd(idx, side, fd, None) else {
             return false;
         };
         let peer = &mut self.conn_mut(idx).sides[side];
@@ -180,11 +180,13 @@ impl Server<'_> {
     }
 
     /// The WebSocket client's threads on `fd`: their end, or None (the connection ended).
+    /// `tls_end`: under wss, the TLS session's mark for the server's close frame.
     fn ws_fd(
         &mut self,
         idx: usize,
         side: usize,
         fd: std::os::fd::OwnedFd,
+        tls_end: Option<tls::bridge::InnerEnd>,
     ) -> Option<std::os::fd::OwnedFd> {
         let Spec::Dial { uri, .. } = self.spec(idx, side) else {
             return Some(fd);
@@ -196,7 +198,7 @@ impl Server<'_> {
                 return None;
             }
         };
-        match endpoint.websocket(fd, true) {
+        match endpoint.websocket(fd, true, tls_end) {
             Ok(fd) => Some(fd),
             Err(e) => {
                 self.tls_failed(idx, side, format!("{e:#}"));
@@ -266,7 +268,7 @@ impl Server<'_> {
                 match shake.establish(tcp, !ws) {
                     Ok((fd, session)) => {
                         let fd = if ws {
-                            self.ws_fd(idx, side, fd)
+                            self.ws_fd(idx, side, fd, session.inner_end())
                         } else {
                             Some(fd)
                         };
