@@ -23,8 +23,8 @@ use std::io::{self, BufWriter, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -92,6 +92,13 @@ pub struct Tap {
     teed: AtomicU64,
     written: AtomicU64,
     next_conn: AtomicU64,
+    /// How many times the writer has taken bytes out of the dump's pipe.
+    drained: Arc<AtomicU64>,
+    /// 1 + `drained` when a copy last found the dump's pipe full (0: not known full).
+    /// Until the writer drains again no copy is tried: a dump that fell behind costs the
+    /// transfer no call and no lock of the pipe the writer reads
+    /// (bench/NOTEBOOK.md#relay-dump-cost-found).
+    full_at: AtomicU64,
 }
 
 impl Tap {
@@ -114,34 +121,39 @@ impl Tap {
         }
     }
 
-    /// Copies up to `len` bytes at the head of pipe `src` (stream offset `offset`): the
-    /// bytes copied, 0 when the dump's pipe is full.
-    fn tee(&self, src: BorrowedFd<'_>, len: usize, conn: u64, dir: Dir, offset: u64) -> usize {
-        self.with_feed(
-            |feed| match sys::tee_nonblocking(src, feed.pipe.as_fd(), len) {
-                Ok(n) if n > 0 => {
-                    let _ = feed
-                        .entries
-                        .send(entry(conn, dir, What::Data { offset, len: n }));
-                    self.teed.fetch_add(n as u64, Ordering::Relaxed);
-                    n
-                }
-                _ => 0,
-            },
-        )
-    }
-
-    fn write(&self, bytes: &[u8], conn: u64, dir: Dir, offset: u64) -> usize {
-        self.with_feed(|feed| match sys::write(feed.pipe.as_fd(), bytes) {
+    /// Copies bytes of stream `conn`/`dir` at `offset` into the dump's pipe with `copy`
+    /// (a tee or a write, never waiting): the bytes copied, 0 when the pipe is full. The
+    /// entry for them follows `missed`, the mark of the bytes missed just before, which
+    /// waits for a copy that succeeds: a run of refused copies makes one entry, not one
+    /// each (each would wake the writer).
+    fn copy_in(
+        &self,
+        (conn, dir, offset): (u64, Dir, u64),
+        missed: Option<What>,
+        copied: &AtomicU64,
+        copy: impl FnOnce(BorrowedFd<'_>) -> Result<usize, Errno>,
+    ) -> usize {
+        let drained = self.drained.load(Ordering::Acquire);
+        if self.full_at.load(Ordering::Relaxed) == drained + 1 {
+            return 0;
+        }
+        let n = self.with_feed(|feed| match copy(feed.pipe.as_fd()) {
             Ok(n) if n > 0 => {
+                if let Some(missed) = missed {
+                    let _ = feed.entries.send(entry(conn, dir, missed));
+                }
                 let _ = feed
                     .entries
                     .send(entry(conn, dir, What::Data { offset, len: n }));
-                self.written.fetch_add(n as u64, Ordering::Relaxed);
+                copied.fetch_add(n as u64, Ordering::Relaxed);
                 n
             }
             _ => 0,
-        })
+        });
+        if n == 0 {
+            self.full_at.store(drained + 1, Ordering::Relaxed);
+        }
+        n
     }
 
     fn note(&self, conn: u64, dir: Dir, what: What) {
@@ -197,17 +209,19 @@ impl Tapped {
         if self.accounted > self.passed {
             return in_pipe.min((self.accounted - self.passed) as usize);
         }
-        self.mark_missed();
-        match self
-            .tap
-            .tee(pipe, in_pipe, self.conn, self.dir, self.passed)
-        {
+        let at = (self.conn, self.dir, self.passed);
+        let missed = self.pending_missed();
+        let tap = &self.tap;
+        match tap.copy_in(at, missed, &tap.teed, |dump| {
+            sys::tee_nonblocking(pipe, dump, in_pipe)
+        }) {
             0 => {
                 self.miss(self.passed, in_pipe as u64);
                 self.accounted = self.passed + in_pipe as u64;
                 in_pipe
             }
             n => {
+                self.missed_len = 0;
                 self.accounted = self.passed + n as u64;
                 n
             }
@@ -225,8 +239,14 @@ impl Tapped {
         let rest = &bytes[skip..];
         if !rest.is_empty() {
             let at = self.passed + skip as u64;
-            self.mark_missed();
-            let copied = self.tap.write(rest, self.conn, self.dir, at);
+            let missed = self.pending_missed();
+            let tap = &self.tap;
+            let copied = tap.copy_in((self.conn, self.dir, at), missed, &tap.written, |dump| {
+                sys::write(dump, rest)
+            });
+            if copied > 0 {
+                self.missed_len = 0;
+            }
             if copied < rest.len() {
                 self.miss(at + copied as u64, (rest.len() - copied) as u64);
             }
@@ -267,12 +287,16 @@ impl Tapped {
         self.missed_len += len;
     }
 
+    /// The mark of the missed bytes not yet marked, for the next copy's entry to follow.
+    fn pending_missed(&self) -> Option<What> {
+        (self.missed_len > 0).then_some(What::Missed {
+            offset: self.missed_at,
+            len: self.missed_len,
+        })
+    }
+
     fn mark_missed(&mut self) {
-        if self.missed_len > 0 {
-            let what = What::Missed {
-                offset: self.missed_at,
-                len: self.missed_len,
-            };
+        if let Some(what) = self.pending_missed() {
             self.tap.note(self.conn, self.dir, what);
             self.missed_len = 0;
         }
@@ -353,6 +377,8 @@ pub fn peer_of(fd: BorrowedFd<'_>) -> Option<SocketAddr> {
 pub struct Dump {
     tap: Arc<Tap>,
     writer: Option<JoinHandle<(u64, u64, Option<String>)>>,
+    /// The writer's thread id once it has yielded (0 before).
+    writer_tid: Arc<AtomicI32>,
     spec: DumpSpec,
 }
 
@@ -369,14 +395,18 @@ impl Dump {
         let (tx, rx) = channel();
         let OwnPipe { read, write, size } = pipe;
         let format = spec.format;
+        let drained = Arc::new(AtomicU64::new(0));
+        let writer_drained = Arc::clone(&drained);
+        let writer_tid = Arc::new(AtomicI32::new(0));
+        let tid_of_writer = Arc::clone(&writer_tid);
         let writer = std::thread::Builder::new()
             .name("dump".into())
             .spawn(move || {
                 // On a busy machine the formatting (5 bytes of hex a byte) would take a core
                 // the transfer needs: the dump misses bytes instead
                 // (bench/NOTEBOOK.md#relay-dump-cost).
-                sys::process::yield_to_others();
-                write_dump(read, size, rx, file, format)
+                tid_of_writer.store(sys::process::yield_to_others(), Ordering::Relaxed);
+                write_dump(read, size, rx, file, format, &writer_drained)
             })?;
         Ok(Dump {
             tap: Arc::new(Tap {
@@ -388,8 +418,11 @@ impl Dump {
                 teed: AtomicU64::new(0),
                 written: AtomicU64::new(0),
                 next_conn: AtomicU64::new(1),
+                drained,
+                full_at: AtomicU64::new(0),
             }),
             writer: Some(writer),
+            writer_tid,
             spec: spec.clone(),
         })
     }
@@ -405,6 +438,15 @@ impl Dump {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
+        // The transfer is over: what the writer has left (up to a pipe's worth) is
+        // formatted at the transfer's nice. At 19 it waited up to 0.4 s for a core on a
+        // busy machine, even alone in its autogroup: the group's weight on a core
+        // follows its threads' weighted load, and the writer's is 19's
+        // (bench/NOTEBOOK.md#relay-dump-cost-found).
+        match self.writer_tid.load(Ordering::Relaxed) {
+            0 => {}
+            tid => sys::process::stop_yielding(tid),
+        }
         let (dumped, lost, error) = match self.writer.take().map(JoinHandle::join) {
             Some(Ok(totals)) => totals,
             _ => (0, 0, Some("the dump's thread panicked".into())),
@@ -421,14 +463,15 @@ impl Dump {
     }
 }
 
-/// The writer: each entry in order, its bytes read from the pipe. Returns the bytes
-/// written, those lost to a failed file, and the failure.
+/// The writer: each entry in order, its bytes read from the pipe (each read counted in
+/// `drained`). Returns the bytes written, those lost to a failed file, and the failure.
 fn write_dump(
     pipe: OwnedFd,
     size: usize,
     entries: Receiver<Entry>,
     file: File,
     format: DumpFormat,
+    drained: &AtomicU64,
 ) -> (u64, u64, Option<String>) {
     let mut out = Formatter {
         out: BufWriter::with_capacity(1 << 20, file),
@@ -440,7 +483,7 @@ fn write_dump(
     if let Err(e) = out.begin() {
         error = Some(e.to_string());
     }
-    for entry in entries {
+    for entry in polled(&entries) {
         let result = match entry.what {
             What::Data { offset, len } => {
                 let mut left = len;
@@ -449,7 +492,10 @@ fn write_dump(
                 while left > 0 {
                     let want = left.min(buf.len());
                     let got = match read_exact(pipe.as_fd(), &mut buf[..want]) {
-                        Ok(()) => want,
+                        Ok(()) => {
+                            drained.fetch_add(1, Ordering::Release);
+                            want
+                        }
                         Err(e) => {
                             // Cannot happen (the bytes are in the pipe); say it if it does.
                             error.get_or_insert(format!("reading the dump's pipe: {e}"));
@@ -486,6 +532,23 @@ fn write_dump(
     }
     (dumped, lost, error)
 }
+
+/// The entries as they come, until the transfer is over; the writer looks for them every
+/// [`WRITER_NAP`] when there are none rather than sleep on the channel, so that no copy
+/// the transfer makes ever wakes it (a wake-up a copy, when the copies were refused,
+/// slowed a relay 2x: bench/NOTEBOOK.md#relay-dump-cost-found).
+fn polled(entries: &Receiver<Entry>) -> impl Iterator<Item = Entry> + '_ {
+    std::iter::from_fn(move || loop {
+        match entries.try_recv() {
+            Ok(entry) => return Some(entry),
+            Err(TryRecvError::Empty) => std::thread::sleep(WRITER_NAP),
+            Err(TryRecvError::Disconnected) => return None,
+        }
+    })
+}
+
+/// How long the writer naps when it has caught up.
+const WRITER_NAP: std::time::Duration = std::time::Duration::from_millis(5);
 
 fn read_exact(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let mut got = 0;

@@ -169,11 +169,29 @@ impl Finishing {
 /// core where one is idle and yields to every other thread where none is. For a thread
 /// whose work may fall behind and say so (`--dump`'s writer) rather than slow the one
 /// moving the bytes. Best effort: where refused, it stays as it was.
-pub fn yield_to_others() {
+/// Returns the thread's id, for [`stop_yielding`].
+pub fn yield_to_others() -> i32 {
     // SAFETY: gettid and setpriority take and return plain integers.
     unsafe {
         let tid = nix::libc::gettid();
         nix::libc::setpriority(nix::libc::PRIO_PROCESS, tid as nix::libc::id_t, 19);
+        tid
+    }
+}
+
+/// Thread `tid` (of this process, from [`yield_to_others`]) back at the calling thread's
+/// nice, once there is nothing left to yield to. Best effort: lowering a nice takes
+/// CAP_SYS_NICE or an RLIMIT_NICE that allows it; where refused, it stays at 19.
+pub fn stop_yielding(tid: i32) {
+    // SAFETY: getpriority and setpriority take and return plain integers; errno is only
+    // read to tell a nice of -1 from a failure.
+    unsafe {
+        *nix::libc::__errno_location() = 0;
+        let own = nix::libc::getpriority(nix::libc::PRIO_PROCESS, 0);
+        if own == -1 && *nix::libc::__errno_location() != 0 {
+            return;
+        }
+        nix::libc::setpriority(nix::libc::PRIO_PROCESS, tid as nix::libc::id_t, own);
     }
 }
 
