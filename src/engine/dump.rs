@@ -535,8 +535,8 @@ fn write_dump(
 
 /// The entries as they come, until the transfer is over; the writer looks for them every
 /// [`WRITER_NAP`] when there are none rather than sleep on the channel, so that no copy
-/// the transfer makes ever wakes it (a wake-up a copy, when the copies were refused,
-/// slowed a relay 2x: bench/NOTEBOOK.md#relay-dump-cost-found).
+/// the transfer makes ever wakes it (nor takes the channel's lock the sleeping writer's
+/// wake-up takes: bench/NOTEBOOK.md#relay-dump-cost-found).
 fn polled(entries: &Receiver<Entry>) -> impl Iterator<Item = Entry> + '_ {
     std::iter::from_fn(move || loop {
         match entries.try_recv() {
