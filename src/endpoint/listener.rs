@@ -303,7 +303,7 @@ impl Listener {
         // the socketpair end at once (its first bytes come after the upgrade).
         let role = super::websocket::bridge::Role::Server { path: path.clone() };
         let nonblocking = flags.contains(SockFlag::SOCK_NONBLOCK);
-        let tls_end = accepted.tls.as_ref().and_then(Session::inner_end);
+        let tls_end = accepted.tls.as_deref().and_then(Session::inner_end);
         let on_close = tls_end.map(|end| Box::new(move || end.ended()) as _);
         let fd = super::websocket::bridge::start(
             accepted.fd,
