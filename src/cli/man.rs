@@ -970,8 +970,8 @@ from the connection's socketpair through a pipe between headers written by hand,
 client splices the payloads it receives from the socket. A ping is answered with a pong.
 The peer's close frame is that direction's EOF; zerocat's EOF is its close frame (1000),
 and the other direction goes on until its own close (zerocat to zerocat, a half\-close
-crosses; browsers and Python's websockets end both ways at the first close frame). A
-frame the peer must not send closes that connection, said on stderr
+crosses, and with websocat; browsers and Python's websockets end both ways at the first
+close frame). A frame the peer must not send closes that connection, said on stderr
 (\fBzerocat: ws: \fR\fIpeer\fR\fB sent \fR\fIwhat\fR\fB: closed with \fR\fIcode\fR): a
 length with its top bit set (2^63 and more), an unmasked frame from a client, a
 fragmented or oversized control frame, an unknown opcode or reserved bit: 1002; a text
