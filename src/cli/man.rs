@@ -949,7 +949,9 @@ missed \fR\fIM\fR bytes the dump missed.
 .TP
 \fBtext\fR
 the same lines, the bytes as text: printable ASCII as is, \fB\e\e\fR, \fB\er\fR,
-\fB\et\fR, \fB\en\fR (followed by a line break that is not a byte) and \fB\ex\fR\fIHH\fR.
+\fB\et\fR, \fB\en\fR (followed by a line break that is not a byte) and \fB\ex\fR\fIHH\fR
+(also for a \fB>\fR, \fB<\fR, \fB#\fR or \fB!\fR that starts a line, so no line of bytes
+reads as a record's head).
 .TP
 \fBpcap\fR
 a pcap file (LINKTYPE_RAW) Wireshark and tcpdump read: each connection a TCP

@@ -787,20 +787,28 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 /// Printable ASCII as is; `\\`, `\r`, `\t`, `\n` (then a line break, which is not a
 /// byte of the stream) and `\xHH` for the rest.
 fn escape(text: &mut String, bytes: &[u8]) {
+    // Each record's text starts a line, and so does the byte after each \n: there, the
+    // characters a record's head starts with are escaped, so no line of bytes reads as one.
+    let mut line_start = true;
     for &b in bytes {
+        let at_start = std::mem::replace(&mut line_start, b == b'\n');
         match b {
             b'\\' => text.push_str("\\\\"),
             b'\n' => text.push_str("\\n\n"),
             b'\r' => text.push_str("\\r"),
             b'\t' => text.push_str("\\t"),
+            b'>' | b'<' | b'#' | b'!' if at_start => escape_hex(text, b),
             0x20..=0x7e => text.push(b as char),
-            _ => {
-                text.push_str("\\x");
-                text.push(char::from(HEX[usize::from(b >> 4)]));
-                text.push(char::from(HEX[usize::from(b & 0xf)]));
-            }
+            _ => escape_hex(text, b),
         }
     }
+}
+
+/// `\xHH`.
+fn escape_hex(text: &mut String, b: u8) {
+    text.push_str("\\x");
+    text.push(char::from(HEX[usize::from(b >> 4)]));
+    text.push(char::from(HEX[usize::from(b & 0xf)]));
 }
 
 const FIN: u8 = 0x01;
@@ -914,6 +922,18 @@ mod tests {
         let mut text = String::new();
         escape(&mut text, b"a\\b\r\n\t\x00\xff");
         assert_eq!(text, "a\\\\b\\r\\n\n\\t\\x00\\xff");
+    }
+
+    /// A text record's line never starts as a record's head (`>`, `<`, `#`, `!`) does: a
+    /// reader would take the bytes for one (tests/dump.rs's reader did, now and then).
+    #[test]
+    fn no_text_line_starts_as_a_head_does() {
+        let mut text = String::new();
+        escape(&mut text, b"> a\n< b\n# c\n! d\nx>y\n>");
+        assert_eq!(
+            text,
+            "\\x3e a\\n\n\\x3c b\\n\n\\x23 c\\n\n\\x21 d\\n\nx>y\\n\n\\x3e"
+        );
     }
 
     #[test]
