@@ -7,9 +7,9 @@ use super::target::{base64, userinfo, Route};
 use super::{Request, RequestBody};
 
 /// The head of `request` sent along `route`. Defaults zerocat sends unless the caller gave
-/// the same header: `Host` (the URL's), `User-Agent`, `Accept: */*`; always `Accept-Encoding: identity` (the
-/// body is moved as it comes, never decompressed) and, unless `keep_alive`,
-/// `Connection: close` (one request per connection). Either way the body ends where the
+/// the same header: `Host` (the URL's), `User-Agent`, `Accept: */*`; always
+/// `Accept-Encoding: identity` (the body is moved as it comes, never decompressed) and,
+/// unless `keep_alive`, `Connection: close` (one request per connection). Either way the body ends where the
 /// framing says, and nothing follows it.
 pub fn head(request: &Request, route: &Route, keep_alive: bool) -> Vec<u8> {
     let url = &request.url;
