@@ -8,7 +8,8 @@
 //! the dump's pipe ([`Tapped::wrote`]). Both never wait: the dump's pipe is its bounded
 //! buffer (as large as `pipe-max-size` allows), and when it is full the bytes that could
 //! not go in are *missed*, counted and marked in the dump, rather than slowing the
-//! transfer. A thread at nice 19 (so it takes no core the transfer needs) reads the pipe,
+//! transfer. A thread in the idle scheduling class (so it takes no core the transfer needs:
+//! SCHED_IDLE, else nice 19) reads the pipe,
 //! in the order an entry per copy says (the copy and its entry are made under one lock, so
 //! the pipe and the entries agree), formats and writes the file.
 //!
@@ -323,6 +324,8 @@ pub struct DumpTotals {
     pub teed: u64,
     pub written: u64,
     pub error: Option<String>,
+    /// The writer could not be put in the idle class (the errno): it ran at nice 19.
+    pub idle_refused: Option<Errno>,
 }
 
 impl DumpTotals {
@@ -343,6 +346,11 @@ impl DumpTotals {
         }
         if let Some(e) = &self.error {
             line.push_str(&format!(" (writing it failed: {e})"));
+        }
+        if let Some(errno) = self.idle_refused {
+            line.push_str(&format!(
+                " (its writer ran at nice 19: SCHED_IDLE was refused, {errno:?})"
+            ));
         }
         line
     }
@@ -379,6 +387,8 @@ pub struct Dump {
     writer: Option<JoinHandle<(u64, u64, Option<String>)>>,
     /// The writer's thread id once it has yielded (0 before).
     writer_tid: Arc<AtomicI32>,
+    /// The errno that refused the writer the idle class (0: it got it, or not yet).
+    idle_refused: Arc<AtomicI32>,
     spec: DumpSpec,
 }
 
@@ -399,13 +409,20 @@ impl Dump {
         let writer_drained = Arc::clone(&drained);
         let writer_tid = Arc::new(AtomicI32::new(0));
         let tid_of_writer = Arc::clone(&writer_tid);
+        let idle_refused = Arc::new(AtomicI32::new(0));
+        let writer_idle_refused = Arc::clone(&idle_refused);
         let writer = std::thread::Builder::new()
             .name("dump".into())
             .spawn(move || {
                 // On a busy machine the formatting (5 bytes of hex a byte) would take a core
                 // the transfer needs: the dump misses bytes instead
-                // (bench/NOTEBOOK.md#relay-dump-cost).
-                tid_of_writer.store(sys::process::yield_to_others(), Ordering::Relaxed);
+                // (bench/NOTEBOOK.md#relay-dump-cost). Nice 19 still took a share of a busy
+                // core; the idle class takes none (bench/NOTEBOOK.md#relay-dump-idle-class).
+                let (tid, yielding) = sys::process::yield_to_others();
+                if let sys::process::Yielding::Nice19(errno) = yielding {
+                    writer_idle_refused.store(errno as i32, Ordering::Relaxed);
+                }
+                tid_of_writer.store(tid, Ordering::Relaxed);
                 write_dump(read, size, rx, file, format, &writer_drained)
             })?;
         Ok(Dump {
@@ -423,6 +440,7 @@ impl Dump {
             }),
             writer: Some(writer),
             writer_tid,
+            idle_refused,
             spec: spec.clone(),
         })
     }
@@ -439,10 +457,10 @@ impl Dump {
             .unwrap_or_else(|e| e.into_inner())
             .take();
         // The transfer is over: what the writer has left (up to a pipe's worth) is
-        // formatted at the transfer's nice. At 19 it waited up to 0.4 s for a core on a
-        // busy machine, even alone in its autogroup: the group's weight on a core
-        // follows its threads' weighted load, and the writer's is 19's
-        // (bench/NOTEBOOK.md#relay-dump-cost-found).
+        // formatted in the normal class at the transfer's nice. At nice 19 it waited up to
+        // 0.4 s for a core on a busy machine, even alone in its autogroup: the group's
+        // weight on a core follows its threads' weighted load, and the writer's is 19's
+        // (bench/NOTEBOOK.md#relay-dump-cost-found); an idle-class one weighs less still.
         match self.writer_tid.load(Ordering::Relaxed) {
             0 => {}
             tid => sys::process::stop_yielding(tid),
@@ -459,6 +477,10 @@ impl Dump {
             teed: self.tap.teed.load(Ordering::Relaxed),
             written: self.tap.written.load(Ordering::Relaxed),
             error,
+            idle_refused: match self.idle_refused.load(Ordering::Relaxed) {
+                0 => None,
+                errno => Some(Errno::from_raw(errno)),
+            },
         }
     }
 }
@@ -476,6 +498,7 @@ fn write_dump(
     let mut out = Formatter {
         out: BufWriter::with_capacity(1 << 20, file),
         format,
+        lines: Vec::new(),
         conns: HashMap::new(),
     };
     let mut buf = vec![0u8; size.max(64 * 1024)];
@@ -572,6 +595,8 @@ struct PcapConn {
 struct Formatter {
     out: BufWriter<File>,
     format: DumpFormat,
+    /// A record's hex lines, made here and written at once.
+    lines: Vec<u8>,
     conns: HashMap<u64, PcapConn>,
 }
 
@@ -675,12 +700,9 @@ impl Formatter {
         match self.format {
             DumpFormat::Hex => {
                 head(&mut self.out)?;
-                let mut line = String::with_capacity(80);
-                for (i, chunk) in bytes.chunks(16).enumerate() {
-                    hex_line(&mut line, offset + 16 * i as u64, chunk);
-                    self.out.write_all(line.as_bytes())?;
-                }
-                Ok(())
+                self.lines.clear();
+                hex_lines(&mut self.lines, offset, bytes);
+                self.out.write_all(&self.lines)
             }
             DumpFormat::Text => {
                 head(&mut self.out)?;
@@ -750,37 +772,81 @@ impl Formatter {
     }
 }
 
-/// One line of `hexdump -C`: offset, 16 bytes in hex (a space between the halves), the
-/// printable ones between bars. Spelled byte by byte, not through `write!`: the formatting
-/// machinery a byte held the writer to ~15 MiB/s, so a dump behind a splicing relay missed
-/// almost everything (bench/NOTEBOOK.md#relay-dump-cost).
-fn hex_line(line: &mut String, offset: u64, chunk: &[u8]) {
-    // At least 8 hex digits of offset, more past 4 GiB (as `{offset:08x}`).
-    let digits = (16 - offset.leading_zeros() as usize / 4).max(8);
-    let mut out = [b' '; 96];
-    for (i, shift) in (0..digits).rev().enumerate() {
-        out[i] = HEX[((offset >> (4 * shift)) & 0xf) as usize];
-    }
-    let mut at = digits + 2;
-    for i in 0..16 {
-        if let Some(&b) = chunk.get(i) {
-            out[at] = HEX[usize::from(b >> 4)];
-            out[at + 1] = HEX[usize::from(b & 0xf)];
+/// `hexdump -C` lines of `bytes`, the first at stream offset `offset`, appended to `out`.
+/// A whole line below 4 GiB is a fixed layout filled from two tables: the writer formats
+/// ~2.5x as fast as line by line through a `String` (bench/NOTEBOOK.md#relay-dump-idle-class),
+/// which holds more of a fast relay and makes its last pipe's worth wait less at the end.
+fn hex_lines(out: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
+    out.reserve(bytes.len() / 16 * 80 + 100);
+    let mut chunks = bytes.chunks_exact(16);
+    let mut at = offset;
+    for chunk in &mut chunks {
+        if at >> 32 != 0 {
+            hex_line(out, at, chunk);
+        } else {
+            let mut line = [b' '; 79];
+            for (k, &o) in (at as u32).to_be_bytes().iter().enumerate() {
+                line[2 * k..2 * k + 2].copy_from_slice(&HEX_PAIRS[usize::from(o)]);
+            }
+            for (i, &b) in chunk.iter().enumerate() {
+                let col = 10 + 3 * i + usize::from(i > 7);
+                line[col..col + 2].copy_from_slice(&HEX_PAIRS[usize::from(b)]);
+                line[61 + i] = PRINTABLE[usize::from(b)];
+            }
+            line[60] = b'|';
+            line[77] = b'|';
+            line[78] = b'\n';
+            out.extend_from_slice(&line);
         }
-        at += if i == 7 { 4 } else { 3 };
+        at += 16;
     }
-    at += 1;
-    out[at] = b'|';
-    at += 1;
-    for &b in chunk {
-        out[at] = if (0x20..0x7f).contains(&b) { b } else { b'.' };
-        at += 1;
+    if !chunks.remainder().is_empty() {
+        hex_line(out, at, chunks.remainder());
     }
-    out[at] = b'|';
-    out[at + 1] = b'\n';
-    line.clear();
-    line.push_str(std::str::from_utf8(&out[..at + 2]).expect("ASCII"));
 }
+
+/// One line of `hexdump -C`, of any offset and up to 16 bytes: offset (at least 8 hex
+/// digits, more past 4 GiB, as `{offset:08x}`), the bytes in hex (a space between the
+/// halves), the printable ones between bars.
+fn hex_line(out: &mut Vec<u8>, offset: u64, chunk: &[u8]) {
+    let digits = (16 - offset.leading_zeros() as usize / 4).max(8);
+    let mut line = [b' '; 96];
+    for (i, shift) in (0..digits).rev().enumerate() {
+        line[i] = HEX[((offset >> (4 * shift)) & 0xf) as usize];
+    }
+    let (hex, text) = line[digits + 2..].split_at_mut(50);
+    for (i, &b) in chunk.iter().enumerate() {
+        let col = 3 * i + usize::from(i > 7);
+        hex[col..col + 2].copy_from_slice(&HEX_PAIRS[usize::from(b)]);
+        text[1 + i] = PRINTABLE[usize::from(b)];
+    }
+    text[0] = b'|';
+    text[1 + chunk.len()] = b'|';
+    text[2 + chunk.len()] = b'\n';
+    out.extend_from_slice(&line[..digits + 55 + chunk.len()]);
+}
+
+/// Each byte's two hex digits.
+static HEX_PAIRS: [[u8; 2]; 256] = {
+    let mut pairs = [[0u8; 2]; 256];
+    let mut b = 0;
+    while b < 256 {
+        pairs[b] = [HEX[b >> 4], HEX[b & 0xf]];
+        b += 1;
+    }
+    pairs
+};
+
+/// Each byte as hexdump -C's right column shows it: printable ASCII as is, else `.`.
+static PRINTABLE: [u8; 256] = {
+    let mut shown = [b'.'; 256];
+    let mut b = 0x20;
+    while b < 0x7f {
+        shown[b] = b as u8;
+        b += 1;
+    }
+    shown
+};
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -898,23 +964,51 @@ mod tests {
 
     #[test]
     fn hex_lines_are_hexdump_c_lines() {
-        let mut line = String::new();
-        hex_line(&mut line, 0, b"hello\n");
+        let lines = |offset, bytes: &[u8]| {
+            let mut out = Vec::new();
+            hex_lines(&mut out, offset, bytes);
+            String::from_utf8(out).unwrap()
+        };
         assert_eq!(
-            line,
+            lines(0, b"hello\n"),
             "00000000  68 65 6c 6c 6f 0a                                 |hello.|\n"
         );
-        hex_line(&mut line, 16, b"0123456789abcdef");
         assert_eq!(
-            line,
+            lines(16, b"0123456789abcdef"),
             "00000010  30 31 32 33 34 35 36 37  38 39 61 62 63 64 65 66  |0123456789abcdef|\n"
         );
         // Past 4 GiB the offset takes the digits it needs, as `{offset:08x}` did.
-        hex_line(&mut line, 0x1_2345_6780, b"\x00\xff~ ");
         assert_eq!(
-            line,
+            lines(0x1_2345_6780, b"\x00\xff~ "),
             "123456780  00 ff 7e 20                                       |..~ |\n"
         );
+        assert_eq!(
+            lines(0xffff_fff0, &[b'A'; 20]),
+            "fffffff0  41 41 41 41 41 41 41 41  41 41 41 41 41 41 41 41  |AAAAAAAAAAAAAAAA|\n\
+             100000000  41 41 41 41                                       |AAAA|\n"
+        );
+    }
+
+    /// The fixed layout of a whole line is the line-by-line one, for every byte value,
+    /// every length of a last line, and offsets on both sides of 4 GiB.
+    #[test]
+    fn hex_lines_fast_and_line_by_line_agree() {
+        let bytes: Vec<u8> = (0..=255u8).chain((0..=255u8).rev()).collect();
+        for offset in [0, 16, 0xffff_ff00, 0xffff_fff0, 0x1_2345_6780] {
+            for len in (0..=48).chain([bytes.len()]) {
+                let mut fast = Vec::new();
+                hex_lines(&mut fast, offset, &bytes[..len]);
+                let mut slow = Vec::new();
+                for (i, chunk) in bytes[..len].chunks(16).enumerate() {
+                    hex_line(&mut slow, offset + 16 * i as u64, chunk);
+                }
+                assert_eq!(
+                    String::from_utf8(fast).unwrap(),
+                    String::from_utf8(slow).unwrap(),
+                    "offset {offset:#x}, {len} bytes"
+                );
+            }
+        }
     }
 
     #[test]

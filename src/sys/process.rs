@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
+use nix::errno::Errno;
 use nix::fcntl::{fcntl, open, FcntlArg, OFlag};
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::stat::Mode;
@@ -165,32 +166,56 @@ impl Finishing {
     }
 }
 
-/// The calling thread, and only it (Linux's nice is per thread), at nice 19: it gets a
-/// core where one is idle and yields to every other thread where none is. For a thread
-/// whose work may fall behind and say so (`--dump`'s writer) rather than slow the one
-/// moving the bytes. Best effort: where refused, it stays as it was.
-/// Returns the thread's id, for [`stop_yielding`].
-pub fn yield_to_others() -> i32 {
-    // SAFETY: gettid and setpriority take and return plain integers.
+/// How a thread yields to the others ([`yield_to_others`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Yielding {
+    /// SCHED_IDLE: it runs only on a core no other thread wants (a waking thread takes the
+    /// core from it at once, and wake-ups count its core as idle).
+    IdleClass,
+    /// SCHED_IDLE was refused (the errno): nice 19, which still takes a small share of a
+    /// busy core.
+    Nice19(Errno),
+}
+
+/// The calling thread, and only it (Linux's policy and nice are per thread), in the idle
+/// scheduling class: it gets a core where one is idle and none where none is. For a
+/// thread whose work may fall behind and say so (`--dump`'s writer) rather than slow the
+/// ones moving the bytes (bench/NOTEBOOK.md#relay-dump-idle-class). Lowering a policy
+/// takes no privilege; where it is refused anyway (a seccomp filter), nice 19, and where
+/// that is refused too, it stays as it was. Returns the thread's id, for
+/// [`stop_yielding`], and how it yields.
+pub fn yield_to_others() -> (i32, Yielding) {
+    // SAFETY: gettid, sched_setscheduler and setpriority take plain integers and a
+    // sched_param that lives through the call.
     unsafe {
         let tid = nix::libc::gettid();
+        let param = nix::libc::sched_param { sched_priority: 0 };
+        if nix::libc::sched_setscheduler(0, nix::libc::SCHED_IDLE, &param) == 0 {
+            return (tid, Yielding::IdleClass);
+        }
+        let refused = Errno::last();
         nix::libc::setpriority(nix::libc::PRIO_PROCESS, tid as nix::libc::id_t, 19);
-        tid
+        (tid, Yielding::Nice19(refused))
     }
 }
 
-/// Thread `tid` (of this process, from [`yield_to_others`]) back at the calling thread's
-/// nice, once there is nothing left to yield to. Best effort: lowering a nice takes
-/// CAP_SYS_NICE or an RLIMIT_NICE that allows it; where refused, it stays at 19.
+/// Thread `tid` (of this process, from [`yield_to_others`]) back in the normal class at
+/// the calling thread's nice, once there is nothing left to yield to (an idle-class thread
+/// on a busy machine could hold the exit for seconds). Best effort: leaving SCHED_IDLE and
+/// lowering a nice take CAP_SYS_NICE or an RLIMIT_NICE that allows it; where refused, it
+/// stays as it was.
 pub fn stop_yielding(tid: i32) {
-    // SAFETY: getpriority and setpriority take and return plain integers; errno is only
-    // read to tell a nice of -1 from a failure.
+    // SAFETY: sched_setscheduler, getpriority and setpriority take plain integers and a
+    // sched_param that lives through the call; errno is only read to tell a nice of -1
+    // from a failure.
     unsafe {
         *nix::libc::__errno_location() = 0;
         let own = nix::libc::getpriority(nix::libc::PRIO_PROCESS, 0);
         if own == -1 && *nix::libc::__errno_location() != 0 {
             return;
         }
+        let param = nix::libc::sched_param { sched_priority: 0 };
+        nix::libc::sched_setscheduler(tid, nix::libc::SCHED_OTHER, &param);
         nix::libc::setpriority(nix::libc::PRIO_PROCESS, tid as nix::libc::id_t, own);
     }
 }
