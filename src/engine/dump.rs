@@ -506,7 +506,15 @@ fn write_dump(
     if let Err(e) = out.begin() {
         error = Some(e.to_string());
     }
-    for entry in polled(&entries) {
+    for polled in polled(&entries) {
+        let Some(entry) = polled else {
+            // Caught up: what was formatted goes into the file now, not when a MiB of it
+            // has piled up, so a reader following the dump (`tail -f`) sees each exchange.
+            if let (None, Err(e)) = (&error, out.out.flush()) {
+                error = Some(e.to_string());
+            }
+            continue;
+        };
         let result = match entry.what {
             What::Data { offset, len } => {
                 let mut left = len;
@@ -556,14 +564,23 @@ fn write_dump(
     (dumped, lost, error)
 }
 
-/// The entries as they come, until the transfer is over; the writer looks for them every
-/// [`WRITER_NAP`] when there are none rather than sleep on the channel, so that no copy
-/// the transfer makes ever wakes it (nor takes the channel's lock the sleeping writer's
-/// wake-up takes: bench/NOTEBOOK.md#relay-dump-cost-found).
-fn polled(entries: &Receiver<Entry>) -> impl Iterator<Item = Entry> + '_ {
+/// The entries as they come, until the transfer is over, and `None` each time the writer
+/// has caught up with them; it then looks for more every [`WRITER_NAP`] rather than sleep
+/// on the channel, so that no copy the transfer makes ever wakes it (nor takes the
+/// channel's lock the sleeping writer's wake-up takes:
+/// bench/NOTEBOOK.md#relay-dump-cost-found).
+fn polled(entries: &Receiver<Entry>) -> impl Iterator<Item = Option<Entry>> + '_ {
+    let mut caught_up = false;
     std::iter::from_fn(move || loop {
         match entries.try_recv() {
-            Ok(entry) => return Some(entry),
+            Ok(entry) => {
+                caught_up = false;
+                return Some(Some(entry));
+            }
+            Err(TryRecvError::Empty) if !caught_up => {
+                caught_up = true;
+                return Some(None);
+            }
             Err(TryRecvError::Empty) => std::thread::sleep(WRITER_NAP),
             Err(TryRecvError::Disconnected) => return None,
         }
