@@ -931,9 +931,13 @@ copy_file_range or sendfile becomes splice; \fBtee\fR tees the source's pipe bef
 is consumed); one on the userspace path writes the same bytes. The report's JSON has
 \fBdump\fR: \fBpath\fR, \fBformat\fR, \fBbytes\fR (in the file), \fBmissed\fR,
 \fBteed\fR and \fBwritten\fR (how the copied bytes got there), \fBerror\fR. The dump has a buffer of its
-own (a pipe as large as \fIpipe\-max\-size\fR allows) and a thread that formats it, at
-nice 19 (it takes no core the transfer needs, so on a busy machine it falls behind): when
-that buffer is full the bytes that did not fit are \fImissed\fR, marked in the dump and
+own (a pipe as large as \fIpipe\-max\-size\fR allows) and a thread that formats it in
+the idle scheduling class (\fBSCHED_IDLE\fR: it runs only on a core no other thread
+wants, so it takes no core the transfer needs and on a busy machine falls behind; where
+\fBSCHED_IDLE\fR is refused, at nice 19, and the dump's line says so; once the transfer
+is over, in the normal class, so what is left does not hold the exit). The file gets what
+was formatted whenever the thread has caught up, so \fBtail \-f\fR \fIFILE\fR shows each
+exchange as it passes. When that buffer is full the bytes that did not fit are \fImissed\fR, marked in the dump and
 counted on the line \fBdump: \fR\fIsize\fR\fB into \fR\fIFILE\fR\fB, \fR\fIsize\fR\fB
 missed, fed by tee(2) from the transfer's pipe\fR (or \fBwrites from the transfer's
 buffer\fR), rather than making the transfer wait. \fB\-\-dump\-format\fR:
