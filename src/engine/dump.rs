@@ -465,6 +465,9 @@ impl Dump {
             0 => {}
             tid => sys::process::stop_yielding(tid),
         }
+        if let Some(writer) = &self.writer {
+            writer.thread().unpark();
+        }
         let (dumped, lost, error) = match self.writer.take().map(JoinHandle::join) {
             Some(Ok(totals)) => totals,
             _ => (0, 0, Some("the dump's thread panicked".into())),
@@ -581,7 +584,8 @@ fn polled(entries: &Receiver<Entry>) -> impl Iterator<Item = Option<Entry>> + '_
                 caught_up = true;
                 return Some(None);
             }
-            Err(TryRecvError::Empty) => std::thread::sleep(WRITER_NAP),
+            // Unparked by `Dump::finish` only: the run's end need not wait out a nap.
+            Err(TryRecvError::Empty) => std::thread::park_timeout(WRITER_NAP),
             Err(TryRecvError::Disconnected) => return None,
         }
     })
