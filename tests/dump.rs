@@ -826,7 +826,7 @@ fn the_dump_writer_yields_to_the_transfer() {
     );
     assert_stream_dumped(&dump, &payload, "pipe --keep-open");
     assert_eq!(
-        end.stderr.contains("SCHED_IDLE was refused"),
+        end.stderr.contains("its writer ran at nice 19"),
         !idle_class,
         "the dump's line says whether its writer got the idle class: {}",
         end.stderr
@@ -939,4 +939,56 @@ fn pipe_dump_with_a_path_it_cannot_see_or_copy_dump_is_a_usage_error() {
     }
     assert!(!dir.path().join("dst").exists());
     assert!(!dir.path().join("x.dump").exists());
+}
+
+/// A user who could not take the writer back out of the idle class at the end (no
+/// CAP_SYS_NICE, RLIMIT_NICE 0: nobody, as most users) gets a writer at nice 19 instead —
+/// an idle-class writer left to finish after the transfer could wait seconds for a core —
+/// and the dump's line says so; the dump is whole.
+#[test]
+fn a_dump_of_a_user_without_cap_sys_nice_says_its_writer_ran_at_nice_19() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let Some(nobody) = AsNobody::new() else {
+        return;
+    };
+    let dir = nobody.path();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let payload = data(100_000);
+    let (src, dump) = (dir.join("src"), dir.join("dump"));
+    std::fs::write(&src, &payload).unwrap();
+    std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut cmd = nobody.zerocat();
+    cmd.arg("--stats")
+        .arg("json")
+        .arg("--dump")
+        .arg(&dump)
+        .args(["pipe"])
+        .arg(&src)
+        .arg("/dev/null");
+    // SAFETY: setrlimit is async-signal-safe; lowering a limit takes no privilege.
+    unsafe {
+        cmd.pre_exec(|| {
+            use nix::sys::resource::{setrlimit, Resource};
+            setrlimit(Resource::RLIMIT_NICE, 0, 0).map_err(std::io::Error::from)
+        });
+    }
+    let out = run(cmd);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(
+            "(its writer ran at nice 19: without CAP_SYS_NICE it could not have left the idle \
+             class to finish)"
+        ),
+        "{err}"
+    );
+    let report = json_report(&out.stderr);
+    assert_dump_totals(
+        &report,
+        payload.len() as u64,
+        "teed",
+        "pipe --dump as nobody",
+    );
+    assert_stream_dumped(&dump, &payload, "pipe --dump as nobody");
 }

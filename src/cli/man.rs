@@ -933,9 +933,11 @@ is consumed); one on the userspace path writes the same bytes. The report's JSON
 \fBteed\fR and \fBwritten\fR (how the copied bytes got there), \fBerror\fR. The dump has a buffer of its
 own (a pipe as large as \fIpipe\-max\-size\fR allows) and a thread that formats it in
 the idle scheduling class (\fBSCHED_IDLE\fR: it runs only on a core no other thread
-wants, so it takes no core the transfer needs and on a busy machine falls behind; where
-\fBSCHED_IDLE\fR is refused, at nice 19, and the dump's line says so; once the transfer
-is over, in the normal class, so what is left does not hold the exit). The file gets what
+wants, so it takes no core the transfer needs and on a busy machine falls behind; once
+the transfer is over, in the normal class, so what is left does not hold the exit. Leaving
+the idle class takes \fBCAP_SYS_NICE\fR or an \fBRLIMIT_NICE\fR that allows zerocat's
+nice: without either, or where \fBSCHED_IDLE\fR is refused, the thread runs at nice 19
+and the dump's line says so). The file gets what
 was formatted whenever the thread has caught up, so \fBtail \-f\fR \fIFILE\fR shows each
 exchange as it passes. When that buffer is full the bytes that did not fit are \fImissed\fR, marked in the dump and
 counted on the line \fBdump: \fR\fIsize\fR\fB into \fR\fIFILE\fR\fB, \fR\fIsize\fR\fB

@@ -324,8 +324,8 @@ pub struct DumpTotals {
     pub teed: u64,
     pub written: u64,
     pub error: Option<String>,
-    /// The writer could not be put in the idle class (the errno): it ran at nice 19.
-    pub idle_refused: Option<Errno>,
+    /// Why the writer ran at nice 19, not in the idle class (words for the dump's line).
+    pub writer_nice19: Option<String>,
 }
 
 impl DumpTotals {
@@ -347,10 +347,8 @@ impl DumpTotals {
         if let Some(e) = &self.error {
             line.push_str(&format!(" (writing it failed: {e})"));
         }
-        if let Some(errno) = self.idle_refused {
-            line.push_str(&format!(
-                " (its writer ran at nice 19: SCHED_IDLE was refused, {errno:?})"
-            ));
+        if let Some(why) = &self.writer_nice19 {
+            line.push_str(&format!(" (its writer ran at nice 19: {why})"));
         }
         line
     }
@@ -387,7 +385,8 @@ pub struct Dump {
     writer: Option<JoinHandle<(u64, u64, Option<String>)>>,
     /// The writer's thread id once it has yielded (0 before).
     writer_tid: Arc<AtomicI32>,
-    /// The errno that refused the writer the idle class (0: it got it, or not yet).
+    /// Why the writer is not in the idle class: the errno that refused it, -1 where it
+    /// could not have left it again, 0 (it is, or not yet).
     idle_refused: Arc<AtomicI32>,
     spec: DumpSpec,
 }
@@ -419,8 +418,9 @@ impl Dump {
                 // (bench/NOTEBOOK.md#relay-dump-cost). Nice 19 still took a share of a busy
                 // core; the idle class takes none (bench/NOTEBOOK.md#relay-dump-idle-class).
                 let (tid, yielding) = sys::process::yield_to_others();
-                if let sys::process::Yielding::Nice19(errno) = yielding {
-                    writer_idle_refused.store(errno as i32, Ordering::Relaxed);
+                if let sys::process::Yielding::Nice19(refused) = yielding {
+                    let why = refused.map_or(-1, |errno| errno as i32);
+                    writer_idle_refused.store(why, Ordering::Relaxed);
                 }
                 tid_of_writer.store(tid, Ordering::Relaxed);
                 write_dump(read, size, rx, file, format, &writer_drained)
@@ -480,9 +480,15 @@ impl Dump {
             teed: self.tap.teed.load(Ordering::Relaxed),
             written: self.tap.written.load(Ordering::Relaxed),
             error,
-            idle_refused: match self.idle_refused.load(Ordering::Relaxed) {
+            writer_nice19: match self.idle_refused.load(Ordering::Relaxed) {
                 0 => None,
-                errno => Some(Errno::from_raw(errno)),
+                -1 => Some(
+                    "without CAP_SYS_NICE it could not have left the idle class to finish".into(),
+                ),
+                errno => Some(format!(
+                    "SCHED_IDLE was refused, {:?}",
+                    Errno::from_raw(errno)
+                )),
             },
         }
     }

@@ -172,31 +172,63 @@ pub enum Yielding {
     /// SCHED_IDLE: it runs only on a core no other thread wants (a waking thread takes the
     /// core from it at once, and wake-ups count its core as idle).
     IdleClass,
-    /// SCHED_IDLE was refused (the errno): nice 19, which still takes a small share of a
-    /// busy core.
-    Nice19(Errno),
+    /// Nice 19, which still takes a small share of a busy core, because SCHED_IDLE was
+    /// refused (`Some(errno)`) or because the thread could not leave it again (`None`:
+    /// neither CAP_SYS_NICE nor an RLIMIT_NICE that allows its nice — an idle-class thread
+    /// that has to finish its work after the others could then wait seconds for a core).
+    Nice19(Option<Errno>),
 }
 
 /// The calling thread, and only it (Linux's policy and nice are per thread), in the idle
 /// scheduling class: it gets a core where one is idle and none where none is. For a
 /// thread whose work may fall behind and say so (`--dump`'s writer) rather than slow the
-/// ones moving the bytes (bench/NOTEBOOK.md#relay-dump-idle-class). Lowering a policy
-/// takes no privilege; where it is refused anyway (a seccomp filter), nice 19, and where
-/// that is refused too, it stays as it was. Returns the thread's id, for
-/// [`stop_yielding`], and how it yields.
+/// ones moving the bytes (bench/NOTEBOOK.md#relay-dump-idle-class). Entering it takes no
+/// privilege, leaving it for [`stop_yielding`] does: without that, and where SCHED_IDLE is
+/// refused (a seccomp filter), nice 19 instead (and where that is refused too, it stays as
+/// it was). Returns the thread's id, for [`stop_yielding`], and how it yields.
 pub fn yield_to_others() -> (i32, Yielding) {
     // SAFETY: gettid, sched_setscheduler and setpriority take plain integers and a
     // sched_param that lives through the call.
     unsafe {
         let tid = nix::libc::gettid();
-        let param = nix::libc::sched_param { sched_priority: 0 };
-        if nix::libc::sched_setscheduler(0, nix::libc::SCHED_IDLE, &param) == 0 {
-            return (tid, Yielding::IdleClass);
-        }
-        let refused = Errno::last();
+        let refused = if may_raise_priority() {
+            let param = nix::libc::sched_param { sched_priority: 0 };
+            if nix::libc::sched_setscheduler(0, nix::libc::SCHED_IDLE, &param) == 0 {
+                return (tid, Yielding::IdleClass);
+            }
+            Some(Errno::last())
+        } else {
+            None
+        };
         nix::libc::setpriority(nix::libc::PRIO_PROCESS, tid as nix::libc::id_t, 19);
         (tid, Yielding::Nice19(refused))
     }
+}
+
+/// Whether the calling thread may take its priority back up from the lowest (the kernel's
+/// check for leaving SCHED_IDLE: an RLIMIT_NICE of at least 20 - its nice, or CAP_SYS_NICE,
+/// bit 23 of CapEff).
+fn may_raise_priority() -> bool {
+    use nix::sys::resource::{getrlimit, Resource};
+    // SAFETY: getpriority takes plain integers; errno is only read to tell a nice of -1
+    // from a failure.
+    let nice = unsafe {
+        *nix::libc::__errno_location() = 0;
+        let nice = nix::libc::getpriority(nix::libc::PRIO_PROCESS, 0);
+        if nice == -1 && *nix::libc::__errno_location() != 0 {
+            return false;
+        }
+        nice
+    };
+    if getrlimit(Resource::RLIMIT_NICE).is_ok_and(|(soft, _)| soft >= (20 - nice) as u64) {
+        return true;
+    }
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|caps| u64::from_str_radix(caps.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << 23) != 0)
 }
 
 /// Thread `tid` (of this process, from [`yield_to_others`]) back in the normal class at
