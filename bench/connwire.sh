@@ -29,6 +29,9 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 relays=(haproxy minrelay)
 (($#)) || set -- "main=$HERE/../target/release/zerocat"
 relays+=("$@")
+for r in "$@"; do
+  [[ -x ${r#*=} ]] || { echo "connwire: ${r#*=} is not an executable zerocat (build it: cargo build --release)"; exit 2; }
+done
 declare -A PID PORT RPORT
 for r in "${relays[@]}"; do
   name=${r%%=*}; RPORT[$name]=$(free_port); PORT[$name]=$(free_port); ports+=("${RPORT[$name]}")
