@@ -800,35 +800,13 @@ impl Formatter {
 }
 
 /// `hexdump -C` lines of `bytes`, the first at stream offset `offset`, appended to `out`.
-/// A whole line below 4 GiB is a fixed layout filled from two tables: the writer formats
-/// ~2.5x as fast as line by line through a `String` (bench/NOTEBOOK.md#relay-dump-idle-class),
+/// Each line is a fixed array filled from two tables ([`hex_line`]), not a `String`: the
+/// writer formats ~2.5x as fast as through a `String` (bench/NOTEBOOK.md#relay-dump-idle-class),
 /// which holds more of a fast relay and makes its last pipe's worth wait less at the end.
 fn hex_lines(out: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
     out.reserve(bytes.len() / 16 * 80 + 100);
-    let mut chunks = bytes.chunks_exact(16);
-    let mut at = offset;
-    for chunk in &mut chunks {
-        if at >> 32 != 0 {
-            hex_line(out, at, chunk);
-        } else {
-            let mut line = [b' '; 79];
-            for (k, &o) in (at as u32).to_be_bytes().iter().enumerate() {
-                line[2 * k..2 * k + 2].copy_from_slice(&HEX_PAIRS[usize::from(o)]);
-            }
-            for (i, &b) in chunk.iter().enumerate() {
-                let col = 10 + 3 * i + usize::from(i > 7);
-                line[col..col + 2].copy_from_slice(&HEX_PAIRS[usize::from(b)]);
-                line[61 + i] = PRINTABLE[usize::from(b)];
-            }
-            line[60] = b'|';
-            line[77] = b'|';
-            line[78] = b'\n';
-            out.extend_from_slice(&line);
-        }
-        at += 16;
-    }
-    if !chunks.remainder().is_empty() {
-        hex_line(out, at, chunks.remainder());
+    for (at, chunk) in (offset..).step_by(16).zip(bytes.chunks(16)) {
+        hex_line(out, at, chunk);
     }
 }
 
