@@ -154,11 +154,7 @@ fn ws_client_round_trip_against_a_python_websockets_server() {
     (&s).read_to_end(&mut rest).unwrap();
     assert_bytes_eq(&got, &payload, "4 MiB echoed by the Python server");
     assert!(rest.is_empty(), "{} bytes after the echo", rest.len());
-    let end = relay.finish();
-    end.assert_code(0, "relay");
-    let conn = &connections(end.report())[0];
-    assert_eq!(conn["a_to_b"]["bytes"].as_u64(), Some(4 << 20), "{conn}");
-    assert_eq!(conn["b_to_a"]["bytes"].as_u64(), Some(4 << 20), "{conn}");
+    assert_carried_both_ways(&relay.finish(), 4 << 20);
 }
 
 #[test]
@@ -214,18 +210,7 @@ fn tunnel(size: usize) {
     let got = echo_through(client.addr(), &payload);
     assert_bytes_eq(&got, &payload, "echoed through the WebSocket tunnel");
     for end in [client.finish(), server.finish()] {
-        end.assert_code(0, "relay");
-        let conn = &connections(end.report())[0];
-        assert_eq!(
-            conn["a_to_b"]["bytes"].as_u64(),
-            Some(size as u64),
-            "{conn}"
-        );
-        assert_eq!(
-            conn["b_to_a"]["bytes"].as_u64(),
-            Some(size as u64),
-            "{conn}"
-        );
+        assert_carried_both_ways(&end, size as u64);
     }
 }
 
@@ -623,12 +608,17 @@ fn websocat_client(url: &str, env: &[(&str, String)], payload: &[u8]) -> Vec<u8>
     out.stdout
 }
 
-/// The relay's report for one WebSocket connection that carried `size` bytes each way.
-fn assert_ws_report(end: &crate::rig::Finished, size: u64) -> serde_json::Value {
+/// A relay that ended 0 with one connection that carried `size` bytes each way.
+fn assert_carried_both_ways(end: &crate::rig::Finished, size: u64) {
     end.assert_code(0, "relay");
     let conn = &connections(end.report())[0];
     assert_eq!(conn["a_to_b"]["bytes"].as_u64(), Some(size), "{conn}");
     assert_eq!(conn["b_to_a"]["bytes"].as_u64(), Some(size), "{conn}");
+}
+
+/// The relay's report for one WebSocket connection that carried `size` bytes each way.
+fn assert_ws_report(end: &crate::rig::Finished, size: u64) -> serde_json::Value {
+    assert_carried_both_ways(end, size);
     let ws = end.report()["websocket"].clone();
     assert_eq!(
         ws["spliced"].as_u64().unwrap() + ws["copied"].as_u64().unwrap(),
