@@ -24,9 +24,9 @@ use std::io::{self, BufWriter, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -35,6 +35,7 @@ use nix::fcntl::{fcntl, FcntlArg, OFlag};
 
 use crate::sys;
 use crate::sys::pipe::OwnPipe;
+use crate::sys::process::Yielding;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DumpFormat {
@@ -383,11 +384,8 @@ pub fn peer_of(fd: BorrowedFd<'_>) -> Option<SocketAddr> {
 pub struct Dump {
     tap: Arc<Tap>,
     writer: Option<JoinHandle<(u64, u64, Option<String>)>>,
-    /// The writer's thread id once it has yielded (0 before).
-    writer_tid: Arc<AtomicI32>,
-    /// Why the writer is not in the idle class: the errno that refused it, -1 where it
-    /// could not have left it again, 0 (it is, or not yet).
-    idle_refused: Arc<AtomicI32>,
+    /// The writer's thread id and how it yields, once it has.
+    writer_yield: Arc<OnceLock<(i32, Yielding)>>,
     spec: DumpSpec,
 }
 
@@ -406,10 +404,8 @@ impl Dump {
         let format = spec.format;
         let drained = Arc::new(AtomicU64::new(0));
         let writer_drained = Arc::clone(&drained);
-        let writer_tid = Arc::new(AtomicI32::new(0));
-        let tid_of_writer = Arc::clone(&writer_tid);
-        let idle_refused = Arc::new(AtomicI32::new(0));
-        let writer_idle_refused = Arc::clone(&idle_refused);
+        let writer_yield = Arc::new(OnceLock::new());
+        let yielded = Arc::clone(&writer_yield);
         let writer = std::thread::Builder::new()
             .name("dump".into())
             .spawn(move || {
@@ -417,12 +413,7 @@ impl Dump {
                 // the transfer needs: the dump misses bytes instead
                 // (bench/NOTEBOOK.md#relay-dump-cost). Nice 19 still took a share of a busy
                 // core; the idle class takes none (bench/NOTEBOOK.md#relay-dump-idle-class).
-                let (tid, yielding) = sys::process::yield_to_others();
-                if let sys::process::Yielding::Nice19(refused) = yielding {
-                    let why = refused.map_or(-1, |errno| errno as i32);
-                    writer_idle_refused.store(why, Ordering::Relaxed);
-                }
-                tid_of_writer.store(tid, Ordering::Relaxed);
+                let _ = yielded.set(sys::process::yield_to_others());
                 write_dump(read, size, rx, file, format, &writer_drained)
             })?;
         Ok(Dump {
@@ -439,8 +430,7 @@ impl Dump {
                 full_at: AtomicU64::new(0),
             }),
             writer: Some(writer),
-            writer_tid,
-            idle_refused,
+            writer_yield,
             spec: spec.clone(),
         })
     }
@@ -461,9 +451,9 @@ impl Dump {
         // 0.4 s for a core on a busy machine, even alone in its autogroup: the group's
         // weight on a core follows its threads' weighted load, and the writer's is 19's
         // (bench/NOTEBOOK.md#relay-dump-cost-found); an idle-class one weighs less still.
-        match self.writer_tid.load(Ordering::Relaxed) {
-            0 => {}
-            tid => sys::process::stop_yielding(tid),
+        let yielded = self.writer_yield.get().copied();
+        if let Some((tid, _)) = yielded {
+            sys::process::stop_yielding(tid);
         }
         if let Some(writer) = &self.writer {
             writer.thread().unpark();
@@ -480,15 +470,14 @@ impl Dump {
             teed: self.tap.teed.load(Ordering::Relaxed),
             written: self.tap.written.load(Ordering::Relaxed),
             error,
-            writer_nice19: match self.idle_refused.load(Ordering::Relaxed) {
-                0 => None,
-                -1 => Some(
+            writer_nice19: match yielded {
+                Some((_, Yielding::Nice19(None))) => Some(
                     "without CAP_SYS_NICE it could not have left the idle class to finish".into(),
                 ),
-                errno => Some(format!(
-                    "SCHED_IDLE was refused, {:?}",
-                    Errno::from_raw(errno)
-                )),
+                Some((_, Yielding::Nice19(Some(errno)))) => {
+                    Some(format!("SCHED_IDLE was refused, {errno:?}"))
+                }
+                _ => None,
             },
         }
     }

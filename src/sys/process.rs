@@ -210,15 +210,8 @@ pub fn yield_to_others() -> (i32, Yielding) {
 /// bit 23 of CapEff).
 fn may_raise_priority() -> bool {
     use nix::sys::resource::{getrlimit, Resource};
-    // SAFETY: getpriority takes plain integers; errno is only read to tell a nice of -1
-    // from a failure.
-    let nice = unsafe {
-        *nix::libc::__errno_location() = 0;
-        let nice = nix::libc::getpriority(nix::libc::PRIO_PROCESS, 0);
-        if nice == -1 && *nix::libc::__errno_location() != 0 {
-            return false;
-        }
-        nice
+    let Some(nice) = own_nice() else {
+        return false;
     };
     if getrlimit(Resource::RLIMIT_NICE).is_ok_and(|(soft, _)| soft >= (20 - nice) as u64) {
         return true;
@@ -237,18 +230,27 @@ fn may_raise_priority() -> bool {
 /// lowering a nice take CAP_SYS_NICE or an RLIMIT_NICE that allows it; where refused, it
 /// stays as it was.
 pub fn stop_yielding(tid: i32) {
-    // SAFETY: sched_setscheduler, getpriority and setpriority take plain integers and a
-    // sched_param that lives through the call; errno is only read to tell a nice of -1
-    // from a failure.
+    let Some(own) = own_nice() else {
+        return;
+    };
+    // SAFETY: sched_setscheduler and setpriority take plain integers and a sched_param
+    // that lives through the call.
     unsafe {
-        *nix::libc::__errno_location() = 0;
-        let own = nix::libc::getpriority(nix::libc::PRIO_PROCESS, 0);
-        if own == -1 && *nix::libc::__errno_location() != 0 {
-            return;
-        }
         let param = nix::libc::sched_param { sched_priority: 0 };
         nix::libc::sched_setscheduler(tid, nix::libc::SCHED_OTHER, &param);
         nix::libc::setpriority(nix::libc::PRIO_PROCESS, tid as nix::libc::id_t, own);
+    }
+}
+
+/// The calling thread's nice; None where getpriority fails (a nice of -1 told from a
+/// failure by errno).
+fn own_nice() -> Option<i32> {
+    // SAFETY: getpriority takes plain integers; errno is only read to tell a nice of -1
+    // from a failure.
+    unsafe {
+        *nix::libc::__errno_location() = 0;
+        let nice = nix::libc::getpriority(nix::libc::PRIO_PROCESS, 0);
+        (nice != -1 || *nix::libc::__errno_location() == 0).then_some(nice)
     }
 }
 
