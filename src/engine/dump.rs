@@ -11,7 +11,9 @@
 //! transfer. A thread in the idle scheduling class (so it takes no core the transfer needs:
 //! SCHED_IDLE, else nice 19) reads the pipe,
 //! in the order an entry per copy says (the copy and its entry are made under one lock, so
-//! the pipe and the entries agree), formats and writes the file.
+//! the pipe and the entries agree), formats and writes the file. Once the transfer outruns
+//! it (copies find the pipe full) it stands aside until the transfer pauses, so that what
+//! it would hold of a bulk transfer (a few %) costs that transfer nothing.
 //!
 //! tee(2) copies from the head of a pipe without consuming it (HAZARDS: tee duplicates):
 //! a direction whose pipe head was already teed (`accounted` ahead of `passed`) never tees
@@ -24,9 +26,9 @@ use std::io::{self, BufWriter, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -85,18 +87,26 @@ struct Feed {
     entries: Sender<Entry>,
 }
 
+/// What the copies and the writer tell each other.
+struct Progress {
+    /// Bytes the copies missed: while this grows the transfer is outrunning the dump.
+    missed: AtomicU64,
+    /// How many times the writer has taken bytes out of the dump's pipe.
+    drained: AtomicU64,
+    /// The writer stands aside ([`Outrun`]): no copy is tried, each is missed.
+    aside: AtomicBool,
+}
+
 /// What directions copy into: shared by every event loop and thread of a run.
 pub struct Tap {
     feed: Mutex<Option<Feed>>,
-    missed: AtomicU64,
+    progress: Arc<Progress>,
     /// Bytes copied in with tee(2) from a transfer's pipe, and with a write from its
     /// buffer: the report says which fed the dump (so which path the transfer kept).
     teed: AtomicU64,
     written: AtomicU64,
     next_conn: AtomicU64,
-    /// How many times the writer has taken bytes out of the dump's pipe.
-    drained: Arc<AtomicU64>,
-    /// 1 + `drained` when a copy last found the dump's pipe full (0: not known full).
+    /// 1 + `progress.drained` when a copy last found the dump's pipe full (0: not known full).
     /// Until the writer drains again no copy is tried: a dump that fell behind costs the
     /// transfer no call and no lock of the pipe the writer reads
     /// (bench/NOTEBOOK.md#relay-dump-cost-found).
@@ -135,7 +145,10 @@ impl Tap {
         copied: &AtomicU64,
         copy: impl FnOnce(BorrowedFd<'_>) -> Result<usize, Errno>,
     ) -> usize {
-        let drained = self.drained.load(Ordering::Acquire);
+        if self.progress.aside.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let drained = self.progress.drained.load(Ordering::Acquire);
         if self.full_at.load(Ordering::Relaxed) == drained + 1 {
             return 0;
         }
@@ -279,7 +292,7 @@ impl Tapped {
     }
 
     fn miss(&mut self, at: u64, len: u64) {
-        self.tap.missed.fetch_add(len, Ordering::Relaxed);
+        self.tap.progress.missed.fetch_add(len, Ordering::Relaxed);
         if self.missed_len > 0 && self.missed_at + self.missed_len != at {
             self.mark_missed();
         }
@@ -384,8 +397,8 @@ pub fn peer_of(fd: BorrowedFd<'_>) -> Option<SocketAddr> {
 pub struct Dump {
     tap: Arc<Tap>,
     writer: Option<JoinHandle<(u64, u64, Option<String>)>>,
-    /// The writer's thread id and how it yields, once it has.
-    writer_yield: Arc<OnceLock<(i32, Yielding)>>,
+    /// The writer's thread id and how it yields (None: its thread ended before it said).
+    writer_yield: Option<(i32, Yielding)>,
     spec: DumpSpec,
 }
 
@@ -402,10 +415,13 @@ impl Dump {
         let (tx, rx) = channel();
         let OwnPipe { read, write, size } = pipe;
         let format = spec.format;
-        let drained = Arc::new(AtomicU64::new(0));
-        let writer_drained = Arc::clone(&drained);
-        let writer_yield = Arc::new(OnceLock::new());
-        let yielded = Arc::clone(&writer_yield);
+        let progress = Arc::new(Progress {
+            missed: AtomicU64::new(0),
+            drained: AtomicU64::new(0),
+            aside: AtomicBool::new(false),
+        });
+        let writer_progress = Arc::clone(&progress);
+        let (yielded, writer_yield) = channel();
         let writer = std::thread::Builder::new()
             .name("dump".into())
             .spawn(move || {
@@ -413,20 +429,23 @@ impl Dump {
                 // the transfer needs: the dump misses bytes instead
                 // (bench/NOTEBOOK.md#relay-dump-cost). Nice 19 still took a share of a busy
                 // core; the idle class takes none (bench/NOTEBOOK.md#relay-dump-idle-class).
-                let _ = yielded.set(sys::process::yield_to_others());
-                write_dump(read, size, rx, file, format, &writer_drained)
+                let _ = yielded.send(sys::process::yield_to_others());
+                write_dump(read, size, rx, file, format, &writer_progress)
             })?;
+        // Known before any byte moves: a transfer can be over before a thread just spawned
+        // has run, and `finish` must know which thread to take out of the idle class and
+        // what to say of it.
+        let writer_yield = writer_yield.recv().ok();
         Ok(Dump {
             tap: Arc::new(Tap {
                 feed: Mutex::new(Some(Feed {
                     pipe: write,
                     entries: tx,
                 })),
-                missed: AtomicU64::new(0),
+                progress,
                 teed: AtomicU64::new(0),
                 written: AtomicU64::new(0),
                 next_conn: AtomicU64::new(1),
-                drained,
                 full_at: AtomicU64::new(0),
             }),
             writer: Some(writer),
@@ -451,7 +470,7 @@ impl Dump {
         // 0.4 s for a core on a busy machine, even alone in its autogroup: the group's
         // weight on a core follows its threads' weighted load, and the writer's is 19's
         // (bench/NOTEBOOK.md#relay-dump-cost-found); an idle-class one weighs less still.
-        let yielded = self.writer_yield.get().copied();
+        let yielded = self.writer_yield;
         if let Some((tid, _)) = yielded {
             sys::process::stop_yielding(tid);
         }
@@ -466,7 +485,7 @@ impl Dump {
             path: self.spec.path.clone(),
             format: self.spec.format,
             dumped,
-            missed: self.tap.missed.load(Ordering::Relaxed) + lost,
+            missed: self.tap.progress.missed.load(Ordering::Relaxed) + lost,
             teed: self.tap.teed.load(Ordering::Relaxed),
             written: self.tap.written.load(Ordering::Relaxed),
             error,
@@ -484,14 +503,15 @@ impl Dump {
 }
 
 /// The writer: each entry in order, its bytes read from the pipe (each read counted in
-/// `drained`). Returns the bytes written, those lost to a failed file, and the failure.
+/// `progress.drained`), once the transfer is not outrunning the dump. Returns the bytes
+/// written, those lost to a failed file, and the failure.
 fn write_dump(
     pipe: OwnedFd,
     size: usize,
     entries: Receiver<Entry>,
     file: File,
     format: DumpFormat,
-    drained: &AtomicU64,
+    progress: &Progress,
 ) -> (u64, u64, Option<String>) {
     let mut out = Formatter {
         out: BufWriter::with_capacity(1 << 20, file),
@@ -501,6 +521,7 @@ fn write_dump(
     };
     let mut buf = vec![0u8; size.max(64 * 1024)];
     let (mut dumped, mut lost, mut error) = (0u64, 0u64, None::<String>);
+    let mut outrun = Outrun::default();
     if let Err(e) = out.begin() {
         error = Some(e.to_string());
     }
@@ -511,6 +532,7 @@ fn write_dump(
             if let (None, Err(e)) = (&error, out.out.flush()) {
                 error = Some(e.to_string());
             }
+            outrun.caught_up(progress);
             continue;
         };
         let result = match entry.what {
@@ -518,11 +540,12 @@ fn write_dump(
                 let mut left = len;
                 let mut at = offset;
                 let mut result = Ok(());
+                outrun.at_data(progress);
                 while left > 0 {
                     let want = left.min(buf.len());
                     let got = match read_exact(pipe.as_fd(), &mut buf[..want]) {
                         Ok(()) => {
-                            drained.fetch_add(1, Ordering::Release);
+                            progress.drained.fetch_add(1, Ordering::Release);
                             want
                         }
                         Err(e) => {
@@ -563,7 +586,8 @@ fn write_dump(
 }
 
 /// The entries as they come, until the transfer is over, and `None` each time the writer
-/// has caught up with them; it then looks for more every [`WRITER_NAP`] rather than sleep
+/// has caught up with them and after each nap that brought none; it looks for more every
+/// [`WRITER_NAP`] rather than sleep
 /// on the channel, so that no copy the transfer makes ever wakes it (nor takes the
 /// channel's lock the sleeping writer's wake-up takes:
 /// bench/NOTEBOOK.md#relay-dump-cost-found).
@@ -579,11 +603,62 @@ fn polled(entries: &Receiver<Entry>) -> impl Iterator<Item = Option<Entry>> + '_
                 caught_up = true;
                 return Some(None);
             }
-            // Unparked by `Dump::finish` only: the run's end need not wait out a nap.
-            Err(TryRecvError::Empty) => std::thread::park_timeout(WRITER_NAP),
+            Err(TryRecvError::Empty) => {
+                // Unparked by `Dump::finish` only: the run's end need not wait out a nap.
+                std::thread::park_timeout(WRITER_NAP);
+                caught_up = false;
+            }
             Err(TryRecvError::Disconnected) => return None,
         }
     })
+}
+
+/// Whether the transfer outruns the dump. Once copies found the dump's pipe full, the
+/// writer stands aside: no copy is tried (each is missed, counted and marked) while it
+/// formats what the pipe holds, and until the transfer pauses — two looks a nap apart
+/// with nothing missed between. Formatting beside a transfer that outruns it gained the
+/// dump little (a few % of a GiB) and cost the transfer a third of its rate on an
+/// otherwise quiet machine, even from the idle class: the writer's reads and its 5 bytes
+/// of hex a byte into the page cache took memory bandwidth and cache from the cores'
+/// other work (bench/NOTEBOOK.md#relay-dump-stands-aside). And the pipe it holds is
+/// formatted while the transfer runs, not after it, where the run's exit would wait.
+#[derive(Default)]
+struct Outrun {
+    /// `Progress::missed` at the last look.
+    seen: u64,
+    /// Looks in a row, while aside, that found nothing more missed.
+    quiet: u8,
+}
+
+impl Outrun {
+    /// Before the writer formats bytes: did copies miss since the last look?
+    fn at_data(&mut self, progress: &Progress) {
+        let missed = progress.missed.load(Ordering::Relaxed);
+        if missed != self.seen {
+            self.seen = missed;
+            self.quiet = 0;
+            progress.aside.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The writer has caught up (at once, then after each nap).
+    fn caught_up(&mut self, progress: &Progress) {
+        if !progress.aside.load(Ordering::Relaxed) {
+            return;
+        }
+        let missed = progress.missed.load(Ordering::Relaxed);
+        if missed != self.seen {
+            self.seen = missed;
+            self.quiet = 0;
+        } else {
+            self.quiet += 1;
+            // The first look can follow the last bytes formatted by a moment: the second
+            // is a nap later.
+            if self.quiet >= 2 {
+                progress.aside.store(false, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// How long the writer naps when it has caught up.
@@ -955,6 +1030,53 @@ pub fn tappable(chain: Vec<super::DataPath>) -> Vec<super::DataPath> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn progress() -> Progress {
+        Progress {
+            missed: AtomicU64::new(0),
+            drained: AtomicU64::new(0),
+            aside: AtomicBool::new(false),
+        }
+    }
+
+    /// Copies that missed put the writer aside (no copy tried) until two looks at its
+    /// caught-up points find nothing more missed.
+    #[test]
+    fn the_writer_stands_aside_while_the_transfer_goes_on_missing() {
+        let (progress, mut outrun) = (progress(), Outrun::default());
+        let aside = |p: &Progress| p.aside.load(Ordering::Relaxed);
+        outrun.at_data(&progress);
+        outrun.caught_up(&progress);
+        assert!(!aside(&progress), "nothing missed: the dump keeps up");
+        progress.missed.store(4096, Ordering::Relaxed);
+        outrun.at_data(&progress);
+        assert!(aside(&progress), "copies missed: aside");
+        for _ in 0..3 {
+            outrun.caught_up(&progress);
+            progress.missed.fetch_add(65536, Ordering::Relaxed);
+            outrun.caught_up(&progress);
+            assert!(aside(&progress), "still missing: still aside");
+        }
+        outrun.caught_up(&progress);
+        assert!(aside(&progress), "one quiet look is not a pause");
+        outrun.caught_up(&progress);
+        assert!(!aside(&progress), "two quiet looks: the transfer paused");
+        let tap = Tap {
+            feed: Mutex::new(None),
+            progress: Arc::new(progress),
+            teed: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            next_conn: AtomicU64::new(1),
+            full_at: AtomicU64::new(0),
+        };
+        tap.progress.aside.store(true, Ordering::Relaxed);
+        let tried = std::cell::Cell::new(false);
+        let copied = tap.copy_in((1, 0, 0), None, &tap.teed, |_| {
+            tried.set(true);
+            Ok(1)
+        });
+        assert_eq!((copied, tried.get()), (0, false), "aside: no copy is tried");
+    }
 
     #[test]
     fn hex_lines_are_hexdump_c_lines() {
