@@ -587,9 +587,8 @@ fn write_dump(
 
 /// The entries as they come, until the transfer is over, and `None` each time the writer
 /// has caught up with them and after each nap that brought none; it looks for more every
-/// [`WRITER_NAP`] rather than sleep
-/// on the channel, so that no copy the transfer makes ever wakes it (nor takes the
-/// channel's lock the sleeping writer's wake-up takes:
+/// [`WRITER_NAP`] rather than sleep on the channel, so that no copy the transfer makes ever
+/// wakes it (nor takes the channel's lock the sleeping writer's wake-up takes:
 /// bench/NOTEBOOK.md#relay-dump-cost-found).
 fn polled(entries: &Receiver<Entry>) -> impl Iterator<Item = Option<Entry>> + '_ {
     let mut caught_up = false;
