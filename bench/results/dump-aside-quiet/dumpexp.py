@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Interleaved: zcb src /dev/shm/g1 -> zerocat relay --once [--dump ...] -> zcb sink. Times: sink exit, all exit."""
 import subprocess, time, sys, os, json, statistics, itertools
-ZCB = "/work/ci/bench/work/zcb"
+ZCB = "/work/exp/zcb"
 variants = {}
 for spec in sys.argv[3:]:
     name, _, rest = spec.partition("=")
