@@ -937,10 +937,11 @@ wants, so it takes no core the transfer needs and on a busy machine falls behind
 the transfer is over, in the normal class, so what is left does not hold the exit. Leaving
 the idle class takes \fBCAP_SYS_NICE\fR or an \fBRLIMIT_NICE\fR that allows zerocat's
 nice: without either, or where \fBSCHED_IDLE\fR is refused, the thread runs at nice 19
-and the dump's line says so). Once the transfer outruns the thread (its buffer found
-full), the thread stands aside until the transfer pauses (5 ms with nothing missed), so
-that formatting costs a bulk transfer nothing: of a 1 GiB relay at full speed the dump
-holds what its buffer took first and in the pauses. The file gets what
+and the dump's line says so). When the buffer is full and the transfer passes more than
+1 GiB/s, far more than the thread can format (~300 MiB/s), the thread stands aside until
+the transfer slows below that or pauses, so that formatting costs a bulk transfer
+nothing: of a 1 GiB relay at full speed the dump holds what its buffer took first and
+in the pauses. The file gets what
 was formatted whenever the thread has caught up, so \fBtail \-f\fR \fIFILE\fR shows each
 exchange as it passes. When that buffer is full the bytes that did not fit are \fImissed\fR, marked in the dump and
 counted on the line \fBdump: \fR\fIsize\fR\fB into \fR\fIFILE\fR\fB, \fR\fIsize\fR\fB

@@ -11,9 +11,9 @@
 //! transfer. A thread in the idle scheduling class (so it takes no core the transfer needs:
 //! SCHED_IDLE, else nice 19) reads the pipe,
 //! in the order an entry per copy says (the copy and its entry are made under one lock, so
-//! the pipe and the entries agree), formats and writes the file. Once the transfer outruns
-//! it (copies find the pipe full) it stands aside until the transfer pauses, so that what
-//! it would hold of a bulk transfer (a few %) costs that transfer nothing.
+//! the pipe and the entries agree), formats and writes the file. Once a transfer far faster
+//! than it fills the pipe, it stands aside until the transfer slows or pauses, so that
+//! what it would hold of a bulk transfer (a few %) costs that transfer nothing.
 //!
 //! tee(2) copies from the head of a pipe without consuming it (HAZARDS: tee duplicates):
 //! a direction whose pipe head was already teed (`accounted` ahead of `passed`) never tees
@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
@@ -521,7 +521,8 @@ fn write_dump(
     };
     let mut buf = vec![0u8; size.max(64 * 1024)];
     let (mut dumped, mut lost, mut error) = (0u64, 0u64, None::<String>);
-    let mut outrun = Outrun::default();
+    let mut outrun = Outrun::new(Instant::now());
+    let mut taken = 0u64;
     if let Err(e) = out.begin() {
         error = Some(e.to_string());
     }
@@ -532,7 +533,7 @@ fn write_dump(
             if let (None, Err(e)) = (&error, out.out.flush()) {
                 error = Some(e.to_string());
             }
-            outrun.caught_up(progress);
+            outrun.caught_up(progress, taken, Instant::now());
             continue;
         };
         let result = match entry.what {
@@ -540,12 +541,13 @@ fn write_dump(
                 let mut left = len;
                 let mut at = offset;
                 let mut result = Ok(());
-                outrun.at_data(progress);
+                outrun.at_data(progress, taken, Instant::now());
                 while left > 0 {
                     let want = left.min(buf.len());
                     let got = match read_exact(pipe.as_fd(), &mut buf[..want]) {
                         Ok(()) => {
                             progress.drained.fetch_add(1, Ordering::Release);
+                            taken += want as u64;
                             want
                         }
                         Err(e) => {
@@ -612,56 +614,78 @@ fn polled(entries: &Receiver<Entry>) -> impl Iterator<Item = Option<Entry>> + '_
     })
 }
 
-/// Whether the transfer outruns the dump. Once copies found the dump's pipe full, the
-/// writer stands aside: no copy is tried (each is missed, counted and marked) while it
-/// formats what the pipe holds, and until the transfer pauses — two looks a nap apart
-/// with nothing missed between. Formatting beside a transfer that outruns it gained the
-/// dump little (a few % of a GiB) and cost the transfer a third of its rate on an
-/// otherwise quiet machine, even from the idle class: the writer's reads and its 5 bytes
-/// of hex a byte into the page cache took memory bandwidth and cache from the cores'
-/// other work (bench/NOTEBOOK.md#relay-dump-stands-aside). And the pipe it holds is
-/// formatted while the transfer runs, not after it, where the run's exit would wait.
-#[derive(Default)]
+/// Whether the transfer outruns the dump. Once copies found the dump's pipe full while
+/// the transfer passed more than [`OUTRUN_RATE`] (over the last few ms), the writer
+/// stands aside: no copy is tried (each is missed, counted and marked) while it formats
+/// what the pipe holds, and until the transfer slows below that rate or pauses.
+/// Formatting beside a transfer that outruns it gained the dump little (a few % of a GiB)
+/// and cost the transfer a third of its rate on an otherwise quiet machine, even from the
+/// idle class: the writer's reads and its 5 bytes of hex a byte into the page cache took
+/// memory bandwidth and cache from the cores' other work
+/// (bench/NOTEBOOK.md#relay-dump-stands-aside). The pipe it holds is formatted while the
+/// transfer runs, not after it, where the run's exit would wait.
 struct Outrun {
     /// `Progress::missed` at the last look.
     seen: u64,
-    /// Looks in a row, while aside, that found nothing more missed.
-    quiet: u8,
+    /// The transfer's bytes so far (those the writer took out of the pipe, and those
+    /// missed) at the start of the current window, and when it started.
+    window: (u64, Instant),
+    /// Bytes a second the transfer passed over the current window (or the last one,
+    /// while the current one is shorter than a millisecond).
+    rate: f64,
 }
 
+/// The transfer's rate above which a writer that fell behind stands aside: it formats
+/// ~300 MiB/s of stream, so beside a faster transfer it would hold less than a third of
+/// it and take the most from it; below, it holds most of a stream it cannot quite follow
+/// (`pipe --dump -L 400M` of 64 MiB: about half, as before it stood aside).
+const OUTRUN_RATE: f64 = (1u64 << 30) as f64;
+
 impl Outrun {
-    /// Before the writer formats bytes: did copies miss since the last look?
-    fn at_data(&mut self, progress: &Progress) {
-        let missed = progress.missed.load(Ordering::Relaxed);
-        if missed != self.seen {
-            self.seen = missed;
-            self.quiet = 0;
-            progress.aside.store(true, Ordering::Relaxed);
+    fn new(now: Instant) -> Outrun {
+        Outrun {
+            seen: 0,
+            window: (0, now),
+            rate: 0.0,
         }
     }
 
-    /// The writer has caught up (at once, then after each nap).
-    fn caught_up(&mut self, progress: &Progress) {
-        if !progress.aside.load(Ordering::Relaxed) {
-            return;
-        }
+    /// The bytes missed so far, and the rate over the window so far once it is a
+    /// millisecond long (a bulk transfer is told at its first miss); a new window once
+    /// this one is a nap long.
+    fn look(&mut self, progress: &Progress, taken: u64, now: Instant) -> u64 {
         let missed = progress.missed.load(Ordering::Relaxed);
-        if missed != self.seen {
-            self.seen = missed;
-            self.quiet = 0;
-        } else {
-            self.quiet += 1;
-            // The first look can follow the last bytes formatted by a moment: the second
-            // is a nap later.
-            if self.quiet >= 2 {
-                progress.aside.store(false, Ordering::Relaxed);
+        let span = now.saturating_duration_since(self.window.1);
+        if span >= Duration::from_millis(1) {
+            let passed = taken + missed;
+            self.rate = passed.saturating_sub(self.window.0) as f64 / span.as_secs_f64();
+            if span >= WRITER_NAP {
+                self.window = (passed, now);
             }
+        }
+        missed
+    }
+
+    /// Before the writer formats bytes (`taken`: all it took out of the pipe so far).
+    fn at_data(&mut self, progress: &Progress, taken: u64, now: Instant) {
+        let missed = self.look(progress, taken, now);
+        if missed != self.seen && self.rate > OUTRUN_RATE {
+            progress.aside.store(true, Ordering::Relaxed);
+        }
+        self.seen = missed;
+    }
+
+    /// The writer has caught up (at once, then after each nap).
+    fn caught_up(&mut self, progress: &Progress, taken: u64, now: Instant) {
+        self.seen = self.look(progress, taken, now);
+        if self.rate <= OUTRUN_RATE {
+            progress.aside.store(false, Ordering::Relaxed);
         }
     }
 }
 
 /// How long the writer naps when it has caught up.
-const WRITER_NAP: std::time::Duration = std::time::Duration::from_millis(5);
+const WRITER_NAP: Duration = Duration::from_millis(5);
 
 fn read_exact(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<(), Errno> {
     let mut got = 0;
@@ -1038,28 +1062,52 @@ mod tests {
         }
     }
 
-    /// Copies that missed put the writer aside (no copy tried) until two looks at its
-    /// caught-up points find nothing more missed.
+    /// Copies that missed put the writer aside (no copy tried) only while the transfer
+    /// passes more than OUTRUN_RATE; it comes back once the transfer slowed below it or
+    /// paused.
     #[test]
-    fn the_writer_stands_aside_while_the_transfer_goes_on_missing() {
-        let (progress, mut outrun) = (progress(), Outrun::default());
+    fn the_writer_stands_aside_while_the_transfer_outruns_it() {
+        let t0 = Instant::now();
+        let (progress, mut outrun) = (progress(), Outrun::new(t0));
         let aside = |p: &Progress| p.aside.load(Ordering::Relaxed);
-        outrun.at_data(&progress);
-        outrun.caught_up(&progress);
-        assert!(!aside(&progress), "nothing missed: the dump keeps up");
-        progress.missed.store(4096, Ordering::Relaxed);
-        outrun.at_data(&progress);
-        assert!(aside(&progress), "copies missed: aside");
-        for _ in 0..3 {
-            outrun.caught_up(&progress);
-            progress.missed.fetch_add(65536, Ordering::Relaxed);
-            outrun.caught_up(&progress);
-            assert!(aside(&progress), "still missing: still aside");
-        }
-        outrun.caught_up(&progress);
-        assert!(aside(&progress), "one quiet look is not a pause");
-        outrun.caught_up(&progress);
-        assert!(!aside(&progress), "two quiet looks: the transfer paused");
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let miss = |n: u64| progress.missed.fetch_add(n, Ordering::Relaxed);
+        // 100 MiB/s taken out of the pipe, then a miss: a writer that fell behind a
+        // transfer it can mostly follow goes on formatting.
+        outrun.at_data(&progress, 1 << 20, at(10));
+        miss(4096);
+        outrun.at_data(&progress, 2 << 20, at(20));
+        assert!(
+            !aside(&progress),
+            "a slow transfer: the writer keeps taking copies"
+        );
+        // 2 GiB/s: 20 MiB missed in 10 ms.
+        miss(20 << 20);
+        outrun.at_data(&progress, 3 << 20, at(30));
+        assert!(aside(&progress), "a fast transfer and a miss: aside");
+        outrun.caught_up(&progress, 4 << 20, t0 + Duration::from_micros(30_500));
+        assert!(
+            aside(&progress),
+            "a look within a millisecond judges nothing (here nothing more was missed)"
+        );
+        miss(2 << 20);
+        outrun.caught_up(&progress, 4 << 20, at(31));
+        assert!(
+            aside(&progress),
+            "3 GiB/s over the window so far: still aside"
+        );
+        miss(10 << 20);
+        outrun.caught_up(&progress, 4 << 20, at(36));
+        assert!(aside(&progress), "still 2 GiB/s missed: still aside");
+        // 1 MiB in 5 ms: 200 MiB/s.
+        miss(1 << 20);
+        outrun.caught_up(&progress, 4 << 20, at(41));
+        assert!(!aside(&progress), "the transfer slowed: copies again");
+        miss(50 << 20);
+        outrun.at_data(&progress, 5 << 20, at(51));
+        assert!(aside(&progress), "fast again: aside again");
+        outrun.caught_up(&progress, 5 << 20, at(60));
+        assert!(!aside(&progress), "the transfer paused: copies again");
         let tap = Tap {
             feed: Mutex::new(None),
             progress: Arc::new(progress),
@@ -1157,7 +1205,7 @@ mod tests {
 
     #[test]
     fn timestamps_are_utc_to_the_microsecond() {
-        let at = UNIX_EPOCH + std::time::Duration::from_micros(1_795_451_680_000_123);
+        let at = UNIX_EPOCH + Duration::from_micros(1_795_451_680_000_123);
         assert_eq!(timestamp(at), "2026-11-23T16:34:40.000123Z");
     }
 }
