@@ -251,6 +251,20 @@ pub fn send_to(addr: &str, payload: &[u8]) {
     }
 }
 
+/// SIGHUP at its default action in `cmd`'s child, whoever started the tests: under `nohup
+/// cargo test` it comes ignored, zerocat keeps an ignored SIGHUP ignored (as nohup asks),
+/// and a test that hangs zerocat up would wait for an end that never comes.
+pub fn sighup_at_its_default(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only signal(2), async-signal-safe, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::libc::signal(nix::libc::SIGHUP, nix::libc::SIG_DFL);
+            Ok(())
+        });
+    }
+}
+
 /// SO_LINGER {1, 0} on a TCP socket: its close sends RST instead of FIN.
 pub fn linger_zero(s: &TcpStream) {
     use std::os::fd::AsRawFd;

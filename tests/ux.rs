@@ -806,7 +806,6 @@ fn a_narrow_terminal_keeps_the_bar_on_one_line_and_ctrl_c_leaves_only_the_report
 /// `sh -c INNER` in a pseudo-terminal of `script`'s (what it printed comes back on stdout),
 /// with a clean environment and no stdin unless the caller gives one.
 pub fn in_a_terminal(inner: &str) -> Command {
-    use std::os::unix::process::CommandExt;
     let mut cmd = Command::new("script");
     cmd.args(["-qec", inner, "/dev/null"])
         .env_clear()
@@ -814,15 +813,7 @@ pub fn in_a_terminal(inner: &str) -> Command {
         .env("SHELL", "/bin/sh")
         .env("TERM", "xterm")
         .stdin(Stdio::null());
-    // The terminal's signals at their defaults, whoever started the tests: under `nohup
-    // cargo test` SIGHUP came ignored, zerocat keeps an ignored SIGHUP ignored (as nohup
-    // asks), and a test that hangs it up waited 60 s for an end that never came.
-    // SAFETY: signal(2) is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::libc::signal(nix::libc::SIGHUP, nix::libc::SIG_DFL);
-            Ok(())
-        });
-    }
+    // The terminal's hang-up must reach zerocat (the terminal tests send it).
+    sighup_at_its_default(&mut cmd);
     cmd
 }

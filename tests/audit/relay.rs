@@ -442,16 +442,7 @@ fn relay_restores_inherited_stdio_flags_when_killed_by_sighup() {
     cmd.stdin(Stdio::from(stdin_read))
         .stdout(Stdio::from(stdout_write))
         .stderr(Stdio::piped());
-    // SIGHUP's default action for the child, whatever the test runs under: under `nohup`
-    // it would inherit SIG_IGN, which zerocat rightly keeps, and never die of the signal.
-    // SAFETY: only signal(2), async-signal-safe, between fork and exec.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            nix::libc::signal(nix::libc::SIGHUP, nix::libc::SIG_DFL);
-            Ok(())
-        });
-    }
+    sighup_at_its_default(&mut cmd);
     let mut child = cmd.spawn().unwrap();
     drop(cmd); // the parent's copies of the child's ends
     let mut to_relay = std::fs::File::from(stdin_write);
