@@ -88,6 +88,7 @@ struct Feed {
 }
 
 /// What the copies and the writer tell each other.
+#[derive(Default)]
 struct Progress {
     /// Bytes the copies missed: while this grows the transfer is outrunning the dump.
     missed: AtomicU64,
@@ -415,11 +416,7 @@ impl Dump {
         let (tx, rx) = channel();
         let OwnPipe { read, write, size } = pipe;
         let format = spec.format;
-        let progress = Arc::new(Progress {
-            missed: AtomicU64::new(0),
-            drained: AtomicU64::new(0),
-            aside: AtomicBool::new(false),
-        });
+        let progress = Arc::new(Progress::default());
         let writer_progress = Arc::clone(&progress);
         let (yielded, writer_yield) = channel();
         let writer = std::thread::Builder::new()
@@ -1054,21 +1051,13 @@ pub fn tappable(chain: Vec<super::DataPath>) -> Vec<super::DataPath> {
 mod tests {
     use super::*;
 
-    fn progress() -> Progress {
-        Progress {
-            missed: AtomicU64::new(0),
-            drained: AtomicU64::new(0),
-            aside: AtomicBool::new(false),
-        }
-    }
-
     /// Copies that missed put the writer aside (no copy tried) only while the transfer
     /// passes more than OUTRUN_RATE; it comes back once the transfer slowed below it or
     /// paused.
     #[test]
     fn the_writer_stands_aside_while_the_transfer_outruns_it() {
         let t0 = Instant::now();
-        let (progress, mut outrun) = (progress(), Outrun::new(t0));
+        let (progress, mut outrun) = (Progress::default(), Outrun::new(t0));
         let aside = |p: &Progress| p.aside.load(Ordering::Relaxed);
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         let miss = |n: u64| progress.missed.fetch_add(n, Ordering::Relaxed);
